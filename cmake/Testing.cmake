@@ -1,0 +1,43 @@
+# SPDX-License-Identifier: Apache-2.0
+#
+# Test labels:
+#   unit  fast, no I/O beyond loopback fakes; `ctest -L unit`
+#   e2e   needs the real daemons (Slurm in its chroot, kube-apiserver + etcd); `ctest -L e2e`
+#
+# Every e2e test requires the `testenv` fixture: ctest starts one environment (testenv/up.sh)
+# before the first e2e test and stops it (testenv/down.sh) after the last, even on failure.
+# Tests find it through SB_TESTENV, the env file that up.sh writes.
+
+set(SB_TESTENV_DIR ${CMAKE_BINARY_DIR}/testenv)
+set(SB_TESTENV_FILE ${SB_TESTENV_DIR}/env)
+
+add_test(NAME testenv.up COMMAND ${PROJECT_SOURCE_DIR}/testenv/up.sh --run-dir ${SB_TESTENV_DIR})
+set_tests_properties(testenv.up PROPERTIES FIXTURES_SETUP testenv LABELS e2e TIMEOUT 600)
+add_test(NAME testenv.down COMMAND ${PROJECT_SOURCE_DIR}/testenv/down.sh ${SB_TESTENV_DIR})
+set_tests_properties(testenv.down PROPERTIES FIXTURES_CLEANUP testenv LABELS e2e TIMEOUT 120)
+
+# sb_unit_test(<name> SOURCES ... LIBS ...): one GoogleTest binary, each test labelled `unit`.
+function(sb_unit_test name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;LIBS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  sb_set_warnings(${name})
+  target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gmock GTest::gtest_main)
+  gtest_discover_tests(${name} PROPERTIES LABELS unit TIMEOUT 120 DISCOVERY_TIMEOUT 60)
+endfunction()
+
+# sb_e2e_gtest(<name> SOURCES ... LIBS ...): a GoogleTest binary against the real daemons.
+function(sb_e2e_gtest name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;LIBS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  sb_set_warnings(${name})
+  target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gmock GTest::gtest_main)
+  gtest_discover_tests(${name} PROPERTIES LABELS e2e FIXTURES_REQUIRED testenv TIMEOUT 600
+    ENVIRONMENT SB_TESTENV=${SB_TESTENV_FILE} DISCOVERY_TIMEOUT 60)
+endfunction()
+
+# sb_e2e_script(<name> <script> [args...]): a shell test against the real daemons.
+function(sb_e2e_script name script)
+  add_test(NAME ${name} COMMAND bash ${script} ${ARGN})
+  set_tests_properties(${name} PROPERTIES LABELS e2e FIXTURES_REQUIRED testenv TIMEOUT 600
+    ENVIRONMENT SB_TESTENV=${SB_TESTENV_FILE})
+endfunction()

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+#
+# Installs every build and test dependency from Debian 12's archive. Idempotent: when everything
+# is installed already it does nothing (no apt-get update), so warm runs cost well under a second.
+set -euo pipefail
+
+PACKAGES=(
+  # build
+  build-essential cmake ninja-build pkg-config clang-format
+  libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev libssl-dev
+  libsimdjson-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev
+  prometheus-cpp-dev libexpected-dev libgtest-dev libgmock-dev libbenchmark-dev
+  # the test environment: Slurm chroot, etcd, the kube-apiserver build, and the tools the
+  # scripts and tests call
+  debootstrap etcd-server golang-1.19-go kubernetes-client
+  curl jq openssl ca-certificates util-linux procps psmisc iproute2 xz-utils
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+[ "$(id -u)" = 0 ] || { echo "install-deps: run as root to install: ${missing[*]}" >&2; exit 1; }
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+apt-get install -y -q --no-install-recommends "${PACKAGES[@]}"

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+#
+# The test command: installs what is missing, builds, checks formatting, and runs every test
+# (unit, then e2e against a real Slurm and kube-apiserver that ctest starts and stops).
+# Arguments go to ctest, e.g. scripts/test.sh -L unit, or scripts/test.sh -R slurm.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+t0=$SECONDS
+"$root/scripts/install-deps.sh"
+t1=$SECONDS
+"$root/scripts/prepare-testenv.sh"
+t2=$SECONDS
+"$root/scripts/build.sh"
+t3=$SECONDS
+"$root/scripts/check-format.sh"
+cd "${BUILD_DIR:-$root/build}"
+status=0
+ctest --output-on-failure --timeout 900 "$@" || status=$?
+echo "test.sh: deps $((t1 - t0)) s, test environment artifacts $((t2 - t1)) s, build $((t3 - t2)) s, tests $((SECONDS - t3)) s"
+exit $status

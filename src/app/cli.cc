@@ -1,0 +1,63 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "app/cli.h"
+
+#include <ostream>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "common/version.h"
+
+namespace sb::app {
+namespace {
+
+bool HasSubcommand(CLI::App& app, const std::string& name) {
+  for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+    if (sub->check_name(name)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
+  CLI::App app{"slurm-bridge: hands the placement of Kubernetes pods to Slurm", "slurm-bridge"};
+  app.require_subcommand(1);
+  bool show_version = false;
+  app.add_flag("--version", show_version, "Print the version and exit");
+  CLI::App* version = app.add_subcommand("version", "Print the version");
+
+  try {
+    // Let --version work without a subcommand.
+    for (int i = 1; i < argc; ++i) {
+      if (std::string(argv[i]) == "--version") {
+        out << "slurm-bridge " << kVersion << "\n";
+        return 0;
+      }
+    }
+    // CLI11 reports a mistyped subcommand only as "a subcommand is required"; name it instead.
+    if (argc > 1 && argv[1][0] != '-' && !HasSubcommand(app, argv[1])) {
+      err << "slurm-bridge: unknown subcommand '" << argv[1] << "'\n"
+          << "Run 'slurm-bridge --help' for usage.\n";
+      return 2;
+    }
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    out << app.help();
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    err << "slurm-bridge: " << e.what() << "\n" << "Run 'slurm-bridge --help' for usage.\n";
+    return 2;
+  }
+
+  if (version->parsed()) {
+    out << "slurm-bridge " << kVersion << "\n";
+    return 0;
+  }
+  err << "slurm-bridge: no subcommand\n";
+  return 2;
+}
+
+}  // namespace sb::app

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+#
+# Builds kube-apiserver, kube-controller-manager and kube-scheduler v1.20.2 offline from Debian
+# bookworm's `kubernetes` source package (its orig tarball carries the full tree with vendor/),
+# with Debian's Go 1.19, into the cache, once. Does nothing when the binaries are there.
+# The machine's apt sources are left alone: a private APT_CONFIG adds the deb-src line.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+. "$here/lib.sh"
+
+KUBE_SRC_VERSION="${KUBE_SRC_VERSION:-1.20.5+really1.20.2-1.1+deb12u1}"
+GO="${GO:-/usr/lib/go-1.19/bin/go}"
+
+if [ -f "$SB_KUBE_DIR/$SB_KUBE_STAMP" ]; then
+  log "kubernetes binaries ready: $SB_KUBE_DIR/bin"
+  exit 0
+fi
+[ -x "$GO" ] || die "$GO missing: run scripts/install-deps.sh (golang-1.19-go)"
+start=$SECONDS
+mkdir -p "$SB_CACHE_DIR/src"
+work="$SB_CACHE_DIR/kube-build"
+rm -rf "$work"
+mkdir -p "$work/apt/lists/partial" "$work/apt/archives/partial" "$work/gopath/src/k8s.io"
+
+orig=$(ls "$SB_CACHE_DIR"/src/kubernetes_*really1.20.2.orig.tar.gz 2>/dev/null | head -n1 || true)
+if [ -z "$orig" ]; then
+  log "fetching the kubernetes source package from Debian's archive"
+  cat >"$work/apt/sources.list" <<SRC
+deb-src $DEBIAN_MIRROR bookworm main
+deb-src $DEBIAN_MIRROR bookworm-updates main
+deb-src ${DEBIAN_SECURITY_MIRROR:-http://deb.debian.org/debian-security} bookworm-security main
+SRC
+  cat >"$work/apt/apt.conf" <<CONF
+Dir::Etc::sourcelist "$work/apt/sources.list";
+Dir::Etc::sourceparts "-";
+Dir::State::Lists "$work/apt/lists";
+Dir::Cache "$work/apt/cache";
+Dir::Cache::archives "$work/apt/archives";
+CONF
+  mkdir -p "$work/apt/cache"
+  export APT_CONFIG="$work/apt/apt.conf"
+  apt-get -q update >"$work/apt.log" 2>&1 || { cat "$work/apt.log" >&2; die "apt-get update (deb-src) failed"; }
+  (cd "$SB_CACHE_DIR/src" && apt-get -q source --download-only "kubernetes=$KUBE_SRC_VERSION") >>"$work/apt.log" 2>&1 ||
+    { tail -20 "$work/apt.log" >&2; die "apt-get source kubernetes=$KUBE_SRC_VERSION failed"; }
+  unset APT_CONFIG
+  orig=$(ls "$SB_CACHE_DIR"/src/kubernetes_*really1.20.2.orig.tar.gz | head -n1)
+fi
+log "unpacking $(basename "$orig")"
+tree="$work/gopath/src/k8s.io/kubernetes"
+mkdir -p "$tree"
+tar -xzf "$orig" -C "$tree" --strip-components=1
+[ -f "$tree/cmd/kube-apiserver/apiserver.go" ] || die "unexpected tarball layout in $orig"
+
+export GOPATH="$work/gopath" GOCACHE="$work/gocache" GO111MODULE=off GOPROXY=off GOFLAGS= CGO_ENABLED=0
+cd "$tree"
+# The one generated file the tarball lacks (upstream's make generates it).
+log "generating pkg/generated/openapi"
+"$GO" build -o "$work/openapi-gen" ./vendor/k8s.io/kube-openapi/cmd/openapi-gen
+pkgs=$(grep -rl --include='*.go' '+k8s:openapi-gen=' --exclude-dir=vendor --exclude-dir=_output . |
+  xargs -n1 dirname | sort -u | sed -e 's|^\./||' -e 's|^staging/src/|vendor/|' |
+  grep -v -e '^vendor/k8s.io/code-generator' -e '^vendor/k8s.io/sample-apiserver' |
+  sed 's|^|k8s.io/kubernetes/|' | paste -sd, -)
+"$work/openapi-gen" -i "$pkgs" -p k8s.io/kubernetes/pkg/generated/openapi -O zz_generated.openapi \
+  -h vendor/k8s.io/code-generator/hack/boilerplate.go.txt -r "$work/openapi-report.txt" >"$work/openapi-gen.log" 2>&1 ||
+  { tail -20 "$work/openapi-gen.log" >&2; die "openapi-gen failed"; }
+
+v=k8s.io/kubernetes/vendor/k8s.io/component-base/version
+ldflags="-s -w -X $v.gitVersion=v1.20.2 -X $v.gitMajor=1 -X $v.gitMinor=20 -X $v.gitTreeState=clean"
+mkdir -p "$work/bin"
+for cmd in kube-apiserver kube-controller-manager kube-scheduler; do
+  log "go build $cmd"
+  "$GO" build -ldflags "$ldflags" -o "$work/bin/$cmd" "./cmd/$cmd"
+done
+"$work/bin/kube-apiserver" --version
+rm -rf "$SB_KUBE_DIR"
+mkdir -p "$SB_KUBE_DIR"
+mv "$work/bin" "$SB_KUBE_DIR/bin"
+"$SB_KUBE_DIR/bin/kube-apiserver" --version >"$SB_KUBE_DIR/$SB_KUBE_STAMP"
+cd /
+rm -rf "$work"
+log "kubernetes binaries ready in $((SECONDS - start)) s: $SB_KUBE_DIR/bin"
