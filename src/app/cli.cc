@@ -48,7 +48,8 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
     out << app.help();
     return 0;
   } catch (const CLI::ParseError& e) {
-    err << "slurm-bridge: " << e.what() << "\n" << "Run 'slurm-bridge --help' for usage.\n";
+    err << "slurm-bridge: " << e.what() << "\n"
+        << "Run 'slurm-bridge --help' for usage.\n";
     return 2;
   }
 

@@ -16,15 +16,24 @@ TEST(ErrorCodeFromHttpStatus, MapsStatusesCallersBranchOn) {
     ErrorCode want;
   };
   const std::vector<Case> cases = {
-      {400, ErrorCode::kInvalidArgument}, {401, ErrorCode::kUnauthenticated},
-      {403, ErrorCode::kPermissionDenied}, {404, ErrorCode::kNotFound},
-      {408, ErrorCode::kDeadlineExceeded}, {409, ErrorCode::kConflict},
-      {410, ErrorCode::kGone},            {418, ErrorCode::kInvalidArgument},
-      {422, ErrorCode::kInvalidArgument}, {429, ErrorCode::kTooManyRequests},
-      {500, ErrorCode::kUnavailable},     {502, ErrorCode::kUnavailable},
-      {503, ErrorCode::kUnavailable},     {504, ErrorCode::kDeadlineExceeded},
-      {511, ErrorCode::kUnauthenticated}, {200, ErrorCode::kInternal},
-      {302, ErrorCode::kInternal},        {0, ErrorCode::kInternal},
+      {400, ErrorCode::kInvalidArgument},
+      {401, ErrorCode::kUnauthenticated},
+      {403, ErrorCode::kPermissionDenied},
+      {404, ErrorCode::kNotFound},
+      {408, ErrorCode::kDeadlineExceeded},
+      {409, ErrorCode::kConflict},
+      {410, ErrorCode::kGone},
+      {418, ErrorCode::kInvalidArgument},
+      {422, ErrorCode::kInvalidArgument},
+      {429, ErrorCode::kTooManyRequests},
+      {500, ErrorCode::kUnavailable},
+      {502, ErrorCode::kUnavailable},
+      {503, ErrorCode::kUnavailable},
+      {504, ErrorCode::kDeadlineExceeded},
+      {511, ErrorCode::kUnauthenticated},
+      {200, ErrorCode::kInternal},
+      {302, ErrorCode::kInternal},
+      {0, ErrorCode::kInternal},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.status);
