@@ -4,7 +4,9 @@ function(sb_set_warnings target)
   target_compile_options(${target} PRIVATE
     -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wold-style-cast -Wcast-align
     -Woverloaded-virtual -Wconversion -Wsign-conversion -Wdouble-promotion
-    -Wformat=2 -Wimplicit-fallthrough)
+    -Wformat=2 -Wimplicit-fallthrough
+    # designated initializers leave the rest default on purpose
+    -Wno-missing-field-initializers)
   if(SB_WERROR)
     target_compile_options(${target} PRIVATE -Werror)
   endif()

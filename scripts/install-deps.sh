@@ -13,7 +13,7 @@ PACKAGES=(
   prometheus-cpp-dev libexpected-dev libgtest-dev libgmock-dev libbenchmark-dev
   # the test environment: Slurm chroot, etcd, the kube-apiserver build, and the tools the
   # scripts and tests call
-  debootstrap etcd-server golang-1.19-go kubernetes-client
+  debootstrap etcd-server golang-1.19-go golang-github-modern-go-reflect2-dev kubernetes-client
   curl jq openssl ca-certificates util-linux procps psmisc iproute2 xz-utils
 )
 

@@ -52,6 +52,15 @@ mkdir -p "$tree"
 tar -xzf "$orig" -C "$tree" --strip-components=1
 [ -f "$tree/cmd/kube-apiserver/apiserver.go" ] || die "unexpected tarball layout in $orig"
 
+# Kubernetes 1.20 vendors modern-go/reflect2 1.0.1, whose map iteration crashes under Go >= 1.18
+# ("fatal error: fault" in mapiterinit as soon as the apiserver encodes a map). Debian's own
+# reflect2 1.0.2 (golang-github-modern-go-reflect2-dev) is the fixed release with the same API.
+reflect2=/usr/share/gocode/src/github.com/modern-go/reflect2
+[ -f "$reflect2/go_above_118.go" ] || die "$reflect2 missing: run scripts/install-deps.sh"
+rm -rf "$tree/vendor/github.com/modern-go/reflect2"
+cp -r "$reflect2" "$tree/vendor/github.com/modern-go/reflect2"
+rm -f "$tree/vendor/github.com/modern-go/reflect2/go.mod"
+
 export GOPATH="$work/gopath" GOCACHE="$work/gocache" GO111MODULE=off GOPROXY=off GOFLAGS= CGO_ENABLED=0
 cd "$tree"
 # The one generated file the tarball lacks (upstream's make generates it).

@@ -45,6 +45,9 @@ until in_chroot scontrol ping 2>/dev/null | grep -q 'is UP'; do
   sleep 0.1
 done
 
+# Lets tests prove that a start failing half-way leaves nothing behind.
+[ "${SB_TESTENV_INJECT_FAILURE:-}" != after-slurmctld ] || fail "injected failure after slurmctld"
+
 for n in ${NODES//,/ }; do
   in_chroot /usr/sbin/slurmd -D -N "$n" &
   echo "slurmd-$n $!" >>"$S/pids"

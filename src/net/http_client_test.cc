@@ -1,0 +1,247 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "net/http_client.h"
+
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <boost/asio/io_context.hpp>
+
+#include "testing/fake_http_server.h"
+#include "testing/run.h"
+
+namespace sb::net {
+namespace {
+using sb::testing::FakeHttpServer;
+using sb::testing::FakeReply;
+using sb::testing::FakeRequest;
+using sb::testing::HttpReply;
+using sb::testing::RunSync;
+
+TEST(ParseEndpoint, AcceptsWhatSitesWrite) {
+  struct Case {
+    std::string url;
+    Endpoint::Scheme scheme;
+    std::string host;
+    int port;
+    std::string base;
+    std::string unix_path;
+  };
+  const std::vector<Case> cases = {
+      {"http://slurm-restapi.slurm:6820", Endpoint::Scheme::kHttp, "slurm-restapi.slurm", 6820, "",
+       ""},
+      {"http://127.0.0.1:6820/", Endpoint::Scheme::kHttp, "127.0.0.1", 6820, "", ""},
+      {"http://h", Endpoint::Scheme::kHttp, "h", 80, "", ""},
+      {"https://h/api/", Endpoint::Scheme::kHttps, "h", 443, "/api", ""},
+      {"https://[::1]:8443", Endpoint::Scheme::kHttps, "::1", 8443, "", ""},
+      {"unix:///run/slurmrestd/slurmrestd.socket", Endpoint::Scheme::kUnix, "", 0, "",
+       "/run/slurmrestd/slurmrestd.socket"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.url);
+    Result<Endpoint> ep = ParseEndpoint(c.url);
+    ASSERT_TRUE(ep.has_value()) << ep.error().ToString();
+    EXPECT_EQ(ep->scheme, c.scheme);
+    EXPECT_EQ(ep->host, c.host);
+    EXPECT_EQ(ep->port, c.port);
+    EXPECT_EQ(ep->base_path, c.base);
+    EXPECT_EQ(ep->unix_path, c.unix_path);
+  }
+}
+
+TEST(ParseEndpoint, RejectsWithAReason) {
+  for (const char* url :
+       {"", "ftp://h", "http://", "http://h:0", "http://h:70000", "http://h:x",
+        "http://h:", "unix://relative.sock", "http://u:p@h", "http://h/?q=1", "https://[::1"}) {
+    SCOPED_TRACE(url);
+    Result<Endpoint> ep = ParseEndpoint(url);
+    ASSERT_FALSE(ep.has_value());
+    EXPECT_EQ(ep.error().code, ErrorCode::kInvalidArgument);
+    EXPECT_NE(ep.error().message.find("invalid URL"), std::string::npos);
+  }
+}
+
+class HttpClientTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<HttpClient> Client(const std::string& url, ClientOptions opts = {}) {
+    opts.backoff_base = std::chrono::milliseconds(1);
+    auto ep = ParseEndpoint(url);
+    EXPECT_TRUE(ep.has_value());
+    auto c = HttpClient::Create(io_.get_executor(), *ep, opts);
+    EXPECT_TRUE(c.has_value());
+    return std::move(*c);
+  }
+  Result<HttpResponse> Send(HttpClient& c, HttpRequest r) { return RunSync(io_, c.Send(r)); }
+
+  boost::asio::io_context io_;
+};
+
+TEST_F(HttpClientTest, ReusesOneConnectionForSequentialRequests) {
+  FakeHttpServer server(
+      io_, [](const FakeRequest& r) { return HttpReply(200, "{\"path\":\"" + r.target + "\"}"); });
+  auto client = Client(server.url() + "/base/");
+  for (int i = 0; i < 5; ++i) {
+    Result<HttpResponse> r = Send(*client, {.target = "/x/" + std::to_string(i)});
+    ASSERT_TRUE(r.has_value()) << r.error().ToString();
+    EXPECT_EQ(r->status, 200);
+    EXPECT_EQ(r->body, "{\"path\":\"/base/x/" + std::to_string(i) + "\"}");
+    EXPECT_EQ(r->HeaderValue("content-type"), "application/json");
+  }
+  EXPECT_EQ(server.connections_accepted(), 1);
+  EXPECT_EQ(client->stats().connections_opened, 1u);
+  EXPECT_EQ(server.requests()[0].Header("Host"), "127.0.0.1:" + std::to_string(server.port()));
+}
+
+TEST_F(HttpClientTest, SendsMethodHeadersAndBody) {
+  FakeHttpServer server(io_, [](const FakeRequest&) { return HttpReply(201, "{}"); });
+  auto client = Client(server.url());
+  Result<HttpResponse> r =
+      Send(*client, {.method = Method::kPost,
+                     .target = "/job/submit",
+                     .headers = {{"X-SLURM-USER-TOKEN", "t"}, {"Content-Type", "application/json"}},
+                     .body = "{\"job\":{}}"});
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->status, 201);
+  ASSERT_EQ(server.requests().size(), 1u);
+  const FakeRequest& got = server.requests()[0];
+  EXPECT_EQ(got.method, "POST");
+  EXPECT_EQ(got.target, "/job/submit");
+  EXPECT_EQ(got.Header("x-slurm-user-token"), "t");
+  EXPECT_EQ(got.body, "{\"job\":{}}");
+}
+
+TEST_F(HttpClientTest, ServerClosingIdleConnectionsIsInvisible) {
+  // The server closes every connection after its reply without saying so (no
+  // "Connection: close"): the pooled connection is dead when the next request comes.
+  FakeHttpServer server(io_, [](const FakeRequest&) {
+    FakeReply r = HttpReply(200, "ok", "text/plain");
+    r.close_after = true;
+    return r;
+  });
+  auto client = Client(server.url());
+  for (Method m : {Method::kGet, Method::kPost, Method::kGet, Method::kPost}) {
+    Result<HttpResponse> r = Send(*client, {.method = m, .target = "/"});
+    ASSERT_TRUE(r.has_value()) << MethodName(m) << ": " << r.error().ToString();
+    EXPECT_EQ(r->body, "ok");
+  }
+  EXPECT_EQ(server.requests().size(), 4u) << "each request must reach the server exactly once";
+}
+
+TEST_F(HttpClientTest, ReplyCutMidBodyIsUnavailableAndOnlyIdempotentRequestsRetry) {
+  FakeHttpServer server(io_, [](const FakeRequest&) {
+    return FakeReply{"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{\"jobs\":[", true, {}};
+  });
+  auto client = Client(server.url(), {.max_attempts = 3});
+  Result<HttpResponse> get = Send(*client, {.method = Method::kGet, .target = "/jobs"});
+  ASSERT_FALSE(get.has_value());
+  EXPECT_EQ(get.error().code, ErrorCode::kUnavailable);
+  EXPECT_NE(get.error().message.find("closed before a complete reply"), std::string::npos)
+      << get.error().message;
+  EXPECT_EQ(server.requests().size(), 3u);
+
+  Result<HttpResponse> post = Send(*client, {.method = Method::kPost, .target = "/job/submit"});
+  ASSERT_FALSE(post.has_value());
+  EXPECT_EQ(post.error().code, ErrorCode::kUnavailable);
+  EXPECT_EQ(server.requests().size(), 4u) << "a POST that reached the server is never resent";
+}
+
+TEST_F(HttpClientTest, RetriesIdempotentRequestsOn503ButNotPosts) {
+  int calls = 0;
+  FakeHttpServer server(io_, [&](const FakeRequest&) {
+    return ++calls % 2 == 1 ? HttpReply(503, "busy", "text/plain") : HttpReply(200, "ok");
+  });
+  auto client = Client(server.url());
+  Result<HttpResponse> get = Send(*client, {.target = "/"});
+  ASSERT_TRUE(get.has_value());
+  EXPECT_EQ(get->status, 200);
+  EXPECT_EQ(calls, 2);
+  Result<HttpResponse> post = Send(*client, {.method = Method::kPost, .target = "/"});
+  ASSERT_TRUE(post.has_value());
+  EXPECT_EQ(post->status, 503);
+  EXPECT_EQ(calls, 3);
+}
+
+TEST_F(HttpClientTest, TimeoutIsDeadlineExceeded) {
+  FakeHttpServer server(io_, [](const FakeRequest&) {
+    FakeReply r = HttpReply(200, "late");
+    r.delay = std::chrono::milliseconds(2000);
+    return r;
+  });
+  auto client = Client(server.url());
+  Result<HttpResponse> r = Send(*client, {.target = "/", .timeout = std::chrono::milliseconds(50)});
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code, ErrorCode::kDeadlineExceeded);
+  EXPECT_EQ(server.requests().size(), 1u) << "a timed-out request is not resent";
+}
+
+TEST_F(HttpClientTest, UnreachableServerIsUnavailableAfterBoundedRetries) {
+  std::uint16_t port = 0;
+  {
+    FakeHttpServer closed(io_, [](const FakeRequest&) { return HttpReply(200, ""); });
+    port = closed.port();
+  }
+  auto client = Client("http://127.0.0.1:" + std::to_string(port), {.max_attempts = 4});
+  Result<HttpResponse> r = Send(*client, {.method = Method::kPost, .target = "/"});
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code, ErrorCode::kUnavailable);
+  EXPECT_NE(r.error().message.find("connect to http://127.0.0.1:" + std::to_string(port)),
+            std::string::npos)
+      << r.error().message;
+  EXPECT_EQ(client->stats().attempts, 4u) << "connect failures are safe to retry, also for POST";
+}
+
+TEST_F(HttpClientTest, TalksOverAUnixSocket) {
+  std::string path = "/tmp/sb-http-test-" + std::to_string(getpid()) + ".sock";
+  FakeHttpServer server(io_, path, [](const FakeRequest& r) { return HttpReply(200, r.target); });
+  auto client = Client("unix://" + path);
+  for (int i = 0; i < 2; ++i) {
+    Result<HttpResponse> r = Send(*client, {.target = "/slurm/v0.0.44/ping/"});
+    ASSERT_TRUE(r.has_value()) << r.error().ToString();
+    EXPECT_EQ(r->body, "/slurm/v0.0.44/ping/");
+  }
+  EXPECT_EQ(server.connections_accepted(), 1);
+  EXPECT_EQ(server.requests()[0].Header("Host"), "localhost");
+}
+
+TEST_F(HttpClientTest, StreamDeliversChunksAsTheyArriveAndCanStop) {
+  FakeHttpServer server(io_, [](const FakeRequest&) {
+    std::string bytes =
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\n";
+    for (const std::string piece : {"{\"type\":\"ADDED\"}\n", "{\"type\":", "\"MODIFIED\"}\n"}) {
+      char len[16];
+      std::snprintf(len, sizeof len, "%zx\r\n", piece.size());
+      bytes += len + piece + "\r\n";
+    }
+    bytes += "0\r\n\r\n";
+    return FakeReply{bytes, false, {}};
+  });
+  auto client = Client(server.url());
+  std::string got;
+  int status_seen = 0;
+  Result<int> r = RunSync(io_, client->Stream(
+                                   {.target = "/api/v1/pods?watch=1"},
+                                   [&](const HttpResponse& h) {
+                                     status_seen = h.status;
+                                     return true;
+                                   },
+                                   [&](std::string_view data) {
+                                     got.append(data);
+                                     return true;
+                                   }));
+  ASSERT_TRUE(r.has_value()) << r.error().ToString();
+  EXPECT_EQ(*r, 200);
+  EXPECT_EQ(status_seen, 200);
+  EXPECT_EQ(got, "{\"type\":\"ADDED\"}\n{\"type\":\"MODIFIED\"}\n");
+
+  int pieces = 0;
+  Result<int> stopped = RunSync(io_, client->Stream(
+                                         {.target = "/"}, [](const HttpResponse&) { return true; },
+                                         [&](std::string_view) { return ++pieces < 1; }));
+  ASSERT_TRUE(stopped.has_value());
+  EXPECT_EQ(pieces, 1);
+}
+
+}  // namespace
+}  // namespace sb::net

@@ -1,0 +1,75 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "testing/testenv.h"
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+namespace sb::testing {
+namespace {
+std::string Trim(std::string s) {
+  const char* ws = " \t\r\n";
+  s.erase(0, s.find_first_not_of(ws));
+  s.erase(s.find_last_not_of(ws) + 1);
+  return s;
+}
+}  // namespace
+
+std::optional<TestEnv> TestEnv::Load(std::string* why) {
+  const char* path = std::getenv("SB_TESTENV");
+  if (path == nullptr || *path == '\0') {
+    *why = "SB_TESTENV is not set: run e2e tests through ctest (label e2e)";
+    return std::nullopt;
+  }
+  std::ifstream in(path);
+  if (!in) {
+    *why = std::string("cannot read ") + path;
+    return std::nullopt;
+  }
+  TestEnv env;
+  std::string line;
+  while (std::getline(in, line)) {
+    auto eq = line.find('=');
+    if (eq == std::string::npos || line.starts_with("#")) {
+      continue;
+    }
+    env.values_[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  return env;
+}
+
+std::string TestEnv::Get(const std::string& key) const {
+  auto it = values_.find(key);
+  return it == values_.end() ? std::string() : it->second;
+}
+
+std::string TestEnv::ReadFile(const std::string& key) const {
+  std::ifstream in(Get(key));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return Trim(ss.str());
+}
+
+int RunCommand(const std::string& command, std::string* out) {
+  FILE* p = popen(command.c_str(), "r");
+  if (p == nullptr) {
+    return -1;
+  }
+  std::array<char, 4096> buf{};
+  std::string text;
+  std::size_t n = 0;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) {
+    text.append(buf.data(), n);
+  }
+  int status = pclose(p);
+  if (out != nullptr) {
+    *out = std::move(text);
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+}  // namespace sb::testing
