@@ -29,7 +29,8 @@ node=smoke-node-$sfx
 pod=smoke-pod-$sfx
 
 check "version is v1.20.2" [ "$(req GET /version >/dev/null; jq -r .gitVersion "$tmp/out")" = v1.20.2 ]
-check "anonymous request refused" [ "$(curl -s --cacert "$KUBE_CA_FILE" -o /dev/null -w '%{http_code}' "$A/api/v1/nodes")" = 401 ]
+check "anonymous request forbidden (RBAC)" [ "$(curl -s --cacert "$KUBE_CA_FILE" -o /dev/null -w '%{http_code}' "$A/api/v1/nodes")" = 403 ]
+check "a wrong token is refused" [ "$(curl -s --cacert "$KUBE_CA_FILE" -H 'Authorization: Bearer wrong' -o /dev/null -w '%{http_code}' "$A/api/v1/nodes")" = 401 ]
 
 code=$(req POST /api/v1/nodes "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"$node\",\"labels\":{\"slinky.slurm.net/slurm-nodename\":\"n1\"}}}")
 check "node created (201)" [ "$code" = 201 ]
