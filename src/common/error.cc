@@ -29,6 +29,10 @@ std::string_view ErrorCodeName(ErrorCode code) {
       return "permission_denied";
     case ErrorCode::kCancelled:
       return "cancelled";
+    case ErrorCode::kFailedPrecondition:
+      return "failed_precondition";
+    case ErrorCode::kUnimplemented:
+      return "unimplemented";
     case ErrorCode::kInternal:
       return "internal";
   }

@@ -16,6 +16,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include <tl/expected.hpp>
 
@@ -33,6 +34,8 @@ enum class ErrorCode {
   kUnauthenticated,   // missing or rejected credentials
   kPermissionDenied,  // authenticated but not allowed
   kCancelled,         // the caller stopped the operation
+  kFailedPrecondition,  // the object is not in a state that allows this (a job no longer pending)
+  kUnimplemented,     // the server or API version does not offer this operation
   kInternal,          // a bug or an impossible reply
 };
 
@@ -43,10 +46,21 @@ enum class ErrorCode {
 // caller that asks has a bug. Unknown 4xx map to kInvalidArgument, unknown 5xx to kUnavailable.
 [[nodiscard]] ErrorCode ErrorCodeFromHttpStatus(int status);
 
+// One error reported by the server inside its reply: Slurm's `errors[]` entries
+// (error_number, error, description, source), or a Kubernetes Status cause.
+struct ErrorDetail {
+  int number = 0;           // Slurm's error_number; 0 when none
+  std::string error;        // Slurm's `error` ("Invalid job id specified"), or a cause type
+  std::string description;  // what the server says it was doing
+  std::string source;       // the server function that failed ("slurm_submit_batch_job()")
+};
+
 struct Error {
   ErrorCode code = ErrorCode::kInternal;
   std::string message;  // for humans; never contains a token
   int http_status = 0;  // 0 when the error did not come from an HTTP reply
+  std::string reason;   // machine-readable reason from the server (a Kubernetes Status reason)
+  std::vector<ErrorDetail> details;  // what the server listed, in its order
 
   // "not_found: pods \"x\" not found (HTTP 404)".
   [[nodiscard]] std::string ToString() const;
