@@ -1,0 +1,270 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// kube/runtime/work_queue.h
+//
+// A rate-limited work queue of object keys with client-go's semantics (util/workqueue):
+//   - a key is held at most once: adding a queued key again does nothing (dedup);
+//   - a key being processed (handed out by Get, not yet Done) is not handed out again; adding it
+//     meanwhile marks it dirty, and Done() puts it back in the queue, so a reconciler never runs
+//     twice at once for one key and never misses a change;
+//   - AddAfter(key, delay) adds the key once `delay` has passed on the injected clock; a key
+//     already waiting keeps the earlier of its two ready times (client-go's delaying queue);
+//   - AddRateLimited(key) is AddAfter with a per-key exponential backoff: base * 2^failures,
+//     capped (client-go's ItemExponentialFailureRateLimiter; default 5 ms doubling to 1000 s).
+//     Forget(key) resets the key's failure count; NumRequeues(key) reads it;
+//   - ShutDown() stops accepting keys and drops keys still waiting for their delay; Get() keeps
+//     handing out keys already queued and returns nullopt once nothing is queued and no key in
+//     flight is due to be re-queued. ShutDownWithDrain() also waits for keys in flight to be
+//     Done (client-go's ShutDownWithDrain), bounded by a deadline.
+//
+// There is no background goroutine as in client-go: keys whose delay has passed are moved to the
+// queue whenever Get(), Len() or an Add runs, and a parked Get() wakes at the earliest ready time.
+//
+// Thread model: loop-confined (call everything from the thread that runs the io_context on which
+// Get() is awaited). No mutexes. The queue and the clock must outlive every pending Get().
+// `Key` must be copyable, equality-comparable and hashable with std::hash.
+//
+// Example:
+//   WorkQueue<std::string> q(clock);
+//   q.Add("ns/pod");
+//   // in a worker coroutine:
+//   while (std::optional<std::string> key = co_await q.Get()) {
+//     Result<void> r = co_await Reconcile(*key);
+//     if (r) { q.Forget(*key); } else { q.AddRateLimited(*key); }
+//     q.Done(*key);
+//   }
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/this_coro.hpp>
+
+#include "kube/runtime/clock.h"
+
+namespace sb::kube {
+
+// Per-key exponential backoff: delay(n) = base * 2^n for the n-th consecutive failure (n from 0),
+// never more than `cap`.
+struct BackoffPolicy {
+  std::chrono::nanoseconds base = std::chrono::milliseconds(5);
+  std::chrono::nanoseconds cap = std::chrono::seconds(1000);
+
+  // client-go's DefaultItemBasedRateLimiter values (5 ms, 1000 s).
+  [[nodiscard]] static BackoffPolicy Default() { return {}; }
+
+  // The delay after `failures` earlier failures.
+  [[nodiscard]] std::chrono::nanoseconds Delay(std::uint32_t failures) const {
+    if (base <= std::chrono::nanoseconds::zero()) {
+      return std::chrono::nanoseconds::zero();
+    }
+    std::chrono::nanoseconds d = base;
+    for (std::uint32_t i = 0; i < failures && d < cap; ++i) {
+      // Doubling stops at the cap long before it can overflow (1000 s < 2^63 ns / 2).
+      d = d > cap / 2 ? cap : d * 2;
+    }
+    return std::min(d, cap);
+  }
+};
+
+template <typename Key>
+class WorkQueue {
+ public:
+  explicit WorkQueue(Clock& clock, BackoffPolicy backoff = BackoffPolicy::Default())
+      : clock_(clock), backoff_(backoff) {}
+  WorkQueue(const WorkQueue&) = delete;
+  WorkQueue& operator=(const WorkQueue&) = delete;
+  ~WorkQueue() = default;
+
+  // Adds `key` unless it is queued already; if it is being processed, marks it to be re-queued
+  // on Done(). Ignored after ShutDown().
+  void Add(const Key& key) {
+    if (shutting_down_) {
+      return;
+    }
+    if (dirty_.contains(key)) {
+      return;
+    }
+    dirty_.insert(key);
+    if (processing_.contains(key)) {
+      return;
+    }
+    queue_.push_back(key);
+    WakeAll();
+  }
+
+  // Adds `key` once `delay` has passed. A zero or negative delay adds at once. If `key` waits
+  // already, the earlier ready time wins. Ignored after ShutDown().
+  void AddAfter(const Key& key, Clock::Duration delay) {
+    if (shutting_down_) {
+      return;
+    }
+    if (delay <= Clock::Duration::zero()) {
+      Add(key);
+      return;
+    }
+    const Clock::TimePoint ready = clock_.Now() + delay;
+    auto found = waiting_by_key_.find(key);
+    if (found != waiting_by_key_.end()) {
+      if (found->second->first.first <= ready) {
+        return;
+      }
+      waiting_.erase(found->second);
+      waiting_by_key_.erase(found);
+    }
+    auto it = waiting_.emplace(std::make_pair(ready, next_seq_++), key).first;
+    waiting_by_key_.emplace(key, it);
+    WakeAll();  // a parked Get() may need to wake earlier now
+  }
+
+  // Adds `key` after its backoff delay and counts one more failure for it.
+  void AddRateLimited(const Key& key) {
+    std::uint32_t& failures = failures_[key];
+    const std::chrono::nanoseconds delay = backoff_.Delay(failures);
+    if (failures < UINT32_MAX) {
+      ++failures;
+    }
+    AddAfter(key, std::chrono::duration_cast<Clock::Duration>(delay));
+  }
+
+  // Forgets the failures of `key` (its next AddRateLimited waits `base` again). Does not remove
+  // the key from the queue.
+  void Forget(const Key& key) { failures_.erase(key); }
+
+  // Failures counted for `key` since its last Forget().
+  [[nodiscard]] std::uint32_t NumRequeues(const Key& key) const {
+    auto it = failures_.find(key);
+    return it == failures_.end() ? 0 : it->second;
+  }
+
+  // Number of keys ready to be handed out (keys still waiting for their delay are not counted).
+  [[nodiscard]] std::size_t Len() {
+    PromoteDue();
+    return queue_.size();
+  }
+
+  // Keys waiting for their AddAfter/AddRateLimited delay.
+  [[nodiscard]] std::size_t NumWaiting() const { return waiting_.size(); }
+
+  // Waits for the next ready key, marks it as being processed and returns it. Returns nullopt
+  // once ShutDown() was called and nothing is left to hand out, or when the awaiting coroutine is
+  // cancelled through Asio's cancellation. Several coroutines may wait at once.
+  [[nodiscard]] boost::asio::awaitable<std::optional<Key>> Get() {
+    std::unique_ptr<Timer> timer;
+    for (;;) {
+      PromoteDue();
+      if (!queue_.empty()) {
+        Key key = std::move(queue_.front());
+        queue_.pop_front();
+        dirty_.erase(key);
+        processing_.insert(key);
+        co_return std::optional<Key>(std::move(key));
+      }
+      if (shutting_down_ && dirty_.empty()) {
+        co_return std::nullopt;
+      }
+      if (!timer) {
+        timer = clock_.MakeTimer(co_await boost::asio::this_coro::executor);
+      }
+      const Clock::TimePoint deadline =
+          waiting_.empty() ? Clock::TimePoint::max() : waiting_.begin()->first.first;
+      const WaitResult r = co_await Park(*timer, deadline);
+      if (r == WaitResult::kAborted) {
+        co_return std::nullopt;
+      }
+    }
+  }
+
+  // Marks `key` as processed. If it was added while being processed, it is queued again.
+  void Done(const Key& key) {
+    processing_.erase(key);
+    if (dirty_.contains(key)) {
+      queue_.push_back(key);
+    }
+    WakeAll();
+  }
+
+  // Stops accepting keys, drops keys waiting for a delay and wakes every Get(). Idempotent.
+  void ShutDown() {
+    shutting_down_ = true;
+    waiting_.clear();
+    waiting_by_key_.clear();
+    WakeAll();
+  }
+
+  // ShutDown(), then waits until every key handed out was Done and nothing is queued, or until
+  // `deadline` on the clock. Returns true when drained, false on the deadline (or cancellation).
+  [[nodiscard]] boost::asio::awaitable<bool> ShutDownWithDrain(Clock::TimePoint deadline) {
+    ShutDown();
+    std::unique_ptr<Timer> timer = clock_.MakeTimer(co_await boost::asio::this_coro::executor);
+    while (!processing_.empty() || !dirty_.empty()) {
+      const WaitResult r = co_await Park(*timer, deadline);
+      if (r != WaitResult::kWoken) {
+        co_return processing_.empty() && dirty_.empty();
+      }
+    }
+    co_return true;
+  }
+
+  [[nodiscard]] bool ShuttingDown() const { return shutting_down_; }
+  // Keys handed out by Get() and not yet Done().
+  [[nodiscard]] std::size_t NumProcessing() const { return processing_.size(); }
+
+ private:
+  using WaitingMap = std::map<std::pair<Clock::TimePoint, std::uint64_t>, Key>;
+
+  // Waits on `timer` until `deadline` or until the queue changes (WakeAll). The guard keeps
+  // getters_ free of dangling timers even when the coroutine frame is destroyed while parked.
+  boost::asio::awaitable<WaitResult> Park(Timer& timer, Clock::TimePoint deadline) {
+    struct Guard {
+      std::vector<Timer*>& getters;
+      Timer* timer;
+      ~Guard() { std::erase(getters, timer); }
+    };
+    getters_.push_back(&timer);
+    Guard guard{getters_, &timer};
+    co_return co_await timer.WaitUntil(deadline);
+  }
+
+  void PromoteDue() {
+    const Clock::TimePoint now = clock_.Now();
+    while (!waiting_.empty() && waiting_.begin()->first.first <= now) {
+      auto it = waiting_.begin();
+      Key key = std::move(it->second);
+      waiting_by_key_.erase(key);
+      waiting_.erase(it);
+      Add(key);
+    }
+  }
+
+  void WakeAll() {
+    // Wake() only queues completions; getters_ is not changed while we walk it.
+    for (Timer* t : getters_) {
+      t->Wake();
+    }
+  }
+
+  Clock& clock_;
+  BackoffPolicy backoff_;
+  std::deque<Key> queue_;               // ready keys, in order; each also in dirty_
+  std::unordered_set<Key> dirty_;       // keys that need processing (queued or re-queue on Done)
+  std::unordered_set<Key> processing_;  // keys handed out and not yet Done
+  WaitingMap waiting_;                  // delayed keys by (ready time, insertion order)
+  std::unordered_map<Key, typename WaitingMap::iterator> waiting_by_key_;
+  std::unordered_map<Key, std::uint32_t> failures_;
+  std::vector<Timer*> getters_;  // non-owning: timers of parked Get()/ShutDownWithDrain()
+  std::uint64_t next_seq_ = 0;
+  bool shutting_down_ = false;
+};
+
+}  // namespace sb::kube
