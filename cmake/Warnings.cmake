@@ -6,7 +6,9 @@ function(sb_set_warnings target)
     -Woverloaded-virtual -Wconversion -Wsign-conversion -Wdouble-promotion
     -Wformat=2 -Wimplicit-fallthrough
     # designated initializers leave the rest default on purpose
-    -Wno-missing-field-initializers)
+    -Wno-missing-field-initializers
+    # GCC 12 false positive on Asio coroutine frames (operator new/delete of awaitable_frame)
+    -Wno-mismatched-new-delete)
   if(SB_WERROR)
     target_compile_options(${target} PRIVATE -Werror)
   endif()

@@ -1,0 +1,117 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// slurm/client.h
+//
+// The one interface to slurmrestd. It knows Slurm's REST API and nothing of Kubernetes or the
+// bridge. The production implementation (MakeClient) speaks HTTP/1.1 through net::HttpClient
+// (TCP, TLS or a Unix socket), sends the JWT as X-SLURM-USER-TOKEN, and uses data_parser
+// v0.0.42 to v0.0.45: the newest the server offers (read from its OpenAPI document, else by
+// probing), or the one pinned in ClientConfig.
+//
+// Errors (sb::Error) keep the HTTP status and Slurm's errors[] in `details`, and are classified:
+//   kNotFound            unknown job (2017) or node
+//   kUnauthenticated     no token, or slurmrestd refused it (401, or 511 with error 1007); the
+//                        token is re-read and the call retried once before this is returned
+//   kPermissionDenied    Access/permission denied (2002): e.g. an external job without a
+//                        SlurmUser token
+//   kInvalidArgument     Slurm refused the request: bad partition (2000), impossible
+//                        configuration (2014), too many CPUs (2005), a body slurmrestd could not
+//                        read (it answers 200 with only warnings and does nothing)
+//   kFailedPrecondition  the job is in the wrong state (2073: no longer pending; 2085: not running)
+//   kUnavailable         unreachable, reset, closed mid-reply, 5xx, or nodes busy (2016)
+//   kDeadlineExceeded    timed out
+//   kUnimplemented       the negotiated API version lacks the endpoint (new/node, resources
+//                        before v0.0.44)
+// Traps of the real slurmrestd handled here: DELETE of an unknown job answers 200 with the error
+// inside status[]; GET of an unknown node answers 200 with an error of number 0; a wrong JSON
+// type answers 200 with a warning and submits nothing; /jobs/state/ answers 500 to the
+// comma-separated job_id list its spec describes, so ids are sent as repeated parameters.
+// Ping with a bad token answers 200 with pinged "DOWN": Ping() is not an auth check.
+//
+// Thread model: loop-confined (one io_context thread). Calls may overlap.
+//
+// Example:
+//   auto client = slurm::MakeClient(io.get_executor(), {.url = "http://127.0.0.1:6820"},
+//                                   slurm::MakeFileTokenSource("/var/run/secrets/slurm/token"));
+//   Result<JobSubmitResult> r = co_await (*client)->SubmitJob(desc);
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+
+#include "common/error.h"
+#include "net/http_client.h"
+#include "slurm/token_source.h"
+#include "slurm/types.h"
+
+namespace sb::slurm {
+
+template <typename T>
+using Task = boost::asio::awaitable<Result<T>>;
+
+struct ClientConfig {
+  std::string url;                    // "http://host:6820", "https://...", "unix:///path"
+  std::optional<ApiVersion> version;  // pinned data_parser version; unset: negotiate
+  std::string user_name;              // sent as X-SLURM-USER-NAME when set
+  net::ClientOptions http;            // timeouts, retries, TLS (CA file, insecure)
+};
+
+class Client {
+ public:
+  virtual ~Client() = default;
+
+  // The data_parser version in use, negotiated on first use when not pinned.
+  [[nodiscard]] virtual Task<ApiVersion> Version() = 0;
+  [[nodiscard]] virtual Task<std::vector<PingResult>> Ping() = 0;
+
+  // Submits `job`: an external job (no script, flags EXTERNAL_JOB; needs a SlurmUser token) or a
+  // batch job (script set). Warnings slurmrestd attached are returned in the result.
+  [[nodiscard]] virtual Task<JobSubmitResult> SubmitJob(JobDescription job) = 0;
+  [[nodiscard]] virtual Task<JobInfo> GetJob(std::int64_t job_id) = 0;
+  // Every job slurmctld still knows.
+  [[nodiscard]] virtual Task<std::vector<JobInfo>> ListJobs() = 0;
+  // States of the given jobs in as few calls as possible (ids are batched); jobs Slurm has
+  // forgotten are left out. An empty `job_ids` means every job.
+  [[nodiscard]] virtual Task<std::vector<JobStateEntry>> JobStates(
+      std::vector<std::int64_t> job_ids) = 0;
+  // Changes a pending job. Only the fields set in `changes` are sent.
+  [[nodiscard]] virtual Task<bool> UpdateJob(std::int64_t job_id, JobDescription changes) = 0;
+  // Cancels (or signals) a job. An unknown job is kNotFound.
+  [[nodiscard]] virtual Task<bool> CancelJob(std::int64_t job_id, CancelOptions options) = 0;
+  // Per-node allocation of a running job: nodes, GRES names, types and device indices.
+  [[nodiscard]] virtual Task<std::vector<NodeAllocation>> JobResources(std::int64_t job_id) = 0;
+
+  [[nodiscard]] virtual Task<std::vector<NodeInfo>> ListNodes() = 0;
+  [[nodiscard]] virtual Task<NodeInfo> GetNode(std::string name) = 0;
+  // DRAIN (with reason), UNDRAIN / RESUME, features.
+  [[nodiscard]] virtual Task<bool> UpdateNode(std::string name, NodeUpdate update) = 0;
+  // Registers a dynamic node from a slurm.conf-style line ("NodeName=k1 ... State=External").
+  [[nodiscard]] virtual Task<bool> CreateNode(std::string node_conf) = 0;
+  [[nodiscard]] virtual Task<bool> DeleteNode(std::string name) = 0;
+
+  [[nodiscard]] virtual Task<std::vector<PartitionInfo>> ListPartitions() = 0;
+  [[nodiscard]] virtual Task<PartitionInfo> GetPartition(std::string name) = 0;
+  [[nodiscard]] virtual Task<std::vector<ReservationInfo>> ListReservations() = 0;
+
+  // HTTP-level counters of the underlying connection pool.
+  [[nodiscard]] virtual const net::ClientStats& http_stats() const = 0;
+};
+
+using ClientPtr = std::unique_ptr<Client>;
+
+// kInvalidArgument for a bad URL or TLS options.
+[[nodiscard]] Result<ClientPtr> MakeClient(boost::asio::any_io_executor executor,
+                                           ClientConfig config, TokenSourcePtr tokens);
+
+// The classification described above, for a reply with `http_status` and Slurm's `errors`.
+// `operation` names what was attempted, for the message ("submit job"). Exposed for tests.
+[[nodiscard]] Error ClassifySlurmError(std::string_view operation, int http_status,
+                                       std::vector<ErrorDetail> errors, std::string_view body);
+
+}  // namespace sb::slurm

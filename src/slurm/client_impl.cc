@@ -1,0 +1,454 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include <boost/asio/use_awaitable.hpp>
+
+#include "slurm/client.h"
+#include "slurm/codec.h"
+
+namespace sb::slurm {
+namespace {
+
+using net::HttpRequest;
+using net::HttpResponse;
+using net::Method;
+
+// Slurm error numbers the classification knows (slurm_errno.h).
+constexpr int kProtocolAuthError = 1007;
+constexpr int kInvalidPartition = 2000;
+constexpr int kAccessDenied = 2002;
+constexpr int kNodesBusy = 2016;
+constexpr int kInvalidJobId = 2017;
+constexpr int kInvalidNodeName = 2018;
+constexpr int kAlreadyDone = 2021;
+constexpr int kJobNotPending = 2073;
+constexpr int kJobNotRunning = 2085;
+
+// Job ids per /jobs/state/ request: keeps the URL well under slurmrestd's limits.
+constexpr std::size_t kStateBatch = 200;
+
+bool IsOk(int status) { return status >= 200 && status < 300; }
+
+std::string Snippet(std::string_view body) {
+  std::string s(body.substr(0, 200));
+  std::replace(s.begin(), s.end(), '\n', ' ');
+  return s;
+}
+
+class ClientImpl final : public Client {
+ public:
+  ClientImpl(std::unique_ptr<net::HttpClient> http, ClientConfig config, TokenSourcePtr tokens)
+      : http_(std::move(http)), config_(std::move(config)), tokens_(std::move(tokens)) {
+    version_ = config_.version;
+  }
+
+  Task<ApiVersion> Version() override {
+    if (version_) {
+      co_return *version_;
+    }
+    Result<ApiVersion> v = co_await Negotiate();
+    if (v) {
+      version_ = *v;
+    }
+    co_return v;
+  }
+
+  Task<std::vector<PingResult>> Ping() override {
+    auto r = co_await Call("ping", Method::kGet, "/ping/", "");
+    if (!r) {
+      co_return tl::unexpected(r.error());
+    }
+    co_return Decoded("ping", *r, DecodePings(r->body));
+  }
+
+  Task<JobSubmitResult> SubmitJob(JobDescription job) override {
+    auto r = co_await Call("submit job", Method::kPost, "/job/submit", EncodeJobSubmit(job));
+    if (!r) {
+      co_return tl::unexpected(r.error());
+    }
+    auto reply = DecodeSubmit(r->body);
+    if (!reply) {
+      co_return tl::unexpected(reply.error());
+    }
+    if (!IsOk(r->status) || !reply->errors.empty()) {
+      co_return tl::unexpected(
+          ClassifySlurmError("submit job", r->status, std::move(reply->errors), r->body));
+    }
+    if (reply->value.job_id <= 0) {
+      // A body slurmrestd could not read (a wrong JSON type) answers 200 with only warnings.
+      std::string why = "slurmrestd accepted the request but created no job";
+      for (const auto& w : reply->warnings) {
+        why += "; " + w;
+      }
+      co_return MakeError(ErrorCode::kInvalidArgument, "submit job: " + why, r->status);
+    }
+    reply->value.warnings = std::move(reply->warnings);
+    co_return std::move(reply->value);
+  }
+
+  Task<JobInfo> GetJob(std::int64_t job_id) override {
+    const std::string op = "get job " + std::to_string(job_id);
+    auto r = co_await Call(op, Method::kGet, "/job/" + std::to_string(job_id), "");
+    if (!r) {
+      co_return tl::unexpected(r.error());
+    }
+    auto jobs = Decoded(op, *r, DecodeJobs(r->body));
+    if (!jobs) {
+      co_return tl::unexpected(jobs.error());
+    }
+    if (jobs->empty()) {  // upstream's contract too: an empty list is "not found"
+      co_return MakeError(ErrorCode::kNotFound, op + ": no such job", r->status);
+    }
+    co_return std::move(jobs->front());
+  }
+
+  Task<std::vector<JobInfo>> ListJobs() override {
+    auto r = co_await Call("list jobs", Method::kGet, "/jobs/", "");
+    if (!r) {
+      co_return tl::unexpected(r.error());
+    }
+    co_return Decoded("list jobs", *r, DecodeJobs(r->body));
+  }
+
+  Task<std::vector<JobStateEntry>> JobStates(std::vector<std::int64_t> job_ids) override {
+    std::vector<JobStateEntry> out;
+    std::size_t i = 0;
+    do {
+      std::string query;
+      for (std::size_t n = 0; n < kStateBatch && i < job_ids.size(); ++n, ++i) {
+        query += (query.empty() ? "?job_id=" : "&job_id=") + std::to_string(job_ids[i]);
+      }
+      auto r = co_await Call("job states", Method::kGet, "/jobs/state/" + query, "");
+      if (!r) {
+        co_return tl::unexpected(r.error());
+      }
+      auto part = Decoded("job states", *r, DecodeJobStates(r->body));
+      if (!part) {
+        co_return tl::unexpected(part.error());
+      }
+      std::move(part->begin(), part->end(), std::back_inserter(out));
+    } while (i < job_ids.size());
+    co_return out;
+  }
+
+  Task<bool> UpdateJob(std::int64_t job_id, JobDescription changes) override {
+    const std::string op = "update job " + std::to_string(job_id);
+    auto r = co_await Call(op, Method::kPost, "/job/" + std::to_string(job_id),
+                           EncodeJobDescription(changes));
+    if (!r) {
+      co_return tl::unexpected(r.error());
+    }
+    co_return Decoded(op, *r, DecodeStatusOnly(r->body));
+  }
+
+  Task<bool> CancelJob(std::int64_t job_id, CancelOptions options) override {
+    const std::string op = "cancel job " + std::to_string(job_id);
+    std::string query;
+    if (!options.signal.empty()) {
+      query += "?signal=" + options.signal;
+    }
+    if (!options.flags.empty()) {
+      std::string flags;
+      for (const auto& f : options.flags) {
+        flags += (flags.empty() ? "" : ",") + f;
+      }
+      query += (query.empty() ? "?flags=" : "&flags=") + flags;
+    }
+    auto r =
+        co_await Call(op, Method::kDelete, "/job/" + std::to_string(job_id) + query, "");
+    if (!r) {
+      co_return tl::unexpected(r.error());
+    }
+    co_return Decoded(op, *r, DecodeCancel(r->body));
+  }
+
+  Task<std::vector<NodeAllocation>> JobResources(std::int64_t job_id) override {
+    const std::string op = "resources of job " + std::to_string(job_id);
+    if (auto v = co_await Version(); v && *v < ApiVersion::kV0044) {
+      co_return MakeError(ErrorCode::kUnimplemented,
+                          op + ": /resources/ needs data_parser v0.0.44 or newer, server uses " +
+                              std::string(ApiVersionName(*v)));
+    }
+    auto r = co_await Call(op, Method::kGet, "/resources/" + std::to_string(job_id), "");
+    if (!r) {
+      co_return tl::unexpected(r.error());
+    }
+    co_return Decoded(op, *r, DecodeResources(r->body));
+  }
+
+  Task<std::vector<NodeInfo>> ListNodes() override {
+    auto r = co_await Call("list nodes", Method::kGet, "/nodes/", "");
+    if (!r) {
+      co_return tl::unexpected(r.error());
+    }
+    co_return Decoded("list nodes", *r, DecodeNodes(r->body));
+  }
+
+  Task<NodeInfo> GetNode(std::string name) override {
+    const std::string op = "get node " + name;
+    auto r = co_await Call(op, Method::kGet, "/node/" + name, "");
+    if (!r) {
+      co_return tl::unexpected(r.error());
+    }
+    // An unknown node answers 200 with an error of number 0 ("Failure to query node").
+    auto nodes = Decoded(op, *r, DecodeNodes(r->body), ErrorCode::kNotFound);
+    if (!nodes) {
+      co_return tl::unexpected(nodes.error());
+    }
+    auto it = std::find_if(nodes->begin(), nodes->end(),
+                           [&](const NodeInfo& n) { return n.name == name; });
+    if (it == nodes->end()) {
+      co_return MakeError(ErrorCode::kNotFound, op + ": no such node", r->status);
+    }
+    co_return std::move(*it);
+  }
+
+  Task<bool> UpdateNode(std::string name, NodeUpdate update) override {
+    const std::string op = "update node " + name;
+    auto r = co_await Call(op, Method::kPost, "/node/" + name, EncodeNodeUpdate(update));
+    if (!r) {
+      co_return tl::unexpected(r.error());
+    }
+    co_return Decoded(op, *r, DecodeStatusOnly(r->body));
+  }
+
+  Task<bool> CreateNode(std::string node_conf) override {
+    const std::string op = "create node";
+    if (auto v = co_await Version(); v && *v < ApiVersion::kV0044) {
+      co_return MakeError(ErrorCode::kUnimplemented,
+                          op + ": /new/node/ needs data_parser v0.0.44 or newer, server uses " +
+                              std::string(ApiVersionName(*v)));
+    }
+    auto r = co_await Call(op, Method::kPost, "/new/node/", EncodeNewNode(node_conf));
+    if (!r) {
+      co_return tl::unexpected(r.error());
+    }
+    co_return Decoded(op, *r, DecodeStatusOnly(r->body));
+  }
+
+  Task<bool> DeleteNode(std::string name) override {
+    const std::string op = "delete node " + name;
+    auto r = co_await Call(op, Method::kDelete, "/node/" + name, "");
+    if (!r) {
+      co_return tl::unexpected(r.error());
+    }
+    co_return Decoded(op, *r, DecodeStatusOnly(r->body), ErrorCode::kNotFound);
+  }
+
+  Task<std::vector<PartitionInfo>> ListPartitions() override {
+    auto r = co_await Call("list partitions", Method::kGet, "/partitions/", "");
+    if (!r) {
+      co_return tl::unexpected(r.error());
+    }
+    co_return Decoded("list partitions", *r, DecodePartitions(r->body));
+  }
+
+  Task<PartitionInfo> GetPartition(std::string name) override {
+    const std::string op = "get partition " + name;
+    auto r = co_await Call(op, Method::kGet, "/partition/" + name, "");
+    if (!r) {
+      co_return tl::unexpected(r.error());
+    }
+    auto parts = Decoded(op, *r, DecodePartitions(r->body), ErrorCode::kNotFound);
+    if (!parts) {
+      co_return tl::unexpected(parts.error());
+    }
+    if (parts->empty()) {
+      co_return MakeError(ErrorCode::kNotFound, op + ": no such partition", r->status);
+    }
+    co_return std::move(parts->front());
+  }
+
+  Task<std::vector<ReservationInfo>> ListReservations() override {
+    auto r = co_await Call("list reservations", Method::kGet, "/reservations/", "");
+    if (!r) {
+      co_return tl::unexpected(r.error());
+    }
+    co_return Decoded("list reservations", *r, DecodeReservations(r->body));
+  }
+
+  const net::ClientStats& http_stats() const override { return http_->stats(); }
+
+ private:
+  // Turns a decoded reply into its value, or the classified error. `errors_on_ok` is the code
+  // for errors[] inside a 2xx reply whose error numbers say nothing (slurmrestd's "No error").
+  template <typename T>
+  Result<T> Decoded(const std::string& op, const HttpResponse& res, Result<Reply<T>> reply,
+                    ErrorCode errors_on_ok = ErrorCode::kInvalidArgument) {
+    if (!IsOk(res.status)) {
+      return tl::unexpected(ClassifySlurmError(
+          op, res.status, reply ? std::move(reply->errors) : std::vector<ErrorDetail>{},
+          res.body));
+    }
+    if (!reply) {
+      Error e = reply.error();
+      e.message = op + ": " + e.message;
+      e.http_status = res.status;
+      return tl::unexpected(std::move(e));
+    }
+    if (!reply->errors.empty()) {
+      Error e = ClassifySlurmError(op, res.status, std::move(reply->errors), res.body);
+      if (e.code == ErrorCode::kInternal) {
+        e.code = errors_on_ok;
+      }
+      return tl::unexpected(std::move(e));
+    }
+    return std::move(reply->value);
+  }
+
+  // Sends one request to /slurm/<version><path> with the token; on 401/511 re-reads the token
+  // and tries once more.
+  Task<HttpResponse> Call(std::string op, Method method, std::string path, std::string body) {
+    Result<ApiVersion> version = co_await Version();
+    if (!version) {
+      co_return tl::unexpected(version.error());
+    }
+    std::string target = "/slurm/" + std::string(ApiVersionName(*version)) + path;
+    co_return co_await Send(std::move(op), method, std::move(target), std::move(body));
+  }
+
+  Task<HttpResponse> Send(std::string op, Method method, std::string target, std::string body) {
+    for (int attempt = 0;; ++attempt) {
+      Result<std::string> token = tokens_->Token();
+      if (!token) {
+        Error e = token.error();
+        e.message = op + ": " + e.message;
+        co_return tl::unexpected(std::move(e));
+      }
+      HttpRequest req{.method = method, .target = target, .headers = {}, .body = body};
+      req.headers.push_back({"X-SLURM-USER-TOKEN", *token});
+      if (!config_.user_name.empty()) {
+        req.headers.push_back({"X-SLURM-USER-NAME", config_.user_name});
+      }
+      req.headers.push_back({"Accept", "application/json"});
+      if (!body.empty()) {
+        req.headers.push_back({"Content-Type", "application/json"});
+      }
+      Result<HttpResponse> res = co_await http_->Send(std::move(req));
+      if (!res) {
+        Error e = res.error();
+        e.message = op + ": " + e.message;
+        co_return tl::unexpected(std::move(e));
+      }
+      if ((res->status == 401 || res->status == 511) && attempt == 0) {
+        tokens_->Invalidate();  // rotated under us? re-read and try once more
+        continue;
+      }
+      co_return res;
+    }
+  }
+
+  // Newest version the server offers: from /openapi/v3 when it answers, else by probing ping.
+  Task<ApiVersion> Negotiate() {
+    auto spec = co_await Send("read OpenAPI document", Method::kGet, "/openapi/v3", "");
+    if (spec && IsOk(spec->status)) {
+      for (ApiVersion v : AllApiVersions()) {
+        std::string marker = "\"/slurm/" + std::string(ApiVersionName(v)) + "/ping/\"";
+        if (spec->body.find(marker) != std::string::npos) {
+          co_return v;
+        }
+      }
+      co_return MakeError(ErrorCode::kUnimplemented,
+                          "slurmrestd at " + http_->endpoint().ToString() +
+                              " offers none of data_parser v0.0.42-v0.0.45");
+    }
+    if (spec && (spec->status == 401 || spec->status == 511)) {
+      co_return tl::unexpected(
+          ClassifySlurmError("read OpenAPI document", spec->status, {}, spec->body));
+    }
+    Error last = spec ? Error{ErrorCode::kUnimplemented, "no OpenAPI document", spec->status}
+                      : spec.error();
+    for (ApiVersion v : AllApiVersions()) {
+      auto ping = co_await Send("probe API version", Method::kGet,
+                                "/slurm/" + std::string(ApiVersionName(v)) + "/ping/", "");
+      if (!ping) {
+        co_return tl::unexpected(ping.error());
+      }
+      if (IsOk(ping->status)) {
+        co_return v;
+      }
+    }
+    last.message = "slurmrestd at " + http_->endpoint().ToString() +
+                   " offers none of data_parser v0.0.42-v0.0.45 (" + last.message + ")";
+    co_return tl::unexpected(std::move(last));
+  }
+
+  std::unique_ptr<net::HttpClient> http_;
+  ClientConfig config_;
+  TokenSourcePtr tokens_;
+  std::optional<ApiVersion> version_;
+};
+
+}  // namespace
+
+Error ClassifySlurmError(std::string_view operation, int http_status,
+                         std::vector<ErrorDetail> errors, std::string_view body) {
+  Error e;
+  e.http_status = http_status;
+  std::string what;
+  if (!errors.empty()) {
+    const ErrorDetail& first = errors.front();
+    what = first.error.empty() || first.error == "No error" ? first.description : first.error;
+    if (!first.description.empty() && what != first.description) {
+      what += " (" + first.description + ")";
+    }
+    switch (first.number) {
+      case kInvalidJobId:
+      case kInvalidNodeName:
+        e.code = ErrorCode::kNotFound;
+        break;
+      case kProtocolAuthError:
+        e.code = ErrorCode::kUnauthenticated;
+        break;
+      case kAccessDenied:
+        e.code = ErrorCode::kPermissionDenied;
+        break;
+      case kJobNotPending:
+      case kJobNotRunning:
+      case kAlreadyDone:
+        e.code = ErrorCode::kFailedPrecondition;
+        break;
+      case kNodesBusy:
+        e.code = ErrorCode::kUnavailable;
+        break;
+      case kInvalidPartition:
+        e.code = ErrorCode::kInvalidArgument;
+        break;
+      default:
+        if (IsOk(http_status)) {
+          e.code = ErrorCode::kInternal;  // the caller decides what errors in a 2xx mean
+        } else if (http_status == 422 || (first.number >= 2000 && first.number < 3000)) {
+          e.code = ErrorCode::kInvalidArgument;
+        } else {
+          e.code = ErrorCodeFromHttpStatus(http_status);
+        }
+    }
+  } else {
+    e.code = IsOk(http_status) ? ErrorCode::kInternal : ErrorCodeFromHttpStatus(http_status);
+    what = "HTTP " + std::to_string(http_status) + ": " + Snippet(body);
+  }
+  e.message = std::string(operation) + ": " + what;
+  e.details = std::move(errors);
+  return e;
+}
+
+Result<ClientPtr> MakeClient(boost::asio::any_io_executor executor, ClientConfig config,
+                             TokenSourcePtr tokens) {
+  if (!tokens) {
+    return MakeError(ErrorCode::kInvalidArgument, "no Slurm token source");
+  }
+  Result<net::Endpoint> ep = net::ParseEndpoint(config.url);
+  if (!ep) {
+    return tl::unexpected(ep.error());
+  }
+  auto http = net::HttpClient::Create(std::move(executor), *ep, config.http);
+  if (!http) {
+    return tl::unexpected(http.error());
+  }
+  return ClientPtr(
+      std::make_unique<ClientImpl>(std::move(*http), std::move(config), std::move(tokens)));
+}
+
+}  // namespace sb::slurm

@@ -1,0 +1,290 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// The Slurm client against a loopback fake that replays replies recorded from the real
+// slurmrestd (testing/testdata/slurm/) or injects what the real one will not do on demand.
+#include "slurm/client.h"
+
+#include <unistd.h>
+
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <gtest/gtest.h>
+
+#include "testing/fake_http_server.h"
+#include "testing/run.h"
+#include "testing/testdata.h"
+
+namespace sb::slurm {
+namespace {
+using sb::testing::FakeHttpServer;
+using sb::testing::FakeReply;
+using sb::testing::FakeRequest;
+using sb::testing::HttpReply;
+using sb::testing::ReadTestData;
+using sb::testing::RunSync;
+
+constexpr const char* kToken = "eyJhbGciOiJIUzI1NiJ9.secret-claims.secret-signature";
+
+FakeReply Recorded(const std::string& name) {
+  std::string status = ReadTestData("slurm/" + name + ".status");
+  return HttpReply(std::stoi(status), ReadTestData("slurm/" + name + ".json"));
+}
+
+class SlurmClientTest : public ::testing::Test {
+ protected:
+  // A fake slurmrestd: /openapi/v3 lists v0.0.42-v0.0.44; everything else goes to `route`.
+  void Serve(std::function<FakeReply(const FakeRequest&)> route) {
+    server_ = std::make_unique<FakeHttpServer>(io_, [route](const FakeRequest& r) {
+      if (r.target == "/openapi/v3") {
+        return HttpReply(200,
+                         R"({"paths":{"/slurm/v0.0.42/ping/":{},"/slurm/v0.0.43/ping/":{},)"
+                         R"("/slurm/v0.0.44/ping/":{},"/slurm/v0.0.44/jobs/":{}}})");
+      }
+      return route(r);
+    });
+  }
+  ClientPtr Make(ClientConfig config = {}, TokenSourcePtr tokens = nullptr) {
+    config.url = server_->url();
+    config.http.backoff_base = std::chrono::milliseconds(1);
+    auto c = MakeClient(io_.get_executor(), config,
+                        tokens ? std::move(tokens) : MakeStaticTokenSource(kToken));
+    EXPECT_TRUE(c.has_value());
+    return std::move(*c);
+  }
+  template <typename T>
+  Result<T> Run(Task<T> task) {
+    return RunSync(io_, std::move(task));
+  }
+  std::vector<std::string> Targets() const {
+    std::vector<std::string> out;
+    for (const auto& r : server_->requests()) {
+      out.push_back(r.method + " " + r.target);
+    }
+    return out;
+  }
+
+  boost::asio::io_context io_;
+  std::unique_ptr<FakeHttpServer> server_;
+};
+
+TEST_F(SlurmClientTest, NegotiatesTheNewestVersionTheServerOffers) {
+  Serve([](const FakeRequest&) { return Recorded("job_running_v0.0.44"); });
+  auto client = Make();
+  EXPECT_EQ(Run(client->Version()).value(), ApiVersion::kV0044);
+  auto job = Run(client->GetJob(1));
+  ASSERT_TRUE(job.has_value()) << job.error().ToString();
+  EXPECT_EQ(job->nodes, "n1");
+  EXPECT_EQ(Targets(), (std::vector<std::string>{"GET /openapi/v3", "GET /slurm/v0.0.44/job/1"}));
+  EXPECT_EQ(server_->requests()[1].Header("X-SLURM-USER-TOKEN"), kToken);
+  EXPECT_EQ(server_->requests()[1].Header("X-SLURM-USER-NAME"), "");
+}
+
+TEST_F(SlurmClientTest, APinnedVersionIsUsedAsIs) {
+  Serve([](const FakeRequest&) { return Recorded("ping_v0.0.42"); });
+  auto client = Make({.version = ApiVersion::kV0042, .user_name = "slurm"});
+  auto pings = Run(client->Ping());
+  ASSERT_TRUE(pings.has_value());
+  EXPECT_EQ(Targets(), std::vector<std::string>{"GET /slurm/v0.0.42/ping/"});
+  EXPECT_EQ(server_->requests()[0].Header("X-SLURM-USER-NAME"), "slurm");
+  auto res = Run(client->JobResources(5));
+  ASSERT_FALSE(res.has_value());
+  EXPECT_EQ(res.error().code, ErrorCode::kUnimplemented);
+  EXPECT_EQ(server_->requests().size(), 1u) << "no request for an endpoint the version lacks";
+}
+
+TEST_F(SlurmClientTest, ProbesWhenThereIsNoOpenApiDocument) {
+  server_ = std::make_unique<FakeHttpServer>(io_, [](const FakeRequest& r) {
+    if (r.target == "/slurm/v0.0.43/ping/") {
+      return Recorded("ping_v0.0.44");
+    }
+    return HttpReply(404, "Unable to find path", "text/plain");
+  });
+  auto client = Make();
+  EXPECT_EQ(Run(client->Version()).value(), ApiVersion::kV0043);
+  EXPECT_EQ(Targets(), (std::vector<std::string>{"GET /openapi/v3", "GET /slurm/v0.0.45/ping/",
+                                                 "GET /slurm/v0.0.44/ping/",
+                                                 "GET /slurm/v0.0.43/ping/"}));
+}
+
+TEST_F(SlurmClientTest, ReReadsARotatedTokenAfter511AndRetriesOnce) {
+  std::string path = "/tmp/sb-slurm-client-token-" + std::to_string(getpid());
+  std::ofstream(path) << "SLURM_JWT=old-token\n";
+  int calls = 0;
+  Serve([&](const FakeRequest& r) {
+    ++calls;
+    if (r.Header("X-SLURM-USER-TOKEN") != "new-token") {
+      std::ofstream(path) << "SLURM_JWT=new-token\n";  // the token rotates meanwhile
+      return Recorded("jobs_bad_token");
+    }
+    return Recorded("jobs");
+  });
+  auto client = Make({.version = ApiVersion::kV0044}, MakeFileTokenSource(path));
+  auto jobs = Run(client->ListJobs());
+  ASSERT_TRUE(jobs.has_value()) << jobs.error().ToString();
+  EXPECT_EQ(jobs->size(), 2u);
+  EXPECT_EQ(calls, 2);
+  std::remove(path.c_str());
+}
+
+TEST_F(SlurmClientTest, ARefusedTokenIsUnauthenticatedAndNeverQuoted) {
+  Serve([](const FakeRequest&) { return Recorded("jobs_bad_token"); });
+  auto client = Make({.version = ApiVersion::kV0044});
+  auto jobs = Run(client->ListJobs());
+  ASSERT_FALSE(jobs.has_value());
+  EXPECT_EQ(jobs.error().code, ErrorCode::kUnauthenticated);
+  EXPECT_EQ(jobs.error().http_status, 511);
+  ASSERT_FALSE(jobs.error().details.empty());
+  EXPECT_EQ(jobs.error().details[0].number, 1007);
+  EXPECT_EQ(server_->requests().size(), 2u) << "one retry after re-reading the token";
+  EXPECT_EQ(jobs.error().ToString().find("secret"), std::string::npos) << jobs.error().ToString();
+}
+
+TEST_F(SlurmClientTest, SubmitErrorsAreClassified) {
+  struct Case {
+    std::string recorded;
+    ErrorCode want;
+    std::string in_message;
+  };
+  const std::vector<Case> cases = {
+      {"submit_bad_partition", ErrorCode::kInvalidArgument, "Invalid partition name specified"},
+      {"submit_impossible", ErrorCode::kInvalidArgument,
+       "Requested node configuration is not available"},
+      {"submit_wrong_type", ErrorCode::kInvalidArgument, "created no job"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.recorded);
+    Serve([&](const FakeRequest&) { return Recorded(c.recorded); });
+    auto client = Make({.version = ApiVersion::kV0044});
+    auto r = Run(client->SubmitJob({.name = "x", .partition = "nope"}));
+    ASSERT_FALSE(r.has_value());
+    EXPECT_EQ(r.error().code, c.want);
+    EXPECT_NE(r.error().message.find(c.in_message), std::string::npos) << r.error().message;
+    EXPECT_EQ(r.error().message.rfind("submit job: ", 0), 0u) << r.error().message;
+  }
+  Serve([](const FakeRequest& r) {
+    EXPECT_NE(r.body.find("\"EXTERNAL_JOB\""), std::string::npos);
+    return Recorded("submit_external");
+  });
+  auto client = Make({.version = ApiVersion::kV0044});
+  auto ok = Run(client->SubmitJob({.name = "x", .flags = {"EXTERNAL_JOB"}}));
+  ASSERT_TRUE(ok.has_value()) << ok.error().ToString();
+  EXPECT_EQ(ok->job_id, 1);
+}
+
+TEST_F(SlurmClientTest, NotFoundHidesInsideA200ForCancelAndNodes) {
+  Serve([](const FakeRequest& r) {
+    if (r.method == "DELETE") {
+      return Recorded("cancel_unknown");
+    }
+    if (r.target.starts_with("/slurm/v0.0.44/node/")) {
+      return Recorded("node_unknown");
+    }
+    return Recorded("job_unknown");
+  });
+  auto client = Make({.version = ApiVersion::kV0044});
+  auto cancel = Run(client->CancelJob(999999, {}));
+  ASSERT_FALSE(cancel.has_value());
+  EXPECT_EQ(cancel.error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(cancel.error().http_status, 200);
+  auto node = Run(client->GetNode("nope"));
+  ASSERT_FALSE(node.has_value());
+  EXPECT_EQ(node.error().code, ErrorCode::kNotFound);
+  auto job = Run(client->GetJob(999999));
+  ASSERT_FALSE(job.has_value());
+  EXPECT_EQ(job.error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(job.error().http_status, 404);
+}
+
+TEST_F(SlurmClientTest, JobStatesBatchesIdsAsRepeatedParameters) {
+  Serve([](const FakeRequest&) { return Recorded("jobs_state"); });
+  auto client = Make({.version = ApiVersion::kV0044});
+  std::vector<std::int64_t> ids;
+  for (int i = 1; i <= 450; ++i) {
+    ids.push_back(i);
+  }
+  auto states = Run(client->JobStates(ids));
+  ASSERT_TRUE(states.has_value()) << states.error().ToString();
+  ASSERT_EQ(server_->requests().size(), 3u);
+  const std::string& first = server_->requests()[0].target;
+  EXPECT_EQ(first.rfind("/slurm/v0.0.44/jobs/state/?job_id=1&job_id=2&", 0), 0u) << first;
+  EXPECT_EQ(first.find(','), std::string::npos) << "slurmrestd answers 500 to a comma list";
+  EXPECT_NE(server_->requests()[2].target.find("job_id=450"), std::string::npos);
+  EXPECT_EQ(states->size(), 6u);  // the recorded reply (2 jobs), once per batch
+  auto all = Run(client->JobStates({}));
+  ASSERT_TRUE(all.has_value());
+  EXPECT_EQ(server_->requests().back().target, "/slurm/v0.0.44/jobs/state/");
+}
+
+TEST_F(SlurmClientTest, CancelWithSignalAndUpdateOfARunningJob) {
+  Serve([](const FakeRequest& r) {
+    if (r.method == "DELETE") {
+      return Recorded("cancel_pending");
+    }
+    return Recorded("update_running_cpus");
+  });
+  auto client = Make({.version = ApiVersion::kV0044});
+  ASSERT_TRUE(Run(client->CancelJob(7, {.signal = "SIGKILL", .flags = {"FULL_JOB"}})));
+  EXPECT_EQ(server_->requests()[0].target, "/slurm/v0.0.44/job/7?signal=SIGKILL&flags=FULL_JOB");
+  auto upd = Run(client->UpdateJob(7, {.cpus_per_task = 4}));
+  ASSERT_FALSE(upd.has_value());
+  EXPECT_EQ(upd.error().code, ErrorCode::kFailedPrecondition);
+  EXPECT_NE(upd.error().message.find("no longer pending"), std::string::npos);
+  EXPECT_EQ(server_->requests()[1].body, R"({"cpus_per_task":4})");
+}
+
+TEST_F(SlurmClientTest, BrokenRepliesAreErrorsWithTheOperation) {
+  Serve([](const FakeRequest& r) {
+    if (r.target.find("jobs/state") != std::string::npos) {
+      return Recorded("jobs_state_csv");  // 500, plain text
+    }
+    return HttpReply(200, "{\"jobs\": [{\"job_id\": 1,");  // cut JSON
+  });
+  auto client = Make({.version = ApiVersion::kV0044});
+  auto jobs = Run(client->ListJobs());
+  ASSERT_FALSE(jobs.has_value());
+  EXPECT_EQ(jobs.error().code, ErrorCode::kInternal);
+  EXPECT_EQ(jobs.error().message.rfind("list jobs: malformed reply", 0), 0u)
+      << jobs.error().message;
+  auto states = Run(client->JobStates({1}));
+  ASSERT_FALSE(states.has_value());
+  EXPECT_EQ(states.error().code, ErrorCode::kUnavailable);
+  EXPECT_NE(states.error().message.find("Unspecified error"), std::string::npos);
+}
+
+TEST(ClassifySlurmError, Table) {
+  struct Case {
+    std::string name;
+    int status;
+    int number;
+    ErrorCode want;
+  };
+  const std::vector<Case> cases = {
+      {"unknown job", 404, 2017, ErrorCode::kNotFound},
+      {"bad token", 511, 1007, ErrorCode::kUnauthenticated},
+      {"external job as ordinary user", 422, 2002, ErrorCode::kPermissionDenied},
+      {"bad partition", 422, 2000, ErrorCode::kInvalidArgument},
+      {"too many cpus", 422, 2005, ErrorCode::kInvalidArgument},
+      {"impossible config", 422, 2014, ErrorCode::kInvalidArgument},
+      {"immediate, nodes busy", 422, 2016, ErrorCode::kUnavailable},
+      {"no longer pending", 200, 2073, ErrorCode::kFailedPrecondition},
+      {"not running", 422, 2085, ErrorCode::kFailedPrecondition},
+      {"unknown number in a 500", 500, 9999, ErrorCode::kUnavailable},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    Error e = ClassifySlurmError("op", c.status, {{c.number, "what", "desc", "src"}}, "");
+    EXPECT_EQ(e.code, c.want);
+    EXPECT_EQ(e.message, "op: what (desc)");
+    EXPECT_EQ(e.details.size(), 1u);
+  }
+  Error plain = ClassifySlurmError("op", 401, {}, "Authentication failure");
+  EXPECT_EQ(plain.code, ErrorCode::kUnauthenticated);
+  EXPECT_EQ(plain.message, "op: HTTP 401: Authentication failure");
+}
+
+}  // namespace
+}  // namespace sb::slurm
