@@ -22,8 +22,7 @@ int Hex(char c) {
 std::string PercentDecode(std::string_view s) {
   std::string out;
   for (std::size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '%' && i + 2 < s.size() && Hex(s[i + 1]) >= 0 &&
-        Hex(s[i + 2]) >= 0) {
+    if (s[i] == '%' && i + 2 < s.size() && Hex(s[i + 1]) >= 0 && Hex(s[i + 2]) >= 0) {
       out.push_back(static_cast<char>(Hex(s[i + 1]) * 16 + Hex(s[i + 2])));
       i += 2;
     } else if (s[i] == '+') {
@@ -59,7 +58,7 @@ Target ParseTarget(const std::string& t) {
 }
 
 std::string StatusJson(int code, const std::string& reason, const std::string& message) {
-  bj::object o{{"kind", "Status"},     {"apiVersion", "v1"}, {"status", "Failure"},
+  bj::object o{{"kind", "Status"},   {"apiVersion", "v1"}, {"status", "Failure"},
                {"message", message}, {"reason", reason},   {"code", code}};
   return bj::serialize(o);
 }
@@ -149,8 +148,8 @@ struct FakeApiServer::Impl {
       meta["continue"] = std::to_string(end) + ":" + list_rv;
       meta["remainingItemCount"] = match.size() - end;
     }
-    bj::object body{{"kind", "PodList"}, {"apiVersion", "v1"}, {"metadata", meta},
-                    {"items", std::move(items)}};
+    bj::object body{
+        {"kind", "PodList"}, {"apiVersion", "v1"}, {"metadata", meta}, {"items", std::move(items)}};
     return HttpReply(200, bj::serialize(body));
   }
 
@@ -160,8 +159,8 @@ struct FakeApiServer::Impl {
     watch_rvs.push_back(from_text);
     std::int64_t from = from_text.empty() ? rv : std::stoll(from_text);
     if (from < compacted) {
-      std::string msg = "too old resource version: " + from_text + " (" +
-                        std::to_string(compacted) + ")";
+      std::string msg =
+          "too old resource version: " + from_text + " (" + std::to_string(compacted) + ")";
       if (!owner->gone_as_event) {
         return HttpReply(410, StatusJson(410, "Expired", msg));
       }
@@ -206,15 +205,16 @@ std::int64_t FakeApiServer::AddPod(const std::string& ns, const std::string& nam
                                    const std::string& node) {
   bj::object l;
   for (const auto& [k, v] : labels) l[k] = v;
-  bj::object obj{{"kind", "Pod"},
-                 {"apiVersion", "v1"},
-                 {"metadata",
-                  {{"name", name},
-                   {"namespace", ns},
-                   {"uid", "uid-" + ns + "-" + name + "-" + std::to_string(impl_->rv + 1)},
-                   {"labels", l}}},
-                 {"spec", {{"schedulerName", "s"}, {"nodeName", node}, {"containers", bj::array{}}}},
-                 {"status", {{"phase", "Pending"}}}};
+  bj::object obj{
+      {"kind", "Pod"},
+      {"apiVersion", "v1"},
+      {"metadata",
+       {{"name", name},
+        {"namespace", ns},
+        {"uid", "uid-" + ns + "-" + name + "-" + std::to_string(impl_->rv + 1)},
+        {"labels", l}}},
+      {"spec", {{"schedulerName", "s"}, {"nodeName", node}, {"containers", bj::array{}}}},
+      {"status", {{"phase", "Pending"}}}};
   return impl_->Record("ADDED", ns + "/" + name, std::move(obj));
 }
 
