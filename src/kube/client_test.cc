@@ -1,0 +1,334 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "kube/client.h"
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <boost/asio/io_context.hpp>
+#include <boost/json.hpp>
+
+#include "testing/fake_apiserver.h"
+#include "testing/fake_http_server.h"
+#include "testing/run.h"
+
+namespace sb::kube {
+namespace {
+
+using sb::testing::FakeHttpServer;
+using sb::testing::FakeReply;
+using sb::testing::FakeRequest;
+using sb::testing::HttpReply;
+using sb::testing::RunSync;
+namespace asio = boost::asio;
+
+std::string StatusBody(int code, const std::string& reason, const std::string& message) {
+  return boost::json::serialize(boost::json::object{{"kind", "Status"},
+                                                    {"status", "Failure"},
+                                                    {"code", code},
+                                                    {"reason", reason},
+                                                    {"message", message}});
+}
+
+class ClientTest : public ::testing::Test {
+ protected:
+  // Starts the fake server with `handler` and a client with a static token.
+  void Start(FakeHttpServer::Handler handler,
+             std::shared_ptr<TokenSource> token =
+                 std::make_shared<TokenSource>(TokenSource::Static("tok-123")),
+             ClientOptions options = {}) {
+    server_ = std::make_unique<FakeHttpServer>(io_, std::move(handler));
+    auto ep = net::ParseEndpoint(server_->url());
+    net::ClientOptions http_options;
+    http_options.backoff_base = std::chrono::milliseconds(1);
+    http_ = std::move(*net::HttpClient::Create(io_.get_executor(), *ep, http_options));
+    client_ = MakeClient(*http_, std::move(token), options);
+  }
+
+  asio::io_context io_;
+  std::unique_ptr<FakeHttpServer> server_;
+  std::unique_ptr<net::HttpClient> http_;
+  std::unique_ptr<Client> client_;
+};
+
+TEST(ResourceRef, Paths) {
+  EXPECT_EQ(PodsRef().Path(), "/api/v1/pods");
+  EXPECT_EQ(PodsRef("ns").WithName("p").WithSubresource("binding").Path(),
+            "/api/v1/namespaces/ns/pods/p/binding");
+  EXPECT_EQ(NodesRef().WithName("n1").WithSubresource("status").Path(), "/api/v1/nodes/n1/status");
+  EXPECT_EQ(LeasesRef("kube-system").WithName("x").Path(),
+            "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/x");
+  EXPECT_EQ(NamespacesRef().WithName("a").Path(), "/api/v1/namespaces/a");
+  ResourceRef js{"jobset.x-k8s.io", "v1alpha2", "jobsets", "ns", "a b", ""};
+  EXPECT_EQ(js.Path(), "/apis/jobset.x-k8s.io/v1alpha2/namespaces/ns/jobsets/a%20b");
+}
+
+TEST(ListOptions, QueryIsPercentEncoded) {
+  ListOptions o;
+  o.label_selector = "app in (a,b),tier!=fe";
+  o.field_selector = "spec.nodeName=";
+  o.limit = 500;
+  o.continue_token = "abc/+=";
+  EXPECT_EQ(o.Query(false),
+            "labelSelector=app%20in%20%28a%2Cb%29%2Ctier%21%3Dfe&fieldSelector=spec.nodeName%3D"
+            "&limit=500&continue=abc%2F%2B%3D");
+  o.resource_version = "77";
+  o.allow_watch_bookmarks = true;
+  o.timeout_seconds = 300;
+  EXPECT_EQ(o.Query(true),
+            "watch=1&labelSelector=app%20in%20%28a%2Cb%29%2Ctier%21%3Dfe&fieldSelector=spec."
+            "nodeName%3D&resourceVersion=77&allowWatchBookmarks=true&timeoutSeconds=300");
+}
+
+TEST_F(ClientTest, GetSendsBearerTokenAndDecodes) {
+  Start([](const FakeRequest& r) {
+    if (r.Header("Authorization") != "Bearer tok-123") return HttpReply(401, "{}");
+    return HttpReply(200, R"({"metadata":{"name":"p","namespace":"ns","uid":"u"}})");
+  });
+  Result<Pod> pod = RunSync(io_, GetPod(*client_, "ns", "p"));
+  ASSERT_TRUE(pod) << pod.error().message;
+  EXPECT_EQ(pod->metadata.uid, "u");
+  ASSERT_EQ(server_->requests().size(), 1u);
+  EXPECT_EQ(server_->requests()[0].target, "/api/v1/namespaces/ns/pods/p");
+  EXPECT_EQ(server_->requests()[0].method, "GET");
+}
+
+TEST_F(ClientTest, ErrorsKeepStatusAndApiserverMessageButNoToken) {
+  struct Case {
+    int status;
+    std::string reason;
+    ErrorCode want;
+  };
+  const std::vector<Case> cases = {
+      {404, "NotFound", ErrorCode::kNotFound},
+      {409, "Conflict", ErrorCode::kConflict},
+      {409, "AlreadyExists", ErrorCode::kAlreadyExists},
+      {410, "Expired", ErrorCode::kGone},
+      {403, "Forbidden", ErrorCode::kPermissionDenied},
+      {422, "Invalid", ErrorCode::kInvalidArgument},
+      {500, "InternalError", ErrorCode::kUnavailable},
+  };
+  std::size_t i = 0;
+  Start([&](const FakeRequest&) {
+    const Case& c = cases[i];
+    return HttpReply(c.status, StatusBody(c.status, c.reason, "msg-" + c.reason));
+  });
+  for (i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    SCOPED_TRACE(c.reason);
+    Result<std::string> r = RunSync(io_, client_->Get(PodsRef("ns").WithName("p")));
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().code, c.want);
+    EXPECT_EQ(r.error().http_status, c.status);
+    EXPECT_NE(r.error().message.find("msg-" + c.reason), std::string::npos) << r.error().message;
+    EXPECT_NE(r.error().message.find(c.reason), std::string::npos);
+    EXPECT_EQ(r.error().message.find("tok-123"), std::string::npos);
+  }
+}
+
+TEST_F(ClientTest, UpdateConflictIsKConflict) {
+  Start([](const FakeRequest& r) {
+    EXPECT_EQ(r.method, "PUT");
+    EXPECT_NE(r.body.find("\"resourceVersion\":\"5\""), std::string::npos);
+    return HttpReply(409, StatusBody(409, "Conflict",
+                                     "Operation cannot be fulfilled on leases \"x\": the object "
+                                     "has been modified"));
+  });
+  Lease l;
+  l.metadata.name = "x";
+  l.metadata.namespace_ = "kube-system";
+  l.metadata.resource_version = "5";
+  l.holder_identity = "me";
+  Result<Lease> r =
+      RunSync(io_, UpdateAs<Lease>(*client_, LeasesRef("kube-system").WithName("x"), l));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::kConflict);
+  EXPECT_EQ(r.error().http_status, 409);
+  EXPECT_NE(r.error().message.find("has been modified"), std::string::npos);
+}
+
+TEST_F(ClientTest, RetriesAfter429WithRetryAfter) {
+  int calls = 0;
+  Start([&](const FakeRequest&) {
+    if (++calls == 1) {
+      return HttpReply(429, StatusBody(429, "TooManyRequests", "slow down"), "application/json",
+                       {{"Retry-After", "1"}});
+    }
+    return HttpReply(200, R"({"metadata":{"name":"n1"}})");
+  });
+  auto start = std::chrono::steady_clock::now();
+  Result<Node> n = RunSync(io_, GetNode(*client_, "n1"));
+  auto waited = std::chrono::steady_clock::now() - start;
+  ASSERT_TRUE(n) << n.error().message;
+  EXPECT_EQ(calls, 2);
+  EXPECT_GE(waited, std::chrono::milliseconds(950));
+}
+
+TEST_F(ClientTest, Persistent429BecomesTooManyRequests) {
+  int calls = 0;
+  ClientOptions o;
+  o.max_throttle_retries = 2;
+  Start(
+      [&](const FakeRequest&) {
+        ++calls;
+        return HttpReply(429, StatusBody(429, "TooManyRequests", "slow down"), "application/json",
+                         {{"Retry-After", "0"}});
+      },
+      std::make_shared<TokenSource>(), o);
+  Result<std::string> r = RunSync(io_, client_->Get(NodesRef().WithName("n1")));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::kTooManyRequests);
+  EXPECT_EQ(calls, 3);
+  EXPECT_TRUE(server_->requests()[0].Header("Authorization").empty());
+}
+
+TEST_F(ClientTest, RereadsTokenFileOn401) {
+  std::string path = (std::filesystem::temp_directory_path() /
+                      ("kube_client_test_token_" + std::to_string(::getpid())))
+                         .string();
+  std::ofstream(path) << "old";
+  auto token = std::make_shared<TokenSource>(TokenSource::File(path));
+  Start(
+      [&](const FakeRequest& r) {
+        if (r.Header("Authorization") != "Bearer new") {
+          return HttpReply(401, StatusBody(401, "Unauthorized", "Unauthorized"));
+        }
+        return HttpReply(200, R"({"metadata":{"name":"n1"}})");
+      },
+      token);
+  ASSERT_TRUE(token->Token());   // reads "old"
+  std::ofstream(path) << "new";  // rotated; not re-read before a minute passes...
+  Result<Node> n = RunSync(io_, GetNode(*client_, "n1"));
+  ASSERT_TRUE(n) << n.error().message;  // ...except after the 401
+  EXPECT_EQ(server_->requests().size(), 2u);
+  std::filesystem::remove(path);
+}
+
+TEST_F(ClientTest, WritesUseTheRightMethodsAndContentTypes) {
+  Start([](const FakeRequest& r) {
+    return HttpReply(r.method == "POST" ? 201 : 200,
+                     R"({"metadata":{"name":"p","namespace":"ns"}})");
+  });
+  ASSERT_TRUE(RunSync(io_, BindPod(*client_, "ns", "p", "uid-9", "n3")));
+  ASSERT_TRUE(RunSync(io_, PatchPodStatus(*client_, "ns", "p", PatchType::kStrategicMerge,
+                                          R"({"status":{"phase":"Running"}})")));
+  ASSERT_TRUE(
+      RunSync(io_, PatchNode(*client_, "n1", PatchType::kJson,
+                             R"([{"op":"add","path":"/spec/unschedulable","value":true}])")));
+  ASSERT_TRUE(RunSync(io_, client_->Patch(PodsRef("ns").WithName("p"), PatchType::kJsonMerge,
+                                          EncodeMetadataMergePatch({{"a", "1"}}, {}))));
+  ASSERT_TRUE(
+      RunSync(io_, DeletePod(*client_, "ns", "p", {.grace_period_seconds = 0, .uid = "uid-9"})));
+  ASSERT_TRUE(RunSync(io_, EvictPod(*client_, "ns", "p", {})));
+  Pod pod;
+  pod.metadata.name = "p";
+  pod.metadata.namespace_ = "ns";
+  ASSERT_TRUE(RunSync(io_, CreatePod(*client_, pod)));
+
+  const auto& reqs = server_->requests();
+  ASSERT_EQ(reqs.size(), 7u);
+  EXPECT_EQ(reqs[0].method, "POST");
+  EXPECT_EQ(reqs[0].target, "/api/v1/namespaces/ns/pods/p/binding");
+  boost::json::value binding = boost::json::parse(reqs[0].body);
+  EXPECT_EQ(binding.at("target").at("name"), "n3");
+  EXPECT_EQ(binding.at("metadata").at("uid"), "uid-9");
+  EXPECT_EQ(reqs[1].method, "PATCH");
+  EXPECT_EQ(reqs[1].target, "/api/v1/namespaces/ns/pods/p/status");
+  EXPECT_EQ(reqs[1].Header("Content-Type"), "application/strategic-merge-patch+json");
+  EXPECT_EQ(reqs[2].Header("Content-Type"), "application/json-patch+json");
+  EXPECT_EQ(reqs[2].target, "/api/v1/nodes/n1");
+  EXPECT_EQ(reqs[3].Header("Content-Type"), "application/merge-patch+json");
+  EXPECT_EQ(reqs[4].method, "DELETE");
+  boost::json::value del = boost::json::parse(reqs[4].body);
+  EXPECT_EQ(del.at("preconditions").at("uid"), "uid-9");
+  EXPECT_EQ(del.at("gracePeriodSeconds"), 0);
+  EXPECT_EQ(reqs[5].target, "/api/v1/namespaces/ns/pods/p/eviction");
+  EXPECT_EQ(reqs[6].target, "/api/v1/namespaces/ns/pods");
+  EXPECT_EQ(reqs[6].Header("Content-Type"), "application/json");
+}
+
+TEST_F(ClientTest, ListAllFollowsContinueAndRestartsOnExpiredToken) {
+  asio::io_context& io = io_;
+  sb::testing::FakeApiServer api(io);
+  for (int i = 0; i < 7; ++i) api.AddPod("ns", "p" + std::to_string(i));
+  auto ep = net::ParseEndpoint(api.url());
+  auto http = std::move(*net::HttpClient::Create(io.get_executor(), *ep, {}));
+  auto client = MakeClient(*http, nullptr);
+  ListOptions o;
+  o.limit = 3;
+  Result<List<Pod>> all = RunSync(io, ListAllAs<Pod>(*client, PodsRef(), o));
+  ASSERT_TRUE(all) << all.error().message;
+  EXPECT_EQ(all->items.size(), 7u);
+  EXPECT_EQ(all->resource_version, std::to_string(api.rv()));
+  EXPECT_EQ(api.lists(), 3);
+
+  api.expire_continue_tokens = true;
+  Result<List<Pod>> expired = RunSync(io, ListAllAs<Pod>(*client, PodsRef(), o));
+  ASSERT_FALSE(expired);  // restarted once, expired again
+  EXPECT_EQ(expired.error().code, ErrorCode::kGone);
+  EXPECT_EQ(api.lists(), 3 + 4);
+}
+
+TEST_F(ClientTest, WatchDeliversLinesAcrossChunksAndMapsHttp410) {
+  int n = 0;
+  Start([&](const FakeRequest& r) -> FakeReply {
+    EXPECT_NE(r.target.find("watch=1"), std::string::npos);
+    if (n++ == 0) {
+      // One event split over three chunks, then two in one chunk.
+      std::string a =
+          R"({"type":"ADDED","object":{"metadata":{"name":"a","resourceVersion":"2"}}})";
+      std::string b = R"({"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"3"}}})";
+      std::string body = a + "\n" + b + "\n" + b + "\n";
+      std::string out = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
+      auto chunk = [&](std::string_view s) {
+        char size[16];
+        std::snprintf(size, sizeof size, "%zx\r\n", s.size());
+        out += size;
+        out += s;
+        out += "\r\n";
+      };
+      chunk(body.substr(0, 10));
+      chunk(body.substr(10, 20));
+      chunk(body.substr(30));
+      out += "0\r\n\r\n";
+      return FakeReply{out, false, {}};
+    }
+    return HttpReply(410, StatusBody(410, "Expired", "too old resource version"));
+  });
+  std::vector<std::string> lines;
+  auto on_line = [&](std::string_view l) {
+    lines.emplace_back(l);
+    return true;
+  };
+  Result<void> r = RunSync(io_, client_->Watch(PodsRef(), {.resource_version = "1"}, on_line));
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_TRUE(DecodeWatchEvent<Pod>(lines[0]));
+  Result<void> gone = RunSync(io_, client_->Watch(PodsRef(), {.resource_version = "1"}, on_line));
+  ASSERT_FALSE(gone);
+  EXPECT_EQ(gone.error().code, ErrorCode::kGone);
+  EXPECT_EQ(gone.error().http_status, 410);
+}
+
+TEST_F(ClientTest, WatchCutMidChunkIsAnError) {
+  Start([](const FakeRequest&) {
+    return sb::testing::FakeApiServer::WatchReply(
+        {R"({"type":"ADDED","object":{"metadata":{"name":"a","resourceVersion":"2"}}})",
+         R"({"type":"ADDED","object":{"metadata":{"name":"b","resourceVersion":"3"}}})"},
+        /*cut=*/true);
+  });
+  std::vector<std::string> lines;
+  Result<void> r = RunSync(io_, client_->Watch(PodsRef(), {}, [&](std::string_view l) {
+    lines.emplace_back(l);
+    return true;
+  }));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::kUnavailable);
+  EXPECT_EQ(lines.size(), 1u);  // the half line is not delivered
+}
+
+}  // namespace
+}  // namespace sb::kube
