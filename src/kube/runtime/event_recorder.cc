@@ -62,15 +62,15 @@ std::string Join(std::initializer_list<std::string_view> parts) {
 // client-go's getEventKey.
 std::string EventKey(const Event& e) {
   const ObjectReference& o = e.involved_object;
-  return Join({e.source_component, e.source_host, o.kind, o.namespace_, o.name, o.field_path,
-               o.uid, o.api_version, e.type, e.reason, e.message});
+  return Join({e.source_component, e.source_host, o.kind, o.namespace_, o.name, o.field_path, o.uid,
+               o.api_version, e.type, e.reason, e.message});
 }
 
 // client-go's EventAggregatorByReasonFunc: everything but the message.
 std::string AggregateKey(const Event& e) {
   const ObjectReference& o = e.involved_object;
-  return Join({e.source_component, e.source_host, o.kind, o.namespace_, o.name, o.field_path,
-               o.uid, o.api_version, e.type, e.reason});
+  return Join({e.source_component, e.source_host, o.kind, o.namespace_, o.name, o.field_path, o.uid,
+               o.api_version, e.type, e.reason});
 }
 
 // client-go's getSpamKey.
@@ -210,10 +210,9 @@ EventRecorder::Correlated EventRecorder::Correlate(Event event) {
   }
 
   // 2. De-duplication of identical Events (client-go's eventObserve).
-  if (DedupEntry* last = dedup_->Get(c.key);
-      last != nullptr && last->count > 0 &&
-      (options_.dedup_window <= Clock::Duration::zero() ||
-       now - last->seen <= options_.dedup_window)) {
+  if (DedupEntry* last = dedup_->Get(c.key); last != nullptr && last->count > 0 &&
+                                             (options_.dedup_window <= Clock::Duration::zero() ||
+                                              now - last->seen <= options_.dedup_window)) {
     event.count = last->count + 1;
     event.first_timestamp = last->first_timestamp;
     event.metadata.name = last->name;
@@ -253,8 +252,8 @@ void EventRecorder::UpdateState(const std::string& key, const Event& stored) {
                               stored.metadata.resource_version, clock_.Now()});
 }
 
-asio::awaitable<Result<RecordOutcome>> EventRecorder::Record(ObjectReference object,
-                                                             EventType type, std::string reason,
+asio::awaitable<Result<RecordOutcome>> EventRecorder::Record(ObjectReference object, EventType type,
+                                                             std::string reason,
                                                              std::string message) {
   Correlated c =
       Correlate(MakeEvent(std::move(object), type, std::move(reason), std::move(message)));
@@ -306,8 +305,7 @@ asio::awaitable<void> EventRecorder::WriteWithRetries(Event event) {
     if (!timer) {
       timer = clock_.MakeTimer(co_await asio::this_coro::executor);
     }
-    if (co_await timer->WaitUntil(clock_.Now() + options_.retry_interval) ==
-        WaitResult::kAborted) {
+    if (co_await timer->WaitUntil(clock_.Now() + options_.retry_interval) == WaitResult::kAborted) {
       ++dropped_;
       co_return;
     }

@@ -31,7 +31,8 @@
 // Example:
 //   EventRecorder recorder(clock, sink, {.source = {.component = "slurm-bridge-scheduler"}});
 //   co_spawn(io, recorder.Run(), detached);
-//   recorder.Emit(MakeObjectReference("v1", "Pod", pod.metadata), EventType::kWarning, "FailedScheduling", "no Slurm nodes fit");
+//   recorder.Emit(MakeObjectReference("v1", "Pod", pod.metadata), EventType::kWarning,
+//   "FailedScheduling", "no Slurm nodes fit");
 //   ...
 //   recorder.ShutDown();  // Run() returns once the queue is written
 #pragma once
@@ -88,9 +89,9 @@ class EventSink {
 
 struct EventRecorderOptions {
   EventSource source;
-  std::size_t lru_size = 4096;                                 // client-go maxLruCacheEntries
-  Clock::Duration dedup_window = std::chrono::minutes(10);     // 0: no time bound (client-go)
-  std::size_t aggregate_max_events = 10;                       // 0 disables aggregation
+  std::size_t lru_size = 4096;                              // client-go maxLruCacheEntries
+  Clock::Duration dedup_window = std::chrono::minutes(10);  // 0: no time bound (client-go)
+  std::size_t aggregate_max_events = 10;                    // 0 disables aggregation
   Clock::Duration aggregate_window = std::chrono::minutes(10);
   bool spam_filter = true;
   double spam_burst = 25;

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
-#include <gtest/gtest.h>
 
 #include "kube/runtime/clock.h"
 #include "kube/runtime/test_util.h"
@@ -126,8 +126,7 @@ TEST_F(EventRecorderTest, RepeatedEventIsCreatedOnceThenPatchedWithRisingCount) 
   EXPECT_EQ(stored.metadata.name.rfind("web-0.", 0), 0u) << stored.metadata.name;
   EXPECT_EQ(sink_.calls.size(), 4u);
   ASSERT_EQ(sink_.patches.size(), 3u);
-  EXPECT_EQ(sink_.patches.back(),
-            (EventPatch{"ns", name, 4, "2026-01-01T00:01:30Z", "no fit"}));
+  EXPECT_EQ(sink_.patches.back(), (EventPatch{"ns", name, 4, "2026-01-01T00:01:30Z", "no fit"}));
 }
 
 TEST_F(EventRecorderTest, OnlyIdenticalEventsAreDeduplicated) {
@@ -220,8 +219,8 @@ TEST_F(SmallLruTest, LeastRecentlyUsedEventIsForgotten) {
     Action want;
   };
   const std::vector<Step> steps = {
-      {"a", Action::kCreated}, {"b", Action::kCreated}, {"a", Action::kPatched},
-      {"c", Action::kCreated},  // evicts b, the least recently used
+      {"a", Action::kCreated}, {"b", Action::kCreated},
+      {"a", Action::kPatched}, {"c", Action::kCreated},  // evicts b, the least recently used
       {"a", Action::kPatched}, {"b", Action::kCreated},
   };
   for (const Step& s : steps) {

@@ -1,0 +1,262 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Leader election and event recording against the real kube-apiserver of the test environment
+// (label e2e; SB_TESTENV names its env file). The first candidate runs in a child process that
+// is SIGKILLed while leading (no release); the second, in this process, must take over once the
+// Lease expires. The measured failover time is printed.
+#include <poll.h>
+#include <signal.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include "kube/client.h"
+#include "kube/config.h"
+#include "kube/runtime/clock.h"
+#include "kube/runtime/event_recorder.h"
+#include "kube/runtime/kube_adapters.h"
+#include "kube/runtime/leader_election.h"
+#include "testing/run.h"
+#include "testing/testenv.h"
+
+namespace sb::kube {
+namespace {
+
+namespace asio = boost::asio;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using SteadyTime = std::chrono::steady_clock::time_point;
+
+// Short timings so that the test takes seconds; the defaults are 15 s / 10 s / 2 s.
+LeaderElectionConfig E2eConfig(std::string lease_name, std::string identity) {
+  LeaderElectionConfig c;
+  c.lease_namespace = "default";
+  c.lease_name = std::move(lease_name);
+  c.identity = std::move(identity);
+  c.lease_duration = seconds(5);
+  c.renew_deadline = seconds(3);
+  c.retry_period = seconds(1);
+  return c;
+}
+
+// How to reach the apiserver, from KUBE_APISERVER_URL, KUBE_CA_FILE and KUBE_TOKEN_FILE.
+std::optional<Config> LoadE2eConfig(std::string* why) {
+  std::optional<sb::testing::TestEnv> env = sb::testing::TestEnv::Load(why);
+  if (!env) {
+    return std::nullopt;
+  }
+  Config c;
+  c.server = env->Get("KUBE_APISERVER_URL");
+  c.tls.ca_file = env->Get("KUBE_CA_FILE");
+  c.token = std::make_shared<TokenSource>(TokenSource::File(env->Get("KUBE_TOKEN_FILE")));
+  if (c.server.empty()) {
+    *why = "KUBE_APISERVER_URL is not set in the env file";
+    return std::nullopt;
+  }
+  return c;
+}
+
+// Everything one candidate needs on one io_context.
+struct Connection {
+  static std::unique_ptr<Connection> Open(asio::io_context& io, const Config& config,
+                                          std::string* why) {
+    auto conn = std::make_unique<Connection>();
+    Result<std::unique_ptr<net::HttpClient>> http = MakeHttpClient(io.get_executor(), config);
+    if (!http) {
+      *why = http.error().ToString();
+      return nullptr;
+    }
+    conn->http = std::move(*http);
+    conn->client = MakeClient(*conn->http, config.token);
+    conn->leases = std::make_unique<ClientLeaseStore>(*conn->client);
+    return conn;
+  }
+  std::unique_ptr<net::HttpClient> http;
+  std::unique_ptr<Client> client;
+  std::unique_ptr<ClientLeaseStore> leases;
+};
+
+// The child: campaigns, writes 'L' to `fd` when leading, and runs until killed.
+[[noreturn]] void RunChildCandidate(const Config& config, const std::string& lease, int fd) {
+  asio::io_context io;
+  std::string why;
+  std::unique_ptr<Connection> conn = Connection::Open(io, config, &why);
+  if (!conn) {
+    std::fprintf(stderr, "child: %s\n", why.c_str());
+    _exit(2);
+  }
+  SystemClock clock;
+  auto elector = LeaderElector::Create(clock, *conn->leases, E2eConfig(lease, "candidate-a"),
+                                       {.on_started_leading = [fd] { (void)!write(fd, "L", 1); },
+                                        .on_stopped_leading = [] { _exit(3); }});
+  if (!elector) {
+    _exit(4);
+  }
+  asio::co_spawn(io, (*elector)->Run(), asio::detached);
+  io.run();
+  _exit(5);
+}
+
+// Waits up to `timeout` for one byte on `fd`.
+bool WaitForByte(int fd, milliseconds timeout) {
+  pollfd p{fd, POLLIN, 0};
+  if (poll(&p, 1, static_cast<int>(timeout.count())) != 1) {
+    return false;
+  }
+  char c = 0;
+  return read(fd, &c, 1) == 1 && c == 'L';
+}
+
+struct Failover {
+  bool saw_a = false;
+  std::optional<SteadyTime> killed_at;
+  std::optional<SteadyTime> b_led_at;
+};
+
+// In the parent's loop: once b has seen a as leader, kill a; then wait for b to lead; then stop b.
+asio::awaitable<void> DriveFailover(LeaderElector* b, pid_t child, Failover* out) {
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  const SteadyTime give_up = std::chrono::steady_clock::now() + seconds(40);
+  while (std::chrono::steady_clock::now() < give_up) {
+    if (!out->killed_at && b->Leader() == "candidate-a") {
+      out->saw_a = true;
+      kill(child, SIGKILL);
+      out->killed_at = std::chrono::steady_clock::now();
+    }
+    if (out->killed_at && out->b_led_at) {
+      break;
+    }
+    timer.expires_after(milliseconds(20));
+    co_await timer.async_wait(asio::use_awaitable);
+  }
+  b->Stop();
+}
+
+std::string UniqueSuffix() {
+  return std::to_string(getpid()) + "-" +
+         std::to_string(std::chrono::system_clock::now().time_since_epoch().count() % 1000000007);
+}
+
+TEST(KubeRuntimeE2e, KilledLeaderIsReplacedAfterTheLeaseExpires) {
+  std::string why;
+  std::optional<Config> config = LoadE2eConfig(&why);
+  ASSERT_TRUE(config.has_value()) << why;
+  const std::string lease = "sb-runtime-e2e-" + UniqueSuffix();
+
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(fds[0]);
+    RunChildCandidate(*config, lease, fds[1]);
+  }
+  close(fds[1]);
+  const bool a_leads = WaitForByte(fds[0], milliseconds(20000));
+  close(fds[0]);
+  if (!a_leads) {
+    kill(child, SIGKILL);
+    waitpid(child, nullptr, 0);
+    FAIL() << "the child candidate did not become leader within 20 s";
+  }
+
+  asio::io_context io;
+  std::unique_ptr<Connection> conn = Connection::Open(io, *config, &why);
+  ASSERT_NE(conn, nullptr) << why;
+  SystemClock clock;
+  Failover failover;
+  auto b = LeaderElector::Create(
+      clock, *conn->leases, E2eConfig(lease, "candidate-b"),
+      {.on_started_leading = [&] { failover.b_led_at = std::chrono::steady_clock::now(); },
+       .on_stopped_leading = [] {}});
+  ASSERT_TRUE(b.has_value()) << b.error().message;
+  bool b_returned = false;
+  asio::co_spawn(io, (*b)->Run(), [&](std::exception_ptr) { b_returned = true; });
+  asio::co_spawn(io, DriveFailover(b->get(), child, &failover), asio::detached);
+  io.run_for(seconds(60));
+  int status = 0;
+  waitpid(child, &status, 0);
+
+  ASSERT_TRUE(failover.saw_a) << "b never observed candidate-a as leader";
+  ASSERT_TRUE(failover.killed_at.has_value());
+  ASSERT_TRUE(failover.b_led_at.has_value()) << "b did not take over within 40 s";
+  EXPECT_TRUE(b_returned);
+  EXPECT_TRUE(WIFSIGNALED(status)) << "the child must have died by SIGKILL, not by itself";
+  const double seconds_taken =
+      std::chrono::duration<double>(*failover.b_led_at - *failover.killed_at).count();
+  std::printf("failover after SIGKILL of the leader: %.2f s (leaseDuration 5 s, retry 1 s)\n",
+              seconds_taken);
+  RecordProperty("failover_ms", static_cast<int>(seconds_taken * 1000));
+  // Not before the Lease can have expired (5 s after a's last renewal, which was at most one
+  // retry period before the kill), and not much after: expiry plus two jittered retries.
+  EXPECT_GE(seconds_taken, 3.5);
+  EXPECT_LE(seconds_taken, 5.0 + 2 * 2.2 + 1.0);
+
+  // b released on Stop(): the Lease is free and says so.
+  asio::io_context io2;
+  std::unique_ptr<Connection> conn2 = Connection::Open(io2, *config, &why);
+  ASSERT_NE(conn2, nullptr) << why;
+  Result<Lease> final_lease = sb::testing::RunSync(io2, conn2->leases->Get("default", lease));
+  ASSERT_TRUE(final_lease.has_value()) << final_lease.error().ToString();
+  EXPECT_EQ(final_lease->holder_identity.value_or("?"), "");
+  EXPECT_EQ(final_lease->lease_duration_seconds, 1);
+  EXPECT_EQ(final_lease->lease_transitions, 1) << "a created it (0); b took it over (1)";
+}
+
+TEST(KubeRuntimeE2e, RepeatedEventIsPatchedToCountTwo) {
+  std::string why;
+  std::optional<Config> config = LoadE2eConfig(&why);
+  ASSERT_TRUE(config.has_value()) << why;
+  asio::io_context io;
+  std::unique_ptr<Connection> conn = Connection::Open(io, *config, &why);
+  ASSERT_NE(conn, nullptr) << why;
+  SystemClock clock;
+  ClientEventSink sink(*conn->client);
+  EventRecorder recorder(clock, sink, {.source = {.component = "slurm-bridge-e2e"}});
+
+  ObjectMeta pod;
+  pod.namespace_ = "default";
+  pod.name = "sb-runtime-e2e-" + UniqueSuffix();
+  pod.uid = "00000000-0000-0000-0000-000000000001";
+  const ObjectReference ref = MakeObjectReference("v1", "Pod", pod);
+
+  Result<RecordOutcome> first = sb::testing::RunSync(
+      io, recorder.Record(ref, EventType::kWarning, "FailedScheduling", "no Slurm node fits"));
+  ASSERT_TRUE(first.has_value()) << first.error().ToString();
+  EXPECT_EQ(first->action, RecordOutcome::Action::kCreated);
+  Result<RecordOutcome> second = sb::testing::RunSync(
+      io, recorder.Record(ref, EventType::kWarning, "FailedScheduling", "no Slurm node fits"));
+  ASSERT_TRUE(second.has_value()) << second.error().ToString();
+  EXPECT_EQ(second->action, RecordOutcome::Action::kPatched);
+  EXPECT_EQ(second->event.metadata.name, first->event.metadata.name);
+
+  // Read it back from the apiserver.
+  ResourceRef event_ref = EventsRef("default").WithName(first->event.metadata.name);
+  Result<Event> stored = sb::testing::RunSync(io, GetAs<Event>(*conn->client, event_ref));
+  ASSERT_TRUE(stored.has_value()) << stored.error().ToString();
+  EXPECT_EQ(stored->count, 2);
+  EXPECT_EQ(stored->type, "Warning");
+  EXPECT_EQ(stored->reason, "FailedScheduling");
+  EXPECT_EQ(stored->message, "no Slurm node fits");
+  EXPECT_EQ(stored->source_component, "slurm-bridge-e2e");
+  EXPECT_EQ(stored->involved_object.name, pod.name);
+  EXPECT_EQ(stored->involved_object.kind, "Pod");
+  EXPECT_FALSE(stored->first_timestamp.empty());
+}
+
+}  // namespace
+}  // namespace sb::kube
