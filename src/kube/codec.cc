@@ -572,7 +572,13 @@ error_code WithDocument(std::string_view json, Fn&& fn) {
   SB_JSON_TRY(Start(s, json, doc));
   od::value root;
   SB_JSON_TRY(doc.get_value().get(root));
-  return fn(root);
+  SB_JSON_TRY(fn(root));
+  // Anything after the root value is an error (On Demand does not look there by itself).
+  const char* rest = nullptr;
+  if (!doc.current_location().get(rest)) {
+    return simdjson::TRAILING_CONTENT;
+  }
+  return SUCCESS;
 }
 
 }  // namespace
@@ -763,6 +769,12 @@ bj::object MetaJson(const ObjectMeta& m) {
   PutIf(o, "namespace", m.namespace_);
   PutIf(o, "uid", m.uid);
   PutIf(o, "resourceVersion", m.resource_version);
+  if (m.generation != 0) o["generation"] = m.generation;
+  PutIf(o, "creationTimestamp", m.creation_timestamp);
+  PutIf(o, "deletionTimestamp", m.deletion_timestamp);
+  if (m.deletion_grace_period_seconds) {
+    o["deletionGracePeriodSeconds"] = *m.deletion_grace_period_seconds;
+  }
   if (!m.labels.empty()) o["labels"] = StringMapJson(m.labels);
   if (!m.annotations.empty()) o["annotations"] = StringMapJson(m.annotations);
   if (!m.finalizers.empty()) {

@@ -210,22 +210,20 @@ TEST(Codec, DecodesWatchEventsInAnyOrder) {
        R"({"type":"BOOKMARK","object":{"kind":"Pod","metadata":{"resourceVersion":"8"}}})",
        WatchEventType::kBookmark, "8", 0},
       {"error 410",
-       R"({"type":"ERROR","object":{"kind":"Status","status":"Failure","message":"too old resource version: 1 (5)","reason":"Expired","code":410}})",
-       WatchEventType::kError, "", 410
-}
-,
-    {"error object first",
-     R"({"object":{"kind":"Status","code":500,"message":"boom"},"type":"ERROR"})",
-     WatchEventType::kError, "", 500},
-};
-for (const Case& c : cases) {
-  SCOPED_TRACE(c.name);
-  Result<WatchEvent<Pod>> ev = DecodeWatchEvent<Pod>(c.json);
-  ASSERT_TRUE(ev) << ev.error().message;
-  EXPECT_EQ(ev->type, c.type);
-  EXPECT_EQ(ev->object.metadata.resource_version, c.rv);
-  EXPECT_EQ(ev->status.code, c.code);
-}
+       R"j({"type":"ERROR","object":{"kind":"Status","status":"Failure","message":"too old resource version: 1 (5)","reason":"Expired","code":410}})j",
+       WatchEventType::kError, "", 410},
+      {"error object first",
+       R"({"object":{"kind":"Status","code":500,"message":"boom"},"type":"ERROR"})",
+       WatchEventType::kError, "", 500},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    Result<WatchEvent<Pod>> ev = DecodeWatchEvent<Pod>(c.json);
+    ASSERT_TRUE(ev) << ev.error().message;
+    EXPECT_EQ(ev->type, c.type);
+    EXPECT_EQ(ev->object.metadata.resource_version, c.rv);
+    EXPECT_EQ(ev->status.code, c.code);
+  }
 }
 
 TEST(Codec, RejectsMalformed) {
@@ -241,8 +239,10 @@ TEST(Codec, RejectsMalformed) {
   for (const std::string& b : bad) {
     SCOPED_TRACE(b);
     Result<Pod> p = Decode<Pod>(b);
-    ASSERT_FALSE(p);
-    EXPECT_EQ(p.error().code, ErrorCode::kInvalidArgument);
+    EXPECT_FALSE(p);
+    if (!p) {
+      EXPECT_EQ(p.error().code, ErrorCode::kInvalidArgument);
+    }
   }
   EXPECT_FALSE(DecodeWatchEvent<Pod>(R"({"type":"WHAT","object":{}})"));
   EXPECT_FALSE(DecodeWatchEvent<Pod>(R"({"type":"ADDED"})"));

@@ -245,7 +245,9 @@ TEST(Base64, Table) {
     SCOPED_TRACE(c.in);
     Result<std::string> got = Base64Decode(c.in);
     EXPECT_EQ(got.has_value(), c.ok);
-    if (c.ok && got) EXPECT_EQ(*got, c.want);
+    if (c.ok && got) {
+      EXPECT_EQ(*got, c.want);
+    }
   }
 }
 

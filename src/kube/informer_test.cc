@@ -216,12 +216,8 @@ TEST_F(InformerTest, ErrorEvent410MidWatchRelistsAndDeliversTheDifference) {
   api_.DeletePod("ns", "b");
   api_.SetPodNode("ns", "c", "n7");
   api_.Compact();
-  ASSERT_TRUE(RunUntil(
-      [&] {
-        return informer_->reflector().stats().gone >= 1 && api_.lists() >= 2 &&
-               informer_->cache().size() == 4;
-      },
-      5s));
+  ASSERT_TRUE(RunUntil([&] { return informer_->reflector().stats().lists >= 2; }, 5s));
+  EXPECT_EQ(informer_->reflector().stats().gone, 1u);
   EXPECT_EQ(Keys(), (std::vector<std::string>{"ns/a", "ns/c", "ns/d", "ns/e"}));
   std::multiset<std::string> adds(rec_.adds.begin(), rec_.adds.end());
   EXPECT_EQ(adds, (std::multiset<std::string>{"ns/a", "ns/b", "ns/c", "ns/d", "ns/e"}));
