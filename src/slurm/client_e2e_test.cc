@@ -6,14 +6,14 @@
 
 #include <chrono>
 #include <fstream>
-#include <string>
 #include <set>
+#include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <gtest/gtest.h>
 
 #include "slurm/client.h"
 #include "testing/fake_http_server.h"
@@ -53,12 +53,13 @@ class SlurmE2e : public ::testing::Test {
     return RunSync(io_, std::move(task));
   }
   void Sleep(std::chrono::milliseconds d) {
-    RunSync(io_, [](boost::asio::io_context& io, std::chrono::milliseconds d)
-                -> boost::asio::awaitable<int> {
-      boost::asio::steady_timer t(io, d);
-      co_await t.async_wait(boost::asio::use_awaitable);
-      co_return 0;
-    }(io_, d));
+    RunSync(io_,
+            [](boost::asio::io_context& io,
+               std::chrono::milliseconds delay) -> boost::asio::awaitable<int> {
+              boost::asio::steady_timer t(io, delay);
+              co_await t.async_wait(boost::asio::use_awaitable);
+              co_return 0;
+            }(io_, d));
   }
   // Polls GetJob until its first state is `state` or `timeout` passes; returns the last view.
   JobInfo WaitForState(Client& c, std::int64_t id, std::string_view state,
@@ -98,9 +99,9 @@ class SlurmE2e : public ::testing::Test {
   }
   std::string Exec(const std::string& args) {
     std::string out;
-    int rc = sb::testing::RunCommand(std::string(SB_SOURCE_DIR) + "/testenv/slurm/exec.sh " +
-                                         env_.dir() + " " + args + " 2>&1",
-                                     &out);
+    int rc = sb::testing::RunCommand(
+        std::string(SB_SOURCE_DIR) + "/testenv/slurm/exec.sh " + env_.dir() + " " + args + " 2>&1",
+        &out);
     EXPECT_EQ(rc, 0) << out;
     return out;
   }
@@ -180,15 +181,18 @@ TEST_F(SlurmE2e, UpdatePendingJobAndRefuseUpdateOfARunningOne) {
   JobDescription j = ExternalJob("e2e-update");
   j.hold = true;  // stays PENDING
   std::int64_t id = Submit(*client_, j);
-  ASSERT_TRUE(Run(client_->UpdateJob(id, {.comment = "changed",
-                                          .time_limit = NoValNumber::Of(42)}))
+  ASSERT_TRUE(Run(client_->UpdateJob(id, {.comment = "changed", .time_limit = NoValNumber::Of(42)}))
                   .has_value());
   auto job = Run(client_->GetJob(id));
   ASSERT_TRUE(job.has_value());
   EXPECT_EQ(job->BaseState(), "PENDING");
   EXPECT_EQ(job->comment, "changed");
   EXPECT_EQ(job->time_limit, NoValNumber::Of(42));
-  ASSERT_TRUE(Run(client_->UpdateJob(id, {.priority = NoValNumber::Of(100)})).has_value());
+  // Slurm refuses other changes to a held job (2042) until it is released.
+  auto prio = Run(client_->UpdateJob(id, {.priority = NoValNumber::Of(100)}));
+  ASSERT_FALSE(prio.has_value());
+  EXPECT_EQ(prio.error().details.at(0).number, 2042) << prio.error().ToString();
+  ASSERT_TRUE(Run(client_->UpdateJob(id, {.hold = false})).has_value());
   ASSERT_EQ(WaitForState(*client_, id, "RUNNING").BaseState(), "RUNNING");
   auto late = Run(client_->UpdateJob(id, {.cpus_per_task = 4}));
   ASSERT_FALSE(late.has_value());
@@ -246,8 +250,9 @@ TEST_F(SlurmE2e, HundredExternalNodesTakeHundredJobs) {
   auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < kNodes; ++i) {
     std::string name = prefix + std::to_string(i);
-    auto r = Run(client_->CreateNode("NodeName=" + name + " NodeAddr=127.0.0.1 NodeHostname=" +
-                                     name + " CPUs=8 RealMemory=16000 State=External Feature=ext"));
+    auto r =
+        Run(client_->CreateNode("NodeName=" + name + " NodeAddr=127.0.0.1 NodeHostname=" + name +
+                                " CPUs=8 RealMemory=16000 State=External Feature=ext"));
     ASSERT_TRUE(r.has_value()) << name << ": " << r.error().ToString();
   }
   auto t1 = std::chrono::steady_clock::now();
@@ -286,10 +291,11 @@ TEST_F(SlurmE2e, HundredExternalNodesTakeHundredJobs) {
   auto ms = [](auto a, auto b) {
     return std::chrono::duration_cast<std::chrono::milliseconds>(b - a).count();
   };
-  std::printf("external nodes: %d registered in %lld ms, %d jobs submitted in %lld ms, all "
-              "RUNNING %lld ms later\n",
-              kNodes, static_cast<long long>(ms(t0, t1)), kNodes,
-              static_cast<long long>(ms(t1, t2)), static_cast<long long>(ms(t2, t3)));
+  std::printf(
+      "external nodes: %d registered in %lld ms, %d jobs submitted in %lld ms, all "
+      "RUNNING %lld ms later\n",
+      kNodes, static_cast<long long>(ms(t0, t1)), kNodes, static_cast<long long>(ms(t1, t2)),
+      static_cast<long long>(ms(t2, t3)));
   for (std::int64_t id : ids) {
     (void)Run(client_->CancelJob(id, {}));
   }
@@ -324,19 +330,22 @@ TEST_F(SlurmE2e, RefusalsAreTypedErrors) {
   ASSERT_FALSE(r3.has_value());
   EXPECT_EQ(r3.error().code, ErrorCode::kInvalidArgument);
   EXPECT_EQ(r3.error().details.at(0).number, 2014);
-  // External job with an ordinary user's token (the seed's first attempt).
+  // An ordinary user may not drain a node: slurmctld says "Invalid user id" (2010).
   auto user = Make(MakeFileTokenSource(env_.Get("SLURM_USER_JWT_FILE")));
-  auto r4 = Run(user->SubmitJob(ExternalJob("e2e-denied")));
+  auto r4 = Run(user->UpdateNode("n4", {.state = {"DRAIN"}, .reason = "not allowed"}));
   ASSERT_FALSE(r4.has_value());
-  EXPECT_EQ(r4.error().code, ErrorCode::kPermissionDenied) << r4.error().ToString();
+  EXPECT_EQ(r4.error().code, ErrorCode::kInvalidArgument) << r4.error().ToString();
+  EXPECT_EQ(r4.error().details.at(0).number, 2010);
+  auto n4 = Run(client_->GetNode("n4"));
+  ASSERT_TRUE(n4.has_value());
+  EXPECT_FALSE(n4->HasState("DRAIN"));
 }
 
 TEST_F(SlurmE2e, UnreachableAndCutRepliesAreUnavailable) {
   std::uint16_t port = 0;
   {
-    sb::testing::FakeHttpServer probe(io_, [](const auto&) {
-      return sb::testing::HttpReply(200, "");
-    });
+    sb::testing::FakeHttpServer probe(io_,
+                                      [](const auto&) { return sb::testing::HttpReply(200, ""); });
     port = probe.port();
   }
   auto down = Make(MakeFileTokenSource(env_.Get("SLURM_JWT_FILE")),
@@ -349,8 +358,9 @@ TEST_F(SlurmE2e, UnreachableAndCutRepliesAreUnavailable) {
 
   // A reply cut in the middle by a server that then closes the connection.
   sb::testing::FakeHttpServer cutter(io_, [](const sb::testing::FakeRequest&) {
-    std::string head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
-                       "5000\r\n\r\n{\"nodes\":[{\"name\":\"n1\",";
+    std::string head =
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+        "5000\r\n\r\n{\"nodes\":[{\"name\":\"n1\",";
     return sb::testing::FakeReply{head, true, {}};
   });
   auto cut = Make(MakeFileTokenSource(env_.Get("SLURM_JWT_FILE")),
@@ -361,8 +371,8 @@ TEST_F(SlurmE2e, UnreachableAndCutRepliesAreUnavailable) {
 }
 
 TEST_F(SlurmE2e, MintedAndRotatedTokens) {
-  auto minted = MakeHs256TokenSource(env_.Get("SLURM_JWT_KEY_FILE"), "slurm",
-                                     std::chrono::seconds(300));
+  auto minted =
+      MakeHs256TokenSource(env_.Get("SLURM_JWT_KEY_FILE"), "slurm", std::chrono::seconds(300));
   ASSERT_TRUE(minted.has_value()) << minted.error().ToString();
   auto c = Make(std::move(*minted));
   std::int64_t id = Submit(*c, ExternalJob("e2e-minted"));
@@ -376,6 +386,7 @@ TEST_F(SlurmE2e, MintedAndRotatedTokens) {
   JobDescription batch = ExternalJob("e2e-rotate");
   batch.flags.clear();
   batch.script = "#!/bin/sh\nexit 0\n";
+  batch.environment = {"PATH=/usr/bin:/bin"};
   batch.hold = true;
   std::int64_t a = Submit(*rotating, batch);
   std::ofstream(path) << env_.ReadFile("SLURM_USER_JWT_FILE") << "\n";

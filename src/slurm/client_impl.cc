@@ -156,8 +156,7 @@ class ClientImpl final : public Client {
       }
       query += (query.empty() ? "?flags=" : "&flags=") + flags;
     }
-    auto r =
-        co_await Call(op, Method::kDelete, "/job/" + std::to_string(job_id) + query, "");
+    auto r = co_await Call(op, Method::kDelete, "/job/" + std::to_string(job_id) + query, "");
     if (!r) {
       co_return tl::unexpected(r.error());
     }
@@ -279,8 +278,7 @@ class ClientImpl final : public Client {
                     ErrorCode errors_on_ok = ErrorCode::kInvalidArgument) {
     if (!IsOk(res.status)) {
       return tl::unexpected(ClassifySlurmError(
-          op, res.status, reply ? std::move(reply->errors) : std::vector<ErrorDetail>{},
-          res.body));
+          op, res.status, reply ? std::move(reply->errors) : std::vector<ErrorDetail>{}, res.body));
     }
     if (!reply) {
       Error e = reply.error();
@@ -344,22 +342,21 @@ class ClientImpl final : public Client {
   Task<ApiVersion> Negotiate() {
     auto spec = co_await Send("read OpenAPI document", Method::kGet, "/openapi/v3", "");
     if (spec && IsOk(spec->status)) {
-      for (ApiVersion v : AllApiVersions()) {
-        std::string marker = "\"/slurm/" + std::string(ApiVersionName(v)) + "/ping/\"";
-        if (spec->body.find(marker) != std::string::npos) {
-          co_return v;
-        }
+      Result<std::vector<ApiVersion>> offered = DecodeOpenApiVersions(spec->body);
+      if (offered && !offered->empty()) {
+        co_return offered->front();
       }
       co_return MakeError(ErrorCode::kUnimplemented,
                           "slurmrestd at " + http_->endpoint().ToString() +
-                              " offers none of data_parser v0.0.42-v0.0.45");
+                              " offers none of data_parser v0.0.42-v0.0.45" +
+                              (offered ? "" : " (" + offered.error().message + ")"));
     }
     if (spec && (spec->status == 401 || spec->status == 511)) {
       co_return tl::unexpected(
           ClassifySlurmError("read OpenAPI document", spec->status, {}, spec->body));
     }
-    Error last = spec ? Error{ErrorCode::kUnimplemented, "no OpenAPI document", spec->status}
-                      : spec.error();
+    Error last =
+        spec ? Error{ErrorCode::kUnimplemented, "no OpenAPI document", spec->status} : spec.error();
     for (ApiVersion v : AllApiVersions()) {
       auto ping = co_await Send("probe API version", Method::kGet,
                                 "/slurm/" + std::string(ApiVersionName(v)) + "/ping/", "");

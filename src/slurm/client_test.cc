@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include <boost/asio/io_context.hpp>
 #include <gtest/gtest.h>
+#include <boost/asio/io_context.hpp>
 
 #include "testing/fake_http_server.h"
 #include "testing/run.h"
@@ -40,9 +40,8 @@ class SlurmClientTest : public ::testing::Test {
   void Serve(std::function<FakeReply(const FakeRequest&)> route) {
     server_ = std::make_unique<FakeHttpServer>(io_, [route](const FakeRequest& r) {
       if (r.target == "/openapi/v3") {
-        return HttpReply(200,
-                         R"({"paths":{"/slurm/v0.0.42/ping/":{},"/slurm/v0.0.43/ping/":{},)"
-                         R"("/slurm/v0.0.44/ping/":{},"/slurm/v0.0.44/jobs/":{}}})");
+        return HttpReply(200, R"({"paths":{"/slurm/v0.0.42/ping/":{},"/slurm/v0.0.43/ping/":{},)"
+                              R"("/slurm/v0.0.44/ping/":{},"/slurm/v0.0.44/jobs/":{}}})");
       }
       return route(r);
     });
@@ -105,9 +104,9 @@ TEST_F(SlurmClientTest, ProbesWhenThereIsNoOpenApiDocument) {
   });
   auto client = Make();
   EXPECT_EQ(Run(client->Version()).value(), ApiVersion::kV0043);
-  EXPECT_EQ(Targets(), (std::vector<std::string>{"GET /openapi/v3", "GET /slurm/v0.0.45/ping/",
-                                                 "GET /slurm/v0.0.44/ping/",
-                                                 "GET /slurm/v0.0.43/ping/"}));
+  EXPECT_EQ(Targets(),
+            (std::vector<std::string>{"GET /openapi/v3", "GET /slurm/v0.0.45/ping/",
+                                      "GET /slurm/v0.0.44/ping/", "GET /slurm/v0.0.43/ping/"}));
 }
 
 TEST_F(SlurmClientTest, ReReadsARotatedTokenAfter511AndRetriesOnce) {

@@ -6,8 +6,8 @@
 #include <limits>
 #include <string>
 
-#include <boost/json.hpp>
 #include <simdjson.h>
+#include <boost/json.hpp>
 
 namespace sb::slurm {
 namespace {
@@ -361,8 +361,7 @@ Result<Reply<std::vector<NodeAllocation>>> DecodeResources(std::string_view json
           a.mem_alloc = Int(n, "mem_alloc");
           a.core_bitmap = Str(n, "core_bitmap");
           EachObject(n, "gres", a.gres, [](const object& g) {
-            return GresAllocation{Str(g, "name"), Str(g, "type"), Int(g, "count"),
-                                  Str(g, "index")};
+            return GresAllocation{Str(g, "name"), Str(g, "type"), Int(g, "count"), Str(g, "index")};
           });
           return a;
         });
@@ -495,6 +494,26 @@ Result<Reply<bool>> DecodeCancel(std::string_view json) {
     }
   }
   return reply;
+}
+
+Result<std::vector<ApiVersion>> DecodeOpenApiVersions(std::string_view json) {
+  element root;
+  if (auto err = Parser().parse(json.data(), json.size()).get(root); err) {
+    return tl::unexpected(Malformed(json, simdjson::error_message(err)));
+  }
+  object paths;
+  if (root["paths"].get(paths) != simdjson::SUCCESS) {
+    return tl::unexpected(Malformed(json, "no \"paths\" object"));
+  }
+  std::vector<ApiVersion> out;
+  for (ApiVersion v : AllApiVersions()) {
+    element ignored;
+    std::string ping = "/slurm/" + std::string(ApiVersionName(v)) + "/ping/";
+    if (paths.at_key(ping).get(ignored) == simdjson::SUCCESS) {
+      out.push_back(v);
+    }
+  }
+  return out;
 }
 
 std::string EncodeJobSubmit(const JobDescription& job) {

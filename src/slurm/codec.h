@@ -35,12 +35,16 @@ struct Reply {
 [[nodiscard]] Result<Reply<std::vector<NodeAllocation>>> DecodeResources(std::string_view json);
 [[nodiscard]] Result<Reply<std::vector<NodeInfo>>> DecodeNodes(std::string_view json);
 [[nodiscard]] Result<Reply<std::vector<PartitionInfo>>> DecodePartitions(std::string_view json);
-[[nodiscard]] Result<Reply<std::vector<ReservationInfo>>> DecodeReservations(
-    std::string_view json);
+[[nodiscard]] Result<Reply<std::vector<ReservationInfo>>> DecodeReservations(std::string_view json);
 [[nodiscard]] Result<Reply<std::vector<PingResult>>> DecodePings(std::string_view json);
 // DELETE /job/{id}: per-job results inside `status[]`; a failed one (unknown job: 200 with
 // error code 2017 inside) is returned as an entry of `errors`.
 [[nodiscard]] Result<Reply<bool>> DecodeCancel(std::string_view json);
+
+// The data_parser versions an OpenAPI document (GET /openapi/v3) offers, newest first: those
+// with a /slurm/<version>/ping/ path. (slurmrestd escapes '/' in its JSON, so a text search
+// for the path would miss it.)
+[[nodiscard]] Result<std::vector<ApiVersion>> DecodeOpenApiVersions(std::string_view json);
 
 // {"job": {...}} for POST /job/submit.
 [[nodiscard]] std::string EncodeJobSubmit(const JobDescription& job);

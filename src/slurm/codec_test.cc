@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include <boost/json.hpp>
 #include <gtest/gtest.h>
+#include <boost/json.hpp>
 
 #include "testing/testdata.h"
 
@@ -211,8 +211,8 @@ TEST(DecodePings, PingedIsDerivedWhereV0045DroppedIt) {
 
 TEST(Decode, MalformedRepliesAreErrorsNotCrashes) {
   for (const char* body :
-       {"", "not json", "[]", "{\"jobs\": 7}", "{\"jobs\": [1, 2]}", "{\"jobs\": [{\"job_id\":",
-        "Authentication failure", "{\"nodes\": \"n1\"}"}) {
+       {"", "not json", "[]", "{\"jobs\": 7}", "{\"jobs\": [1, 2]}",
+        "{\"jobs\": [{\"job_id\":", "Authentication failure", "{\"nodes\": \"n1\"}"}) {
     SCOPED_TRACE(body);
     auto jobs = DecodeJobs(body);
     auto nodes = DecodeNodes(body);
@@ -232,6 +232,16 @@ TEST(Decode, MalformedRepliesAreErrorsNotCrashes) {
   EXPECT_EQ(odd->value[0].job_state, std::vector<std::string>{"RUNNING"});
   EXPECT_EQ(odd->value[0].nodes, "");
   EXPECT_EQ(odd->value[0].time_limit, NoValNumber::Of(30));
+}
+
+TEST(DecodeOpenApiVersions, ReadsEscapedPaths) {
+  auto v = DecodeOpenApiVersions(
+      R"({"paths":{"\/slurm\/v0.0.43\/ping\/":{},"\/slurm\/v0.0.44\/ping\/":{},)"
+      R"("\/slurm\/v0.0.46\/ping\/":{},"\/util\/v0.0.44\/hostnames":{}}})");
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ(*v, (std::vector<ApiVersion>{ApiVersion::kV0044, ApiVersion::kV0043}));
+  EXPECT_FALSE(DecodeOpenApiVersions("{}").has_value());
+  EXPECT_FALSE(DecodeOpenApiVersions("Authentication failure").has_value());
 }
 
 TEST(Encode, ExternalJobSubmitHasOnlyWhatIsSet) {
@@ -273,9 +283,10 @@ TEST(Encode, ExternalJobSubmitHasOnlyWhatIsSet) {
 TEST(Encode, NodeUpdateAndNewNode) {
   boost::json::value u =
       boost::json::parse(EncodeNodeUpdate({.state = {"DRAIN"}, .reason = "cordoned"}));
-  EXPECT_EQ(u, (boost::json::object{{"state", boost::json::array{"DRAIN"}},
-                                    {"reason", "cordoned"}}));
-  boost::json::value f = boost::json::parse(EncodeNodeUpdate({.features = std::vector<std::string>{}}));
+  EXPECT_EQ(u,
+            (boost::json::object{{"state", boost::json::array{"DRAIN"}}, {"reason", "cordoned"}}));
+  boost::json::value f =
+      boost::json::parse(EncodeNodeUpdate({.features = std::vector<std::string>{}}));
   EXPECT_EQ(f, (boost::json::object{{"features", boost::json::array{}}}));
   EXPECT_EQ(boost::json::parse(EncodeNewNode("NodeName=k1 State=External")),
             (boost::json::object{{"node_conf", "NodeName=k1 State=External"}}));

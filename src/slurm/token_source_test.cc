@@ -17,7 +17,8 @@ namespace {
 
 class TempFile {
  public:
-  TempFile() : path_("/tmp/sb-token-test-" + std::to_string(getpid()) + "-" + std::to_string(n_++)) {}
+  TempFile()
+      : path_("/tmp/sb-token-test-" + std::to_string(getpid()) + "-" + std::to_string(n_++)) {}
   ~TempFile() { std::remove(path_.c_str()); }
   void Write(const std::string& text) const {
     // Write to a new file and rename over, as kubelet does for projected secrets.
@@ -87,8 +88,8 @@ TEST(Hs256TokenSource, MintsForTheUserAndRenewsAtHalfLife) {
   TempFile key;
   key.Write("0123456789abcdef0123456789abcdef");
   std::chrono::system_clock::time_point now{std::chrono::seconds(1'800'000'000)};
-  auto src = MakeHs256TokenSource(key.path(), "slurm", std::chrono::seconds(600),
-                                  [&] { return now; });
+  auto src =
+      MakeHs256TokenSource(key.path(), "slurm", std::chrono::seconds(600), [&] { return now; });
   ASSERT_TRUE(src.has_value()) << src.error().ToString();
   std::string t1 = (*src)->Token().value();
   std::string payload = t1.substr(t1.find('.') + 1);

@@ -135,8 +135,8 @@ struct JobStateEntry {
 
 // What slurmctld allocated on one node (/resources/{job_id}, v0.0.44+).
 struct GresAllocation {
-  std::string name;   // "gpu"
-  std::string type;   // "a100", "fake"
+  std::string name;  // "gpu"
+  std::string type;  // "a100", "fake"
   std::int64_t count = 0;
   std::string index;  // "0-1": device indices on the node
 };
@@ -208,8 +208,8 @@ struct PingResult {
 
 // Options of a cancel (DELETE /job/{id}).
 struct CancelOptions {
-  std::string signal;               // e.g. "SIGKILL", "SIGTERM"; empty: a plain cancel
-  std::vector<std::string> flags;   // e.g. "BATCH_JOB", "FULL_JOB"
+  std::string signal;              // e.g. "SIGKILL", "SIGTERM"; empty: a plain cancel
+  std::vector<std::string> flags;  // e.g. "BATCH_JOB", "FULL_JOB"
 };
 
 }  // namespace sb::slurm
