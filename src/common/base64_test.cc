@@ -14,9 +14,14 @@ TEST(Base64, Rfc4648Vectors) {
     std::string plain, std_text, url_text;
   };
   const std::vector<Case> cases = {
-      {"", "", ""},           {"f", "Zg==", "Zg"},          {"fo", "Zm8=", "Zm8"},
-      {"foo", "Zm9v", "Zm9v"}, {"foob", "Zm9vYg==", "Zm9vYg"}, {"fooba", "Zm9vYmE=", "Zm9vYmE"},
-      {"foobar", "Zm9vYmFy", "Zm9vYmFy"}, {"\xfb\xff", "+/8=", "-_8"},
+      {"", "", ""},
+      {"f", "Zg==", "Zg"},
+      {"fo", "Zm8=", "Zm8"},
+      {"foo", "Zm9v", "Zm9v"},
+      {"foob", "Zm9vYg==", "Zm9vYg"},
+      {"fooba", "Zm9vYmE=", "Zm9vYmE"},
+      {"foobar", "Zm9vYmFy", "Zm9vYmFy"},
+      {"\xfb\xff", "+/8=", "-_8"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.plain);
@@ -24,9 +29,8 @@ TEST(Base64, Rfc4648Vectors) {
     EXPECT_EQ(Base64UrlEncode(c.plain), c.url_text);
     EXPECT_EQ(Base64Decode(c.std_text), c.plain);
     EXPECT_EQ(Base64UrlDecode(c.url_text), c.plain);
-    EXPECT_EQ(Base64UrlDecode(c.std_text.find_first_of("+/") == std::string::npos
-                                  ? c.std_text
-                                  : c.url_text),
+    EXPECT_EQ(Base64UrlDecode(c.std_text.find_first_of("+/") == std::string::npos ? c.std_text
+                                                                                  : c.url_text),
               c.plain);
   }
 }

@@ -23,20 +23,20 @@
 namespace sb {
 
 enum class ErrorCode {
-  kInvalidArgument,   // the request or the input is malformed; retrying will not help
-  kNotFound,          // the object does not exist
-  kAlreadyExists,     // create of an object that exists
-  kConflict,          // optimistic-concurrency conflict: re-read and retry
-  kGone,              // resource version too old: relist
-  kTooManyRequests,   // throttled: retry after the server's delay
-  kUnavailable,       // connect failure, reset, 5xx: retry with backoff
-  kDeadlineExceeded,  // timed out
-  kUnauthenticated,   // missing or rejected credentials
-  kPermissionDenied,  // authenticated but not allowed
-  kCancelled,         // the caller stopped the operation
+  kInvalidArgument,     // the request or the input is malformed; retrying will not help
+  kNotFound,            // the object does not exist
+  kAlreadyExists,       // create of an object that exists
+  kConflict,            // optimistic-concurrency conflict: re-read and retry
+  kGone,                // resource version too old: relist
+  kTooManyRequests,     // throttled: retry after the server's delay
+  kUnavailable,         // connect failure, reset, 5xx: retry with backoff
+  kDeadlineExceeded,    // timed out
+  kUnauthenticated,     // missing or rejected credentials
+  kPermissionDenied,    // authenticated but not allowed
+  kCancelled,           // the caller stopped the operation
   kFailedPrecondition,  // the object is not in a state that allows this (a job no longer pending)
-  kUnimplemented,     // the server or API version does not offer this operation
-  kInternal,          // a bug or an impossible reply
+  kUnimplemented,       // the server or API version does not offer this operation
+  kInternal,            // a bug or an impossible reply
 };
 
 // Stable lower-case name of `code`, for logs and metrics labels ("not_found").
