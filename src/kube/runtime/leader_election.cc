@@ -103,6 +103,13 @@ bool LeaderElector::IsLeader() const {
   return observed_.has_value() && Holder(*observed_) == config_.identity;
 }
 
+bool LeaderElector::Healthy(Clock::Duration tolerance) const {
+  if (!IsLeader()) {
+    return true;
+  }
+  return clock_.Now() <= observed_time_ + config_.lease_duration + tolerance;
+}
+
 void LeaderElector::Stop() {
   stop_requested_ = true;
   if (sleep_timer_) {
@@ -111,7 +118,6 @@ void LeaderElector::Stop() {
 }
 
 asio::awaitable<void> LeaderElector::Run() {
-  running_ = true;
   sleep_timer_ = clock_.MakeTimer(co_await asio::this_coro::executor);
   if (co_await Acquire()) {
     callbacks_.on_started_leading();
@@ -124,7 +130,6 @@ asio::awaitable<void> LeaderElector::Run() {
     }
   }
   callbacks_.on_stopped_leading();
-  running_ = false;
 }
 
 asio::awaitable<bool> LeaderElector::Acquire() {

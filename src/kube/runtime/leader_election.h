@@ -136,6 +136,10 @@ class LeaderElector {
   [[nodiscard]] const std::string& Leader() const { return reported_leader_; }
   // The Lease as last read or written (nullopt before the first success).
   [[nodiscard]] const std::optional<Lease>& ObservedLease() const { return observed_; }
+  // client-go's leader-election health check (HealthzAdaptor): false only when this candidate
+  // believes it leads but has not renewed for longer than lease_duration + `tolerance`, i.e. it
+  // is stuck and another candidate may lead already. Serve it on /healthz.
+  [[nodiscard]] bool Healthy(Clock::Duration tolerance) const;
   // The last store error, for logs and health checks (nullopt after a success).
   [[nodiscard]] const std::optional<Error>& LastError() const { return last_error_; }
   [[nodiscard]] const LeaderElectionConfig& config() const { return config_; }
@@ -173,7 +177,6 @@ class LeaderElector {
   std::optional<Error> last_error_;
   std::unique_ptr<Timer> sleep_timer_;  // Stop() wakes it
   bool stop_requested_ = false;
-  bool running_ = false;
 };
 
 }  // namespace sb::kube

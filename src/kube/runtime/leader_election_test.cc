@@ -241,6 +241,21 @@ TEST_F(LeaderElectionTest, LeaderThatCannotRenewStepsDownAfterTheRenewDeadline) 
   }
 }
 
+TEST_F(LeaderElectionTest, HealthCheckFailsOnlyForAStuckLeader) {
+  EXPECT_TRUE(a_.elector->Healthy(seconds(20))) << "not leading is healthy";
+  a_.Start();
+  RunFor({&a_.io}, clock_, seconds(1));
+  ASSERT_TRUE(a_.elector->IsLeader());
+  RunFor({&a_.io}, clock_, seconds(60));
+  EXPECT_TRUE(a_.elector->Healthy(seconds(20))) << "renewing every 2 s";
+  // The loop stops running (a wedged process): the lease ages without renewal. The last renewal
+  // was at 60 s (renewals every 2 s from 0 s), and it is 61 s now.
+  clock_.Advance(seconds(15) + seconds(20) - seconds(1));
+  EXPECT_TRUE(a_.elector->Healthy(seconds(20)));
+  clock_.Advance(seconds(1));
+  EXPECT_FALSE(a_.elector->Healthy(seconds(20)));
+}
+
 TEST_F(LeaderElectionTest, ConflictOnRenewIsReReadAndRetried) {
   a_.Start();
   RunFor({&a_.io}, clock_, seconds(1));

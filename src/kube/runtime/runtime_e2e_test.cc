@@ -217,6 +217,76 @@ TEST(KubeRuntimeE2e, KilledLeaderIsReplacedAfterTheLeaseExpires) {
   EXPECT_EQ(final_lease->lease_transitions, 1) << "a created it (0); b took it over (1)";
 }
 
+struct Handover {
+  std::optional<SteadyTime> stopped_at;
+  std::optional<SteadyTime> b_led_at;
+};
+
+// Once a leads and b has seen it, stop a (it releases); then wait for b to lead; then stop b.
+asio::awaitable<void> DriveHandover(LeaderElector* a, LeaderElector* b, Handover* out) {
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  const SteadyTime give_up = std::chrono::steady_clock::now() + seconds(30);
+  while (std::chrono::steady_clock::now() < give_up) {
+    if (!out->stopped_at && a->IsLeader() && b->Leader() == "candidate-a") {
+      a->Stop();
+      out->stopped_at = std::chrono::steady_clock::now();
+    }
+    if (out->b_led_at) {
+      break;
+    }
+    timer.expires_after(milliseconds(20));
+    co_await timer.async_wait(asio::use_awaitable);
+  }
+  a->Stop();
+  b->Stop();
+}
+
+TEST(KubeRuntimeE2e, ReleasedLeaseIsTakenOverWithinARetryPeriod) {
+  std::string why;
+  std::optional<Config> config = LoadE2eConfig(&why);
+  ASSERT_TRUE(config.has_value()) << why;
+  const std::string lease = "sb-runtime-e2e-release-" + UniqueSuffix();
+  // Two candidates on one loop (each elector is loop-confined; they share nothing but the
+  // apiserver).
+  asio::io_context io;
+  std::unique_ptr<Connection> conn = Connection::Open(io, *config, &why);
+  ASSERT_NE(conn, nullptr) << why;
+  SystemClock clock;
+  Handover handover;
+  int returned = 0;
+  auto a = LeaderElector::Create(clock, *conn->leases, E2eConfig(lease, "candidate-a"),
+                                 {.on_started_leading = [] {}, .on_stopped_leading = [] {}});
+  ASSERT_TRUE(a.has_value()) << a.error().message;
+  auto b = LeaderElector::Create(
+      clock, *conn->leases, E2eConfig(lease, "candidate-b"),
+      {.on_started_leading = [&] { handover.b_led_at = std::chrono::steady_clock::now(); },
+       .on_stopped_leading = [] {}});
+  ASSERT_TRUE(b.has_value()) << b.error().message;
+  auto on_return = [&](std::exception_ptr) {
+    if (++returned == 2) {
+      io.stop();
+    }
+  };
+  asio::co_spawn(io, (*a)->Run(), on_return);
+  // b starts a little later, so that a creates the Lease.
+  asio::steady_timer later(io, milliseconds(500));
+  later.async_wait([&](boost::system::error_code) {
+    asio::co_spawn(io, (*b)->Run(), on_return);
+    asio::co_spawn(io, DriveHandover(a->get(), b->get(), &handover), asio::detached);
+  });
+  io.run_for(seconds(45));
+
+  ASSERT_TRUE(handover.stopped_at.has_value()) << "a never led while b watched";
+  ASSERT_TRUE(handover.b_led_at.has_value()) << "b did not take over the released Lease";
+  EXPECT_EQ(returned, 2);
+  const double seconds_taken =
+      std::chrono::duration<double>(*handover.b_led_at - *handover.stopped_at).count();
+  std::printf("takeover after the leader released the Lease: %.2f s (retry 1 s, jitter 1.2)\n",
+              seconds_taken);
+  // Released: no waiting for the 5 s lease; at most one jittered retry period.
+  EXPECT_LE(seconds_taken, 2.2 + 0.5);
+}
+
 TEST(KubeRuntimeE2e, RepeatedEventIsPatchedToCountTwo) {
   std::string why;
   std::optional<Config> config = LoadE2eConfig(&why);
