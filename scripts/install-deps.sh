@@ -13,9 +13,13 @@ PACKAGES=(
   prometheus-cpp-dev libexpected-dev libgtest-dev libgmock-dev libbenchmark-dev
   # the test environment: Slurm chroot, etcd, the kube-apiserver build, and the tools the
   # scripts and tests call
-  debootstrap etcd-server golang-1.19-go golang-github-modern-go-reflect2-dev kubernetes-client
+  debootstrap etcd-server golang-1.19-go golang-github-modern-go-reflect2-dev
   curl jq openssl ca-certificates util-linux procps psmisc iproute2 xz-utils
 )
+
+# kubectl for the demo and for people: Debian's kubernetes-client, unless a kubectl is already
+# installed (another package owning /usr/bin/kubectl would conflict with it).
+command -v kubectl >/dev/null 2>&1 || PACKAGES+=(kubernetes-client)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
