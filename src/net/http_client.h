@@ -17,8 +17,11 @@
 // Several requests may be in flight at once; each takes its own connection.
 //
 // Example:
-//   HttpClient http(io.get_executor(), *ParseEndpoint("http://127.0.0.1:6820"), {});
-//   Result<HttpResponse> r = co_await http.Send({.method = Method::kGet, .target = "/ping"});
+//   auto http = HttpClient::Create(io.get_executor(), *ParseEndpoint("http://127.0.0.1:6820"), {});
+//   HttpRequest req{.method = Method::kGet, .target = "/ping"};
+//   Result<HttpResponse> r = co_await (*http)->Send(std::move(req));
+//   // Build the request in a named variable: GCC 12 destroys a braced aggregate temporary
+//   // written inside a co_await expression twice.
 #pragma once
 
 #include <chrono>
