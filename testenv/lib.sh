@@ -8,7 +8,7 @@ SB_CHROOT="${SB_CHROOT:-$SB_CACHE_DIR/slurm-sid-chroot}"
 SB_KUBE_DIR="${SB_KUBE_DIR:-$SB_CACHE_DIR/kube-1.20.2}"
 # Bumped when the chroot's content changes, so old caches are rebuilt.
 SB_CHROOT_STAMP=".slurm-bridge-chroot-v1"
-SB_KUBE_STAMP=".slurm-bridge-kube-v3"
+SB_KUBE_STAMP=".slurm-bridge-kube-v4"
 DEBIAN_MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }

@@ -74,12 +74,16 @@ pkgs=$(grep -rl --include='*.go' '+k8s:openapi-gen=' --exclude-dir=vendor --excl
   -h vendor/k8s.io/code-generator/hack/boilerplate.go.txt -r "$work/openapi-report.txt" >"$work/openapi-gen.log" 2>&1 ||
   { tail -20 "$work/openapi-gen.log" >&2; die "openapi-gen failed"; }
 
-# /version must say v1.20.2. -X on the vendored package path does not take in GOPATH mode with
-# staging symlinks, so the defaults in base.go are set instead.
-base="$tree/staging/src/k8s.io/component-base/version/base.go"
-sed -i -e 's|^\(\s*gitMajor\) string.*|\1 string = "1"|' -e 's|^\(\s*gitMinor\) string.*|\1 string = "20"|' \
-  -e 's|^\(\s*gitVersion\s*=\s*\)".*"|\1"v1.20.2"|' -e 's|^\(\s*gitTreeState\s*=\s*\)".*"|\1"clean"|' "$base"
-grep -q 'gitVersion *= *"v1.20.2"' "$base" || die "could not set the version in $base"
+# /version must say v1.20.2. -X on the vendored package paths does not take in GOPATH mode with
+# staging symlinks, so the defaults in both version packages (component-base's, behind
+# --version, and client-go's, behind the apiserver's /version) are set instead.
+for base in "$tree/staging/src/k8s.io/component-base/version/base.go" \
+  "$tree/staging/src/k8s.io/client-go/pkg/version/base.go"; do
+  sed -i -e 's|^\(\s*gitMajor\) string.*|\1 string = "1"|' -e 's|^\(\s*gitMinor\) string.*|\1 string = "20"|' \
+    -e 's|^\(\s*gitVersion\s*\(string\s*\)\?=\s*\)"[^"]*"|\1"v1.20.2"|' \
+    -e 's|^\(\s*gitTreeState\s*\(string\s*\)\?=\s*\)"[^"]*"|\1"clean"|' "$base"
+  grep -Eq 'gitVersion +(string +)?= *"v1.20.2"' "$base" || die "could not set the version in $base"
+done
 ldflags="-s -w"
 mkdir -p "$work/bin"
 for cmd in kube-apiserver kube-controller-manager kube-scheduler; do
