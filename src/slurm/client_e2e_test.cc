@@ -128,7 +128,17 @@ TEST_F(SlurmE2e, NegotiatesV0045AndEveryVersionWorksPinned) {
     auto nodes = Run(c->ListNodes());
     ASSERT_TRUE(nodes.has_value()) << nodes.error().ToString();
     EXPECT_GE(nodes->size(), 4u);
-    auto states = Run(c->JobStates({id}));
+    auto parts = Run(c->ListPartitions());
+    ASSERT_TRUE(parts.has_value()) << parts.error().ToString();
+    std::vector<std::string> names;
+    for (const auto& p : *parts) {
+      names.push_back(p.name);
+    }
+    EXPECT_EQ(names, (std::vector<std::string>{"batch", "ext"}));
+    auto reservations = Run(c->ListReservations());
+    ASSERT_TRUE(reservations.has_value()) << reservations.error().ToString();
+    std::vector<std::int64_t> one_id{id};
+    auto states = Run(c->JobStates(one_id));
     ASSERT_TRUE(states.has_value()) << states.error().ToString();
     ASSERT_EQ(states->size(), 1u);
     EXPECT_EQ((*states)[0].job_id, id);
