@@ -4,17 +4,24 @@
 // the shape kube-apiserver 1.20 sends: managedFields, env, volumes, containerStatuses, ~3 KB a
 // pod) and watch events one per line. Counters: per_pod (seconds per pod: "3.1u" is 3.1 us),
 // events_per_s for watch events. With SB_KUBE_PODLIST=<file> it also decodes that file (e.g.
-// `kubectl get pods -A -o json` of a real cluster) as BM_DecodePodListFile.
+// `kubectl get pods -A -o json` of a real cluster) as BM_DecodePodListFile. With $KUBECONFIG
+// set, BM_ListPodsLive lists every pod of that cluster in pages of 500 and decodes them, the
+// client's equivalent of `kubectl get pods -A -o json`.
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include <benchmark/benchmark.h>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
 #include <boost/json.hpp>
 
+#include "kube/client.h"
 #include "kube/codec.h"
+#include "kube/config.h"
 
 namespace {
 namespace bj = boost::json;
@@ -215,6 +222,47 @@ void BM_DecodePodListFile(benchmark::State& state) {
   state.counters["pods"] = static_cast<double>(pods) / static_cast<double>(state.iterations());
 }
 BENCHMARK(BM_DecodePodListFile)->Unit(benchmark::kMillisecond);
+
+void BM_ListPodsLive(benchmark::State& state) {
+  if (std::getenv("KUBECONFIG") == nullptr) {
+    state.SkipWithError("set KUBECONFIG to list a live apiserver");
+    return;
+  }
+  auto cfg = sb::kube::LoadConfig({});
+  if (!cfg) {
+    state.SkipWithError(cfg.error().message.c_str());
+    return;
+  }
+  boost::asio::io_context io;
+  auto http = sb::kube::MakeHttpClient(io.get_executor(), *cfg);
+  if (!http) {
+    state.SkipWithError(http.error().message.c_str());
+    return;
+  }
+  auto client = sb::kube::MakeClient(**http, cfg->token);
+  std::size_t pods = 0;
+  for (auto _ : state) {
+    std::optional<sb::Result<sb::kube::List<sb::kube::Pod>>> out;
+    sb::kube::ListOptions options;
+    options.limit = 500;
+    boost::asio::co_spawn(io,
+                          sb::kube::ListAllAs<sb::kube::Pod>(*client, sb::kube::PodsRef(), options),
+                          [&](std::exception_ptr, sb::Result<sb::kube::List<sb::kube::Pod>> r) {
+                            out = std::move(r);
+                          });
+    io.restart();
+    io.run();
+    if (!out || !*out) {
+      state.SkipWithError(out ? (*out).error().message.c_str() : "no result");
+      return;
+    }
+    pods += (*out)->items.size();
+  }
+  state.counters["pods"] = static_cast<double>(pods) / static_cast<double>(state.iterations());
+  state.counters["per_pod"] = benchmark::Counter(
+      static_cast<double>(pods), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_ListPodsLive)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 

@@ -186,6 +186,9 @@ template <typename T>
   co_return Decode<T>(*body);
 }
 
+// PUT of `object` as Encode(T) writes it: only the fields types.h holds. Use it for types that
+// hold every field that matters (Lease, Namespace, Event); for Pods and Nodes, Patch instead, or
+// the fields types.h leaves out would be reset.
 template <typename T>
 [[nodiscard]] boost::asio::awaitable<Result<T>> UpdateAs(Client& client, ResourceRef ref,
                                                          T object) {

@@ -116,8 +116,10 @@ class InformerTest : public ::testing::Test {
 
   void StartInformer(InformerOptions o = {}) {
     o.reflector.page_size = 2;
-    o.reflector.backoff_initial = 5ms;
-    o.reflector.backoff_max = 50ms;
+    if (o.reflector.backoff_initial == ReflectorOptions{}.backoff_initial) {
+      o.reflector.backoff_initial = 5ms;
+      o.reflector.backoff_max = 50ms;
+    }
     informer_ = std::make_unique<Informer<Pod>>(*client_, PodsRef(), o);
     informer_->cache().AddIndex(std::string(kIndexNodeName), PodNodeNameIndex());
     informer_->cache().AddHandlers(rec_.Handlers());
@@ -297,6 +299,21 @@ TEST_F(InformerTest, ResyncDeliversUpdatesWithTheSameObject) {
   o.resync_period = 30ms;
   StartInformer(o);
   ASSERT_TRUE(RunUntil([&] { return rec_.same_object_updates >= 4; }, 5s));
+}
+
+TEST_F(InformerTest, EmptyWatchesThatEndAtOnceDoNotSpin) {
+  api_.AddPod("ns", "a");
+  api_.send_bookmarks = false;
+  api_.empty_watch_delay = 0ms;
+  InformerOptions o;
+  o.reflector.backoff_initial = 40ms;
+  o.reflector.backoff_max = 400ms;
+  StartInformer(o);
+  RunUntil([] { return false; }, 500ms);
+  // Without a backoff this would be hundreds of watches; with it, 40+80+160+320 ms of waits.
+  EXPECT_GE(api_.watches(), 2);
+  EXPECT_LE(api_.watches(), 8);
+  EXPECT_EQ(api_.lists(), 1);  // a short watch re-watches, it does not relist
 }
 
 TEST_F(InformerTest, StopEndsALongWatchPromptly) {

@@ -100,6 +100,7 @@ class KubeE2e : public ::testing::Test {
     config_ = *cfg;
     net::ClientOptions o;
     o.max_idle_connections = 64;
+    o.timeout = std::chrono::seconds(120);  // deleting 5,000 pods in one request takes a while
     auto http = MakeHttpClient(io_.get_executor(), config_, o);
     ASSERT_TRUE(http) << http.error().message;
     http_ = std::move(*http);
@@ -119,7 +120,11 @@ class KubeE2e : public ::testing::Test {
   void TearDown() override {
     if (!client_) return;
     // No namespace controller runs in the environment: delete the pods ourselves.
-    (void)RunSync(io_, client_->Delete(PodsRef(ns_), {.grace_period_seconds = 0}));
+    for (int i = 0; i < 5; ++i) {
+      (void)RunSync(io_, client_->Delete(PodsRef(ns_), {.grace_period_seconds = 0}));
+      Result<List<Pod>> left = RunSync(io_, ListAs<Pod>(*client_, PodsRef(ns_), {.limit = 1}));
+      if (left && left->items.empty()) break;
+    }
     (void)RunSync(io_, client_->Delete(EventsRef(ns_), {}));
     (void)RunSync(io_, client_->Delete(NamespacesRef().WithName(ns_), {}));
   }

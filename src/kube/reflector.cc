@@ -98,7 +98,7 @@ struct Reflector<T>::State {
     co_return true;
   }
 
-  enum class WatchEnd { kClean, kGone, kError, kStopped };
+  enum class WatchEnd { kClean, kShort, kGone, kError, kStopped };
 
   asio::awaitable<WatchEnd> Watch() {
     ListOptions lo = options.list_options;
@@ -112,6 +112,8 @@ struct Reflector<T>::State {
                                                         std::max<std::int64_t>(2 * min - 1, min));
     lo.timeout_seconds = timeout(rng);
     ++stats.watches;
+    const auto started = std::chrono::steady_clock::now();
+    const std::uint64_t bookmarks_before = stats.bookmarks;
     bool gone = false;
     std::optional<Error> event_error;
     std::uint64_t applied = 0;
@@ -171,6 +173,12 @@ struct Reflector<T>::State {
       Failed(*event_error);
       co_return WatchEnd::kError;
     }
+    if (applied == 0 && stats.bookmarks == bookmarks_before &&
+        std::chrono::steady_clock::now() - started < std::chrono::seconds(1)) {
+      // A watch that ended at once with nothing in it: do not spin (client-go's "very short
+      // watch").
+      co_return WatchEnd::kShort;
+    }
     co_return WatchEnd::kClean;
   }
 };
@@ -205,6 +213,9 @@ asio::awaitable<void> Reflector<T>::Run() {
         break;
       case State::WatchEnd::kClean:
         // timeoutSeconds ran out (or the server closed cleanly): re-watch from the last RV.
+        break;
+      case State::WatchEnd::kShort:
+        co_await s.Backoff();
         break;
       case State::WatchEnd::kGone:
         // Too old resource version: relist now and let Replace deliver the difference.
