@@ -56,11 +56,7 @@ class ClientImpl final : public Client {
   }
 
   Task<std::vector<PingResult>> Ping() override {
-    auto r = co_await Call("ping", Method::kGet, "/ping/", "");
-    if (!r) {
-      co_return tl::unexpected(r.error());
-    }
-    co_return Decoded("ping", *r, DecodePings(r->body));
+    co_return co_await Fetch("ping", Method::kGet, "/ping/", "", DecodePings);
   }
 
   Task<JobSubmitResult> SubmitJob(JobDescription job) override {
@@ -90,26 +86,18 @@ class ClientImpl final : public Client {
 
   Task<JobInfo> GetJob(std::int64_t job_id) override {
     const std::string op = "get job " + std::to_string(job_id);
-    auto r = co_await Call(op, Method::kGet, "/job/" + std::to_string(job_id), "");
-    if (!r) {
-      co_return tl::unexpected(r.error());
-    }
-    auto jobs = Decoded(op, *r, DecodeJobs(r->body));
+    auto jobs = co_await Fetch(op, Method::kGet, "/job/" + std::to_string(job_id), "", DecodeJobs);
     if (!jobs) {
       co_return tl::unexpected(jobs.error());
     }
     if (jobs->empty()) {  // upstream's contract too: an empty list is "not found"
-      co_return MakeError(ErrorCode::kNotFound, op + ": no such job", r->status);
+      co_return MakeError(ErrorCode::kNotFound, op + ": no such job", 200);
     }
     co_return std::move(jobs->front());
   }
 
   Task<std::vector<JobInfo>> ListJobs() override {
-    auto r = co_await Call("list jobs", Method::kGet, "/jobs/", "");
-    if (!r) {
-      co_return tl::unexpected(r.error());
-    }
-    co_return Decoded("list jobs", *r, DecodeJobs(r->body));
+    co_return co_await Fetch("list jobs", Method::kGet, "/jobs/", "", DecodeJobs);
   }
 
   Task<std::vector<JobStateEntry>> JobStates(std::vector<std::int64_t> job_ids) override {
@@ -120,11 +108,8 @@ class ClientImpl final : public Client {
       for (std::size_t n = 0; n < kStateBatch && i < job_ids.size(); ++n, ++i) {
         query += (query.empty() ? "?job_id=" : "&job_id=") + std::to_string(job_ids[i]);
       }
-      auto r = co_await Call("job states", Method::kGet, "/jobs/state/" + query, "");
-      if (!r) {
-        co_return tl::unexpected(r.error());
-      }
-      auto part = Decoded("job states", *r, DecodeJobStates(r->body));
+      auto part =
+          co_await Fetch("job states", Method::kGet, "/jobs/state/" + query, "", DecodeJobStates);
       if (!part) {
         co_return tl::unexpected(part.error());
       }
@@ -135,12 +120,8 @@ class ClientImpl final : public Client {
 
   Task<bool> UpdateJob(std::int64_t job_id, JobDescription changes) override {
     const std::string op = "update job " + std::to_string(job_id);
-    auto r = co_await Call(op, Method::kPost, "/job/" + std::to_string(job_id),
-                           EncodeJobDescription(changes));
-    if (!r) {
-      co_return tl::unexpected(r.error());
-    }
-    co_return Decoded(op, *r, DecodeStatusOnly(r->body));
+    co_return co_await Fetch(op, Method::kPost, "/job/" + std::to_string(job_id),
+                             EncodeJobDescription(changes), DecodeStatusOnly);
   }
 
   Task<bool> CancelJob(std::int64_t job_id, CancelOptions options) override {
@@ -156,11 +137,8 @@ class ClientImpl final : public Client {
       }
       query += (query.empty() ? "?flags=" : "&flags=") + flags;
     }
-    auto r = co_await Call(op, Method::kDelete, "/job/" + std::to_string(job_id) + query, "");
-    if (!r) {
-      co_return tl::unexpected(r.error());
-    }
-    co_return Decoded(op, *r, DecodeCancel(r->body));
+    co_return co_await Fetch(op, Method::kDelete, "/job/" + std::to_string(job_id) + query, "",
+                             DecodeCancel);
   }
 
   Task<std::vector<NodeAllocation>> JobResources(std::int64_t job_id) override {
@@ -170,47 +148,34 @@ class ClientImpl final : public Client {
                           op + ": /resources/ needs data_parser v0.0.44 or newer, server uses " +
                               std::string(ApiVersionName(*v)));
     }
-    auto r = co_await Call(op, Method::kGet, "/resources/" + std::to_string(job_id), "");
-    if (!r) {
-      co_return tl::unexpected(r.error());
-    }
-    co_return Decoded(op, *r, DecodeResources(r->body));
+    co_return co_await Fetch(op, Method::kGet, "/resources/" + std::to_string(job_id), "",
+                             DecodeResources);
   }
 
   Task<std::vector<NodeInfo>> ListNodes() override {
-    auto r = co_await Call("list nodes", Method::kGet, "/nodes/", "");
-    if (!r) {
-      co_return tl::unexpected(r.error());
-    }
-    co_return Decoded("list nodes", *r, DecodeNodes(r->body));
+    co_return co_await Fetch("list nodes", Method::kGet, "/nodes/", "", DecodeNodes);
   }
 
   Task<NodeInfo> GetNode(std::string name) override {
     const std::string op = "get node " + name;
-    auto r = co_await Call(op, Method::kGet, "/node/" + name, "");
-    if (!r) {
-      co_return tl::unexpected(r.error());
-    }
     // An unknown node answers 200 with an error of number 0 ("Failure to query node").
-    auto nodes = Decoded(op, *r, DecodeNodes(r->body), ErrorCode::kNotFound);
+    auto nodes =
+        co_await Fetch(op, Method::kGet, "/node/" + name, "", DecodeNodes, ErrorCode::kNotFound);
     if (!nodes) {
       co_return tl::unexpected(nodes.error());
     }
     auto it = std::find_if(nodes->begin(), nodes->end(),
                            [&](const NodeInfo& n) { return n.name == name; });
     if (it == nodes->end()) {
-      co_return MakeError(ErrorCode::kNotFound, op + ": no such node", r->status);
+      co_return MakeError(ErrorCode::kNotFound, op + ": no such node", 200);
     }
     co_return std::move(*it);
   }
 
   Task<bool> UpdateNode(std::string name, NodeUpdate update) override {
     const std::string op = "update node " + name;
-    auto r = co_await Call(op, Method::kPost, "/node/" + name, EncodeNodeUpdate(update));
-    if (!r) {
-      co_return tl::unexpected(r.error());
-    }
-    co_return Decoded(op, *r, DecodeStatusOnly(r->body));
+    co_return co_await Fetch(op, Method::kPost, "/node/" + name, EncodeNodeUpdate(update),
+                             DecodeStatusOnly);
   }
 
   Task<bool> CreateNode(std::string node_conf) override {
@@ -220,52 +185,36 @@ class ClientImpl final : public Client {
                           op + ": /new/node/ needs data_parser v0.0.44 or newer, server uses " +
                               std::string(ApiVersionName(*v)));
     }
-    auto r = co_await Call(op, Method::kPost, "/new/node/", EncodeNewNode(node_conf));
-    if (!r) {
-      co_return tl::unexpected(r.error());
-    }
-    co_return Decoded(op, *r, DecodeStatusOnly(r->body));
+    co_return co_await Fetch(op, Method::kPost, "/new/node/", EncodeNewNode(node_conf),
+                             DecodeStatusOnly);
   }
 
   Task<bool> DeleteNode(std::string name) override {
     const std::string op = "delete node " + name;
-    auto r = co_await Call(op, Method::kDelete, "/node/" + name, "");
-    if (!r) {
-      co_return tl::unexpected(r.error());
-    }
-    co_return Decoded(op, *r, DecodeStatusOnly(r->body), ErrorCode::kNotFound);
+    co_return co_await Fetch(op, Method::kDelete, "/node/" + name, "", DecodeStatusOnly,
+                             ErrorCode::kNotFound);
   }
 
   Task<std::vector<PartitionInfo>> ListPartitions() override {
-    auto r = co_await Call("list partitions", Method::kGet, "/partitions/", "");
-    if (!r) {
-      co_return tl::unexpected(r.error());
-    }
-    co_return Decoded("list partitions", *r, DecodePartitions(r->body));
+    co_return co_await Fetch("list partitions", Method::kGet, "/partitions/", "", DecodePartitions);
   }
 
   Task<PartitionInfo> GetPartition(std::string name) override {
     const std::string op = "get partition " + name;
-    auto r = co_await Call(op, Method::kGet, "/partition/" + name, "");
-    if (!r) {
-      co_return tl::unexpected(r.error());
-    }
-    auto parts = Decoded(op, *r, DecodePartitions(r->body), ErrorCode::kNotFound);
+    auto parts = co_await Fetch(op, Method::kGet, "/partition/" + name, "", DecodePartitions,
+                                ErrorCode::kNotFound);
     if (!parts) {
       co_return tl::unexpected(parts.error());
     }
     if (parts->empty()) {
-      co_return MakeError(ErrorCode::kNotFound, op + ": no such partition", r->status);
+      co_return MakeError(ErrorCode::kNotFound, op + ": no such partition", 200);
     }
     co_return std::move(parts->front());
   }
 
   Task<std::vector<ReservationInfo>> ListReservations() override {
-    auto r = co_await Call("list reservations", Method::kGet, "/reservations/", "");
-    if (!r) {
-      co_return tl::unexpected(r.error());
-    }
-    co_return Decoded("list reservations", *r, DecodeReservations(r->body));
+    co_return co_await Fetch("list reservations", Method::kGet, "/reservations/", "",
+                             DecodeReservations);
   }
 
   const net::ClientStats& http_stats() const override { return http_->stats(); }
@@ -294,6 +243,18 @@ class ClientImpl final : public Client {
       return tl::unexpected(std::move(e));
     }
     return std::move(reply->value);
+  }
+
+  // One request and its decoded reply, or the classified error.
+  template <typename T>
+  Task<T> Fetch(std::string op, Method method, std::string path, std::string body,
+                Result<Reply<T>> (*decode)(std::string_view),
+                ErrorCode errors_on_ok = ErrorCode::kInvalidArgument) {
+    auto r = co_await Call(op, method, std::move(path), std::move(body));
+    if (!r) {
+      co_return tl::unexpected(r.error());
+    }
+    co_return Decoded(op, *r, decode(r->body), errors_on_ok);
   }
 
   // Sends one request to /slurm/<version><path> with the token; on 401/511 re-reads the token
