@@ -91,7 +91,6 @@ struct Reflector<T>::State {
       co_return false;
     }
     ++stats.lists;
-    ++stats.list_pages;
     rv = (*r)->resource_version;
     cache.Replace(std::move((*r)->items));
     synced = true;

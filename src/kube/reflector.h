@@ -48,12 +48,11 @@ struct ReflectorOptions {
 };
 
 struct ReflectorStats {
-  std::uint64_t lists = 0;       // completed LISTs (all pages)
-  std::uint64_t list_pages = 0;  // not tracked per page by ListAllAs: == lists
-  std::uint64_t watches = 0;     // WATCH requests started
-  std::uint64_t gone = 0;        // 410s seen (HTTP or ERROR event)
-  std::uint64_t errors = 0;      // other failures (each followed by a backoff)
-  std::uint64_t events = 0;      // ADDED/MODIFIED/DELETED applied
+  std::uint64_t lists = 0;    // completed LISTs (all pages)
+  std::uint64_t watches = 0;  // WATCH requests started
+  std::uint64_t gone = 0;     // 410s seen (HTTP or ERROR event)
+  std::uint64_t errors = 0;   // other failures (each followed by a backoff)
+  std::uint64_t events = 0;   // ADDED/MODIFIED/DELETED applied
   std::uint64_t bookmarks = 0;
   std::uint64_t decode_errors = 0;
 };
