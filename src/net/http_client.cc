@@ -595,19 +595,24 @@ asio::awaitable<Result<int>> HttpClient::Stream(HttpRequest request,
     parser.get().body().data = chunk.data();
     parser.get().body().size = chunk.size();
     conn->ExpiresAfter(timeout);
+    // async_read_some, not async_read: a watch must see each event as it arrives, not when 64 KiB
+    // have gathered or the stream ends.
     std::tie(ec, n) = co_await std::visit(
-        [&](auto& s) { return http::async_read(s, conn->buffer, parser, kTuple); }, conn->stream);
+        [&](auto& s) { return http::async_read_some(s, conn->buffer, parser, kTuple); },
+        conn->stream);
     if (ec == http::error::need_buffer) {
       ec = {};
     }
-    if (ec) {
-      conn->Close();
-      co_return tl::unexpected(TransportError(d.endpoint, {Stage::kRead, ec, false}));
-    }
+    // Hand on what arrived before looking at the error: complete events just before a break
+    // are not lost.
     std::size_t got = chunk.size() - parser.get().body().size;
     if (got > 0 && !on_data(std::string_view(chunk.data(), got))) {
       conn->Close();
       co_return head.status;
+    }
+    if (ec) {
+      conn->Close();
+      co_return tl::unexpected(TransportError(d.endpoint, {Stage::kRead, ec, false}));
     }
   }
   conn->Close();

@@ -243,5 +243,52 @@ TEST_F(HttpClientTest, StreamDeliversChunksAsTheyArriveAndCanStop) {
   EXPECT_EQ(pieces, 1);
 }
 
+TEST_F(HttpClientTest, StreamHandsOnEachPieceWithoutWaitingForMore) {
+  // One chunk, then the server keeps the stream open (as a watch does): the piece must arrive
+  // at once, not when a buffer fills or the deadline passes.
+  FakeHttpServer server(io_, [](const FakeRequest&) {
+    return FakeReply{
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+        "11\r\n{\"type\":\"ADDED\"}\n\r\n",
+        false,
+        {}};
+  });
+  auto client = Client(server.url());
+  std::string got;
+  auto t0 = std::chrono::steady_clock::now();
+  Result<int> r = RunSync(io_, client->Stream(
+                                   {.target = "/watch", .timeout = std::chrono::milliseconds(3000)},
+                                   [](const HttpResponse&) { return true; },
+                                   [&](std::string_view data) {
+                                     got.append(data);
+                                     return false;
+                                   }));
+  ASSERT_TRUE(r.has_value()) << r.error().ToString();
+  EXPECT_EQ(got, "{\"type\":\"ADDED\"}\n");
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(2500));
+}
+
+TEST_F(HttpClientTest, StreamDeliversWhatArrivedBeforeABreak) {
+  FakeHttpServer server(io_, [](const FakeRequest&) {
+    return FakeReply{
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+        "11\r\n{\"type\":\"ADDED\"}\n\r\n"
+        "40\r\n{\"type\":\"MOD",
+        true,
+        {}};
+  });
+  auto client = Client(server.url());
+  std::string got;
+  Result<int> r = RunSync(io_, client->Stream(
+                                   {.target = "/watch"}, [](const HttpResponse&) { return true; },
+                                   [&](std::string_view data) {
+                                     got.append(data);
+                                     return true;
+                                   }));
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code, ErrorCode::kUnavailable);
+  EXPECT_EQ(got.substr(0, 17), "{\"type\":\"ADDED\"}\n");
+}
+
 }  // namespace
 }  // namespace sb::net
