@@ -26,7 +26,8 @@ curl -s "${H[@]}" "$SLURM_REST_URL/slurm/$SLURM_REST_API/ping/" |
 curl -s "${H[@]}" "$SLURM_REST_URL/slurm/$SLURM_REST_API/nodes/" |
   jq -r '.nodes[] | "   node \(.name): \(.state | join(",")), \(.cpus) CPUs, \(.real_memory) MB, \(.gres)"'
 echo "== Kubernetes: kube-apiserver $KUBE_APISERVER_URL"
-kubectl version --short 2>/dev/null | sed 's/^/   /' || true
+curl -s --cacert "$KUBE_CA_FILE" -H "Authorization: Bearer $(cat "$KUBE_TOKEN_FILE")" \
+  "$KUBE_APISERVER_URL/version" | jq -r '"   server \(.gitVersion), \(.platform)"'
 kubectl get namespaces 2>&1 | sed 's/^/   /'
 if [ $keep = 1 ]; then
   echo
