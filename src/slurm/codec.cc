@@ -3,6 +3,7 @@
 
 #include <charconv>
 #include <cstdint>
+#include <iterator>
 #include <limits>
 #include <string>
 
@@ -461,38 +462,38 @@ Result<Reply<std::vector<PingResult>>> DecodePings(std::string_view json) {
 }
 
 Result<Reply<bool>> DecodeCancel(std::string_view json) {
-  auto reply = DecodeWith<bool>(json, [](const object&, bool& ok) {
-    ok = true;
-    return std::string();
-  });
-  if (!reply) {
-    return reply;
+  // Per-job failures hide in status[].error; they are read in the same parse and lifted into
+  // errors.
+  auto failures = DecodeWith<std::vector<ErrorDetail>>(
+      json, [](const object& o, std::vector<ErrorDetail>& out) {
+        array status;
+        if (o.at_key("status").get(status) != simdjson::SUCCESS) {
+          return std::string();
+        }
+        for (element item : status) {
+          object so;
+          object eo;
+          element err;
+          if (item.get_object().get(so) != simdjson::SUCCESS ||
+              so.at_key("error").get(err) != simdjson::SUCCESS ||
+              err.get_object().get(eo) != simdjson::SUCCESS) {
+            continue;
+          }
+          int code = static_cast<int>(Int(eo, "code"));
+          if (code == 0) {
+            continue;
+          }
+          out.push_back(ErrorDetail{code, Str(eo, "string"),
+                                    "job " + Str(so, "step_id") + ": " + Str(eo, "message"),
+                                    "kill_jobs"});
+        }
+        return std::string();
+      });
+  if (!failures) {
+    return tl::unexpected(failures.error());
   }
-  // Per-job failures hide in status[].error; lift them into errors.
-  element root;
-  object o;
-  array status;
-  if (Parser().parse(json.data(), json.size()).get(root) == simdjson::SUCCESS &&
-      root.get_object().get(o) == simdjson::SUCCESS &&
-      o.at_key("status").get(status) == simdjson::SUCCESS) {
-    for (element item : status) {
-      object so;
-      object eo;
-      element err;
-      if (item.get_object().get(so) != simdjson::SUCCESS ||
-          so.at_key("error").get(err) != simdjson::SUCCESS ||
-          err.get_object().get(eo) != simdjson::SUCCESS) {
-        continue;
-      }
-      int code = static_cast<int>(Int(eo, "code"));
-      if (code == 0) {
-        continue;
-      }
-      reply->errors.push_back(ErrorDetail{code, Str(eo, "string"),
-                                          "job " + Str(so, "step_id") + ": " + Str(eo, "message"),
-                                          "kill_jobs"});
-    }
-  }
+  Reply<bool> reply{true, std::move(failures->errors), std::move(failures->warnings)};
+  std::move(failures->value.begin(), failures->value.end(), std::back_inserter(reply.errors));
   return reply;
 }
 
