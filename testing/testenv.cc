@@ -9,15 +9,9 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/strings.h"
+
 namespace sb::testing {
-namespace {
-std::string Trim(std::string s) {
-  const char* ws = " \t\r\n";
-  s.erase(0, s.find_first_not_of(ws));
-  s.erase(s.find_last_not_of(ws) + 1);
-  return s;
-}
-}  // namespace
 
 std::optional<TestEnv> TestEnv::Load(std::string* why) {
   const char* path = std::getenv("SB_TESTENV");
@@ -51,7 +45,7 @@ std::string TestEnv::ReadFile(const std::string& key) const {
   std::ifstream in(Get(key));
   std::stringstream ss;
   ss << in.rdbuf();
-  return Trim(ss.str());
+  return TrimWhitespace(ss.str());
 }
 
 int RunCommand(const std::string& command, std::string* out) {

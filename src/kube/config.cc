@@ -10,17 +10,12 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "common/strings.h"
+
 namespace sb::kube {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string Trim(std::string s) {
-  const char* ws = " \t\r\n";
-  s.erase(0, s.find_first_not_of(ws));
-  s.erase(s.find_last_not_of(ws) + 1);
-  return s;
-}
 
 // Reads a whole file; nullopt-style error naming the file.
 Result<std::string> ReadFile(const std::string& path) {
@@ -186,7 +181,7 @@ Result<Config> ParseKubeconfig(const YAML::Node& root, const std::string& path,
       vals[i] = std::move(*v);
     }
     if (!vals[0].empty()) {
-      *cfg.token = TokenSource::Static(Trim(vals[0]));
+      *cfg.token = TokenSource::Static(TrimWhitespace(vals[0]));
     } else if (!vals[1].empty()) {
       std::string tf = Resolve(dir, vals[1]);
       if (!fs::exists(tf)) {
@@ -250,7 +245,7 @@ Result<std::string> TokenSource::Token() {
     ++reads_;
     auto text = ReadFile(path_);
     if (text) {
-      token_ = Trim(std::move(*text));
+      token_ = TrimWhitespace(*text);
       read_at_ = now;
       stale_ = false;
     } else if (token_.empty()) {
@@ -360,8 +355,8 @@ Result<Config> LoadInClusterConfig(const InClusterSource& source) {
   if (auto t = cfg.token->Token(); !t) {
     return tl::unexpected(t.error());
   }
-  if (auto ns = ReadFile((dir / "namespace").string()); ns && !Trim(*ns).empty()) {
-    cfg.default_namespace = Trim(*ns);
+  if (auto ns = ReadFile((dir / "namespace").string()); ns && !TrimWhitespace(*ns).empty()) {
+    cfg.default_namespace = TrimWhitespace(*ns);
   }
   return cfg;
 }

@@ -9,17 +9,10 @@
 #include <sstream>
 
 #include "common/base64.h"
+#include "common/strings.h"
 
 namespace sb::slurm {
 namespace {
-
-std::string Trim(std::string s) {
-  const char* ws = " \t\r\n\v\f";
-  s.erase(0, s.find_first_not_of(ws));
-  std::size_t last = s.find_last_not_of(ws);
-  s.erase(last == std::string::npos ? 0 : last + 1);
-  return s;
-}
 
 Result<std::string> ReadWhole(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -48,9 +41,9 @@ class FileTokenSource final : public TokenSource {
     if (!text) {
       return text;
     }
-    std::string token = Trim(*text);
+    std::string token = TrimWhitespace(*text);
     if (token.starts_with("SLURM_JWT=")) {
-      token = Trim(token.substr(10));
+      token = TrimWhitespace(token.substr(10));
     }
     if (token.empty()) {
       return MakeError(ErrorCode::kUnauthenticated, "token file " + path_ + " is empty");
