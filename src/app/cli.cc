@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "app/scheduler_cmd.h"
 #include "common/version.h"
 
 namespace sb::app {
@@ -28,6 +29,18 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   bool show_version = false;
   app.add_flag("--version", show_version, "Print the version and exit");
   CLI::App* version = app.add_subcommand("version", "Print the version");
+
+  SchedulerOptions sched_opts;
+  CLI::App* sched = app.add_subcommand(
+      "scheduler", "Hand pending pods to Slurm as placeholder jobs and bind them where Slurm runs them");
+  sched->add_option("--config", sched_opts.config_path, "Bridge config file (YAML)")
+      ->capture_default_str();
+  sched->add_option("--kubeconfig", sched_opts.kubeconfig,
+                    "kubeconfig file (default: $KUBECONFIG, else in-cluster)");
+  sched->add_option("--log-level", sched_opts.log_level,
+                    "trace, debug, info, warn, error")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
 
   try {
     // Let --version work without a subcommand.
@@ -56,6 +69,9 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   if (version->parsed()) {
     out << "slurm-bridge " << kVersion << "\n";
     return 0;
+  }
+  if (sched->parsed()) {
+    return RunScheduler(sched_opts);
   }
   err << "slurm-bridge: no subcommand\n";
   return 2;

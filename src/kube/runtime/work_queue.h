@@ -39,6 +39,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -85,6 +86,10 @@ class WorkQueue {
   WorkQueue(const WorkQueue&) = delete;
   WorkQueue& operator=(const WorkQueue&) = delete;
   ~WorkQueue() = default;
+
+  // Orders the ready keys: Get() hands out the least by `less` instead of the oldest (ties keep
+  // insertion order). Used for priority queues; O(ready keys) per Get().
+  void SetLess(std::function<bool(const Key&, const Key&)> less) { less_ = std::move(less); }
 
   // Adds `key` unless it is queued already; if it is being processed, marks it to be re-queued
   // on Done(). Ignored after ShutDown().
@@ -164,8 +169,12 @@ class WorkQueue {
     for (;;) {
       PromoteDue();
       if (!queue_.empty()) {
-        Key key = std::move(queue_.front());
-        queue_.pop_front();
+        auto pick = queue_.begin();
+        if (less_ && queue_.size() > 1) {
+          pick = std::min_element(queue_.begin(), queue_.end(), less_);
+        }
+        Key key = std::move(*pick);
+        queue_.erase(pick);
         dirty_.erase(key);
         processing_.insert(key);
         co_return std::optional<Key>(std::move(key));
@@ -265,6 +274,7 @@ class WorkQueue {
   std::vector<Timer*> getters_;  // non-owning: timers of parked Get()/ShutDownWithDrain()
   std::uint64_t next_seq_ = 0;
   bool shutting_down_ = false;
+  std::function<bool(const Key&, const Key&)> less_;
 };
 
 }  // namespace sb::kube

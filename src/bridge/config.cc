@@ -1,0 +1,319 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "bridge/config.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+namespace sb::bridge {
+namespace {
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  std::ranges::transform(out, out.begin(), [](unsigned char c) { return std::tolower(c); });
+  return out;
+}
+
+Error KeyError(std::string_view key, std::string_view what) {
+  return Error{ErrorCode::kInvalidArgument, fmt::format("config key {}: {}", key, what)};
+}
+
+Result<std::string> Scalar(const YAML::Node& n, std::string_view key) {
+  if (n.IsNull()) return std::string();
+  if (!n.IsScalar()) return tl::unexpected(KeyError(key, "must be a string"));
+  return n.Scalar();
+}
+
+Result<std::vector<std::string>> StringList(const YAML::Node& n, std::string_view key) {
+  std::vector<std::string> out;
+  if (n.IsNull()) return out;
+  if (!n.IsSequence()) return tl::unexpected(KeyError(key, "must be a list of strings"));
+  for (const YAML::Node& item : n) {
+    if (!item.IsScalar()) return tl::unexpected(KeyError(key, "must be a list of strings"));
+    out.push_back(item.Scalar());
+  }
+  return out;
+}
+
+Result<bool> Bool(const YAML::Node& n, std::string_view key) {
+  Result<std::string> s = Scalar(n, key);
+  if (!s) return tl::unexpected(s.error());
+  std::string v = Lower(*s);
+  if (v == "true") return true;
+  if (v == "false" || v.empty()) return false;
+  return tl::unexpected(KeyError(key, fmt::format("\"{}\" is not true or false", *s)));
+}
+
+Result<LabelSelector> ParseSelector(const YAML::Node& n, std::string_view key) {
+  LabelSelector sel;
+  if (n.IsNull()) return sel;
+  if (!n.IsMap()) return tl::unexpected(KeyError(key, "must be a LabelSelector map"));
+  for (const auto& kv : n) {
+    std::string k = Lower(kv.first.Scalar());
+    if (k == "matchlabels") {
+      if (!kv.second.IsMap() && !kv.second.IsNull()) {
+        return tl::unexpected(KeyError(key, "matchLabels must be a map"));
+      }
+      for (const auto& l : kv.second) {
+        if (!l.second.IsScalar()) {
+          return tl::unexpected(KeyError(key, "matchLabels values must be strings"));
+        }
+        sel.match_labels[l.first.Scalar()] = l.second.Scalar();
+      }
+    } else if (k == "matchexpressions") {
+      if (!kv.second.IsSequence() && !kv.second.IsNull()) {
+        return tl::unexpected(KeyError(key, "matchExpressions must be a list"));
+      }
+      for (const YAML::Node& e : kv.second) {
+        if (!e.IsMap()) return tl::unexpected(KeyError(key, "matchExpressions entries are maps"));
+        LabelSelectorRequirement r;
+        for (const auto& f : e) {
+          std::string fk = Lower(f.first.Scalar());
+          if (fk == "key" && f.second.IsScalar()) {
+            r.key = f.second.Scalar();
+          } else if (fk == "operator" && f.second.IsScalar()) {
+            r.operator_ = f.second.Scalar();
+          } else if (fk == "values") {
+            Result<std::vector<std::string>> v = StringList(f.second, key);
+            if (!v) return tl::unexpected(v.error());
+            r.values = std::move(*v);
+          } else {
+            return tl::unexpected(
+                KeyError(key, fmt::format("unknown matchExpressions field {}", f.first.Scalar())));
+          }
+        }
+        if (r.key.empty()) return tl::unexpected(KeyError(key, "matchExpressions entry has no key"));
+        if (r.operator_ != "In" && r.operator_ != "NotIn" && r.operator_ != "Exists" &&
+            r.operator_ != "DoesNotExist") {
+          return tl::unexpected(KeyError(
+              key, fmt::format("operator \"{}\" is not In, NotIn, Exists or DoesNotExist",
+                               r.operator_)));
+        }
+        if ((r.operator_ == "In" || r.operator_ == "NotIn") && r.values.empty()) {
+          return tl::unexpected(KeyError(key, fmt::format("operator {} needs values", r.operator_)));
+        }
+        sel.match_expressions.push_back(std::move(r));
+      }
+    } else {
+      return tl::unexpected(KeyError(key, fmt::format("unknown field {}", kv.first.Scalar())));
+    }
+  }
+  return sel;
+}
+
+Result<std::chrono::milliseconds> Duration(const YAML::Node& n, std::string_view key) {
+  Result<std::string> s = Scalar(n, key);
+  if (!s) return tl::unexpected(s.error());
+  Result<std::chrono::milliseconds> d = ParseDuration(*s);
+  if (!d) return tl::unexpected(KeyError(key, fmt::format("\"{}\" is not a duration", *s)));
+  if (d->count() <= 0) return tl::unexpected(KeyError(key, "must be greater than zero"));
+  return d;
+}
+
+}  // namespace
+
+bool LabelSelector::Matches(const std::map<std::string, std::string>& labels) const {
+  for (const auto& [k, v] : match_labels) {
+    auto it = labels.find(k);
+    if (it == labels.end() || it->second != v) return false;
+  }
+  for (const LabelSelectorRequirement& r : match_expressions) {
+    auto it = labels.find(r.key);
+    bool in = it != labels.end() && std::ranges::find(r.values, it->second) != r.values.end();
+    if (r.operator_ == "In" && !in) return false;
+    if (r.operator_ == "NotIn" && in) return false;
+    if (r.operator_ == "Exists" && it == labels.end()) return false;
+    if (r.operator_ == "DoesNotExist" && it != labels.end()) return false;
+  }
+  return true;
+}
+
+Result<std::chrono::milliseconds> ParseDuration(std::string_view text) {
+  auto bad = [&] {
+    return (
+        MakeError(ErrorCode::kInvalidArgument, fmt::format("\"{}\" is not a duration", text)));
+  };
+  if (text.empty()) return bad();
+  if (std::ranges::all_of(text, [](char c) { return c >= '0' && c <= '9'; })) {
+    std::int64_t ms = 0;
+    auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), ms);
+    if (ec != std::errc() || p != text.data() + text.size()) return bad();
+    return std::chrono::milliseconds(ms);
+  }
+  double total_ms = 0;
+  std::string_view rest = text;
+  while (!rest.empty()) {
+    std::size_t i = 0;
+    while (i < rest.size() && ((rest[i] >= '0' && rest[i] <= '9') || rest[i] == '.')) ++i;
+    if (i == 0) return bad();
+    double value = 0;
+    auto [p, ec] = std::from_chars(rest.data(), rest.data() + i, value);
+    if (ec != std::errc() || p != rest.data() + i) return bad();
+    rest.remove_prefix(i);
+    std::size_t j = 0;
+    while (j < rest.size() && std::isalpha(static_cast<unsigned char>(rest[j]))) ++j;
+    std::string_view unit = rest.substr(0, j);
+    rest.remove_prefix(j);
+    double scale = 0;
+    if (unit == "ms") {
+      scale = 1;
+    } else if (unit == "s") {
+      scale = 1000;
+    } else if (unit == "m") {
+      scale = 60'000;
+    } else if (unit == "h") {
+      scale = 3'600'000;
+    } else {
+      return bad();
+    }
+    total_ms += value * scale;
+  }
+  return std::chrono::milliseconds(static_cast<std::int64_t>(total_ms + 0.5));
+}
+
+Result<Config> ParseConfig(std::string_view yaml) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml));
+  } catch (const YAML::Exception& e) {
+    return (
+        MakeError(ErrorCode::kInvalidArgument, fmt::format("config is not YAML: {}", e.what())));
+  }
+  Config c;
+  if (root.IsNull()) return c;
+  if (!root.IsMap()) {
+    return (MakeError(ErrorCode::kInvalidArgument, "config must be a YAML map"));
+  }
+  for (const auto& kv : root) {
+    if (!kv.first.IsScalar()) {
+      return (MakeError(ErrorCode::kInvalidArgument, "config keys must be strings"));
+    }
+    const std::string key = kv.first.Scalar();
+    const std::string k = Lower(key);
+    const YAML::Node& v = kv.second;
+    auto set_string = [&](std::string& field) -> Result<void> {
+      Result<std::string> s = Scalar(v, key);
+      if (!s) return tl::unexpected(s.error());
+      field = std::move(*s);
+      return {};
+    };
+    Result<void> r;
+    if (k == "schedulername") {
+      r = set_string(c.scheduler_name);
+      if (r && c.scheduler_name.empty()) r = tl::unexpected(KeyError(key, "must not be empty"));
+    } else if (k == "slurmrestapi") {
+      r = set_string(c.slurm_rest_api);
+      if (r && !c.slurm_rest_api.empty() && !c.slurm_rest_api.starts_with("http://") &&
+          !c.slurm_rest_api.starts_with("https://") && !c.slurm_rest_api.starts_with("unix://")) {
+        r = tl::unexpected(KeyError(
+            key, fmt::format("\"{}\" is not an http://, https:// or unix:// URL", c.slurm_rest_api)));
+      }
+    } else if (k == "partition") {
+      r = set_string(c.partition);
+    } else if (k == "mcslabel") {
+      r = set_string(c.mcs_label);
+    } else if (k == "managednamespaces") {
+      Result<std::vector<std::string>> l = StringList(v, key);
+      if (!l) return tl::unexpected(l.error());
+      c.managed_namespaces = std::move(*l);
+    } else if (k == "managednamespaceselector") {
+      Result<LabelSelector> s = ParseSelector(v, key);
+      if (!s) return tl::unexpected(s.error());
+      c.managed_namespace_selector = std::move(*s);
+      // Upstream: an empty selector ({}) counts as unset (the chart then uses the list).
+      c.has_managed_namespace_selector = !c.managed_namespace_selector.Empty();
+    } else if (k == "clustername") {
+      r = set_string(c.cluster_name);
+      if (r && c.cluster_name.empty()) r = tl::unexpected(KeyError(key, "must not be empty"));
+    } else if (k == "slurmapiversion") {
+      r = set_string(c.slurm_api_version);
+      if (r && !c.slurm_api_version.empty() && c.slurm_api_version != "v0.0.42" &&
+          c.slurm_api_version != "v0.0.43" && c.slurm_api_version != "v0.0.44" &&
+          c.slurm_api_version != "v0.0.45") {
+        r = tl::unexpected(KeyError(
+            key, fmt::format("\"{}\" is not one of v0.0.42 .. v0.0.45", c.slurm_api_version)));
+      }
+    } else if (k == "slurmusername") {
+      r = set_string(c.slurm_user_name);
+    } else if (k == "slurmcafile") {
+      r = set_string(c.slurm_ca_file);
+    } else if (k == "slurminsecureskipverify") {
+      Result<bool> b = Bool(v, key);
+      if (!b) return tl::unexpected(b.error());
+      c.slurm_insecure_skip_verify = *b;
+    } else if (k == "jobmode") {
+      std::string mode;
+      r = set_string(mode);
+      if (r) {
+        if (mode == "external" || mode.empty()) {
+          c.job_mode = JobMode::kExternal;
+        } else if (mode == "batch") {
+          c.job_mode = JobMode::kBatch;
+        } else {
+          r = tl::unexpected(
+              KeyError(key, fmt::format("\"{}\" is not \"external\" or \"batch\"", mode)));
+        }
+      }
+    } else if (k == "jobpollinterval" || k == "joblistinterval" || k == "nodelistinterval") {
+      Result<std::chrono::milliseconds> d = Duration(v, key);
+      if (!d) return tl::unexpected(d.error());
+      (k == "jobpollinterval"   ? c.job_poll_interval
+       : k == "joblistinterval" ? c.job_list_interval
+                                : c.node_list_interval) = *d;
+    } else if (k == "maxconcurrentsubmits") {
+      Result<std::string> s = Scalar(v, key);
+      if (!s) return tl::unexpected(s.error());
+      int n = 0;
+      auto [p, ec] = std::from_chars(s->data(), s->data() + s->size(), n);
+      if (ec != std::errc() || p != s->data() + s->size() || n < 1 || n > 1024) {
+        return tl::unexpected(KeyError(key, fmt::format("\"{}\" is not a number 1..1024", *s)));
+      }
+      c.max_concurrent_submits = n;
+    } else if (k == "resourcetres") {
+      if (!v.IsMap() && !v.IsNull()) {
+        return tl::unexpected(KeyError(key, "must be a map of resource name to TRES"));
+      }
+      for (const auto& e : v) {
+        if (!e.first.IsScalar() || !e.second.IsScalar()) {
+          return tl::unexpected(KeyError(key, "must be a map of resource name to TRES"));
+        }
+        const std::string& tres = e.second.Scalar();
+        if (!tres.empty() && tres.find('/') == std::string::npos) {
+          return tl::unexpected(KeyError(
+              key, fmt::format("{}: \"{}\" is not a TRES name like gres/gpu or license/x",
+                               e.first.Scalar(), tres)));
+        }
+        c.resource_tres[e.first.Scalar()] = tres;  // "" removes a default mapping
+      }
+      std::erase_if(c.resource_tres, [](const auto& p) { return p.second.empty(); });
+    } else {
+      c.warnings.push_back(fmt::format("config key {} is unknown and ignored", key));
+    }
+    if (!r) return tl::unexpected(r.error());
+  }
+  return c;
+}
+
+Result<Config> LoadConfig(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    return (
+        MakeError(ErrorCode::kInvalidArgument, fmt::format("cannot read config file {}", path)));
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  Result<Config> c = ParseConfig(ss.str());
+  if (!c) {
+    Error e = c.error();
+    e.message = fmt::format("{}: {}", path, e.message);
+    return tl::unexpected(e);
+  }
+  return c;
+}
+
+}  // namespace sb::bridge

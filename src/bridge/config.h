@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// bridge/config.h
+//
+// The bridge's config file (`--config`, default /etc/slurm-bridge/config.yaml), shared by the
+// scheduler, the controllers and the admission webhook. Upstream's keys are read as upstream
+// reads them (YAML, key names matched case-insensitively, unknown keys ignored with a warning):
+//
+//   schedulerName            spec.schedulerName the bridge serves (default slurm-bridge-scheduler)
+//   slurmRestApi             slurmrestd URL: http://, https:// or unix:// (scheduler/controllers)
+//   partition                default Slurm partition ("" = Slurm's default)
+//   mcsLabel                 mcs_label sent with every job ("" = none)
+//   managedNamespaces        namespaces whose pods the webhook hands to the bridge
+//   managedNamespaceSelector a LabelSelector on namespaces; when set, managedNamespaces is ignored
+//
+// Ours (all optional):
+//   clusterName              this Kubernetes cluster's name in job tags (default "kubernetes")
+//   slurmApiVersion          pin the data_parser version ("v0.0.44"); default: negotiate
+//   slurmUserName            X-SLURM-USER-NAME header (default: none; the token names the user)
+//   slurmCaFile, slurmInsecureSkipVerify   TLS to slurmrestd
+//   jobMode                  "external" (default: EXTERNAL_JOB placeholders) or "batch"
+//   jobPollInterval          how often job states are read (default 500ms)
+//   jobListInterval          how often the full job list (reasons, tags) is read (default 5s)
+//   nodeListInterval         how often Slurm's node list is read (default 30s)
+//   maxConcurrentSubmits     groups handled at once (default 16)
+//   resourceTres             extended resource -> Slurm TRES per node, e.g.
+//                            {nvidia.com/gpu: gres/gpu, example.com/fpga: gres/fpga}
+//                            (nvidia.com/gpu and amd.com/gpu map to gres/gpu unless overridden)
+// Durations are Go-style strings ("500ms", "5s", "1m") or integer milliseconds.
+//
+// The JWT is not in the file: it is read from the file named by SLURM_JWT_FILE.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/error.h"
+
+namespace sb::bridge {
+
+// metav1.LabelSelector.
+struct LabelSelectorRequirement {
+  std::string key;
+  std::string operator_;  // In, NotIn, Exists, DoesNotExist
+  std::vector<std::string> values;
+  bool operator==(const LabelSelectorRequirement&) const = default;
+};
+
+struct LabelSelector {
+  std::map<std::string, std::string> match_labels;
+  std::vector<LabelSelectorRequirement> match_expressions;
+  bool operator==(const LabelSelector&) const = default;
+
+  // An empty selector matches everything, as metav1.LabelSelectorAsSelector.
+  [[nodiscard]] bool Empty() const { return match_labels.empty() && match_expressions.empty(); }
+  [[nodiscard]] bool Matches(const std::map<std::string, std::string>& labels) const;
+};
+
+enum class JobMode { kExternal, kBatch };
+
+struct Config {
+  std::string scheduler_name{"slurm-bridge-scheduler"};
+  std::string slurm_rest_api;
+  std::string partition;
+  std::string mcs_label;
+  std::vector<std::string> managed_namespaces;
+  bool has_managed_namespace_selector = false;
+  LabelSelector managed_namespace_selector;
+
+  std::string cluster_name{"kubernetes"};
+  std::string slurm_api_version;
+  std::string slurm_user_name;
+  std::string slurm_ca_file;
+  bool slurm_insecure_skip_verify = false;
+  JobMode job_mode = JobMode::kExternal;
+  std::chrono::milliseconds job_poll_interval{500};
+  std::chrono::milliseconds job_list_interval{5000};
+  std::chrono::milliseconds node_list_interval{30000};
+  int max_concurrent_submits = 16;
+  std::map<std::string, std::string> resource_tres{{"amd.com/gpu", "gres/gpu"},
+                                                   {"nvidia.com/gpu", "gres/gpu"}};
+
+  // Non-fatal remarks from parsing (unknown keys).
+  std::vector<std::string> warnings;
+};
+
+// Parses the YAML text of a config file. Errors (kInvalidArgument) name the key and the value:
+// "config key jobPollInterval: \"fast\" is not a duration".
+[[nodiscard]] Result<Config> ParseConfig(std::string_view yaml);
+// Reads and parses `path`; errors name the file.
+[[nodiscard]] Result<Config> LoadConfig(const std::string& path);
+
+// "500ms", "1.5s", "2m", "1h30m" or a bare integer (milliseconds).
+[[nodiscard]] Result<std::chrono::milliseconds> ParseDuration(std::string_view text);
+
+}  // namespace sb::bridge

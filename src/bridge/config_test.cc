@@ -1,0 +1,173 @@
+// SPDX-License-Identifier: Apache-2.0
+// Config parsing, hostlists and job tags.
+#include <gtest/gtest.h>
+
+#include "bridge/config.h"
+#include "bridge/hostlist.h"
+#include "bridge/tag.h"
+
+namespace sb::bridge {
+namespace {
+
+TEST(ConfigTest, DefaultsWhenEmpty) {
+  Result<Config> c = ParseConfig("");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->scheduler_name, "slurm-bridge-scheduler");
+  EXPECT_EQ(c->job_poll_interval, std::chrono::milliseconds(500));
+  EXPECT_EQ(c->job_mode, JobMode::kExternal);
+  EXPECT_EQ(c->resource_tres.at("nvidia.com/gpu"), "gres/gpu");
+  EXPECT_EQ(c->resource_tres.at("amd.com/gpu"), "gres/gpu");
+  EXPECT_FALSE(c->has_managed_namespace_selector);
+}
+
+TEST(ConfigTest, UpstreamKeysCaseInsensitive) {
+  Result<Config> c = ParseConfig(R"(
+schedulerName: my-sched
+SlurmRestApi: http://slurm-restapi.slurm:6820
+partition: gpu
+mcslabel: kubernetes
+managedNamespaces: [a, b]
+managedNamespaceSelector:
+  matchLabels: {team: ml}
+  matchExpressions:
+  - {key: tier, operator: In, values: [gold]}
+)");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->scheduler_name, "my-sched");
+  EXPECT_EQ(c->slurm_rest_api, "http://slurm-restapi.slurm:6820");
+  EXPECT_EQ(c->partition, "gpu");
+  EXPECT_EQ(c->mcs_label, "kubernetes");
+  EXPECT_EQ(c->managed_namespaces, (std::vector<std::string>{"a", "b"}));
+  ASSERT_TRUE(c->has_managed_namespace_selector);
+  EXPECT_TRUE(c->managed_namespace_selector.Matches({{"team", "ml"}, {"tier", "gold"}}));
+  EXPECT_FALSE(c->managed_namespace_selector.Matches({{"team", "ml"}, {"tier", "iron"}}));
+  EXPECT_FALSE(c->managed_namespace_selector.Matches({{"tier", "gold"}}));
+  EXPECT_TRUE(c->warnings.empty());
+}
+
+TEST(ConfigTest, OurKeys) {
+  Result<Config> c = ParseConfig(R"(
+clusterName: prod
+jobPollInterval: 250ms
+jobListInterval: 2s
+nodeListInterval: 1m
+jobMode: batch
+maxConcurrentSubmits: 4
+slurmApiVersion: v0.0.44
+resourceTres: {example.com/fpga: gres/fpga, amd.com/gpu: ""}
+someFutureKey: 1
+)");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->cluster_name, "prod");
+  EXPECT_EQ(c->job_poll_interval, std::chrono::milliseconds(250));
+  EXPECT_EQ(c->job_list_interval, std::chrono::milliseconds(2000));
+  EXPECT_EQ(c->node_list_interval, std::chrono::milliseconds(60000));
+  EXPECT_EQ(c->job_mode, JobMode::kBatch);
+  EXPECT_EQ(c->max_concurrent_submits, 4);
+  EXPECT_EQ(c->resource_tres.at("example.com/fpga"), "gres/fpga");
+  EXPECT_FALSE(c->resource_tres.contains("amd.com/gpu"));
+  ASSERT_EQ(c->warnings.size(), 1u);
+  EXPECT_NE(c->warnings[0].find("someFutureKey"), std::string::npos);
+}
+
+TEST(ConfigTest, BadValuesNameTheKey) {
+  struct Case {
+    const char* yaml;
+    const char* want;
+  } cases[] = {
+      {"jobPollInterval: fast", "config key jobPollInterval: \"fast\" is not a duration"},
+      {"jobPollInterval: 0s", "jobPollInterval: must be greater than zero"},
+      {"slurmRestApi: slurm:6820", "config key slurmRestApi: \"slurm:6820\" is not"},
+      {"jobMode: magic", "config key jobMode: \"magic\""},
+      {"managedNamespaces: x", "config key managedNamespaces: must be a list"},
+      {"schedulerName: ''", "config key schedulerName: must not be empty"},
+      {"maxConcurrentSubmits: -1", "config key maxConcurrentSubmits"},
+      {"slurmApiVersion: v0.0.40", "config key slurmApiVersion"},
+      {"resourceTres: {nvidia.com/gpu: gpu}", "config key resourceTres: nvidia.com/gpu"},
+      {"managedNamespaceSelector: {matchExpressions: [{key: a, operator: Near}]}",
+       "operator \"Near\""},
+      {"[1, 2]", "config must be a YAML map"},
+      {"a: [", "config is not YAML"},
+  };
+  for (const Case& c : cases) {
+    Result<Config> r = ParseConfig(c.yaml);
+    ASSERT_FALSE(r) << c.yaml;
+    EXPECT_NE(r.error().message.find(c.want), std::string::npos)
+        << c.yaml << " -> " << r.error().message;
+  }
+}
+
+TEST(ConfigTest, LoadNamesTheFile) {
+  Result<Config> r = LoadConfig("/nonexistent/slurm-bridge/config.yaml");
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("/nonexistent/slurm-bridge/config.yaml"), std::string::npos);
+}
+
+TEST(DurationTest, GoStyle) {
+  EXPECT_EQ(*ParseDuration("1h30m"), std::chrono::milliseconds(5'400'000));
+  EXPECT_EQ(*ParseDuration("1.5s"), std::chrono::milliseconds(1500));
+  EXPECT_EQ(*ParseDuration("750"), std::chrono::milliseconds(750));
+  EXPECT_FALSE(ParseDuration("5 s"));
+  EXPECT_FALSE(ParseDuration("s"));
+  EXPECT_FALSE(ParseDuration("5d"));
+}
+
+TEST(HostlistTest, Expands) {
+  struct Case {
+    const char* in;
+    std::vector<std::string> want;
+  } cases[] = {
+      {"n1", {"n1"}},
+      {"n[1-3]", {"n1", "n2", "n3"}},
+      {"n[1-2,5],gpu-[08-10]x", {"n1", "n2", "n5", "gpu-08x", "gpu-09x", "gpu-10x"}},
+      {"r[1-2]n[1-2]", {"r1n1", "r1n2", "r2n1", "r2n2"}},
+      {"a,b c", {"a", "b", "c"}},
+      {"", {}},
+  };
+  for (const Case& c : cases) {
+    Result<std::vector<std::string>> r = ExpandHostlist(c.in);
+    ASSERT_TRUE(r) << c.in << ": " << r.error().message;
+    EXPECT_EQ(*r, c.want) << c.in;
+  }
+}
+
+TEST(HostlistTest, RejectsMalformed) {
+  for (const char* bad : {"n[1-", "n]1", "n[3-1]", "n[a-b]", "n[[1]]", "n[1,,2]"}) {
+    EXPECT_FALSE(ExpandHostlist(bad)) << bad;
+  }
+  EXPECT_FALSE(ExpandHostlist("n[1-100]", 50));
+}
+
+TEST(JobTagTest, RoundTripAndUpstreamCompatible) {
+  JobTag tag{.pods = {"ns/a", "ns/b"},
+             .uids = {"u1", "u2"},
+             .group = "Job/ns/train",
+             .cluster = "kubernetes",
+             .scheduler = "slurm-bridge-scheduler"};
+  std::string text = EncodeJobTag(tag);
+  EXPECT_EQ(text.rfind("{\"pods\":[\"ns/a\",\"ns/b\"]", 0), 0u) << text;
+  std::optional<JobTag> back = ParseJobTag(text);
+  ASSERT_TRUE(back);
+  tag.ours = true;
+  EXPECT_EQ(*back, tag);
+  EXPECT_TRUE(back->BelongsTo("kubernetes", "slurm-bridge-scheduler"));
+  EXPECT_FALSE(back->BelongsTo("other-cluster", "slurm-bridge-scheduler"));
+  EXPECT_FALSE(back->BelongsTo("kubernetes", "other-scheduler"));
+
+  std::optional<JobTag> upstream = ParseJobTag(R"({"pods":["default/x"]})");
+  ASSERT_TRUE(upstream);
+  EXPECT_EQ(upstream->pods, std::vector<std::string>{"default/x"});
+  EXPECT_FALSE(upstream->ours);
+  EXPECT_FALSE(upstream->BelongsTo("kubernetes", "slurm-bridge-scheduler"));
+}
+
+TEST(JobTagTest, ForeignCommentsAreNotTags) {
+  for (const char* c : {"", "hello", "{}", R"({"pods":"x"})", R"({"pods":[1]})", "{bad json",
+                        R"({"pods":[],"slurm-bridge":{"v":2,"cluster":"kubernetes"}})"}) {
+    std::optional<JobTag> t = ParseJobTag(c);
+    EXPECT_TRUE(!t || !t->ours) << c;
+  }
+}
+
+}  // namespace
+}  // namespace sb::bridge

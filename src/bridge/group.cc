@@ -1,0 +1,186 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "bridge/group.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include <boost/json.hpp>
+#include <fmt/format.h>
+
+#include "bridge/names.h"
+
+namespace sb::bridge {
+namespace json = boost::json;
+namespace {
+
+// spec JSON -> the value at `path` (object keys), or null.
+const json::value* At(const json::value& v, std::initializer_list<std::string_view> path) {
+  const json::value* cur = &v;
+  for (std::string_view k : path) {
+    if (!cur->is_object()) return nullptr;
+    cur = cur->as_object().if_contains(k);
+    if (cur == nullptr) return nullptr;
+  }
+  return cur;
+}
+
+std::optional<std::int64_t> IntAt(const json::value& v,
+                                  std::initializer_list<std::string_view> path) {
+  const json::value* x = At(v, path);
+  if (x == nullptr) return std::nullopt;
+  if (x->is_int64()) return x->as_int64();
+  if (x->is_uint64()) return static_cast<std::int64_t>(x->as_uint64());
+  return std::nullopt;
+}
+
+Result<json::value> ParseSpec(const kube::GenericObject& o) {
+  if (o.spec_json.empty()) return json::value(json::object());
+  boost::system::error_code ec;
+  json::value v = json::parse(o.spec_json, ec);
+  if (ec) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     fmt::format("{} {}/{}: spec is not JSON", o.kind, o.metadata.namespace_,
+                                 o.metadata.name));
+  }
+  return v;
+}
+
+bool GangRequested(const kube::StringMap& annotations) {
+  auto it = annotations.find(std::string(kGangAnnotation));
+  if (it == annotations.end()) return false;
+  std::string v = it->second;
+  std::ranges::transform(v, v.begin(), [](unsigned char c) { return std::tolower(c); });
+  return v == "true";
+}
+
+}  // namespace
+
+bool IsSupportedOwnerKind(std::string_view kind) {
+  return kind == "Job" || kind == "JobSet" || kind == "LeaderWorkerSet" || kind == "PodGroup";
+}
+
+std::string ResourceOfKind(std::string_view kind) {
+  std::string r(kind);
+  std::ranges::transform(r, r.begin(), [](unsigned char c) { return std::tolower(c); });
+  return r + "s";
+}
+
+Result<GroupSpec> ResolveGroup(const kube::Pod& pod,
+                               const std::vector<kube::GenericObject>& owners,
+                               const kube::GenericObject* pod_group) {
+  const std::string& ns = pod.metadata.namespace_;
+  // The root: the highest supported owner, else the highest readable owner, else the pod.
+  const kube::GenericObject* root = nullptr;
+  const kube::GenericObject* job = nullptr;
+  const kube::GenericObject* jobset = nullptr;
+  const kube::GenericObject* lws = nullptr;
+  for (const kube::GenericObject& o : owners) {
+    if (IsSupportedOwnerKind(o.kind)) root = &o;
+    if (o.kind == "Job" && job == nullptr) job = &o;
+    if (o.kind == "JobSet" && jobset == nullptr) jobset = &o;
+    if (o.kind == "LeaderWorkerSet" && lws == nullptr) lws = &o;
+  }
+  if (root == nullptr && !owners.empty()) root = &owners.back();
+
+  GroupSpec g;
+  g.namespace_ = ns;
+  g.kind = root != nullptr ? root->kind : "Pod";
+  g.annotations = root != nullptr ? root->metadata.annotations : pod.metadata.annotations;
+  g.name = pod.metadata.name;
+  g.key = "Pod/" + ns + "/" + pod.metadata.name;
+  g.size = 1;
+  if (job != nullptr) {
+    Result<json::value> spec = ParseSpec(*job);
+    if (!spec) return tl::unexpected(spec.error());
+    if (std::optional<std::int64_t> ads = IntAt(*spec, {"activeDeadlineSeconds"}); ads && *ads > 0) {
+      g.time_limit_minutes = (*ads + 59) / 60;
+    }
+  }
+
+  auto label = [&](std::string_view key) -> std::string {
+    auto it = pod.metadata.labels.find(std::string(key));
+    return it == pod.metadata.labels.end() ? std::string() : it->second;
+  };
+
+  if (const std::string pg = label(kPodGroupLabel); !pg.empty() && pod_group != nullptr) {
+    Result<json::value> spec = ParseSpec(*pod_group);
+    if (!spec) return tl::unexpected(spec.error());
+    g.kind = "PodGroup";
+    g.key = "PodGroup/" + ns + "/" + pg;
+    g.name = pg;
+    g.size = static_cast<int>(std::max<std::int64_t>(1, IntAt(*spec, {"minMember"}).value_or(1)));
+    kube::StringMap merged = pod_group->metadata.annotations;
+    if (root != nullptr && root != pod_group) {
+      for (const auto& [k, v] : root->metadata.annotations) merged[k] = v;
+    }
+    g.annotations = std::move(merged);
+    return g;
+  }
+  if (const std::string hash = label(kLwsGroupHashLabel); !hash.empty() && lws != nullptr) {
+    Result<json::value> spec = ParseSpec(*lws);
+    if (!spec) return tl::unexpected(spec.error());
+    g.kind = "LeaderWorkerSet";
+    g.key = "LeaderWorkerSet/" + ns + "/" + lws->metadata.name + "/" + hash;
+    const std::string index = label(kLwsGroupIndexLabel);
+    g.name = lws->metadata.name + (index.empty() ? "" : "-" + index);
+    g.size = static_cast<int>(
+        std::max<std::int64_t>(1, IntAt(*spec, {"leaderWorkerTemplate", "size"}).value_or(1)));
+    g.annotations = lws->metadata.annotations;
+    return g;
+  }
+  if (jobset != nullptr && GangRequested(jobset->metadata.annotations)) {
+    Result<json::value> spec = ParseSpec(*jobset);
+    if (!spec) return tl::unexpected(spec.error());
+    std::int64_t size = 0;
+    if (const json::value* rjs = At(*spec, {"replicatedJobs"}); rjs != nullptr && rjs->is_array()) {
+      for (const json::value& rj : rjs->as_array()) {
+        std::int64_t replicas = IntAt(rj, {"replicas"}).value_or(1);
+        std::int64_t par = IntAt(rj, {"template", "spec", "parallelism"}).value_or(1);
+        if (std::optional<std::int64_t> comp = IntAt(rj, {"template", "spec", "completions"})) {
+          par = std::min(par, *comp);
+        }
+        size += replicas * par;
+      }
+    }
+    g.kind = "JobSet";
+    g.key = "JobSet/" + ns + "/" + jobset->metadata.name;
+    g.name = jobset->metadata.name;
+    g.size = static_cast<int>(std::max<std::int64_t>(1, size));
+    g.annotations = jobset->metadata.annotations;
+    return g;
+  }
+  if (job != nullptr && root == job && GangRequested(job->metadata.annotations)) {
+    Result<json::value> spec = ParseSpec(*job);
+    if (!spec) return tl::unexpected(spec.error());
+    std::int64_t par = IntAt(*spec, {"parallelism"}).value_or(1);
+    if (std::optional<std::int64_t> comp = IntAt(*spec, {"completions"})) {
+      par = std::min(par, *comp);
+    }
+    g.kind = "Job";
+    g.key = "Job/" + ns + "/" + job->metadata.name;
+    g.name = job->metadata.name;
+    g.size = static_cast<int>(std::max<std::int64_t>(1, par));
+    return g;
+  }
+  return g;
+}
+
+bool InGroup(const kube::Pod& pod, const GroupSpec& spec) {
+  if (pod.metadata.namespace_ != spec.namespace_) return false;
+  auto label = [&](std::string_view key) -> std::string {
+    auto it = pod.metadata.labels.find(std::string(key));
+    return it == pod.metadata.labels.end() ? std::string() : it->second;
+  };
+  if (spec.kind == "PodGroup" && spec.key.starts_with("PodGroup/")) {
+    return label(kPodGroupLabel) == spec.name;
+  }
+  if (spec.key.starts_with("LeaderWorkerSet/")) {
+    std::string hash = label(kLwsGroupHashLabel);
+    return !hash.empty() && spec.key.ends_with("/" + hash);
+  }
+  if (spec.key.starts_with("JobSet/")) return label(kJobSetNameLabel) == spec.name;
+  if (spec.key.starts_with("Job/")) return label("job-name") == spec.name;
+  return spec.key == "Pod/" + pod.metadata.namespace_ + "/" + pod.metadata.name;
+}
+
+}  // namespace sb::bridge

@@ -1,0 +1,48 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// bridge/group.h
+//
+// Which pods Slurm allocates together (pure; the owners are fetched by the caller).
+//
+//   1. A pod labelled scheduling.x-k8s.io/pod-group=<pg> whose coscheduling PodGroup
+//      (scheduling.x-k8s.io/v1alpha1) could be read: all pods of the namespace with that label,
+//      size spec.minMember; annotations from the PodGroup.
+//   2. A pod of a LeaderWorkerSet (leaderworkerset.x-k8s.io/v1) with the
+//      leaderworkerset.sigs.k8s.io/group-unique-hash label: the pods of the namespace with the
+//      same hash, size spec.leaderWorkerTemplate.size, job name <lws>-<group index>.
+//   3. A pod of a batch Job or JobSet whose annotation slurmjob.slinky.slurm.net/gang is "true":
+//      all its pods as one gang (size: the Job's parallelism, capped by completions; a JobSet's
+//      sum over replicatedJobs of replicas x parallelism).
+//   4. Otherwise the pod alone (a Job's or JobSet's pod is one job each, as upstream).
+// Annotations are read from the root: the highest supported owner (Job, JobSet,
+// LeaderWorkerSet, PodGroup) in the controller chain, else the highest owner that could be
+// read, else the pod itself. A Job's activeDeadlineSeconds becomes the time limit.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bridge/translate.h"
+#include "common/error.h"
+#include "kube/types.h"
+
+namespace sb::bridge {
+
+// The kinds that root a group.
+[[nodiscard]] bool IsSupportedOwnerKind(std::string_view kind);
+
+// `owners`: the pod's controller chain as far as it could be read, nearest first.
+// `pod_group`: the coscheduling PodGroup named by the pod's label, when it could be read.
+// Errors (kInvalidArgument) name the object and field that could not be read.
+[[nodiscard]] Result<GroupSpec> ResolveGroup(const kube::Pod& pod,
+                                             const std::vector<kube::GenericObject>& owners,
+                                             const kube::GenericObject* pod_group);
+
+// Whether `pod` belongs to the group `spec` (same namespace and the grouping label or owner).
+[[nodiscard]] bool InGroup(const kube::Pod& pod, const GroupSpec& spec);
+
+// The plural resource of an owner kind ("Job" -> "jobs"), for GETs.
+[[nodiscard]] std::string ResourceOfKind(std::string_view kind);
+
+}  // namespace sb::bridge

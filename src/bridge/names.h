@@ -1,0 +1,44 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// bridge/names.h
+//
+// Every name the bridge writes to or reads from Kubernetes objects, spelled as upstream
+// slurm-bridge spells them, so that its users can switch without touching manifests.
+#pragma once
+
+#include <string_view>
+
+namespace sb::bridge {
+
+// The default spec.schedulerName (config key schedulerName).
+inline constexpr std::string_view kDefaultSchedulerName = "slurm-bridge-scheduler";
+
+// Pod label: the Slurm job id of the pod's placeholder job (same on every pod of a group).
+inline constexpr std::string_view kJobIdLabel = "scheduler.slinky.slurm.net/slurm-jobid";
+// Pod annotation: the Kubernetes node the pod is placed on by its Slurm job.
+inline constexpr std::string_view kNodeAnnotation = "slinky.slurm.net/slurm-node";
+// Pod finalizer: keeps the pod object until its Slurm job is released.
+inline constexpr std::string_view kFinalizer = "scheduler.slinky.slurm.net/finalizer";
+// Node taint key (value = scheduler name, effect NoExecute) and the pods' matching toleration.
+inline constexpr std::string_view kManagedNodeTaint = "slinky.slurm.net/managed-node";
+// Node label: the node's Slurm name when it differs from the Kubernetes name.
+inline constexpr std::string_view kSlurmNodeNameLabel = "slinky.slurm.net/slurm-nodename";
+
+// Prefix of the user-settable job annotations (on the group's root object).
+inline constexpr std::string_view kJobAnnotationPrefix = "slurmjob.slinky.slurm.net/";
+// Pre-1.0 prefix, still read.
+inline constexpr std::string_view kLegacyJobAnnotationPrefix = "slinky.slurm.net/";
+
+// Grouping labels.
+inline constexpr std::string_view kPodGroupLabel = "scheduling.x-k8s.io/pod-group";
+inline constexpr std::string_view kLwsGroupHashLabel =
+    "leaderworkerset.sigs.k8s.io/group-unique-hash";
+inline constexpr std::string_view kLwsNameLabel = "leaderworkerset.sigs.k8s.io/name";
+inline constexpr std::string_view kLwsGroupIndexLabel = "leaderworkerset.sigs.k8s.io/group-index";
+inline constexpr std::string_view kJobSetNameLabel = "jobset.sigs.k8s.io/jobset-name";
+
+// Ours, beyond upstream: on a batch Job or JobSet, "true" makes all its pods one gang (one
+// Slurm job, all or nothing) instead of one Slurm job per pod.
+inline constexpr std::string_view kGangAnnotation = "slurmjob.slinky.slurm.net/gang";
+
+}  // namespace sb::bridge

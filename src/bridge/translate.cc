@@ -1,0 +1,435 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "bridge/translate.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "bridge/names.h"
+#include "bridge/tag.h"
+#include "kube/quantity.h"
+
+namespace sb::bridge {
+namespace {
+
+constexpr std::string_view kDeviceClassPrefix = "deviceclass.resource.kubernetes.io/";
+constexpr std::int64_t kMiB = 1024 * 1024;
+
+Error AnnotationError(std::string_view key, std::string_view value, std::string_view what) {
+  return Error{ErrorCode::kInvalidArgument,
+               fmt::format("annotation {}{}: \"{}\" {}", kJobAnnotationPrefix, key, value, what)};
+}
+
+Result<std::int32_t> ParseInt32(std::string_view key, std::string_view value) {
+  std::int32_t n = 0;
+  auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+  if (value.empty() || ec != std::errc() || p != value.data() + value.size()) {
+    return tl::unexpected(AnnotationError(key, value, "is not an integer"));
+  }
+  return n;
+}
+
+Result<std::int32_t> ParsePositive(std::string_view key, std::string_view value) {
+  Result<std::int32_t> n = ParseInt32(key, value);
+  if (n && *n < 1) return tl::unexpected(AnnotationError(key, value, "must be at least 1"));
+  return n;
+}
+
+// Whole-pod use of `name` from the containers' `pick` lists: max(sum of containers, each init
+// container) + overhead, with `value` reading a quantity.
+template <typename Pick, typename Value>
+Result<std::int64_t> PodTotal(const kube::Pod& pod, const std::string& name, Pick pick,
+                              Value value) {
+  std::int64_t sum = 0;
+  for (const kube::Container& c : pod.spec.containers) {
+    const kube::ResourceList& l = pick(c.resources);
+    if (auto it = l.find(name); it != l.end()) {
+      Result<std::int64_t> v = value(it->second);
+      if (!v) return v;
+      sum += *v;
+    }
+  }
+  for (const kube::Container& c : pod.spec.init_containers) {
+    const kube::ResourceList& l = pick(c.resources);
+    if (auto it = l.find(name); it != l.end()) {
+      Result<std::int64_t> v = value(it->second);
+      if (!v) return v;
+      sum = std::max(sum, *v);
+    }
+  }
+  if (auto it = pod.spec.overhead.find(name); it != pod.spec.overhead.end()) {
+    Result<std::int64_t> v = value(it->second);
+    if (!v) return v;
+    sum += *v;
+  }
+  return sum;
+}
+
+// Every resource name any container of the pod mentions.
+std::set<std::string> ResourceNames(const kube::Pod& pod) {
+  std::set<std::string> names;
+  auto add = [&](const std::vector<kube::Container>& cs) {
+    for (const kube::Container& c : cs) {
+      for (const auto& [k, v] : c.resources.requests) names.insert(k);
+      for (const auto& [k, v] : c.resources.limits) names.insert(k);
+    }
+  };
+  add(pod.spec.containers);
+  add(pod.spec.init_containers);
+  for (const auto& [k, v] : pod.spec.overhead) names.insert(k);
+  return names;
+}
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  std::ranges::transform(out, out.begin(), [](unsigned char c) { return std::tolower(c); });
+  return out;
+}
+
+std::string Trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return std::string(s);
+}
+
+// The job annotations of `annotations`, by suffix; the current prefix wins over the legacy one.
+std::map<std::string, std::string> JobAnnotations(const kube::StringMap& annotations) {
+  std::map<std::string, std::string> out;
+  for (const auto& [k, v] : annotations) {
+    if (k.starts_with(kLegacyJobAnnotationPrefix) && !k.starts_with(kJobAnnotationPrefix)) {
+      out.emplace(k.substr(kLegacyJobAnnotationPrefix.size()), v);
+    }
+  }
+  for (const auto& [k, v] : annotations) {
+    if (k.starts_with(kJobAnnotationPrefix)) out[k.substr(kJobAnnotationPrefix.size())] = v;
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<std::map<std::string, std::int64_t>> PodResources(const kube::Pod& pod) {
+  std::map<std::string, std::int64_t> out;
+  auto requests = [](const kube::ResourceRequirements& r) -> const kube::ResourceList& {
+    return r.requests;
+  };
+  auto limits = [](const kube::ResourceRequirements& r) -> const kube::ResourceList& {
+    return r.limits;
+  };
+  for (const std::string& name : ResourceNames(pod)) {
+    auto value = [&](const std::string& q) -> Result<std::int64_t> {
+      Result<std::int64_t> v =
+          name == "cpu" ? kube::ParseQuantityMilli(q) : kube::ParseQuantityValue(q);
+      if (!v) {
+        return MakeError(ErrorCode::kInvalidArgument,
+                         fmt::format("pod {}/{}: resource {}: {}", pod.metadata.namespace_,
+                                     pod.metadata.name, name, v.error().message));
+      }
+      return v;
+    };
+    Result<std::int64_t> req = PodTotal(pod, name, requests, value);
+    if (!req) return tl::unexpected(req.error());
+    Result<std::int64_t> lim = PodTotal(pod, name, limits, value);
+    if (!lim) return tl::unexpected(lim.error());
+    out[name] = std::max(*req, *lim);
+  }
+  return out;
+}
+
+Result<slurm::JobDescription> Translate(const GroupSpec& group,
+                                        const std::vector<const kube::Pod*>& pods,
+                                        const TranslateOptions& options) {
+  slurm::JobDescription job;
+  job.name = group.name;
+  job.partition = options.partition;
+  job.mcs_label = options.mcs_label;
+  job.current_working_directory = "/tmp";
+  if (options.mode == JobMode::kExternal) {
+    job.flags = {"EXTERNAL_JOB"};
+  } else {
+    // A placeholder that holds the allocation until the bridge cancels it.
+    job.script = "#!/bin/sh\n# slurm-bridge placeholder for " + group.key +
+                 "\nwhile :; do sleep 3600; done\n";
+    job.environment = {"PATH=/usr/local/bin:/usr/bin:/bin"};
+    job.standard_output = "/dev/null";
+    job.standard_error = "/dev/null";
+  }
+  const int count = std::max<int>(group.size, static_cast<int>(pods.size()));
+  job.nodes = std::to_string(count);
+  job.minimum_nodes = count;
+  job.maximum_nodes = count;
+  job.tasks_per_node = 1;
+  job.shared = {"none"};
+  if (group.time_limit_minutes) {
+    job.time_limit = slurm::NoValNumber::Of(*group.time_limit_minutes);
+  }
+
+  // Resources: the largest pod decides, as each pod gets a node of its own.
+  std::int64_t cpu_milli = 0;
+  std::int64_t mem_bytes = 0;
+  std::map<std::string, std::int64_t> tres;  // "gres/gpu" -> count per node
+  JobTag tag{.group = group.key,
+             .cluster = options.cluster_name,
+             .scheduler = options.scheduler_name};
+  for (const kube::Pod* pod : pods) {
+    Result<std::map<std::string, std::int64_t>> res = PodResources(*pod);
+    if (!res) return tl::unexpected(res.error());
+    std::map<std::string, std::int64_t> pod_tres;
+    for (const auto& [name, value] : *res) {
+      if (name == "cpu") {
+        cpu_milli = std::max(cpu_milli, value);
+      } else if (name == "memory") {
+        mem_bytes = std::max(mem_bytes, value);
+      } else if (auto it = options.resource_tres.find(name); it != options.resource_tres.end()) {
+        pod_tres[it->second] += value;
+      } else if (name.starts_with(kDeviceClassPrefix)) {
+        std::string cls = name.substr(kDeviceClassPrefix.size());
+        if (cls == "dra.cpu") {
+          cpu_milli = std::max(cpu_milli, value * 1000);
+        } else {
+          pod_tres["gres/gpu:" + cls] += value;
+        }
+      }
+    }
+    for (const auto& [t, v] : pod_tres) tres[t] = std::max(tres[t], v);
+    tag.pods.push_back(pod->metadata.namespace_ + "/" + pod->metadata.name);
+    tag.uids.push_back(pod->metadata.uid);
+  }
+  if (cpu_milli > 0) job.cpus_per_task = static_cast<std::int32_t>((cpu_milli + 999) / 1000);
+  if (mem_bytes > 0) job.memory_per_node = slurm::NoValNumber::Of(mem_bytes / kMiB);
+  std::string tres_str;
+  for (const auto& [t, v] : tres) {
+    if (v <= 0) continue;
+    if (!tres_str.empty()) tres_str += ',';
+    tres_str += fmt::format("{}={}", t, v);
+  }
+  job.tres_per_node = tres_str;
+  job.admin_comment = EncodeJobTag(tag);
+
+  // Annotations win over derived values.
+  for (const auto& [key, raw] : JobAnnotations(group.annotations)) {
+    const std::string value = Trim(raw);
+    if (key == "account") {
+      job.account = value;
+    } else if (key == "constraints") {
+      job.constraints = value;
+    } else if (key == "comment") {
+      job.comment = value;
+    } else if (key == "cpu-per-task") {
+      Result<std::int64_t> v = kube::ParseQuantityValue(value);
+      if (!v || *v < 1 || *v > INT32_MAX) {
+        return tl::unexpected(AnnotationError(key, raw, "is not a positive CPU quantity"));
+      }
+      job.cpus_per_task = static_cast<std::int32_t>(*v);
+    } else if (key == "exclusive") {
+      job.shared = Lower(value) == "false" ? std::vector<std::string>{}
+                                           : std::vector<std::string>{"none"};
+    } else if (key == "gres") {
+      job.tres_per_node = value;
+    } else if (key == "group-id") {
+      job.group_id = value;
+    } else if (key == "job-name") {
+      job.name = value;
+    } else if (key == "licenses") {
+      job.licenses = value;
+    } else if (key == "max-nodes") {
+      Result<std::int32_t> v = ParsePositive(key, raw);
+      if (!v) return tl::unexpected(v.error());
+      job.maximum_nodes = *v;
+    } else if (key == "min-nodes") {
+      Result<std::int32_t> v = ParsePositive(key, raw);
+      if (!v) return tl::unexpected(v.error());
+      job.minimum_nodes = *v;
+    } else if (key == "mem-per-node") {
+      Result<std::int64_t> v = kube::ParseQuantityValue(value);
+      if (!v || *v < kMiB) {
+        return tl::unexpected(AnnotationError(key, raw, "is not a memory quantity of 1Mi or more"));
+      }
+      job.memory_per_node = slurm::NoValNumber::Of(*v / kMiB);
+    } else if (key == "partition") {
+      job.partition = value;
+    } else if (key == "priority") {
+      Result<std::int32_t> v = ParseInt32(key, raw);
+      if (!v) return tl::unexpected(v.error());
+      if (*v < 0) return tl::unexpected(AnnotationError(key, raw, "must not be negative"));
+      job.priority = slurm::NoValNumber::Of(*v);
+    } else if (key == "qos") {
+      job.qos = value;
+    } else if (key == "reservation") {
+      job.reservation = value;
+    } else if (key == "timelimit") {
+      Result<std::int32_t> v = ParsePositive(key, raw);
+      if (!v) return tl::unexpected(v.error());
+      job.time_limit = slurm::NoValNumber::Of(*v);
+    } else if (key == "user-id") {
+      job.user_id = value;
+    } else if (key == "wckey") {
+      job.wckey = value;
+    }
+    // Unknown suffixes are ignored, as upstream does (and slinky.slurm.net/slurm-node is not a
+    // job annotation).
+  }
+  if (job.minimum_nodes && job.maximum_nodes && *job.minimum_nodes > *job.maximum_nodes) {
+    return tl::unexpected(Error{
+        ErrorCode::kInvalidArgument,
+        fmt::format("annotations {0}min-nodes ({1}) and {0}max-nodes ({2}) contradict each other",
+                    kJobAnnotationPrefix, *job.minimum_nodes, *job.maximum_nodes)});
+  }
+  if (job.minimum_nodes && job.maximum_nodes) {
+    job.nodes = *job.minimum_nodes == *job.maximum_nodes
+                    ? std::to_string(*job.minimum_nodes)
+                    : fmt::format("{}-{}", *job.minimum_nodes, *job.maximum_nodes);
+  }
+  return job;
+}
+
+std::string SlurmNodeName(const kube::Node& node) {
+  auto it = node.metadata.labels.find(std::string(kSlurmNodeNameLabel));
+  return it != node.metadata.labels.end() && !it->second.empty() ? it->second
+                                                                  : node.metadata.name;
+}
+
+bool Tolerates(const std::vector<kube::Toleration>& tolerations, const kube::Taint& taint) {
+  for (const kube::Toleration& t : tolerations) {
+    if (!t.effect.empty() && t.effect != taint.effect) continue;
+    if (t.operator_ == "Exists") {
+      if (t.key.empty() || t.key == taint.key) return true;
+    } else if (t.key == taint.key && t.value == taint.value) {
+      return true;
+    }
+  }
+  return false;
+}
+
+namespace {
+
+bool MatchesRequirement(const kube::NodeSelectorRequirement& r,
+                        const std::optional<std::string>& value) {
+  auto in = [&] { return value && std::ranges::find(r.values, *value) != r.values.end(); };
+  auto number = [](std::string_view s) -> std::optional<std::int64_t> {
+    std::int64_t n = 0;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
+    if (s.empty() || ec != std::errc() || p != s.data() + s.size()) return std::nullopt;
+    return n;
+  };
+  if (r.operator_ == "In") return in();
+  if (r.operator_ == "NotIn") return !in();
+  if (r.operator_ == "Exists") return value.has_value();
+  if (r.operator_ == "DoesNotExist") return !value.has_value();
+  if ((r.operator_ == "Gt" || r.operator_ == "Lt") && value && r.values.size() == 1) {
+    std::optional<std::int64_t> have = number(*value);
+    std::optional<std::int64_t> want = number(r.values.front());
+    if (!have || !want) return false;
+    return r.operator_ == "Gt" ? *have > *want : *have < *want;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool MatchesNodeSelector(const kube::Pod& pod, const kube::Node& node) {
+  const kube::StringMap& labels = node.metadata.labels;
+  for (const auto& [k, v] : pod.spec.node_selector) {
+    auto it = labels.find(k);
+    if (it == labels.end() || it->second != v) return false;
+  }
+  return true;
+}
+
+namespace {
+
+bool MatchesAffinity(const kube::Pod& pod, const kube::Node& node) {
+  if (pod.spec.required_node_affinity.empty()) return true;
+  for (const kube::NodeSelectorTerm& term : pod.spec.required_node_affinity) {
+    if (term.match_expressions.empty() && term.match_fields.empty()) continue;  // matches nothing
+    bool ok = true;
+    for (const kube::NodeSelectorRequirement& r : term.match_expressions) {
+      auto it = node.metadata.labels.find(r.key);
+      std::optional<std::string> v;
+      if (it != node.metadata.labels.end()) v = it->second;
+      if (!MatchesRequirement(r, v)) {
+        ok = false;
+        break;
+      }
+    }
+    for (const kube::NodeSelectorRequirement& r : term.match_fields) {
+      if (!ok) break;
+      std::optional<std::string> v;
+      if (r.key == "metadata.name") v = node.metadata.name;
+      if (!MatchesRequirement(r, v)) ok = false;
+    }
+    if (ok) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool NodeIsReady(const kube::Node& node) {
+  for (const kube::Condition& c : node.conditions) {
+    if (c.type == "Ready") return c.status == "True";
+  }
+  return false;
+}
+
+std::vector<Exclusion> ExcludedNodes(
+    const std::vector<const kube::Pod*>& pods, const std::vector<std::string>& slurm_nodes,
+    const std::map<std::string, const kube::Node*>& k8s_nodes_by_slurm_name) {
+  std::vector<std::map<std::string, std::int64_t>> needs;
+  for (const kube::Pod* pod : pods) {
+    Result<std::map<std::string, std::int64_t>> r = PodResources(*pod);
+    needs.push_back(r ? std::move(*r) : std::map<std::string, std::int64_t>{});
+  }
+  std::vector<Exclusion> out;
+  std::set<std::string> names(slurm_nodes.begin(), slurm_nodes.end());
+  for (const std::string& slurm_name : names) {
+    auto found = k8s_nodes_by_slurm_name.find(slurm_name);
+    if (found == k8s_nodes_by_slurm_name.end() || found->second == nullptr) {
+      out.push_back({slurm_name, "no Kubernetes node"});
+      continue;
+    }
+    const kube::Node& node = *found->second;
+    std::string reason;
+    if (node.unschedulable) {
+      reason = "unschedulable";
+    } else if (!NodeIsReady(node)) {
+      reason = "not Ready";
+    }
+    for (std::size_t i = 0; reason.empty() && i < pods.size(); ++i) {
+      const kube::Pod& pod = *pods[i];
+      for (const kube::Taint& taint : node.taints) {
+        if (taint.effect != "NoSchedule" && taint.effect != "NoExecute") continue;
+        if (taint.key == kManagedNodeTaint) continue;  // the bridge adds this toleration
+        if (!Tolerates(pod.spec.tolerations, taint)) {
+          reason = fmt::format("taint {}{}{}:{}", taint.key, taint.value.empty() ? "" : "=",
+                               taint.value, taint.effect);
+          break;
+        }
+      }
+      if (reason.empty() && !MatchesNodeSelector(pod, node)) reason = "node selector";
+      if (reason.empty() && !MatchesAffinity(pod, node)) reason = "node affinity";
+      if (!reason.empty()) break;
+      for (const auto& [name, need] : needs[i]) {
+        if (need <= 0) continue;
+        auto a = node.allocatable.find(name);
+        std::int64_t have = 0;
+        if (a != node.allocatable.end()) {
+          Result<std::int64_t> v = name == "cpu" ? kube::ParseQuantityMilli(a->second)
+                                                 : kube::ParseQuantityValue(a->second);
+          have = v ? *v : 0;
+        }
+        if (have < need) {
+          reason = "insufficient " + name;
+          break;
+        }
+      }
+    }
+    if (!reason.empty()) out.push_back({slurm_name, std::move(reason)});
+  }
+  return out;
+}
+
+}  // namespace sb::bridge

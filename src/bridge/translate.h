@@ -1,0 +1,94 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// bridge/translate.h
+//
+// Pure translation of a group of pods into the Slurm job that holds their place, and of the
+// Kubernetes-side placement constraints into the Slurm nodes the job must avoid. No I/O.
+//
+// Resources, per pod as kube-scheduler counts them (max of the containers' sum and each init
+// container, plus overhead; the larger of request and limit), then the maximum over the group's
+// pods, because Slurm gets one pod per node:
+//   cpu              -> cpus_per_task (whole CPUs, rounded up; omitted when 0)
+//   memory           -> memory_per_node in MiB (omitted when 0)
+//   extended         -> tres_per_node through the resource->TRES table (Config::resource_tres;
+//                       nvidia.com/gpu and amd.com/gpu -> gres/gpu by default), e.g. "gres/gpu=1"
+//   deviceclass.resource.kubernetes.io/<class> -> "gres/gpu:<class>=<n>" (upstream's DRA form)
+// One node per pod: nodes = minimum_nodes = maximum_nodes = group size, tasks_per_node = 1.
+//
+// Annotations on the group's root object (prefix slurmjob.slinky.slurm.net/, or the pre-1.0
+// slinky.slurm.net/) override: account, constraints, cpu-per-task (quantity), exclusive ("false"
+// shares nodes), gres (raw tres_per_node), group-id, job-name, licenses, max-nodes, min-nodes,
+// mem-per-node (quantity), partition, priority, qos, reservation, timelimit (minutes), user-id,
+// wckey; and ours: comment, nice... see kJobAnnotations in translate.cc. A bad value is an error
+// naming the annotation and the value.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bridge/config.h"
+#include "common/error.h"
+#include "kube/types.h"
+#include "slurm/types.h"
+
+namespace sb::bridge {
+
+// A group of pods that Slurm allocates as one job (group.h decides who belongs).
+struct GroupSpec {
+  std::string key;  // "Pod/ns/name", "Job/ns/name", "PodGroup/ns/name", ...
+  std::string kind;  // the root's kind: Pod, Job, JobSet, LeaderWorkerSet, PodGroup
+  std::string namespace_;
+  std::string name;  // the default Slurm job name
+  int size = 1;      // pods the group needs before it is submitted (gang size)
+  kube::StringMap annotations;              // the root object's
+  std::optional<std::int64_t> time_limit_minutes;  // e.g. from a Job's activeDeadlineSeconds
+  bool operator==(const GroupSpec&) const = default;
+};
+
+struct TranslateOptions {
+  std::string partition;  // default partition
+  std::string mcs_label;
+  std::string cluster_name;
+  std::string scheduler_name;
+  JobMode mode = JobMode::kExternal;
+  std::map<std::string, std::string> resource_tres;
+};
+
+// The whole-pod resource use (kube-scheduler's PodRequests, with limits where larger), in
+// milli-units for cpu and whole units otherwise.
+[[nodiscard]] Result<std::map<std::string, std::int64_t>> PodResources(const kube::Pod& pod);
+
+// The job for `pods` (the group's members, already complete) of `group`.
+[[nodiscard]] Result<slurm::JobDescription> Translate(const GroupSpec& group,
+                                                      const std::vector<const kube::Pod*>& pods,
+                                                      const TranslateOptions& options);
+
+// The Slurm name of a Kubernetes node: its slinky.slurm.net/slurm-nodename label, else its name.
+[[nodiscard]] std::string SlurmNodeName(const kube::Node& node);
+
+// Why a Slurm node is excluded for a group.
+struct Exclusion {
+  std::string slurm_node;
+  std::string reason;  // "no Kubernetes node", "unschedulable", "not Ready", "taint x=y:NoSchedule",
+                       // "node selector", "node affinity", "insufficient cpu"
+  bool operator==(const Exclusion&) const = default;
+};
+
+// The Slurm nodes the group's job must avoid: those with no Kubernetes node, and those whose
+// Kubernetes node any pod of the group could not run on (unschedulable, not Ready, a taint the
+// pod does not tolerate — the bridge's own managed-node taint excepted —, nodeSelector, required
+// node affinity, allocatable smaller than the pod's requests). Sorted by Slurm name.
+// `k8s_nodes_by_slurm_name` maps Slurm names to Kubernetes nodes (SlurmNodeName).
+[[nodiscard]] std::vector<Exclusion> ExcludedNodes(
+    const std::vector<const kube::Pod*>& pods, const std::vector<std::string>& slurm_nodes,
+    const std::map<std::string, const kube::Node*>& k8s_nodes_by_slurm_name);
+
+// Matching helpers (exposed for tests).
+[[nodiscard]] bool Tolerates(const std::vector<kube::Toleration>& tolerations,
+                             const kube::Taint& taint);
+[[nodiscard]] bool MatchesNodeSelector(const kube::Pod& pod, const kube::Node& node);
+[[nodiscard]] bool NodeIsReady(const kube::Node& node);
+
+}  // namespace sb::bridge

@@ -1,0 +1,427 @@
+// SPDX-License-Identifier: Apache-2.0
+// Pod groups -> Slurm job descriptions, exclusions, group resolution.
+#include <gtest/gtest.h>
+
+#include "bridge/group.h"
+#include "bridge/names.h"
+#include "bridge/tag.h"
+#include "bridge/translate.h"
+
+namespace sb::bridge {
+namespace {
+
+kube::Pod MakePod(std::string name, kube::ResourceList requests = {},
+                  kube::ResourceList limits = {}) {
+  kube::Pod p;
+  p.metadata.name = std::move(name);
+  p.metadata.namespace_ = "ns";
+  p.metadata.uid = "uid-" + p.metadata.name;
+  kube::Container c;
+  c.name = "main";
+  c.resources.requests = std::move(requests);
+  c.resources.limits = std::move(limits);
+  p.spec.containers.push_back(c);
+  return p;
+}
+
+GroupSpec Single(const kube::Pod& p) {
+  return {.key = "Pod/ns/" + p.metadata.name,
+          .kind = "Pod",
+          .namespace_ = "ns",
+          .name = p.metadata.name,
+          .size = 1,
+          .annotations = p.metadata.annotations};
+}
+
+TranslateOptions Options() {
+  return {.partition = "batch",
+          .mcs_label = "kubernetes",
+          .cluster_name = "kubernetes",
+          .scheduler_name = "slurm-bridge-scheduler",
+          .mode = JobMode::kExternal,
+          .resource_tres = {{"nvidia.com/gpu", "gres/gpu"},
+                            {"amd.com/gpu", "gres/gpu"},
+                            {"example.com/fpga", "gres/fpga"}}};
+}
+
+TEST(TranslateTest, SeedYoloPod) {
+  // The seed's Pod: nvidia.com/gpu: 1 in requests and limits, nothing else.
+  kube::Pod pod = MakePod("yolo-benchmark-slurm-bridge", {{"nvidia.com/gpu", "1"}},
+                          {{"nvidia.com/gpu", "1"}});
+  pod.metadata.namespace_ = "default";
+  GroupSpec g = Single(pod);
+  g.namespace_ = "default";
+  g.key = "Pod/default/yolo-benchmark-slurm-bridge";
+  Result<slurm::JobDescription> job = Translate(g, {&pod}, Options());
+  ASSERT_TRUE(job) << job.error().message;
+  EXPECT_EQ(job->flags, std::vector<std::string>{"EXTERNAL_JOB"});
+  EXPECT_FALSE(job->script);
+  EXPECT_EQ(job->tres_per_node, "gres/gpu=1");
+  EXPECT_EQ(job->partition, "batch");
+  EXPECT_EQ(job->mcs_label, "kubernetes");
+  EXPECT_EQ(job->nodes, "1");
+  EXPECT_EQ(job->minimum_nodes, 1);
+  EXPECT_EQ(job->maximum_nodes, 1);
+  EXPECT_EQ(job->tasks_per_node, 1);
+  EXPECT_EQ(job->shared, std::vector<std::string>{"none"});
+  EXPECT_FALSE(job->cpus_per_task);
+  EXPECT_FALSE(job->memory_per_node.set);
+  EXPECT_EQ(job->name, "yolo-benchmark-slurm-bridge");
+  EXPECT_EQ(job->current_working_directory, "/tmp");
+  std::optional<JobTag> tag = ParseJobTag(job->admin_comment);
+  ASSERT_TRUE(tag);
+  EXPECT_EQ(tag->pods, std::vector<std::string>{"default/yolo-benchmark-slurm-bridge"});
+  EXPECT_EQ(tag->uids, std::vector<std::string>{"uid-yolo-benchmark-slurm-bridge"});
+  EXPECT_EQ(tag->group, "Pod/default/yolo-benchmark-slurm-bridge");
+  EXPECT_TRUE(tag->BelongsTo("kubernetes", "slurm-bridge-scheduler"));
+}
+
+TEST(TranslateTest, ResourcesAreTheLargestPodsNeeds) {
+  kube::Pod a = MakePod("a", {{"cpu", "500m"}, {"memory", "1Gi"}}, {{"cpu", "1500m"}});
+  kube::Container init;
+  init.resources.requests = {{"cpu", "3"}, {"memory", "100Mi"}};
+  a.spec.init_containers.push_back(init);  // init containers count as a max, not a sum
+  kube::Pod b = MakePod("b", {{"memory", "2Gi"}, {"example.com/fpga", "2"}},
+                        {{"nvidia.com/gpu", "2"}, {"example.com/fpga", "2"}});
+  kube::Container side;
+  side.resources.requests = {{"memory", "512Mi"}, {"cpu", "250m"}};
+  b.spec.containers.push_back(side);
+  b.spec.overhead = {{"memory", "512Mi"}};
+  GroupSpec g{.key = "Job/ns/j", .kind = "Job", .namespace_ = "ns", .name = "j", .size = 2};
+  Result<slurm::JobDescription> job = Translate(g, {&a, &b}, Options());
+  ASSERT_TRUE(job) << job.error().message;
+  EXPECT_EQ(job->cpus_per_task, 3);                   // a's init container: 3 CPUs
+  EXPECT_EQ(job->memory_per_node.Value(), 3 * 1024);  // b: 2Gi + 512Mi + 512Mi overhead
+  EXPECT_EQ(job->tres_per_node, "gres/fpga=2,gres/gpu=2");
+  EXPECT_EQ(job->nodes, "2");
+  EXPECT_EQ(job->minimum_nodes, 2);
+  EXPECT_EQ(job->maximum_nodes, 2);
+  std::optional<JobTag> tag = ParseJobTag(job->admin_comment);
+  ASSERT_TRUE(tag);
+  EXPECT_EQ(tag->pods, (std::vector<std::string>{"ns/a", "ns/b"}));
+}
+
+TEST(TranslateTest, FractionalCpuRoundsUpAndDraClasses) {
+  kube::Pod p = MakePod("p", {{"cpu", "100m"}},
+                        {{"deviceclass.resource.kubernetes.io/gpu.nvidia.com", "2"}});
+  Result<slurm::JobDescription> job = Translate(Single(p), {&p}, Options());
+  ASSERT_TRUE(job);
+  EXPECT_EQ(job->cpus_per_task, 1);
+  EXPECT_EQ(job->tres_per_node, "gres/gpu:gpu.nvidia.com=2");
+}
+
+TEST(TranslateTest, EveryAnnotationReachesTheJob) {
+  kube::Pod p = MakePod("p", {{"cpu", "1"}, {"nvidia.com/gpu", "1"}});
+  p.metadata.annotations = {
+      {"slurmjob.slinky.slurm.net/account", "physics"},
+      {"slurmjob.slinky.slurm.net/constraints", "a100&ib"},
+      {"slurmjob.slinky.slurm.net/cpu-per-task", "8"},
+      {"slurmjob.slinky.slurm.net/exclusive", " False "},
+      {"slurmjob.slinky.slurm.net/gres", "gres/gpu:a100=2"},
+      {"slurmjob.slinky.slurm.net/group-id", "1000"},
+      {"slurmjob.slinky.slurm.net/job-name", "train"},
+      {"slurmjob.slinky.slurm.net/licenses", "matlab:1"},
+      {"slurmjob.slinky.slurm.net/max-nodes", "3"},
+      {"slurmjob.slinky.slurm.net/min-nodes", "2"},
+      {"slurmjob.slinky.slurm.net/mem-per-node", "4Gi"},
+      {"slurmjob.slinky.slurm.net/partition", "gpu"},
+      {"slurmjob.slinky.slurm.net/priority", "100"},
+      {"slurmjob.slinky.slurm.net/qos", "high"},
+      {"slurmjob.slinky.slurm.net/reservation", "maint"},
+      {"slurmjob.slinky.slurm.net/timelimit", "90"},
+      {"slurmjob.slinky.slurm.net/user-id", "alice"},
+      {"slurmjob.slinky.slurm.net/wckey", "proj1"},
+      {"slurmjob.slinky.slurm.net/comment", "from k8s"},
+      {"slurmjob.slinky.slurm.net/unknown-key", "ignored"},
+      {"slinky.slurm.net/slurm-node", "not-a-job-annotation"},
+  };
+  Result<slurm::JobDescription> job = Translate(Single(p), {&p}, Options());
+  ASSERT_TRUE(job) << job.error().message;
+  EXPECT_EQ(job->account, "physics");
+  EXPECT_EQ(job->constraints, "a100&ib");
+  EXPECT_EQ(job->cpus_per_task, 8);
+  EXPECT_TRUE(job->shared.empty());
+  EXPECT_EQ(job->tres_per_node, "gres/gpu:a100=2");
+  EXPECT_EQ(job->group_id, "1000");
+  EXPECT_EQ(job->name, "train");
+  EXPECT_EQ(job->licenses, "matlab:1");
+  EXPECT_EQ(job->maximum_nodes, 3);
+  EXPECT_EQ(job->minimum_nodes, 2);
+  EXPECT_EQ(job->nodes, "2-3");
+  EXPECT_EQ(job->memory_per_node.Value(), 4096);
+  EXPECT_EQ(job->partition, "gpu");
+  EXPECT_EQ(job->priority.Value(), 100);
+  EXPECT_EQ(job->qos, "high");
+  EXPECT_EQ(job->reservation, "maint");
+  EXPECT_EQ(job->time_limit.Value(), 90);
+  EXPECT_EQ(job->user_id, "alice");
+  EXPECT_EQ(job->wckey, "proj1");
+  EXPECT_EQ(job->comment, "from k8s");
+}
+
+TEST(TranslateTest, LegacyPrefixReadAndCurrentWins) {
+  kube::Pod p = MakePod("p");
+  p.metadata.annotations = {{"slinky.slurm.net/account", "old"},
+                            {"slinky.slurm.net/qos", "legacy"},
+                            {"slurmjob.slinky.slurm.net/account", "new"}};
+  Result<slurm::JobDescription> job = Translate(Single(p), {&p}, Options());
+  ASSERT_TRUE(job);
+  EXPECT_EQ(job->account, "new");
+  EXPECT_EQ(job->qos, "legacy");
+}
+
+TEST(TranslateTest, BadAnnotationsNameKeyAndValue) {
+  struct Case {
+    const char* key;
+    const char* value;
+    const char* want;
+  } cases[] = {
+      {"timelimit", "1h", "annotation slurmjob.slinky.slurm.net/timelimit: \"1h\" is not an integer"},
+      {"timelimit", "0", "slurmjob.slinky.slurm.net/timelimit: \"0\" must be at least 1"},
+      {"priority", "-3", "slurmjob.slinky.slurm.net/priority: \"-3\" must not be negative"},
+      {"max-nodes", "two", "slurmjob.slinky.slurm.net/max-nodes: \"two\" is not an integer"},
+      {"cpu-per-task", "lots", "slurmjob.slinky.slurm.net/cpu-per-task: \"lots\""},
+      {"mem-per-node", "12", "slurmjob.slinky.slurm.net/mem-per-node: \"12\""},
+      {"min-nodes", "99999999999", "slurmjob.slinky.slurm.net/min-nodes"},
+  };
+  for (const Case& c : cases) {
+    kube::Pod p = MakePod("p");
+    p.metadata.annotations[std::string(kJobAnnotationPrefix) + c.key] = c.value;
+    Result<slurm::JobDescription> job = Translate(Single(p), {&p}, Options());
+    ASSERT_FALSE(job) << c.key;
+    EXPECT_NE(job.error().message.find(c.want), std::string::npos) << job.error().message;
+  }
+  kube::Pod p = MakePod("p");
+  p.metadata.annotations = {{"slurmjob.slinky.slurm.net/min-nodes", "4"},
+                            {"slurmjob.slinky.slurm.net/max-nodes", "2"}};
+  Result<slurm::JobDescription> job = Translate(Single(p), {&p}, Options());
+  ASSERT_FALSE(job);
+  EXPECT_NE(job.error().message.find("contradict"), std::string::npos);
+  kube::Pod q = MakePod("q", {{"cpu", "two"}});
+  EXPECT_FALSE(Translate(Single(q), {&q}, Options()));
+}
+
+TEST(TranslateTest, BatchModeHasAScript) {
+  kube::Pod p = MakePod("p");
+  TranslateOptions o = Options();
+  o.mode = JobMode::kBatch;
+  Result<slurm::JobDescription> job = Translate(Single(p), {&p}, o);
+  ASSERT_TRUE(job);
+  ASSERT_TRUE(job->script);
+  EXPECT_TRUE(job->flags.empty());
+  EXPECT_FALSE(job->environment.empty());
+}
+
+TEST(TranslateTest, JobTimeLimitFromActiveDeadline) {
+  kube::Pod p = MakePod("p");
+  GroupSpec g = Single(p);
+  g.time_limit_minutes = 2;
+  Result<slurm::JobDescription> job = Translate(g, {&p}, Options());
+  ASSERT_TRUE(job);
+  EXPECT_EQ(job->time_limit.Value(), 2);
+}
+
+kube::Node MakeNode(std::string name, bool ready = true) {
+  kube::Node n;
+  n.metadata.name = std::move(name);
+  n.allocatable = {{"cpu", "8"}, {"memory", "32Gi"}, {"nvidia.com/gpu", "4"}, {"pods", "110"}};
+  if (ready) n.conditions.push_back({.type = "Ready", .status = "True"});
+  return n;
+}
+
+TEST(ExcludedNodesTest, KubernetesConstraintsBecomeExclusions) {
+  kube::Node ok = MakeNode("ok");
+  kube::Node cordoned = MakeNode("cordoned");
+  cordoned.unschedulable = true;
+  kube::Node notready = MakeNode("notready", false);
+  kube::Node tainted = MakeNode("tainted");
+  tainted.taints.push_back({.key = "dedicated", .value = "db", .effect = "NoSchedule"});
+  kube::Node ours = MakeNode("ours");  // the bridge's own taint is tolerated by its pods
+  ours.taints.push_back(
+      {.key = "slinky.slurm.net/managed-node", .value = "x", .effect = "NoExecute"});
+  kube::Node soft = MakeNode("soft");  // PreferNoSchedule does not exclude
+  soft.taints.push_back({.key = "dedicated", .value = "db", .effect = "PreferNoSchedule"});
+  kube::Node wrongzone = MakeNode("wrongzone");
+  wrongzone.metadata.labels = {{"zone", "b"}};
+  ok.metadata.labels = {{"zone", "a"}};
+  cordoned.metadata.labels = notready.metadata.labels = tainted.metadata.labels = {{"zone", "a"}};
+  ours.metadata.labels = soft.metadata.labels = {{"zone", "a"}};
+  kube::Node small = MakeNode("small");
+  small.metadata.labels = {{"zone", "a"}};
+  small.allocatable["nvidia.com/gpu"] = "0";
+  kube::Node renamed = MakeNode("k8s-name");  // Slurm calls it "slurm-name"
+  renamed.metadata.labels = {{"zone", "a"}, {"slinky.slurm.net/slurm-nodename", "slurm-name"}};
+
+  kube::Pod pod = MakePod("p", {{"nvidia.com/gpu", "1"}, {"cpu", "2"}});
+  pod.spec.node_selector = {{"zone", "a"}};
+  std::map<std::string, const kube::Node*> by_slurm;
+  for (const kube::Node* n : {&ok, &cordoned, &notready, &tainted, &ours, &soft, &wrongzone,
+                              &small, &renamed}) {
+    by_slurm[SlurmNodeName(*n)] = n;
+  }
+  std::vector<std::string> slurm = {"ok",   "cordoned",  "notready", "tainted",    "ours",
+                                    "soft", "wrongzone", "small",    "slurm-name", "nok8s"};
+  std::vector<Exclusion> got = ExcludedNodes({&pod}, slurm, by_slurm);
+  std::vector<Exclusion> want = {{"cordoned", "unschedulable"},
+                                 {"nok8s", "no Kubernetes node"},
+                                 {"notready", "not Ready"},
+                                 {"small", "insufficient nvidia.com/gpu"},
+                                 {"tainted", "taint dedicated=db:NoSchedule"},
+                                 {"wrongzone", "node selector"}};
+  EXPECT_EQ(got, want);
+
+  // Tolerating the taint makes the node usable.
+  pod.spec.tolerations.push_back({.key = "dedicated", .operator_ = "Exists"});
+  got = ExcludedNodes({&pod}, slurm, by_slurm);
+  EXPECT_EQ(got.size(), want.size() - 1);
+}
+
+TEST(ExcludedNodesTest, RequiredNodeAffinity) {
+  kube::Node a = MakeNode("a");
+  a.metadata.labels = {{"gpu", "a100"}, {"rank", "5"}};
+  kube::Node b = MakeNode("b");
+  b.metadata.labels = {{"gpu", "t4"}, {"rank", "1"}};
+  kube::Node c = MakeNode("c");
+  std::map<std::string, const kube::Node*> by_slurm = {{"a", &a}, {"b", &b}, {"c", &c}};
+  kube::Pod pod = MakePod("p");
+  kube::NodeSelectorTerm t1;
+  t1.match_expressions = {{.key = "gpu", .operator_ = "In", .values = {"a100", "h100"}},
+                          {.key = "rank", .operator_ = "Gt", .values = {"2"}}};
+  kube::NodeSelectorTerm t2;
+  t2.match_fields = {{.key = "metadata.name", .operator_ = "In", .values = {"c"}}};
+  pod.spec.required_node_affinity = {t1, t2};
+  std::vector<Exclusion> got = ExcludedNodes({&pod}, {"a", "b", "c"}, by_slurm);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0], (Exclusion{"b", "node affinity"}));
+}
+
+TEST(TolerationTest, Semantics) {
+  kube::Taint t{.key = "k", .value = "v", .effect = "NoSchedule"};
+  EXPECT_TRUE(Tolerates({{.key = "k", .operator_ = "Equal", .value = "v"}}, t));
+  EXPECT_TRUE(Tolerates({{.key = "k", .operator_ = "", .value = "v", .effect = "NoSchedule"}}, t));
+  EXPECT_FALSE(Tolerates({{.key = "k", .operator_ = "Equal", .value = "w"}}, t));
+  EXPECT_FALSE(Tolerates({{.key = "k", .operator_ = "Exists", .effect = "NoExecute"}}, t));
+  EXPECT_TRUE(Tolerates({{.key = "", .operator_ = "Exists"}}, t));
+  EXPECT_FALSE(Tolerates({}, t));
+}
+
+kube::GenericObject Owner(std::string kind, std::string name, std::string spec,
+                          kube::StringMap annotations = {}) {
+  kube::GenericObject o;
+  o.kind = std::move(kind);
+  o.metadata.name = std::move(name);
+  o.metadata.namespace_ = "ns";
+  o.metadata.annotations = std::move(annotations);
+  o.spec_json = std::move(spec);
+  return o;
+}
+
+TEST(GroupTest, PlainPodIsItsOwnGroupWithItsAnnotations) {
+  kube::Pod p = MakePod("p");
+  p.metadata.annotations = {{"slurmjob.slinky.slurm.net/qos", "x"}};
+  Result<GroupSpec> g = ResolveGroup(p, {}, nullptr);
+  ASSERT_TRUE(g);
+  EXPECT_EQ(g->key, "Pod/ns/p");
+  EXPECT_EQ(g->size, 1);
+  EXPECT_EQ(g->annotations.at("slurmjob.slinky.slurm.net/qos"), "x");
+  EXPECT_TRUE(InGroup(p, *g));
+  EXPECT_FALSE(InGroup(MakePod("q"), *g));
+}
+
+TEST(GroupTest, JobPodsAreSingleUnlessGangAndReadTheJobsAnnotations) {
+  kube::Pod p = MakePod("train-abc");
+  p.metadata.labels = {{"job-name", "train"}};
+  kube::GenericObject job = Owner("Job", "train", R"({"parallelism":4,"completions":6,
+      "activeDeadlineSeconds":61})", {{"slurmjob.slinky.slurm.net/account", "a"}});
+  Result<GroupSpec> g = ResolveGroup(p, {job}, nullptr);
+  ASSERT_TRUE(g);
+  EXPECT_EQ(g->key, "Pod/ns/train-abc");
+  EXPECT_EQ(g->kind, "Job");
+  EXPECT_EQ(g->annotations.at("slurmjob.slinky.slurm.net/account"), "a");
+  EXPECT_EQ(g->time_limit_minutes, 2);
+
+  job.metadata.annotations[std::string(kGangAnnotation)] = "true";
+  g = ResolveGroup(p, {job}, nullptr);
+  ASSERT_TRUE(g);
+  EXPECT_EQ(g->key, "Job/ns/train");
+  EXPECT_EQ(g->size, 4);
+  EXPECT_TRUE(InGroup(p, *g));
+  kube::Pod other = MakePod("x");
+  other.metadata.labels = {{"job-name", "other"}};
+  EXPECT_FALSE(InGroup(other, *g));
+
+  // completions caps the gang
+  job.spec_json = R"({"parallelism":4,"completions":3})";
+  EXPECT_EQ(ResolveGroup(p, {job}, nullptr)->size, 3);
+}
+
+TEST(GroupTest, JobSetGangSumsReplicatedJobs) {
+  kube::Pod p = MakePod("js-w-0-0");
+  p.metadata.labels = {{"jobset.sigs.k8s.io/jobset-name", "js"}};
+  kube::GenericObject job = Owner("Job", "js-w-0", R"({"parallelism":2})");
+  kube::GenericObject js = Owner("JobSet", "js", R"({"replicatedJobs":[
+      {"name":"w","replicas":3,"template":{"spec":{"parallelism":2}}},
+      {"name":"l","template":{"spec":{}}}]})", {{std::string(kGangAnnotation), "True"}});
+  Result<GroupSpec> g = ResolveGroup(p, {job, js}, nullptr);
+  ASSERT_TRUE(g);
+  EXPECT_EQ(g->key, "JobSet/ns/js");
+  EXPECT_EQ(g->size, 7);
+  EXPECT_TRUE(InGroup(p, *g));
+}
+
+TEST(GroupTest, LeaderWorkerSetGroup) {
+  kube::Pod p = MakePod("lws-1-2");
+  p.metadata.labels = {{"leaderworkerset.sigs.k8s.io/group-unique-hash", "h1"},
+                       {"leaderworkerset.sigs.k8s.io/group-index", "1"}};
+  kube::GenericObject sts = Owner("StatefulSet", "lws-1", "{}");
+  kube::GenericObject lws = Owner("LeaderWorkerSet", "lws", R"({"leaderWorkerTemplate":{"size":3}})",
+                                  {{"slurmjob.slinky.slurm.net/qos", "q"}});
+  Result<GroupSpec> g = ResolveGroup(p, {sts, lws}, nullptr);
+  ASSERT_TRUE(g);
+  EXPECT_EQ(g->key, "LeaderWorkerSet/ns/lws/h1");
+  EXPECT_EQ(g->name, "lws-1");
+  EXPECT_EQ(g->size, 3);
+  EXPECT_EQ(g->annotations.at("slurmjob.slinky.slurm.net/qos"), "q");
+  EXPECT_TRUE(InGroup(p, *g));
+  kube::Pod q = MakePod("lws-0-1");
+  q.metadata.labels = {{"leaderworkerset.sigs.k8s.io/group-unique-hash", "h0"}};
+  EXPECT_FALSE(InGroup(q, *g));
+}
+
+TEST(GroupTest, CoschedulingPodGroupOnlyWhenReadable) {
+  kube::Pod p = MakePod("w0");
+  p.metadata.labels = {{"scheduling.x-k8s.io/pod-group", "pg"}};
+  kube::GenericObject pg = Owner("PodGroup", "pg", R"({"minMember":4})",
+                                 {{"slurmjob.slinky.slurm.net/account", "pg-acct"}});
+  Result<GroupSpec> g = ResolveGroup(p, {}, &pg);
+  ASSERT_TRUE(g);
+  EXPECT_EQ(g->key, "PodGroup/ns/pg");
+  EXPECT_EQ(g->size, 4);
+  EXPECT_EQ(g->annotations.at("slurmjob.slinky.slurm.net/account"), "pg-acct");
+  EXPECT_TRUE(InGroup(p, *g));
+  g = ResolveGroup(p, {}, nullptr);
+  ASSERT_TRUE(g);
+  EXPECT_EQ(g->key, "Pod/ns/w0");
+}
+
+TEST(GroupTest, UnsupportedOwnersGiveAnnotationsOnly) {
+  kube::Pod p = MakePod("web-1");
+  kube::GenericObject rs = Owner("ReplicaSet", "web-5d", "{}");
+  kube::GenericObject dep = Owner("Deployment", "web", "{}", {{"slurmjob.slinky.slurm.net/qos", "d"}});
+  Result<GroupSpec> g = ResolveGroup(p, {rs, dep}, nullptr);
+  ASSERT_TRUE(g);
+  EXPECT_EQ(g->key, "Pod/ns/web-1");
+  EXPECT_EQ(g->kind, "Deployment");
+  EXPECT_EQ(g->annotations.at("slurmjob.slinky.slurm.net/qos"), "d");
+}
+
+TEST(GroupTest, BrokenOwnerSpecIsAnError) {
+  kube::Pod p = MakePod("p");
+  kube::GenericObject job = Owner("Job", "j", "{not json");
+  Result<GroupSpec> g = ResolveGroup(p, {job}, nullptr);
+  ASSERT_FALSE(g);
+  EXPECT_NE(g.error().message.find("Job ns/j"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace sb::bridge

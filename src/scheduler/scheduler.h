@@ -1,0 +1,167 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// scheduler/scheduler.h
+//
+// `slurm-bridge scheduler`: pending pods -> Slurm placeholder jobs -> bindings.
+//
+//   - Watches unbound pods whose spec.schedulerName is the bridge's (one field-selected watch)
+//     and all nodes. Each pod is resolved to its group (bridge/group.h: owners are read once and
+//     cached briefly); groups are worked on by up to maxConcurrentSubmits workers, the group with
+//     the highest pod priority, then the oldest, first. A slow group holds up one worker only.
+//   - A complete group without a job gets one Slurm job (bridge/translate.h), tagged in
+//     admin_comment (bridge/tag.h); the pods get the job-id label, the finalizer and the
+//     managed-node toleration. Before the first submit, every job Slurm knows is read and the
+//     jobs tagged by this cluster's scheduler are adopted, so a restart never submits a second
+//     job for a group.
+//   - Slurm is watched at a cost that does not grow with the number of waiting pods: one
+//     GET /jobs/state/ every jobPollInterval (all jobs, one call), one GET /jobs/ every
+//     jobListInterval (state reasons), one GET /nodes/ every nodeListInterval, and a GET /job/{id}
+//     only when a job changes state.
+//   - While the job waits, each pod has PodScheduled=False (reason Unschedulable) and a Warning
+//     FailedScheduling event with Slurm's words ("waiting for Slurm job 12 in partition gpu:
+//     Resources"), written again only when the words change.
+//   - When the job runs, each pod gets the node annotation and is bound to its node (one pod per
+//     node; nodes mapped through slinky.slurm.net/slurm-nodename), a group as a whole; a Normal
+//     Scheduled event says "Successfully assigned ns/pod to node-1 (Slurm job 12)". From then on
+//     the pods and the job belong to the controllers.
+//   - A job that ends before its pods are bound is replaced by a new one; a group whose pods are
+//     all gone has its job cancelled; pending pods being deleted lose the finalizer.
+//
+// Thread model: loop-confined; everything runs on the executor's one thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+
+#include "bridge/config.h"
+#include "bridge/translate.h"
+#include "common/error.h"
+#include "kube/client.h"
+#include "kube/informer.h"
+#include "kube/runtime/clock.h"
+#include "kube/runtime/event_recorder.h"
+#include "kube/runtime/kube_adapters.h"
+#include "kube/runtime/work_queue.h"
+#include "slurm/client.h"
+
+namespace sb::scheduler {
+
+struct Stats {
+  std::uint64_t jobs_submitted = 0;
+  std::uint64_t jobs_adopted = 0;
+  std::uint64_t jobs_replaced = 0;   // ended before binding
+  std::uint64_t jobs_cancelled = 0;  // their pods went away before binding
+  std::uint64_t submit_errors = 0;
+  std::uint64_t pods_bound = 0;
+  std::uint64_t bind_errors = 0;
+  std::uint64_t state_polls = 0;
+  std::uint64_t job_lists = 0;
+};
+
+class Scheduler {
+ public:
+  Scheduler(boost::asio::any_io_executor executor, kube::Client& kube, slurm::Client& slurm,
+            kube::Clock& clock, bridge::Config config);
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Runs until Stop(). Fails only when start-up cannot complete (the first job list).
+  [[nodiscard]] boost::asio::awaitable<Result<void>> Run();
+  void Stop();
+
+  // Started: caches synced and Slurm's jobs read.
+  [[nodiscard]] bool Ready() const { return ready_; }
+  [[nodiscard]] const Stats& stats() const { return stats_; }
+  // Groups waiting in the queue.
+  [[nodiscard]] std::size_t QueueDepth() { return queue_.Len(); }
+  [[nodiscard]] std::size_t TrackedJobs() const { return jobs_.size(); }
+
+ private:
+  struct TrackedJob {
+    std::int64_t id = 0;
+    std::string group;
+    std::vector<std::string> uids;  // of the pods it was submitted for
+    std::string state;              // base state: PENDING, RUNNING, ...
+    std::string reason;             // Slurm's state_reason
+    std::string partition;
+    std::string nodes;  // hostlist, once allocated
+  };
+  struct Rank {
+    std::int32_t priority = 0;
+    std::string created;
+  };
+
+  void OnPod(const std::shared_ptr<const kube::Pod>& pod);
+  void OnPodDeleted(const std::shared_ptr<const kube::Pod>& pod);
+  void Enqueue(const std::string& key, const kube::Pod& pod);
+
+  boost::asio::awaitable<void> Worker();
+  boost::asio::awaitable<Result<void>> Process(const std::string& item);
+  boost::asio::awaitable<Result<void>> Resolve(const std::string& pod_key);
+  boost::asio::awaitable<Result<void>> Reconcile(const std::string& group_key);
+  boost::asio::awaitable<Result<void>> Submit(const bridge::GroupSpec& spec,
+                                              std::vector<const kube::Pod*> pods);
+  boost::asio::awaitable<Result<void>> Bind(const bridge::GroupSpec& spec,
+                                            std::vector<const kube::Pod*> pods,
+                                            TrackedJob job);
+  boost::asio::awaitable<void> CancelJob(std::int64_t id, std::string why);
+  boost::asio::awaitable<void> ReportWaiting(const kube::Pod& pod, std::string message);
+  boost::asio::awaitable<void> DropFinalizer(const kube::Pod& pod);
+  boost::asio::awaitable<Result<kube::GenericObject>> GetOwner(std::string api_version,
+                                                               std::string kind, std::string ns,
+                                                               std::string name);
+
+  boost::asio::awaitable<void> PollSlurm();
+  boost::asio::awaitable<Result<void>> ListJobs(bool startup);
+  boost::asio::awaitable<Result<void>> ListSlurmNodes();
+  boost::asio::awaitable<void> Sleep(kube::Clock::Duration d);
+  void ApplyState(TrackedJob& job, const std::string& state);
+
+  std::string WaitingMessage(const TrackedJob& job) const;
+  std::map<std::string, const kube::Node*> NodesBySlurmName() const;
+
+  boost::asio::any_io_executor executor_;
+  kube::Client& kube_;
+  slurm::Client& slurm_;
+  kube::Clock& clock_;
+  bridge::Config config_;
+  bridge::TranslateOptions translate_;
+
+  kube::Informer<kube::Pod> pods_;
+  kube::Informer<kube::Node> nodes_;
+  kube::ClientEventSink event_sink_;
+  kube::EventRecorder recorder_;
+  kube::WorkQueue<std::string> queue_;
+
+  std::unordered_map<std::string, Rank> ranks_;                   // queue item -> rank
+  std::unordered_map<std::string, std::string> group_of_pod_;     // pod key -> group key
+  std::map<std::string, std::set<std::string>> members_;          // group key -> pod keys
+  std::unordered_map<std::string, bridge::GroupSpec> groups_;     // group key -> spec
+  std::map<std::string, TrackedJob> jobs_;                        // group key -> job
+  std::unordered_map<std::string, std::string> reported_;         // pod uid -> last message
+  struct CachedOwner {
+    kube::GenericObject object;
+    kube::Clock::TimePoint fetched;
+  };
+  std::unordered_map<std::string, CachedOwner> owners_;
+  std::vector<std::string> slurm_nodes_;
+
+  Stats stats_;
+  bool ready_ = false;
+  bool stopping_ = false;
+  int running_ = 0;
+  std::unique_ptr<kube::Timer> stop_timer_;
+};
+
+}  // namespace sb::scheduler
