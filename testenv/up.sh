@@ -104,6 +104,7 @@ SelectTypeParameters=CR_Core_Memory
 SlurmdParameters=config_overrides
 ReturnToService=2
 GresTypes=gpu
+Licenses=matlab:4
 SchedulerType=sched/backfill
 SchedulerParameters=sched_min_interval=0
 EnforcePartLimits=ALL

@@ -4,8 +4,10 @@
 #include <ostream>
 #include <string>
 
+#include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
+#include "app/admission_cmd.h"
 #include "app/scheduler_cmd.h"
 #include "common/version.h"
 
@@ -32,13 +34,36 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
 
   SchedulerOptions sched_opts;
   CLI::App* sched = app.add_subcommand(
-      "scheduler", "Hand pending pods to Slurm as placeholder jobs and bind them where Slurm runs them");
+      "scheduler",
+      "Hand pending pods to Slurm as placeholder jobs and bind them where Slurm runs them");
   sched->add_option("--config", sched_opts.config_path, "Bridge config file (YAML)")
       ->capture_default_str();
   sched->add_option("--kubeconfig", sched_opts.kubeconfig,
                     "kubeconfig file (default: $KUBECONFIG, else in-cluster)");
-  sched->add_option("--log-level", sched_opts.log_level,
-                    "trace, debug, info, warn, error")
+  sched->add_option("--log-level", sched_opts.log_level, "trace, debug, info, warn, error")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+
+  AdmissionOptions adm_opts;
+  std::string adm_log_level = "info";
+  CLI::App* adm = app.add_subcommand(
+      "admission", "Admission webhook: hand pods of managed namespaces to the bridge");
+  adm->add_option("--config", adm_opts.config_path, "Bridge config file (YAML)")
+      ->capture_default_str();
+  adm->add_option("--kubeconfig", adm_opts.kubeconfig,
+                  "kubeconfig file (default: $KUBECONFIG, else in-cluster)");
+  adm->add_option("--bind-address", adm_opts.bind_address, "HTTPS address of the webhook")
+      ->capture_default_str();
+  adm->add_option("--cert-file", adm_opts.cert_file,
+                  "Serving certificate (PEM), reloaded on change")
+      ->capture_default_str();
+  adm->add_option("--key-file", adm_opts.key_file, "Its private key (PEM)")->capture_default_str();
+  adm->add_option("--health-probe-bind-address", adm_opts.health_probe_bind_address,
+                  "HTTP address of /healthz and /readyz (0: off)")
+      ->capture_default_str();
+  adm->add_option("--privileged-user", adm_opts.privileged_users,
+                  "User allowed to set the bridge's labels and annotations (repeatable)");
+  adm->add_option("--log-level", adm_log_level, "trace, debug, info, warn, error")
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
 
@@ -72,6 +97,10 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   }
   if (sched->parsed()) {
     return RunScheduler(sched_opts);
+  }
+  if (adm->parsed()) {
+    spdlog::set_level(spdlog::level::from_str(adm_log_level));
+    return RunAdmission(adm_opts);
   }
   err << "slurm-bridge: no subcommand\n";
   return 2;

@@ -4,10 +4,10 @@
 #include <csignal>
 #include <cstdlib>
 
+#include <spdlog/spdlog.h>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
-#include <spdlog/spdlog.h>
 
 #include "bridge/config.h"
 #include "kube/client.h"
@@ -60,8 +60,8 @@ int RunScheduler(const SchedulerOptions& options) {
   }
   slurm_config.http.tls.ca_file = config->slurm_ca_file;
   slurm_config.http.tls.insecure_skip_verify = config->slurm_insecure_skip_verify;
-  Result<slurm::ClientPtr> slurm_client = slurm::MakeClient(
-      io.get_executor(), slurm_config, slurm::MakeFileTokenSource(jwt_file));
+  Result<slurm::ClientPtr> slurm_client =
+      slurm::MakeClient(io.get_executor(), slurm_config, slurm::MakeFileTokenSource(jwt_file));
   if (!slurm_client) {
     spdlog::error("Slurm client: {}", slurm_client.error().message);
     return 1;

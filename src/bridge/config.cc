@@ -87,15 +87,17 @@ Result<LabelSelector> ParseSelector(const YAML::Node& n, std::string_view key) {
                 KeyError(key, fmt::format("unknown matchExpressions field {}", f.first.Scalar())));
           }
         }
-        if (r.key.empty()) return tl::unexpected(KeyError(key, "matchExpressions entry has no key"));
+        if (r.key.empty())
+          return tl::unexpected(KeyError(key, "matchExpressions entry has no key"));
         if (r.operator_ != "In" && r.operator_ != "NotIn" && r.operator_ != "Exists" &&
             r.operator_ != "DoesNotExist") {
-          return tl::unexpected(KeyError(
-              key, fmt::format("operator \"{}\" is not In, NotIn, Exists or DoesNotExist",
-                               r.operator_)));
+          return tl::unexpected(
+              KeyError(key, fmt::format("operator \"{}\" is not In, NotIn, Exists or DoesNotExist",
+                                        r.operator_)));
         }
         if ((r.operator_ == "In" || r.operator_ == "NotIn") && r.values.empty()) {
-          return tl::unexpected(KeyError(key, fmt::format("operator {} needs values", r.operator_)));
+          return tl::unexpected(
+              KeyError(key, fmt::format("operator {} needs values", r.operator_)));
         }
         sel.match_expressions.push_back(std::move(r));
       }
@@ -135,8 +137,7 @@ bool LabelSelector::Matches(const std::map<std::string, std::string>& labels) co
 
 Result<std::chrono::milliseconds> ParseDuration(std::string_view text) {
   auto bad = [&] {
-    return (
-        MakeError(ErrorCode::kInvalidArgument, fmt::format("\"{}\" is not a duration", text)));
+    return (MakeError(ErrorCode::kInvalidArgument, fmt::format("\"{}\" is not a duration", text)));
   };
   if (text.empty()) return bad();
   if (std::ranges::all_of(text, [](char c) { return c >= '0' && c <= '9'; })) {
@@ -211,7 +212,8 @@ Result<Config> ParseConfig(std::string_view yaml) {
       if (r && !c.slurm_rest_api.empty() && !c.slurm_rest_api.starts_with("http://") &&
           !c.slurm_rest_api.starts_with("https://") && !c.slurm_rest_api.starts_with("unix://")) {
         r = tl::unexpected(KeyError(
-            key, fmt::format("\"{}\" is not an http://, https:// or unix:// URL", c.slurm_rest_api)));
+            key,
+            fmt::format("\"{}\" is not an http://, https:// or unix:// URL", c.slurm_rest_api)));
       }
     } else if (k == "partition") {
       r = set_string(c.partition);
@@ -284,9 +286,9 @@ Result<Config> ParseConfig(std::string_view yaml) {
         }
         const std::string& tres = e.second.Scalar();
         if (!tres.empty() && tres.find('/') == std::string::npos) {
-          return tl::unexpected(KeyError(
-              key, fmt::format("{}: \"{}\" is not a TRES name like gres/gpu or license/x",
-                               e.first.Scalar(), tres)));
+          return tl::unexpected(
+              KeyError(key, fmt::format("{}: \"{}\" is not a TRES name like gres/gpu or license/x",
+                                        e.first.Scalar(), tres)));
         }
         c.resource_tres[e.first.Scalar()] = tres;  // "" removes a default mapping
       }

@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <cctype>
 
-#include <boost/json.hpp>
 #include <fmt/format.h>
+#include <boost/json.hpp>
 
 #include "bridge/names.h"
 
@@ -38,9 +38,9 @@ Result<json::value> ParseSpec(const kube::GenericObject& o) {
   boost::system::error_code ec;
   json::value v = json::parse(o.spec_json, ec);
   if (ec) {
-    return MakeError(ErrorCode::kInvalidArgument,
-                     fmt::format("{} {}/{}: spec is not JSON", o.kind, o.metadata.namespace_,
-                                 o.metadata.name));
+    return MakeError(
+        ErrorCode::kInvalidArgument,
+        fmt::format("{} {}/{}: spec is not JSON", o.kind, o.metadata.namespace_, o.metadata.name));
   }
   return v;
 }
@@ -65,8 +65,7 @@ std::string ResourceOfKind(std::string_view kind) {
   return r + "s";
 }
 
-Result<GroupSpec> ResolveGroup(const kube::Pod& pod,
-                               const std::vector<kube::GenericObject>& owners,
+Result<GroupSpec> ResolveGroup(const kube::Pod& pod, const std::vector<kube::GenericObject>& owners,
                                const kube::GenericObject* pod_group) {
   const std::string& ns = pod.metadata.namespace_;
   // The root: the highest supported owner, else the highest readable owner, else the pod.
@@ -92,7 +91,8 @@ Result<GroupSpec> ResolveGroup(const kube::Pod& pod,
   if (job != nullptr) {
     Result<json::value> spec = ParseSpec(*job);
     if (!spec) return tl::unexpected(spec.error());
-    if (std::optional<std::int64_t> ads = IntAt(*spec, {"activeDeadlineSeconds"}); ads && *ads > 0) {
+    if (std::optional<std::int64_t> ads = IntAt(*spec, {"activeDeadlineSeconds"});
+        ads && *ads > 0) {
       g.time_limit_minutes = (*ads + 59) / 60;
     }
   }

@@ -18,8 +18,8 @@ Result<std::vector<std::string>> ExpandBracket(std::string_view inner, std::stri
   std::size_t start = 0;
   while (start <= inner.size()) {
     std::size_t comma = inner.find(',', start);
-    std::string_view part =
-        inner.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    std::string_view part = inner.substr(
+        start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
     if (part.empty()) return bad();
     std::size_t dash = part.find('-');
     std::string_view lo = part.substr(0, dash);
@@ -63,7 +63,8 @@ Result<void> ExpandOne(std::string_view name, std::string_view expr, std::size_t
       return MakeError(ErrorCode::kInvalidArgument,
                        fmt::format("bad hostlist \"{}\": unbalanced '['", expr));
     }
-    Result<std::vector<std::string>> nums = ExpandBracket(name.substr(open + 1, close - open - 1), expr);
+    Result<std::vector<std::string>> nums =
+        ExpandBracket(name.substr(open + 1, close - open - 1), expr);
     if (!nums) return tl::unexpected(nums.error());
     if (acc.size() * nums->size() > limit) {
       return MakeError(ErrorCode::kInvalidArgument,

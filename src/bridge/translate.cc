@@ -171,9 +171,8 @@ Result<slurm::JobDescription> Translate(const GroupSpec& group,
   std::int64_t cpu_milli = 0;
   std::int64_t mem_bytes = 0;
   std::map<std::string, std::int64_t> tres;  // "gres/gpu" -> count per node
-  JobTag tag{.group = group.key,
-             .cluster = options.cluster_name,
-             .scheduler = options.scheduler_name};
+  JobTag tag{
+      .group = group.key, .cluster = options.cluster_name, .scheduler = options.scheduler_name};
   for (const kube::Pod* pod : pods) {
     Result<std::map<std::string, std::int64_t>> res = PodResources(*pod);
     if (!res) return tl::unexpected(res.error());
@@ -225,8 +224,8 @@ Result<slurm::JobDescription> Translate(const GroupSpec& group,
       }
       job.cpus_per_task = static_cast<std::int32_t>(*v);
     } else if (key == "exclusive") {
-      job.shared = Lower(value) == "false" ? std::vector<std::string>{}
-                                           : std::vector<std::string>{"none"};
+      job.shared =
+          Lower(value) == "false" ? std::vector<std::string>{} : std::vector<std::string>{"none"};
     } else if (key == "gres") {
       job.tres_per_node = value;
     } else if (key == "group-id") {
@@ -288,8 +287,7 @@ Result<slurm::JobDescription> Translate(const GroupSpec& group,
 
 std::string SlurmNodeName(const kube::Node& node) {
   auto it = node.metadata.labels.find(std::string(kSlurmNodeNameLabel));
-  return it != node.metadata.labels.end() && !it->second.empty() ? it->second
-                                                                  : node.metadata.name;
+  return it != node.metadata.labels.end() && !it->second.empty() ? it->second : node.metadata.name;
 }
 
 bool Tolerates(const std::vector<kube::Toleration>& tolerations, const kube::Taint& taint) {

@@ -37,12 +37,12 @@ namespace sb::bridge {
 
 // A group of pods that Slurm allocates as one job (group.h decides who belongs).
 struct GroupSpec {
-  std::string key;  // "Pod/ns/name", "Job/ns/name", "PodGroup/ns/name", ...
+  std::string key;   // "Pod/ns/name", "Job/ns/name", "PodGroup/ns/name", ...
   std::string kind;  // the root's kind: Pod, Job, JobSet, LeaderWorkerSet, PodGroup
   std::string namespace_;
-  std::string name;  // the default Slurm job name
-  int size = 1;      // pods the group needs before it is submitted (gang size)
-  kube::StringMap annotations;              // the root object's
+  std::string name;             // the default Slurm job name
+  int size = 1;                 // pods the group needs before it is submitted (gang size)
+  kube::StringMap annotations;  // the root object's
   std::optional<std::int64_t> time_limit_minutes;  // e.g. from a Job's activeDeadlineSeconds
   bool operator==(const GroupSpec&) const = default;
 };
@@ -71,8 +71,8 @@ struct TranslateOptions {
 // Why a Slurm node is excluded for a group.
 struct Exclusion {
   std::string slurm_node;
-  std::string reason;  // "no Kubernetes node", "unschedulable", "not Ready", "taint x=y:NoSchedule",
-                       // "node selector", "node affinity", "insufficient cpu"
+  std::string reason;  // "no Kubernetes node", "unschedulable", "not Ready", "taint
+                       // x=y:NoSchedule", "node selector", "node affinity", "insufficient cpu"
   bool operator==(const Exclusion&) const = default;
 };
 

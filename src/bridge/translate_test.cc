@@ -46,8 +46,8 @@ TranslateOptions Options() {
 
 TEST(TranslateTest, SeedYoloPod) {
   // The seed's Pod: nvidia.com/gpu: 1 in requests and limits, nothing else.
-  kube::Pod pod = MakePod("yolo-benchmark-slurm-bridge", {{"nvidia.com/gpu", "1"}},
-                          {{"nvidia.com/gpu", "1"}});
+  kube::Pod pod =
+      MakePod("yolo-benchmark-slurm-bridge", {{"nvidia.com/gpu", "1"}}, {{"nvidia.com/gpu", "1"}});
   pod.metadata.namespace_ = "default";
   GroupSpec g = Single(pod);
   g.namespace_ = "default";
@@ -102,8 +102,8 @@ TEST(TranslateTest, ResourcesAreTheLargestPodsNeeds) {
 }
 
 TEST(TranslateTest, FractionalCpuRoundsUpAndDraClasses) {
-  kube::Pod p = MakePod("p", {{"cpu", "100m"}},
-                        {{"deviceclass.resource.kubernetes.io/gpu.nvidia.com", "2"}});
+  kube::Pod p =
+      MakePod("p", {{"cpu", "100m"}}, {{"deviceclass.resource.kubernetes.io/gpu.nvidia.com", "2"}});
   Result<slurm::JobDescription> job = Translate(Single(p), {&p}, Options());
   ASSERT_TRUE(job);
   EXPECT_EQ(job->cpus_per_task, 1);
@@ -176,7 +176,8 @@ TEST(TranslateTest, BadAnnotationsNameKeyAndValue) {
     const char* value;
     const char* want;
   } cases[] = {
-      {"timelimit", "1h", "annotation slurmjob.slinky.slurm.net/timelimit: \"1h\" is not an integer"},
+      {"timelimit", "1h",
+       "annotation slurmjob.slinky.slurm.net/timelimit: \"1h\" is not an integer"},
       {"timelimit", "0", "slurmjob.slinky.slurm.net/timelimit: \"0\" must be at least 1"},
       {"priority", "-3", "slurmjob.slinky.slurm.net/priority: \"-3\" must not be negative"},
       {"max-nodes", "two", "slurmjob.slinky.slurm.net/max-nodes: \"two\" is not an integer"},
@@ -255,8 +256,8 @@ TEST(ExcludedNodesTest, KubernetesConstraintsBecomeExclusions) {
   kube::Pod pod = MakePod("p", {{"nvidia.com/gpu", "1"}, {"cpu", "2"}});
   pod.spec.node_selector = {{"zone", "a"}};
   std::map<std::string, const kube::Node*> by_slurm;
-  for (const kube::Node* n : {&ok, &cordoned, &notready, &tainted, &ours, &soft, &wrongzone,
-                              &small, &renamed}) {
+  for (const kube::Node* n :
+       {&ok, &cordoned, &notready, &tainted, &ours, &soft, &wrongzone, &small, &renamed}) {
     by_slurm[SlurmNodeName(*n)] = n;
   }
   std::vector<std::string> slurm = {"ok",   "cordoned",  "notready", "tainted",    "ours",
@@ -332,7 +333,8 @@ TEST(GroupTest, JobPodsAreSingleUnlessGangAndReadTheJobsAnnotations) {
   kube::Pod p = MakePod("train-abc");
   p.metadata.labels = {{"job-name", "train"}};
   kube::GenericObject job = Owner("Job", "train", R"({"parallelism":4,"completions":6,
-      "activeDeadlineSeconds":61})", {{"slurmjob.slinky.slurm.net/account", "a"}});
+      "activeDeadlineSeconds":61})",
+                                  {{"slurmjob.slinky.slurm.net/account", "a"}});
   Result<GroupSpec> g = ResolveGroup(p, {job}, nullptr);
   ASSERT_TRUE(g);
   EXPECT_EQ(g->key, "Pod/ns/train-abc");
@@ -361,7 +363,8 @@ TEST(GroupTest, JobSetGangSumsReplicatedJobs) {
   kube::GenericObject job = Owner("Job", "js-w-0", R"({"parallelism":2})");
   kube::GenericObject js = Owner("JobSet", "js", R"({"replicatedJobs":[
       {"name":"w","replicas":3,"template":{"spec":{"parallelism":2}}},
-      {"name":"l","template":{"spec":{}}}]})", {{std::string(kGangAnnotation), "True"}});
+      {"name":"l","template":{"spec":{}}}]})",
+                                 {{std::string(kGangAnnotation), "True"}});
   Result<GroupSpec> g = ResolveGroup(p, {job, js}, nullptr);
   ASSERT_TRUE(g);
   EXPECT_EQ(g->key, "JobSet/ns/js");
@@ -374,8 +377,9 @@ TEST(GroupTest, LeaderWorkerSetGroup) {
   p.metadata.labels = {{"leaderworkerset.sigs.k8s.io/group-unique-hash", "h1"},
                        {"leaderworkerset.sigs.k8s.io/group-index", "1"}};
   kube::GenericObject sts = Owner("StatefulSet", "lws-1", "{}");
-  kube::GenericObject lws = Owner("LeaderWorkerSet", "lws", R"({"leaderWorkerTemplate":{"size":3}})",
-                                  {{"slurmjob.slinky.slurm.net/qos", "q"}});
+  kube::GenericObject lws =
+      Owner("LeaderWorkerSet", "lws", R"({"leaderWorkerTemplate":{"size":3}})",
+            {{"slurmjob.slinky.slurm.net/qos", "q"}});
   Result<GroupSpec> g = ResolveGroup(p, {sts, lws}, nullptr);
   ASSERT_TRUE(g);
   EXPECT_EQ(g->key, "LeaderWorkerSet/ns/lws/h1");
@@ -407,7 +411,8 @@ TEST(GroupTest, CoschedulingPodGroupOnlyWhenReadable) {
 TEST(GroupTest, UnsupportedOwnersGiveAnnotationsOnly) {
   kube::Pod p = MakePod("web-1");
   kube::GenericObject rs = Owner("ReplicaSet", "web-5d", "{}");
-  kube::GenericObject dep = Owner("Deployment", "web", "{}", {{"slurmjob.slinky.slurm.net/qos", "d"}});
+  kube::GenericObject dep =
+      Owner("Deployment", "web", "{}", {{"slurmjob.slinky.slurm.net/qos", "d"}});
   Result<GroupSpec> g = ResolveGroup(p, {rs, dep}, nullptr);
   ASSERT_TRUE(g);
   EXPECT_EQ(g->key, "Pod/ns/web-1");

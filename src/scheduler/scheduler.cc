@@ -3,12 +3,12 @@
 
 #include <algorithm>
 
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
 #include "bridge/group.h"
 #include "bridge/hostlist.h"
@@ -28,12 +28,12 @@ namespace {
 constexpr std::string_view kPodItem = "p:";
 constexpr std::string_view kGroupItem = "g:";
 constexpr auto kOwnerCacheTtl = std::chrono::seconds(10);
+constexpr auto kGroupFillGrace = std::chrono::seconds(2);
 
 bool Ended(std::string_view state) {
-  return state == "COMPLETED" || state == "CANCELLED" || state == "FAILED" ||
-         state == "TIMEOUT" || state == "NODE_FAIL" || state == "PREEMPTED" ||
-         state == "BOOT_FAIL" || state == "DEADLINE" || state == "OUT_OF_MEMORY" ||
-         state == "GONE";
+  return state == "COMPLETED" || state == "CANCELLED" || state == "FAILED" || state == "TIMEOUT" ||
+         state == "NODE_FAIL" || state == "PREEMPTED" || state == "BOOT_FAIL" ||
+         state == "DEADLINE" || state == "OUT_OF_MEMORY" || state == "GONE";
 }
 
 std::string PodKey(const Pod& pod) { return kube::ObjectKey(pod.metadata); }
@@ -80,22 +80,23 @@ std::string LabelPatch(const Pod& pod, std::int64_t job_id, const std::string& s
         (t.effect.empty() || t.effect == "NoExecute")) {
       tolerated = true;
     }
-    std::string one = fmt::format("\"key\":{},\"operator\":{},\"value\":{},\"effect\":{}",
-                                  kube::JsonQuote(t.key),
-                                  kube::JsonQuote(t.operator_.empty() ? "Equal" : t.operator_),
-                                  kube::JsonQuote(t.value), kube::JsonQuote(t.effect));
+    std::string one =
+        fmt::format("\"key\":{},\"operator\":{},\"value\":{},\"effect\":{}", kube::JsonQuote(t.key),
+                    kube::JsonQuote(t.operator_.empty() ? "Equal" : t.operator_),
+                    kube::JsonQuote(t.value), kube::JsonQuote(t.effect));
     if (t.operator_ == "Exists") {
-      one = fmt::format("\"key\":{},\"operator\":\"Exists\",\"effect\":{}",
-                        kube::JsonQuote(t.key), kube::JsonQuote(t.effect));
+      one = fmt::format("\"key\":{},\"operator\":\"Exists\",\"effect\":{}", kube::JsonQuote(t.key),
+                        kube::JsonQuote(t.effect));
     }
-    if (t.toleration_seconds) one += fmt::format(",\"tolerationSeconds\":{}", *t.toleration_seconds);
+    if (t.toleration_seconds)
+      one += fmt::format(",\"tolerationSeconds\":{}", *t.toleration_seconds);
     tols.push_back("{" + one + "}");
   }
   std::string spec;
   if (!tolerated) {
-    tols.push_back(fmt::format(
-        "{{\"key\":{},\"operator\":\"Equal\",\"value\":{},\"effect\":\"NoExecute\"}}",
-        kube::JsonQuote(bridge::kManagedNodeTaint), kube::JsonQuote(scheduler_name)));
+    tols.push_back(
+        fmt::format("{{\"key\":{},\"operator\":\"Equal\",\"value\":{},\"effect\":\"NoExecute\"}}",
+                    kube::JsonQuote(bridge::kManagedNodeTaint), kube::JsonQuote(scheduler_name)));
     spec = fmt::format(",\"spec\":{{\"tolerations\":[{}]}}", fmt::join(tols, ","));
   }
   return fmt::format("{{\"metadata\":{{{}}}{}}}", meta, spec);
@@ -112,9 +113,9 @@ Scheduler::Scheduler(asio::any_io_executor executor, kube::Client& kube, slurm::
       config_(std::move(config)),
       pods_(kube, kube::PodsRef(),
             kube::InformerOptions{
-                .reflector = {.list_options = {.field_selector = "spec.schedulerName=" +
-                                                                  config_.scheduler_name +
-                                                                  ",spec.nodeName="}}}),
+                .reflector = {.list_options = {.field_selector =
+                                                   "spec.schedulerName=" + config_.scheduler_name +
+                                                   ",spec.nodeName="}}}),
       nodes_(kube, kube::NodesRef()),
       event_sink_(kube),
       recorder_(clock, event_sink_,
@@ -170,6 +171,7 @@ void Scheduler::OnPod(const std::shared_ptr<const Pod>& pod) {
 void Scheduler::OnPodDeleted(const std::shared_ptr<const Pod>& pod) {
   const std::string key = PodKey(*pod);
   reported_.erase(pod->metadata.uid);
+  bound_.erase(pod->metadata.uid);
   auto it = group_of_pod_.find(key);
   if (it == group_of_pod_.end()) return;
   const std::string group = it->second;
@@ -307,8 +309,8 @@ awaitable<Result<void>> Scheduler::Resolve(const std::string& pod_key) {
           owner.error().code != ErrorCode::kInvalidArgument) {
         co_return tl::unexpected(owner.error());  // transient: retry
       }
-      spdlog::debug("{}: owner {} {} not readable: {}", pod_key, controller->kind,
-                    controller->name, owner.error().ToString());
+      spdlog::debug("{}: owner {} {} not readable: {}", pod_key, controller->kind, controller->name,
+                    owner.error().ToString());
       break;
     }
     owners.push_back(std::move(*owner));
@@ -344,9 +346,14 @@ std::map<std::string, const kube::Node*> Scheduler::NodesBySlurmName() const {
 }
 
 std::string Scheduler::WaitingMessage(const TrackedJob& job) const {
-  std::string reason = job.reason.empty() || job.reason == "None" ? job.state : job.reason;
-  return fmt::format("waiting for Slurm job {} in partition {}: {}", job.id,
-                     job.partition.empty() ? "(default)" : job.partition, reason);
+  std::string msg = fmt::format("waiting for Slurm job {} in partition {}", job.id,
+                                job.partition.empty() ? "(default)" : job.partition);
+  if (!job.reason.empty() && job.reason != "None") {
+    msg += ": " + job.reason;
+  } else if (job.state != "PENDING") {
+    msg += ": " + job.state;
+  }
+  return msg;
 }
 
 awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
@@ -360,7 +367,9 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
   std::vector<std::shared_ptr<const Pod>> deleting;
   for (const std::string& key : members_[group_key]) {
     std::shared_ptr<const Pod> pod = pods_.cache().Get(key);
-    if (!pod || !pod->spec.node_name.empty()) continue;
+    // Bound pods leave the watch a moment after the binding; until then the cache may show them
+    // unbound.
+    if (!pod || !pod->spec.node_name.empty() || bound_.contains(pod->metadata.uid)) continue;
     if (!pod->metadata.deletion_timestamp.empty()) {
       deleting.push_back(pod);
       continue;
@@ -368,9 +377,8 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
     held.push_back(pod);
     live.push_back(pod.get());
   }
-  std::ranges::sort(live, [](const Pod* a, const Pod* b) {
-    return a->metadata.name < b->metadata.name;
-  });
+  std::ranges::sort(live,
+                    [](const Pod* a, const Pod* b) { return a->metadata.name < b->metadata.name; });
 
   auto job_it = jobs_.find(group_key);
   // A single pod's job is for that pod only: a pod re-created under the same name is another.
@@ -395,6 +403,7 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
       members_.erase(group_key);
       groups_.erase(group_key);
       ranks_.erase(std::string(kGroupItem) + group_key);
+      incomplete_since_.erase(group_key);
     }
     co_return Result<void>{};
   }
@@ -402,13 +411,23 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
 
   if (job_it == jobs_.end()) {
     if (static_cast<int>(live.size()) < spec.size) {
+      // A workload's pods arrive one by one: say nothing while the group is still filling.
+      const kube::Clock::TimePoint now = clock_.Now();
+      auto [since, first] = incomplete_since_.try_emplace(group_key, now);
+      if (now - since->second < kGroupFillGrace) {
+        queue_.AddAfter(std::string(kGroupItem) + group_key,
+                        kGroupFillGrace - (now - since->second));
+        co_return Result<void>{};
+      }
       const std::string msg = fmt::format(
           "waiting for {} more pod(s) of {} {}: Slurm allocates the group of {} as one job",
           spec.size - static_cast<int>(live.size()), spec.kind, spec.name, spec.size);
       for (const Pod* pod : live) co_await ReportWaiting(*pod, msg);
       co_return Result<void>{};
     }
-    if (static_cast<int>(live.size()) > spec.size && spec.size > 0) live.resize(static_cast<std::size_t>(spec.size));
+    incomplete_since_.erase(group_key);
+    if (static_cast<int>(live.size()) > spec.size && spec.size > 0)
+      live.resize(static_cast<std::size_t>(spec.size));
     co_return co_await Submit(spec, live);
   }
 
@@ -416,9 +435,9 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
   if (Ended(job.state)) {
     ++stats_.jobs_replaced;
     jobs_.erase(job_it);
-    const std::string msg = fmt::format(
-        "Slurm job {} ended ({}) before the pods were bound; submitting a new job", job.id,
-        job.state == "GONE" ? "no longer known to Slurm" : job.state);
+    const std::string msg =
+        fmt::format("Slurm job {} ended ({}) before the pods were bound; submitting a new job",
+                    job.id, job.state == "GONE" ? "no longer known to Slurm" : job.state);
     for (const Pod* pod : live) {
       recorder_.Emit(kube::MakeObjectReference("v1", "Pod", pod->metadata),
                      kube::EventType::kWarning, "SlurmJobEnded", msg);
@@ -436,6 +455,7 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
 awaitable<Result<void>> Scheduler::Submit(const GroupSpec& spec, std::vector<const Pod*> pods) {
   Result<slurm::JobDescription> desc = bridge::Translate(spec, pods, translate_);
   if (!desc) {
+    spdlog::warn("{}: {}", spec.key, desc.error().message);
     for (const Pod* pod : pods) co_await ReportWaiting(*pod, desc.error().message);
     // The fix is an edit of the root object, which sends no pod event: look again later.
     queue_.AddAfter(std::string(kGroupItem) + spec.key, std::chrono::seconds(30));
@@ -462,6 +482,7 @@ awaitable<Result<void>> Scheduler::Submit(const GroupSpec& spec, std::vector<con
     ++stats_.submit_errors;
     const Error& e = submitted.error();
     const std::string msg = "Slurm refused the job: " + ErrorWords(e);
+    spdlog::warn("{}: {}", spec.key, msg);
     for (const Pod* pod : pods) co_await ReportWaiting(*pod, msg);
     if (e.code == ErrorCode::kInvalidArgument || e.code == ErrorCode::kPermissionDenied) {
       queue_.AddAfter(std::string(kGroupItem) + spec.key, std::chrono::seconds(30));
@@ -470,10 +491,8 @@ awaitable<Result<void>> Scheduler::Submit(const GroupSpec& spec, std::vector<con
     co_return tl::unexpected(e);
   }
   ++stats_.jobs_submitted;
-  TrackedJob job{.id = submitted->job_id,
-                 .group = spec.key,
-                 .state = "PENDING",
-                 .partition = partition};
+  TrackedJob job{
+      .id = submitted->job_id, .group = spec.key, .state = "PENDING", .partition = partition};
   for (const Pod* pod : pods) job.uids.push_back(pod->metadata.uid);
   jobs_[spec.key] = job;
   spdlog::info("{}: submitted Slurm job {} for {} pod(s)", spec.key, job.id, pods.size());
@@ -484,8 +503,9 @@ awaitable<Result<void>> Scheduler::Submit(const GroupSpec& spec, std::vector<con
     Result<Pod> r = co_await kube::PatchAs<Pod>(
         kube_, kube::PodsRef(pod->metadata.namespace_).WithName(pod->metadata.name),
         kube::PatchType::kStrategicMerge, std::move(patch));
-    if (!r) spdlog::warn("{}/{}: labelling failed: {}", pod->metadata.namespace_,
-                         pod->metadata.name, r.error().ToString());
+    if (!r)
+      spdlog::warn("{}/{}: labelling failed: {}", pod->metadata.namespace_, pod->metadata.name,
+                   r.error().ToString());
   }
   // The first reason, so that the pods say why they wait right away.
   Result<slurm::JobInfo> info = co_await slurm_.GetJob(job.id);
@@ -592,20 +612,21 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
       if (b.error().code == ErrorCode::kNotFound) continue;  // deleted meanwhile
       Result<Pod> now = co_await kube::GetPod(kube_, pod->metadata.namespace_, pod->metadata.name);
       if (now && now->spec.node_name == node) continue;  // bound already (a retry)
-      const std::string msg = fmt::format("binding to {} for Slurm job {} failed: {}", node,
-                                          job.id, b.error().message);
+      const std::string msg =
+          fmt::format("binding to {} for Slurm job {} failed: {}", node, job.id, b.error().message);
       recorder_.Emit(kube::MakeObjectReference("v1", "Pod", pod->metadata),
                      kube::EventType::kWarning, "FailedBinding", msg);
       co_return tl::unexpected(b.error());
     }
     ++stats_.pods_bound;
     reported_.erase(pod->metadata.uid);
-    recorder_.Emit(kube::MakeObjectReference("v1", "Pod", pod->metadata),
-                   kube::EventType::kNormal, "Scheduled",
+    bound_.insert(pod->metadata.uid);
+    recorder_.Emit(kube::MakeObjectReference("v1", "Pod", pod->metadata), kube::EventType::kNormal,
+                   "Scheduled",
                    fmt::format("Successfully assigned {}/{} to {} (Slurm job {})",
                                pod->metadata.namespace_, pod->metadata.name, node, job.id));
-    spdlog::info("{}/{}: bound to {} (Slurm job {})", pod->metadata.namespace_,
-                 pod->metadata.name, node, job.id);
+    spdlog::info("{}/{}: bound to {} (Slurm job {})", pod->metadata.namespace_, pod->metadata.name,
+                 node, job.id);
   }
   if (free.empty()) {
     // Every node of the job has its pod: from here on the controllers own pods and job.
@@ -647,8 +668,7 @@ awaitable<void> Scheduler::ReportWaiting(const Pod& pod, std::string message) {
       "\"lastTransitionTime\":{}}}]}}}}",
       kube::JsonQuote(message), kube::JsonQuote(since));
   Result<Pod> r = co_await kube::PatchPodStatus(kube_, pod.metadata.namespace_, pod.metadata.name,
-                                                kube::PatchType::kStrategicMerge,
-                                                std::move(patch));
+                                                kube::PatchType::kStrategicMerge, std::move(patch));
   if (!r && r.error().code != ErrorCode::kNotFound) {
     spdlog::warn("{}/{}: condition update failed: {}", pod.metadata.namespace_, pod.metadata.name,
                  r.error().ToString());

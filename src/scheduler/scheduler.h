@@ -113,8 +113,7 @@ class Scheduler {
   boost::asio::awaitable<Result<void>> Submit(const bridge::GroupSpec& spec,
                                               std::vector<const kube::Pod*> pods);
   boost::asio::awaitable<Result<void>> Bind(const bridge::GroupSpec& spec,
-                                            std::vector<const kube::Pod*> pods,
-                                            TrackedJob job);
+                                            std::vector<const kube::Pod*> pods, TrackedJob job);
   boost::asio::awaitable<void> CancelJob(std::int64_t id, std::string why);
   boost::asio::awaitable<void> ReportWaiting(const kube::Pod& pod, std::string message);
   boost::asio::awaitable<void> DropFinalizer(const kube::Pod& pod);
@@ -144,12 +143,15 @@ class Scheduler {
   kube::EventRecorder recorder_;
   kube::WorkQueue<std::string> queue_;
 
-  std::unordered_map<std::string, Rank> ranks_;                   // queue item -> rank
-  std::unordered_map<std::string, std::string> group_of_pod_;     // pod key -> group key
-  std::map<std::string, std::set<std::string>> members_;          // group key -> pod keys
-  std::unordered_map<std::string, bridge::GroupSpec> groups_;     // group key -> spec
-  std::map<std::string, TrackedJob> jobs_;                        // group key -> job
-  std::unordered_map<std::string, std::string> reported_;         // pod uid -> last message
+  std::unordered_map<std::string, Rank> ranks_;                // queue item -> rank
+  std::unordered_map<std::string, std::string> group_of_pod_;  // pod key -> group key
+  std::map<std::string, std::set<std::string>> members_;       // group key -> pod keys
+  std::unordered_map<std::string, bridge::GroupSpec> groups_;  // group key -> spec
+  std::map<std::string, TrackedJob> jobs_;                     // group key -> job
+  std::unordered_map<std::string, std::string> reported_;      // pod uid -> last message
+  std::set<std::string> bound_;
+  std::unordered_map<std::string, kube::Clock::TimePoint>
+      incomplete_since_;  // group key  // uids of pods bound and not yet gone from the watch
   struct CachedOwner {
     kube::GenericObject object;
     kube::Clock::TimePoint fetched;

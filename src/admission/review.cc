@@ -1,0 +1,381 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "admission/review.h"
+
+#include <algorithm>
+#include <utility>
+
+#include <boost/json.hpp>
+
+#include "bridge/names.h"
+#include "common/base64.h"
+
+namespace sb::admission {
+namespace json = boost::json;
+
+namespace {
+
+constexpr std::string_view kReviewApiVersion = "admission.k8s.io/v1";
+constexpr std::string_view kDefaultScheduler = "default-scheduler";
+
+std::string StringAt(const json::object& obj, std::string_view key) {
+  const json::value* v = obj.if_contains(key);
+  if (v == nullptr || !v->is_string()) {
+    return {};
+  }
+  return std::string(v->get_string());
+}
+
+const json::object* ObjectAt(const json::object& obj, std::string_view key) {
+  const json::value* v = obj.if_contains(key);
+  return v == nullptr ? nullptr : v->if_object();
+}
+
+Labels StringMapAt(const json::object& obj, std::string_view key) {
+  Labels out;
+  if (const json::object* m = ObjectAt(obj, key)) {
+    for (const auto& [k, v] : *m) {
+      if (v.is_string()) {
+        out.emplace(std::string(k), std::string(v.get_string()));
+      }
+    }
+  }
+  return out;
+}
+
+// Adds the names in resources.requests and resources.limits of `holder` to `out`.
+void AddResourceNames(const json::object* holder, std::set<std::string>& out) {
+  if (holder == nullptr) {
+    return;
+  }
+  const json::object* resources = ObjectAt(*holder, "resources");
+  if (resources == nullptr) {
+    return;
+  }
+  for (std::string_view part : {"requests", "limits"}) {
+    if (const json::object* list = ObjectAt(*resources, part)) {
+      for (const auto& [name, quantity] : *list) {
+        out.emplace(std::string(name));
+      }
+    }
+  }
+}
+
+PodFacts DecodePod(const json::object& pod) {
+  PodFacts f;
+  if (const json::object* meta = ObjectAt(pod, "metadata")) {
+    f.name = StringAt(*meta, "name");
+    f.namespace_ = StringAt(*meta, "namespace");
+    f.labels = StringMapAt(*meta, "labels");
+    f.annotations = StringMapAt(*meta, "annotations");
+  }
+  if (const json::object* spec = ObjectAt(pod, "spec")) {
+    f.has_spec = true;
+    if (const json::value* v = spec->if_contains("schedulerName"); v && v->is_string()) {
+      f.scheduler_name = std::string(v->get_string());
+    }
+    if (const json::value* v = spec->if_contains("nodeName"); v && v->is_string()) {
+      f.node_name = std::string(v->get_string());
+    }
+    if (const json::value* v = spec->if_contains("resourceClaims"); v && !v->is_null()) {
+      f.has_resource_claims = true;
+    }
+    if (const json::value* v = spec->if_contains("topologySpreadConstraints")) {
+      if (const json::array* a = v->if_array()) {
+        f.topology_spread_constraints = a->size();
+      }
+    }
+    for (std::string_view list : {"containers", "initContainers"}) {
+      const json::value* v = spec->if_contains(list);
+      if (v == nullptr || !v->is_array()) {
+        continue;
+      }
+      for (const json::value& c : v->get_array()) {
+        AddResourceNames(c.if_object(), f.container_resources);
+      }
+    }
+    AddResourceNames(spec, f.pod_resources);
+  }
+  if (const json::object* status = ObjectAt(pod, "status")) {
+    f.phase = StringAt(*status, "phase");
+  }
+  return f;
+}
+
+bool Contains(const std::vector<std::string>& list, std::string_view s) {
+  return std::find(list.begin(), list.end(), s) != list.end();
+}
+
+const std::string* Find(const Labels& m, std::string_view key) {
+  auto it = m.find(std::string(key));
+  return it == m.end() ? nullptr : &it->second;
+}
+
+// Whether label/annotation `key` differs between the two maps (added, removed or changed).
+bool Changed(const Labels& before, const Labels& after, std::string_view key) {
+  const std::string* a = Find(before, key);
+  const std::string* b = Find(after, key);
+  if (a == nullptr || b == nullptr) {
+    return a != b;
+  }
+  return *a != *b;
+}
+
+std::string Quote(std::string_view s) { return "\"" + std::string(s) + "\""; }
+
+// Checks of the pod's DRA requests (CREATE and UPDATE). Appends one message per problem.
+void CheckDeviceClasses(const PodFacts& pod, std::vector<std::string>& problems) {
+  std::set<std::string> all = pod.container_resources;
+  all.insert(pod.pod_resources.begin(), pod.pod_resources.end());
+  bool dra_cpu = false;
+  bool dra_gpu = false;
+  for (const std::string& name : all) {
+    if (!name.starts_with(kDeviceClassResourcePrefix)) {
+      continue;
+    }
+    std::string_view cls = std::string_view(name).substr(kDeviceClassResourcePrefix.size());
+    bool supported =
+        std::find(std::begin(kSupportedDeviceClasses), std::end(kSupportedDeviceClasses), cls) !=
+        std::end(kSupportedDeviceClasses);
+    if (!supported) {
+      std::string list;
+      for (std::string_view s : kSupportedDeviceClasses) {
+        list += (list.empty() ? "" : ", ") + std::string(s);
+      }
+      problems.push_back("resource " + Quote(name) + ": device class " + Quote(cls) +
+                         " is not supported by slurm-bridge (supported: " + list + ")");
+    } else if (cls == kDraCpuClass) {
+      dra_cpu = true;
+    } else {
+      dra_gpu = true;
+    }
+  }
+  if (dra_cpu && all.contains("cpu")) {
+    problems.push_back("resources \"cpu\" and \"" + std::string(kDeviceClassResourcePrefix) +
+                       std::string(kDraCpuClass) + "\" cannot both be requested");
+  }
+  const std::string cpu_per_task = std::string(bridge::kJobAnnotationPrefix) + "cpu-per-task";
+  const std::string gres = std::string(bridge::kJobAnnotationPrefix) + "gres";
+  if (dra_cpu && pod.annotations.contains(cpu_per_task)) {
+    problems.push_back("annotation " + Quote(cpu_per_task) + " cannot be used with " +
+                       Quote(std::string(kDeviceClassResourcePrefix) + std::string(kDraCpuClass)));
+  }
+  if (dra_gpu && pod.annotations.contains(gres)) {
+    problems.push_back("annotation " + Quote(gres) +
+                       " cannot be used with a GPU device class request");
+  }
+}
+
+std::string Join(const std::vector<std::string>& parts) {
+  std::string out;
+  for (const std::string& p : parts) {
+    out += (out.empty() ? "" : "; ") + p;
+  }
+  return out;
+}
+
+}  // namespace
+
+Policy PolicyFromConfig(const bridge::Config& config, std::vector<std::string> privileged_users) {
+  Policy p;
+  p.scheduler_name = config.scheduler_name.empty() ? std::string(bridge::kDefaultSchedulerName)
+                                                   : config.scheduler_name;
+  p.managed_namespaces = config.managed_namespaces;
+  if (config.has_managed_namespace_selector) {
+    p.namespace_selector = config.managed_namespace_selector;
+  }
+  p.privileged_users = std::move(privileged_users);
+  return p;
+}
+
+Result<Request> DecodeReview(std::string_view body) {
+  auto bad = [](std::string why) {
+    return MakeError(ErrorCode::kInvalidArgument, "bad AdmissionReview: " + std::move(why));
+  };
+  json::parse_options opts;
+  opts.max_depth = 512;
+  boost::system::error_code ec;
+  json::value doc = json::parse(body, ec, {}, opts);
+  if (ec) {
+    return bad("not JSON: " + ec.message());
+  }
+  const json::object* review = doc.if_object();
+  if (review == nullptr) {
+    return bad("not a JSON object");
+  }
+  std::string api_version = StringAt(*review, "apiVersion");
+  std::string kind = StringAt(*review, "kind");
+  if (kind != "AdmissionReview") {
+    return bad("kind is " + Quote(kind) + ", want \"AdmissionReview\"");
+  }
+  if (api_version != kReviewApiVersion) {
+    return bad("apiVersion is " + Quote(api_version) + ", want \"" +
+               std::string(kReviewApiVersion) + "\"");
+  }
+  const json::object* req = ObjectAt(*review, "request");
+  if (req == nullptr) {
+    return bad("no request");
+  }
+  Request out;
+  out.uid = StringAt(*req, "uid");
+  if (out.uid.empty()) {
+    return bad("no request.uid");
+  }
+  if (const json::object* k = ObjectAt(*req, "kind")) {
+    out.kind = StringAt(*k, "kind");
+  }
+  out.operation = StringAt(*req, "operation");
+  out.subresource = StringAt(*req, "subResource");
+  out.namespace_ = StringAt(*req, "namespace");
+  out.name = StringAt(*req, "name");
+  if (const json::object* user = ObjectAt(*req, "userInfo")) {
+    out.username = StringAt(*user, "username");
+  }
+  if (const json::value* v = req->if_contains("dryRun"); v && v->is_bool()) {
+    out.dry_run = v->get_bool();
+  }
+  for (auto [key, slot] : {std::pair{"object", &out.object}, {"oldObject", &out.old_object}}) {
+    const json::value* v = req->if_contains(key);
+    if (v == nullptr || v->is_null()) {
+      continue;
+    }
+    const json::object* obj = v->if_object();
+    if (obj == nullptr) {
+      return bad(std::string("request.") + key + " is not an object");
+    }
+    *slot = DecodePod(*obj);
+  }
+  return out;
+}
+
+Decision Decision::Deny(std::string message) {
+  Decision d;
+  d.allowed = false;
+  d.code = 403;
+  d.reason = "Forbidden";
+  d.message = std::move(message);
+  return d;
+}
+
+bool IsManaged(const PodFacts& pod, std::string_view ns, const Policy& policy,
+               const Labels* ns_labels) {
+  if (pod.scheduler_name && *pod.scheduler_name == policy.scheduler_name) {
+    return true;
+  }
+  if (policy.namespace_selector) {
+    return ns_labels != nullptr && policy.namespace_selector->Matches(*ns_labels);
+  }
+  return Contains(policy.managed_namespaces, ns);
+}
+
+Decision Mutate(const Request& request, const Policy& policy, const Labels* ns_labels) {
+  // Only a CREATE of the pod itself: spec.nodeName and spec.schedulerName are immutable after
+  // it, so a patch on UPDATE would make the apiserver refuse the update. (Upstream patches the
+  // scheduler name on UPDATE too; for a pod created before the webhook that breaks every update.)
+  if (request.kind != "Pod" || request.operation != "CREATE" || !request.subresource.empty() ||
+      !request.object) {
+    return Decision::Allow();
+  }
+  const PodFacts& pod = *request.object;
+  std::string_view ns = request.namespace_.empty() ? pod.namespace_ : request.namespace_;
+  if (!IsManaged(pod, ns, policy, ns_labels)) {
+    return Decision::Allow();
+  }
+  json::array ops;
+  if (pod.node_name && !pod.node_name->empty()) {
+    ops.push_back(json::object{{"op", "remove"}, {"path", "/spec/nodeName"}});
+  }
+  if (!pod.scheduler_name || pod.scheduler_name->empty() ||
+      *pod.scheduler_name == kDefaultScheduler) {
+    if (pod.has_spec) {
+      ops.push_back(json::object{
+          {"op", "add"}, {"path", "/spec/schedulerName"}, {"value", policy.scheduler_name}});
+    } else {
+      ops.push_back(
+          json::object{{"op", "add"},
+                       {"path", "/spec"},
+                       {"value", json::object{{"schedulerName", policy.scheduler_name}}}});
+    }
+  }
+  Decision d = Decision::Allow();
+  if (!ops.empty()) {
+    d.patch = json::serialize(ops);
+  }
+  return d;
+}
+
+Decision Validate(const Request& request, const Policy& policy) {
+  if (request.kind != "Pod" || (request.operation != "CREATE" && request.operation != "UPDATE") ||
+      !request.object) {
+    return Decision::Allow();
+  }
+  const PodFacts& pod = *request.object;
+  if (!pod.scheduler_name || *pod.scheduler_name != policy.scheduler_name) {
+    return Decision::Allow();
+  }
+  const bool privileged = Contains(policy.privileged_users, request.username);
+  const std::string label = Quote(bridge::kJobIdLabel);
+  const std::string annotation = Quote(bridge::kNodeAnnotation);
+  std::vector<std::string> problems;
+  if (request.operation == "CREATE") {
+    if (!privileged && pod.labels.contains(std::string(bridge::kJobIdLabel))) {
+      problems.push_back("label " + label +
+                         " is set by slurm-bridge and cannot be set on a new pod");
+    }
+    if (!privileged && pod.annotations.contains(std::string(bridge::kNodeAnnotation))) {
+      problems.push_back("annotation " + annotation +
+                         " is set by slurm-bridge and cannot be set on a new pod");
+    }
+    if (pod.has_resource_claims) {
+      problems.push_back("spec.resourceClaims is not supported for pods scheduled by " +
+                         Quote(policy.scheduler_name));
+    }
+    if (pod.topology_spread_constraints > 0) {
+      problems.push_back("spec.topologySpreadConstraints is not supported for pods scheduled by " +
+                         Quote(policy.scheduler_name));
+    }
+  } else {
+    if (request.subresource == "resize") {
+      problems.push_back(
+          "in-place resize (subresource \"resize\") is not supported for pods "
+          "scheduled by " +
+          Quote(policy.scheduler_name));
+    }
+    const PodFacts* old = request.old_object ? &*request.old_object : nullptr;
+    const bool running = pod.phase == "Running" || (old != nullptr && old->phase == "Running");
+    if (running && !privileged && old != nullptr) {
+      if (Changed(old->labels, pod.labels, bridge::kJobIdLabel)) {
+        problems.push_back("label " + label + " cannot be changed while the pod is Running");
+      }
+      if (Changed(old->annotations, pod.annotations, bridge::kNodeAnnotation)) {
+        problems.push_back("annotation " + annotation +
+                           " cannot be changed while the pod is Running");
+      }
+    }
+  }
+  CheckDeviceClasses(pod, problems);
+  if (problems.empty()) {
+    return Decision::Allow();
+  }
+  return Decision::Deny(Join(problems));
+}
+
+std::string EncodeReview(std::string_view uid, const Decision& decision) {
+  json::object status{{"code", decision.code}};
+  if (!decision.reason.empty()) {
+    status["reason"] = decision.reason;
+  }
+  if (!decision.message.empty()) {
+    status["message"] = decision.message;
+  }
+  json::object response{{"uid", uid}, {"allowed", decision.allowed}, {"status", std::move(status)}};
+  if (!decision.patch.empty()) {
+    response["patchType"] = "JSONPatch";
+    response["patch"] = Base64Encode(decision.patch);
+  }
+  json::object review{{"apiVersion", kReviewApiVersion},
+                      {"kind", "AdmissionReview"},
+                      {"response", std::move(response)}};
+  return json::serialize(review);
+}
+
+}  // namespace sb::admission

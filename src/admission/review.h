@@ -1,0 +1,140 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// admission/review.h
+//
+// The admission webhook's logic, without I/O: an AdmissionReview v1 request (JSON) is decoded,
+// judged by the bridge's policy and answered with an AdmissionReview v1 response (JSON), as
+// upstream slurm-bridge's webhook does (internal/admission):
+//
+//   mutate   (/mutate--v1-pod)   for a *managed* pod on CREATE: remove spec.nodeName; set
+//            spec.schedulerName to the bridge's when it is empty or "default-scheduler" (another
+//            custom scheduler name is left alone). A pod is managed when its namespace is one of
+//            `managed_namespaces` (or, when a namespace selector is set, its namespace's labels
+//            match the selector instead) or its schedulerName already is the bridge's.
+//   validate (/validate--v1-pod) for a pod whose schedulerName is the bridge's:
+//            CREATE rejects the job-id label, the node annotation, spec.resourceClaims,
+//            topologySpreadConstraints; UPDATE rejects the resize subresource and, once the pod
+//            is Running, a change of the job-id label or the node annotation; CREATE and UPDATE
+//            reject DRA requests the bridge cannot place (unsupported device classes, cpu together
+//            with dra.cpu, the cpu-per-task / gres annotations together with DRA requests).
+//            Privileged users (the bridge's own service accounts) may set and change the label
+//            and the annotation. DELETE and CONNECT are always allowed.
+//
+// The pod is read from the raw JSON of the review, so fields the kube::Pod struct does not hold
+// (topologySpreadConstraints, resourceClaims, pod-level resources) count too.
+//
+// Thread model: pure functions over values.
+//
+// Example:
+//   Result<Request> req = DecodeReview(http_body);
+//   if (!req) return Http400(req.error().message);
+//   Decision d = Mutate(*req, policy, namespace_labels);   // nullptr: namespace labels unknown
+//   return Http200(EncodeReview(req->uid, d));
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "bridge/config.h"
+#include "common/error.h"
+
+namespace sb::admission {
+
+// The webhook paths, as upstream's controller-runtime registration names them.
+inline constexpr std::string_view kMutatePodPath = "/mutate--v1-pod";
+inline constexpr std::string_view kValidatePodPath = "/validate--v1-pod";
+
+// Extended resources of DRA device classes: "deviceclass.resource.kubernetes.io/<class>".
+inline constexpr std::string_view kDeviceClassResourcePrefix =
+    "deviceclass.resource.kubernetes.io/";
+inline constexpr std::string_view kDraCpuClass = "dra.cpu";
+// Device classes the bridge places (upstream's list): DRA CPUs and two GPU drivers.
+inline constexpr std::string_view kSupportedDeviceClasses[] = {"dra.cpu", "gpu.example.com",
+                                                               "gpu.nvidia.com"};
+
+using Labels = std::map<std::string, std::string>;
+
+// Whose pods the webhook handles and who may write the bridge's own label and annotation.
+struct Policy {
+  std::string scheduler_name{"slurm-bridge-scheduler"};
+  std::vector<std::string> managed_namespaces;
+  // When set, a namespace is managed when its labels match; managed_namespaces is then ignored.
+  std::optional<bridge::LabelSelector> namespace_selector;
+  // Usernames (as the apiserver reports them, "system:serviceaccount:<ns>:<name>") allowed to
+  // set the job-id label and the node annotation.
+  std::vector<std::string> privileged_users;
+};
+
+// The policy of a bridge config file.
+[[nodiscard]] Policy PolicyFromConfig(const bridge::Config& config,
+                                      std::vector<std::string> privileged_users);
+
+// What the webhook looks at in a pod.
+struct PodFacts {
+  std::string namespace_;
+  std::string name;
+  Labels labels;
+  Labels annotations;
+  bool has_spec = false;
+  std::optional<std::string> scheduler_name;  // nullopt: absent
+  std::optional<std::string> node_name;       // nullopt: absent
+  bool has_resource_claims = false;           // spec.resourceClaims present and not null
+  std::size_t topology_spread_constraints = 0;
+  std::string phase;  // status.phase
+  // Resource names in requests or limits: of any container or init container, and pod-level.
+  std::set<std::string> container_resources;
+  std::set<std::string> pod_resources;
+};
+
+// One AdmissionReview v1 request.
+struct Request {
+  std::string uid;
+  std::string kind;         // request.kind.kind: "Pod"
+  std::string operation;    // CREATE, UPDATE, DELETE, CONNECT
+  std::string subresource;  // "", "status", "resize", ...
+  std::string namespace_;
+  std::string name;
+  std::string username;  // request.userInfo.username
+  bool dry_run = false;
+  std::optional<PodFacts> object;      // absent on DELETE
+  std::optional<PodFacts> old_object;  // UPDATE and DELETE
+};
+
+// Decodes the body of a webhook call. kInvalidArgument, with the reason, when it is not JSON,
+// not an AdmissionReview of admission.k8s.io/v1, has no request or no request.uid, or a pod
+// object that is not a JSON object.
+[[nodiscard]] Result<Request> DecodeReview(std::string_view body);
+
+// The answer to one request.
+struct Decision {
+  bool allowed = true;
+  int code = 200;       // status.code: 200, or 403 for a denial
+  std::string reason;   // status.reason: "Forbidden" for a denial
+  std::string message;  // why (names the label, annotation or field)
+  std::string patch;    // JSON Patch (RFC 6902) text; empty: none
+
+  [[nodiscard]] static Decision Allow() { return {}; }
+  [[nodiscard]] static Decision Deny(std::string message);
+};
+
+// True when the bridge schedules `pod` in namespace `ns`. `ns_labels` are the namespace's labels
+// (only used when the policy has a selector); nullptr when they are not known.
+[[nodiscard]] bool IsManaged(const PodFacts& pod, std::string_view ns, const Policy& policy,
+                             const Labels* ns_labels);
+
+// The mutating webhook. Never denies.
+[[nodiscard]] Decision Mutate(const Request& request, const Policy& policy,
+                              const Labels* ns_labels);
+// The validating webhook.
+[[nodiscard]] Decision Validate(const Request& request, const Policy& policy);
+
+// The AdmissionReview v1 response: uid echoed, allowed, status, and the patch (base64, patchType
+// JSONPatch) when there is one.
+[[nodiscard]] std::string EncodeReview(std::string_view uid, const Decision& decision);
+
+}  // namespace sb::admission

@@ -1,0 +1,428 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "admission/review.h"
+
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <boost/json.hpp>
+
+#include "bridge/names.h"
+#include "common/base64.h"
+
+namespace sb::admission {
+namespace {
+namespace json = boost::json;
+
+constexpr std::string_view kOurs = "slurm-bridge-scheduler";
+
+// A pod's JSON with the given scheduler name (omitted when "-") and node name (omitted when "").
+std::string PodJson(std::string_view ns, std::string_view scheduler, std::string_view node = "",
+                    std::string_view extra_meta = "", std::string_view extra_spec = "",
+                    std::string_view phase = "Pending") {
+  std::string spec = R"("containers":[{"name":"c","image":"busybox"}])";
+  if (scheduler != "-") {
+    spec += R"(,"schedulerName":")" + std::string(scheduler) + "\"";
+  }
+  if (!node.empty()) {
+    spec += R"(,"nodeName":")" + std::string(node) + "\"";
+  }
+  if (!extra_spec.empty()) {
+    spec += "," + std::string(extra_spec);
+  }
+  std::string meta = R"("name":"p","namespace":")" + std::string(ns) + "\"";
+  if (!extra_meta.empty()) {
+    meta += "," + std::string(extra_meta);
+  }
+  return R"({"apiVersion":"v1","kind":"Pod","metadata":{)" + meta + R"(},"spec":{)" + spec +
+         R"(},"status":{"phase":")" + std::string(phase) + R"("}})";
+}
+
+std::string ReviewJson(std::string_view op, std::string_view ns, std::string_view object,
+                       std::string_view old_object = "null", std::string_view user = "alice",
+                       std::string_view sub = "") {
+  std::string s = R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{)"
+                  R"("uid":"0f9a-11","kind":{"group":"","version":"v1","kind":"Pod"},)"
+                  R"("resource":{"group":"","version":"v1","resource":"pods"},)";
+  if (!sub.empty()) {
+    s += R"("subResource":")" + std::string(sub) + "\",";
+  }
+  s += R"("namespace":")" + std::string(ns) + R"(","operation":")" + std::string(op) +
+       R"(","userInfo":{"username":")" + std::string(user) +
+       R"(","groups":["system:authenticated"]},)" + R"("object":)" + std::string(object) +
+       R"(,"oldObject":)" + std::string(old_object) + R"(,"dryRun":false}})";
+  return s;
+}
+
+Request Decoded(const std::string& review) {
+  Result<Request> r = DecodeReview(review);
+  EXPECT_TRUE(r.has_value()) << (r ? "" : r.error().message);
+  return r.value_or(Request{});
+}
+
+// Applies an RFC 6902 patch of add/remove/replace operations on object members.
+json::value ApplyPatch(json::value doc, std::string_view patch_text) {
+  json::value patch = json::parse(patch_text);
+  for (const json::value& op_v : patch.as_array()) {
+    const json::object& op = op_v.as_object();
+    std::string path(op.at("path").as_string());
+    std::string kind(op.at("op").as_string());
+    // Walk to the parent of the last token.
+    std::vector<std::string> tokens;
+    std::size_t pos = 1;
+    while (pos <= path.size()) {
+      std::size_t next = path.find('/', pos);
+      if (next == std::string::npos) {
+        next = path.size();
+      }
+      tokens.push_back(path.substr(pos, next - pos));
+      pos = next + 1;
+    }
+    json::value* parent = &doc;
+    for (std::size_t i = 0; i + 1 < tokens.size(); ++i) {
+      parent = &parent->as_object().at(tokens[i]);
+    }
+    json::object& obj = parent->as_object();
+    if (kind == "remove") {
+      EXPECT_TRUE(obj.contains(tokens.back())) << "remove of a missing member " << path;
+      obj.erase(tokens.back());
+    } else if (kind == "add") {
+      obj[tokens.back()] = op.at("value");
+    } else if (kind == "replace") {
+      EXPECT_TRUE(obj.contains(tokens.back())) << "replace of a missing member " << path;
+      obj[tokens.back()] = op.at("value");
+    } else {
+      ADD_FAILURE() << "unexpected op " << kind;
+    }
+  }
+  return doc;
+}
+
+Policy ListPolicy() {
+  Policy p;
+  p.managed_namespaces = {"slurm-bridge", "hpc"};
+  return p;
+}
+
+Policy SelectorPolicy() {
+  Policy p;
+  p.managed_namespaces = {"slurm-bridge"};  // ignored once a selector is set
+  bridge::LabelSelector sel;
+  sel.match_labels = {{"slurm-bridge/managed", "true"}};
+  p.namespace_selector = sel;
+  return p;
+}
+
+TEST(Mutate, NamespaceSelectorAndSchedulerNameMatrix) {
+  const Labels managed_labels = {{"slurm-bridge/managed", "true"}};
+  const Labels other_labels = {{"team", "a"}};
+  struct Case {
+    std::string name;
+    Policy policy;
+    std::string ns;
+    const Labels* ns_labels;
+    std::string scheduler;  // "-": absent
+    std::string node;
+    std::string want_scheduler;  // after the patch ("" = absent)
+  };
+  const std::vector<Case> cases = {
+      {"listed namespace, default-scheduler", ListPolicy(), "hpc", nullptr, "default-scheduler", "",
+       std::string(kOurs)},
+      {"listed namespace, no schedulerName", ListPolicy(), "hpc", nullptr, "-", "",
+       std::string(kOurs)},
+      {"listed namespace, empty schedulerName", ListPolicy(), "hpc", nullptr, "", "",
+       std::string(kOurs)},
+      {"listed namespace, other custom scheduler kept", ListPolicy(), "hpc", nullptr, "volcano", "",
+       "volcano"},
+      {"listed namespace, nodeName removed", ListPolicy(), "slurm-bridge", nullptr,
+       "default-scheduler", "n1", std::string(kOurs)},
+      {"unlisted namespace untouched", ListPolicy(), "default", nullptr, "default-scheduler", "n1",
+       "default-scheduler"},
+      {"unlisted namespace, our scheduler: nodeName removed", ListPolicy(), "default", nullptr,
+       std::string(kOurs), "n1", std::string(kOurs)},
+      {"selector matches", SelectorPolicy(), "team-a", &managed_labels, "default-scheduler", "",
+       std::string(kOurs)},
+      {"selector does not match", SelectorPolicy(), "team-a", &other_labels, "default-scheduler",
+       "", "default-scheduler"},
+      {"selector set: the list is ignored", SelectorPolicy(), "slurm-bridge", &other_labels,
+       "default-scheduler", "", "default-scheduler"},
+      {"selector set, namespace unknown", SelectorPolicy(), "team-a", nullptr, "default-scheduler",
+       "", "default-scheduler"},
+      {"selector does not match, our scheduler", SelectorPolicy(), "team-a", &other_labels,
+       std::string(kOurs), "n2", std::string(kOurs)},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string pod = PodJson(c.ns, c.scheduler, c.node);
+    Request req = Decoded(ReviewJson("CREATE", c.ns, pod));
+    bool managed = IsManaged(*req.object, c.ns, c.policy, c.ns_labels);
+    Decision d = Mutate(req, c.policy, c.ns_labels);
+    EXPECT_TRUE(d.allowed);
+    json::value after = d.patch.empty() ? json::parse(pod) : ApplyPatch(json::parse(pod), d.patch);
+    const json::object& spec = after.at("spec").as_object();
+    std::string got_scheduler =
+        spec.contains("schedulerName") ? std::string(spec.at("schedulerName").as_string()) : "";
+    EXPECT_EQ(got_scheduler, c.want_scheduler);
+    EXPECT_EQ(spec.contains("nodeName"), !managed && !c.node.empty());
+    if (!managed) {
+      EXPECT_TRUE(d.patch.empty()) << d.patch;
+    }
+    // Everything else is as it was.
+    EXPECT_EQ(after.at("metadata"), json::parse(pod).at("metadata"));
+    EXPECT_EQ(spec.at("containers"), json::parse(pod).at("spec").at("containers"));
+  }
+}
+
+TEST(Mutate, OnlyOnCreate) {
+  Policy p = ListPolicy();
+  const std::string pod = PodJson("hpc", "default-scheduler", "n1");
+  for (std::string_view op : {"UPDATE", "DELETE", "CONNECT"}) {
+    SCOPED_TRACE(op);
+    Request req = Decoded(ReviewJson(op, "hpc", op == "DELETE" ? "null" : pod, pod));
+    Decision d = Mutate(req, p, nullptr);
+    EXPECT_TRUE(d.allowed);
+    EXPECT_TRUE(d.patch.empty()) << d.patch;
+  }
+  // A subresource CREATE (pods/binding, pods/eviction) is not the pod.
+  Request binding = Decoded(ReviewJson("CREATE", "hpc", pod, "null", "alice", "binding"));
+  EXPECT_TRUE(Mutate(binding, p, nullptr).patch.empty());
+}
+
+TEST(Mutate, PodWithoutSpecGetsOne) {
+  Request req = Decoded(
+      ReviewJson("CREATE", "hpc", R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"}})"));
+  Decision d = Mutate(req, ListPolicy(), nullptr);
+  json::value after = ApplyPatch(
+      json::parse(R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"}})"), d.patch);
+  EXPECT_EQ(after.at("spec").at("schedulerName").as_string(), kOurs);
+}
+
+TEST(Mutate, UsesTheConfiguredSchedulerName) {
+  Policy p = ListPolicy();
+  p.scheduler_name = "my-slurm";
+  Request req = Decoded(ReviewJson("CREATE", "hpc", PodJson("hpc", "default-scheduler")));
+  Decision d = Mutate(req, p, nullptr);
+  json::value after = ApplyPatch(json::parse(PodJson("hpc", "default-scheduler")), d.patch);
+  EXPECT_EQ(after.at("spec").at("schedulerName").as_string(), "my-slurm");
+}
+
+TEST(Validate, CreateRejections) {
+  const std::string label = std::string(bridge::kJobIdLabel);
+  const std::string annotation = std::string(bridge::kNodeAnnotation);
+  struct Case {
+    std::string name;
+    std::string meta;
+    std::string spec;
+    std::string want;  // "" = allowed; else a part of the message
+  };
+  const std::vector<Case> cases = {
+      {"plain pod", "", "", ""},
+      {"job-id label", R"("labels":{")" + label + R"(":"12"})", "", label},
+      {"node annotation", R"("annotations":{")" + annotation + R"(":"n1"})", "", annotation},
+      {"resourceClaims", "", R"("resourceClaims":[{"name":"gpu"}])", "spec.resourceClaims"},
+      {"topologySpreadConstraints", "",
+       R"("topologySpreadConstraints":[{"maxSkew":1,"topologyKey":"zone","whenUnsatisfiable":"DoNotSchedule"}])",
+       "spec.topologySpreadConstraints"},
+      {"empty topologySpreadConstraints", "", R"("topologySpreadConstraints":[])", ""},
+      {"null resourceClaims", "", R"("resourceClaims":null)", ""},
+      {"unsupported device class", "",
+       R"("initContainers":[{"name":"i","resources":{"limits":{"deviceclass.resource.kubernetes.io/fpga.example.com":"1"}}}])",
+       "fpga.example.com"},
+      {"supported device class", "",
+       R"("initContainers":[{"name":"i","resources":{"limits":{"deviceclass.resource.kubernetes.io/gpu.nvidia.com":"1"}}}])",
+       ""},
+      {"cpu with dra.cpu", "",
+       R"("resources":{"requests":{"cpu":"1"}},"initContainers":[{"name":"i","resources":{"requests":{"deviceclass.resource.kubernetes.io/dra.cpu":"2"}}}])",
+       "cannot both be requested"},
+      {"cpu-per-task with dra.cpu",
+       R"("annotations":{"slurmjob.slinky.slurm.net/cpu-per-task":"2"})",
+       R"("resources":{"limits":{"deviceclass.resource.kubernetes.io/dra.cpu":"2"}})",
+       "cpu-per-task"},
+      {"gres with a GPU class", R"("annotations":{"slurmjob.slinky.slurm.net/gres":"gpu:1"})",
+       R"("initContainers":[{"name":"i","resources":{"limits":{"deviceclass.resource.kubernetes.io/gpu.example.com":"1"}}}])",
+       "slurmjob.slinky.slurm.net/gres"},
+  };
+  Policy p = ListPolicy();
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    Request req = Decoded(ReviewJson("CREATE", "hpc", PodJson("hpc", kOurs, "", c.meta, c.spec)));
+    Decision d = Validate(req, p);
+    if (c.want.empty()) {
+      EXPECT_TRUE(d.allowed) << d.message;
+    } else {
+      EXPECT_FALSE(d.allowed);
+      EXPECT_EQ(d.code, 403);
+      EXPECT_EQ(d.reason, "Forbidden");
+      EXPECT_NE(d.message.find(c.want), std::string::npos) << d.message;
+    }
+    // Pods of other schedulers are none of the webhook's business.
+    Request other = Decoded(
+        ReviewJson("CREATE", "hpc", PodJson("hpc", "default-scheduler", "", c.meta, c.spec)));
+    EXPECT_TRUE(Validate(other, p).allowed);
+  }
+}
+
+TEST(Validate, PrivilegedUsersMaySetTheLabelAndAnnotation) {
+  Policy p = ListPolicy();
+  p.privileged_users = {"system:serviceaccount:slinky:slurm-bridge-scheduler"};
+  const std::string meta = R"("labels":{")" + std::string(bridge::kJobIdLabel) +
+                           R"(":"7"},"annotations":{")" + std::string(bridge::kNodeAnnotation) +
+                           R"(":"n1"})";
+  const std::string pod = PodJson("hpc", kOurs, "", meta);
+  EXPECT_TRUE(Validate(Decoded(ReviewJson("CREATE", "hpc", pod, "null",
+                                          "system:serviceaccount:slinky:slurm-bridge-scheduler")),
+                       p)
+                  .allowed);
+  Decision d = Validate(Decoded(ReviewJson("CREATE", "hpc", pod, "null", "alice")), p);
+  EXPECT_FALSE(d.allowed);
+  // Both problems are named.
+  EXPECT_NE(d.message.find(bridge::kJobIdLabel), std::string::npos) << d.message;
+  EXPECT_NE(d.message.find(bridge::kNodeAnnotation), std::string::npos) << d.message;
+}
+
+TEST(Validate, UpdatesOfTheLabelAndAnnotationAreLockedOnceRunning) {
+  Policy p = ListPolicy();
+  p.privileged_users = {"bridge"};
+  const std::string label_12 = R"("labels":{")" + std::string(bridge::kJobIdLabel) + R"(":"12"})";
+  const std::string label_13 = R"("labels":{")" + std::string(bridge::kJobIdLabel) + R"(":"13"})";
+  const std::string node_a =
+      R"("annotations":{")" + std::string(bridge::kNodeAnnotation) + R"(":"n1"})";
+  struct Case {
+    std::string name;
+    std::string old_meta, new_meta, phase, user;
+    bool allowed;
+  };
+  const std::vector<Case> cases = {
+      {"label added while pending", "", label_12, "Pending", "alice", true},
+      {"label changed while pending", label_12, label_13, "Pending", "alice", true},
+      {"label changed while running", label_12, label_13, "Running", "alice", false},
+      {"label added while running", "", label_12, "Running", "alice", false},
+      {"label removed while running", label_12, "", "Running", "alice", false},
+      {"label unchanged while running", label_12, label_12, "Running", "alice", true},
+      {"label changed by the bridge while running", label_12, label_13, "Running", "bridge", true},
+      {"annotation added while running", "", node_a, "Running", "alice", false},
+      {"annotation added while pending", "", node_a, "Pending", "alice", true},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    std::string old_pod = PodJson("hpc", kOurs, "n1", c.old_meta, "", c.phase);
+    std::string new_pod = PodJson("hpc", kOurs, "n1", c.new_meta, "", c.phase);
+    Decision d = Validate(Decoded(ReviewJson("UPDATE", "hpc", new_pod, old_pod, c.user)), p);
+    EXPECT_EQ(d.allowed, c.allowed) << d.message;
+    if (!c.allowed) {
+      EXPECT_NE(d.message.find("Running"), std::string::npos) << d.message;
+    }
+  }
+}
+
+TEST(Validate, ResizeIsRejectedDeleteAllowed) {
+  Policy p = ListPolicy();
+  const std::string pod = PodJson("hpc", kOurs, "n1", "", "", "Running");
+  Decision resize = Validate(Decoded(ReviewJson("UPDATE", "hpc", pod, pod, "alice", "resize")), p);
+  EXPECT_FALSE(resize.allowed);
+  EXPECT_NE(resize.message.find("resize"), std::string::npos);
+  const std::string labelled = PodJson(
+      "hpc", kOurs, "n1", R"("labels":{")" + std::string(bridge::kJobIdLabel) + R"(":"1"})");
+  EXPECT_TRUE(Validate(Decoded(ReviewJson("DELETE", "hpc", "null", labelled)), p).allowed);
+  // A status update of a running pod with the label keeps it: allowed.
+  EXPECT_TRUE(
+      Validate(Decoded(ReviewJson("UPDATE", "hpc", labelled, labelled, "kubelet", "status")), p)
+          .allowed);
+}
+
+TEST(DecodeReview, BadBodiesAreErrorsWithAReason) {
+  const std::string pod = PodJson("hpc", kOurs);
+  struct Case {
+    std::string body;
+    std::string want;
+  };
+  const std::vector<Case> cases = {
+      {"", "not JSON"},
+      {"{", "not JSON"},
+      {"[1,2]", "not a JSON object"},
+      {R"({"apiVersion":"admission.k8s.io/v1","kind":"Pod","request":{"uid":"1"}})", "kind"},
+      {R"({"apiVersion":"admission.k8s.io/v1beta1","kind":"AdmissionReview","request":{"uid":"1"}})",
+       "apiVersion"},
+      {R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"})", "no request"},
+      {R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":""}})",
+       "request.uid"},
+      {R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"1","object":"x"}})",
+       "request.object"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.body);
+    Result<Request> r = DecodeReview(c.body);
+    ASSERT_FALSE(r.has_value());
+    EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument);
+    EXPECT_NE(r.error().message.find(c.want), std::string::npos) << r.error().message;
+  }
+  // Every prefix of a good review is either an error or decodes; none crashes.
+  const std::string good = ReviewJson("CREATE", "hpc", pod);
+  for (std::size_t n = 0; n < good.size(); ++n) {
+    (void)DecodeReview(std::string_view(good).substr(0, n));
+  }
+  // Wrong field types are ignored, not fatal.
+  Result<Request> odd = DecodeReview(
+      R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"1",)"
+      R"("kind":{"kind":"Pod"},"operation":"CREATE","object":{"metadata":{"labels":[1]},)"
+      R"("spec":{"schedulerName":5,"containers":"x","topologySpreadConstraints":{}}}}})");
+  ASSERT_TRUE(odd.has_value());
+  EXPECT_FALSE(odd->object->scheduler_name.has_value());
+  EXPECT_TRUE(odd->object->labels.empty());
+}
+
+TEST(DecodeReview, ReadsTheRequest) {
+  Request r = Decoded(ReviewJson("UPDATE", "hpc", PodJson("hpc", kOurs, "n1"),
+                                 PodJson("hpc", kOurs), "bob", "status"));
+  EXPECT_EQ(r.uid, "0f9a-11");
+  EXPECT_EQ(r.kind, "Pod");
+  EXPECT_EQ(r.operation, "UPDATE");
+  EXPECT_EQ(r.subresource, "status");
+  EXPECT_EQ(r.namespace_, "hpc");
+  EXPECT_EQ(r.username, "bob");
+  ASSERT_TRUE(r.object.has_value());
+  ASSERT_TRUE(r.old_object.has_value());
+  EXPECT_EQ(r.object->node_name, "n1");
+  EXPECT_FALSE(r.old_object->node_name.has_value());
+  EXPECT_EQ(r.object->scheduler_name, std::string(kOurs));
+  EXPECT_EQ(r.object->phase, "Pending");
+  EXPECT_TRUE(r.object->container_resources.empty());
+}
+
+TEST(EncodeReview, AllowedWithPatchAndDenied) {
+  Decision allow = Decision::Allow();
+  allow.patch = R"([{"op":"remove","path":"/spec/nodeName"}])";
+  json::value a = json::parse(EncodeReview("u-1", allow));
+  EXPECT_EQ(a.at("apiVersion").as_string(), "admission.k8s.io/v1");
+  EXPECT_EQ(a.at("kind").as_string(), "AdmissionReview");
+  const json::object& ar = a.at("response").as_object();
+  EXPECT_EQ(ar.at("uid").as_string(), "u-1");
+  EXPECT_TRUE(ar.at("allowed").as_bool());
+  EXPECT_EQ(ar.at("patchType").as_string(), "JSONPatch");
+  EXPECT_EQ(Base64Decode(std::string(ar.at("patch").as_string())), allow.patch);
+
+  json::value d = json::parse(EncodeReview("u-2", Decision::Deny("label \"x\" is not allowed")));
+  const json::object& dr = d.at("response").as_object();
+  EXPECT_FALSE(dr.at("allowed").as_bool());
+  EXPECT_FALSE(dr.contains("patch"));
+  EXPECT_EQ(dr.at("status").at("code").as_int64(), 403);
+  EXPECT_EQ(dr.at("status").at("reason").as_string(), "Forbidden");
+  EXPECT_EQ(dr.at("status").at("message").as_string(), "label \"x\" is not allowed");
+}
+
+TEST(PolicyFromConfig, CopiesTheConfig) {
+  bridge::Config c;
+  c.scheduler_name = "s";
+  c.managed_namespaces = {"a"};
+  Policy p = PolicyFromConfig(c, {"u"});
+  EXPECT_EQ(p.scheduler_name, "s");
+  EXPECT_EQ(p.managed_namespaces, std::vector<std::string>{"a"});
+  EXPECT_FALSE(p.namespace_selector.has_value());
+  EXPECT_EQ(p.privileged_users, std::vector<std::string>{"u"});
+  c.has_managed_namespace_selector = true;
+  c.managed_namespace_selector.match_labels = {{"k", "v"}};
+  EXPECT_TRUE(PolicyFromConfig(c, {}).namespace_selector.has_value());
+}
+
+}  // namespace
+}  // namespace sb::admission

@@ -1,0 +1,217 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "admission/server.h"
+
+#include <optional>
+#include <utility>
+
+#include <spdlog/spdlog.h>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+
+#include "kube/informer.h"
+
+namespace sb::admission {
+namespace asio = boost::asio;
+
+// The server's state, shared with the HTTP handlers.
+struct AdmissionState {
+  asio::any_io_executor executor;
+  Policy policy;
+  ServerOptions options;
+  kube::Client* client = nullptr;  // optional; not owned
+  std::unique_ptr<net::HttpServer> webhook;
+  std::unique_ptr<net::HttpServer> health;
+  std::unique_ptr<kube::Informer<kube::Namespace>> namespaces;
+  bool informer_running = false;
+  ServerStats stats;
+
+  bool Ready() const {
+    return webhook && webhook->listening() && (!namespaces || namespaces->HasSynced());
+  }
+};
+
+struct Server::State : AdmissionState {};
+
+namespace {
+
+using StatePtr = std::shared_ptr<AdmissionState>;
+
+net::HttpResponse JsonResponse(std::string body) {
+  return net::TextResponse(200, std::move(body), "application/json");
+}
+
+// The labels of namespace `ns`: from the informer's cache, else read with a GET. nullopt (with
+// `why`) when neither works.
+asio::awaitable<std::optional<Labels>> NamespaceLabels(StatePtr s, std::string ns,
+                                                       std::string* why) {
+  if (s->namespaces) {
+    if (auto cached = s->namespaces->cache().Get(ns)) {
+      co_return cached->metadata.labels;
+    }
+  }
+  if (s->client == nullptr) {
+    *why = "no Kubernetes client";
+    co_return std::nullopt;
+  }
+  ++s->stats.namespace_gets;
+  kube::ResourceRef ref = kube::NamespacesRef().WithName(ns);
+  Result<kube::Namespace> got = co_await kube::GetAs<kube::Namespace>(*s->client, std::move(ref));
+  if (!got) {
+    *why = got.error().ToString();
+    co_return std::nullopt;
+  }
+  co_return got->metadata.labels;
+}
+
+asio::awaitable<net::HttpResponse> HandleReview(StatePtr s, Hook hook, net::ServerRequest http) {
+  if (s == nullptr) {
+    co_return net::TextResponse(503, "shutting down\n");
+  }
+  if (http.method != "POST") {
+    ++s->stats.bad_requests;
+    net::HttpResponse r = net::TextResponse(405, "method not allowed: use POST\n");
+    r.headers.push_back({"Allow", "POST"});
+    co_return r;
+  }
+  std::string_view content_type = http.HeaderValue("Content-Type");
+  if (!content_type.empty() && !content_type.starts_with("application/json")) {
+    ++s->stats.bad_requests;
+    co_return net::TextResponse(
+        400, "contentType=" + std::string(content_type) + ", expected application/json\n");
+  }
+  Result<Request> req = DecodeReview(http.body);
+  if (!req) {
+    ++s->stats.bad_requests;
+    spdlog::warn("admission: {} from {}: {}", http.path, http.remote, req.error().message);
+    co_return net::TextResponse(400, req.error().message + "\n");
+  }
+  ++s->stats.reviews;
+  Decision decision;
+  if (hook == Hook::kMutate) {
+    std::optional<Labels> labels;
+    bool need_labels = s->policy.namespace_selector.has_value() && req->kind == "Pod" &&
+                       req->operation == "CREATE" && req->subresource.empty() &&
+                       req->object.has_value();
+    std::string ns = req->namespace_;
+    if (ns.empty() && req->object) {
+      ns = req->object->namespace_;
+    }
+    std::string why;
+    if (need_labels) {
+      labels = co_await NamespaceLabels(s, ns, &why);
+    }
+    if (need_labels && !labels) {
+      spdlog::error("admission: cannot read the labels of namespace {} (pod {}): {}", ns, req->name,
+                    why);
+      decision.allowed = false;
+      decision.code = 500;
+      decision.reason = "InternalError";
+      decision.message = "slurm-bridge admission: cannot read namespace " + ns + ": " + why;
+    } else {
+      decision = Mutate(*req, s->policy, labels ? &*labels : nullptr);
+    }
+  } else {
+    decision = Validate(*req, s->policy);
+  }
+  if (!decision.allowed) {
+    ++s->stats.denied;
+    spdlog::info("admission: denied {} of pod {}/{} by {}: {}", req->operation, req->namespace_,
+                 req->name, req->username, decision.message);
+  } else if (!decision.patch.empty()) {
+    ++s->stats.patched;
+    spdlog::debug("admission: patched pod {}/{}: {}", req->namespace_, req->name, decision.patch);
+  }
+  co_return JsonResponse(EncodeReview(req->uid, decision));
+}
+
+asio::awaitable<void> RunInformer(StatePtr s) { co_await s->namespaces->Run(); }
+
+}  // namespace
+
+Server::Server(asio::any_io_executor executor, Policy policy, ServerOptions options,
+               kube::Client* client)
+    : s_(std::make_shared<State>()) {
+  s_->executor = std::move(executor);
+  s_->policy = std::move(policy);
+  s_->options = std::move(options);
+  s_->client = client;
+}
+
+Server::~Server() { Stop(); }
+
+Result<void> Server::Start() {
+  State& s = *s_;
+  if (s.policy.namespace_selector && s.client == nullptr) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "admission: managedNamespaceSelector needs a Kubernetes client");
+  }
+  net::ServerOptions web;
+  web.bind_address = s.options.bind_address;
+  web.cert_file = s.options.cert_file;
+  web.key_file = s.options.key_file;
+  web.tls_reload_interval = s.options.tls_reload_interval;
+  web.name = "webhook";
+  s.webhook = std::make_unique<net::HttpServer>(s.executor, web);
+  for (auto [path, hook] :
+       {std::pair{kMutatePodPath, Hook::kMutate}, std::pair{kValidatePodPath, Hook::kValidate}}) {
+    // A weak pointer: the routes live in the HttpServer that State owns.
+    std::weak_ptr<State> weak = s_;
+    Hook h = hook;
+    s.webhook->Route(std::string(path), [weak, h](net::ServerRequest r) {
+      return HandleReview(weak.lock(), h, std::move(r));
+    });
+  }
+  if (Result<void> r = s.webhook->Start(); !r) {
+    return r;
+  }
+  if (!s.options.health_bind_address.empty() && s.options.health_bind_address != "0") {
+    net::ServerOptions hopt;
+    hopt.bind_address = s.options.health_bind_address;
+    hopt.name = "health";
+    s.health = std::make_unique<net::HttpServer>(s.executor, hopt);
+    s.health->RouteSync("/healthz",
+                        [](const net::ServerRequest&) { return net::TextResponse(200, "ok"); });
+    std::weak_ptr<State> weak = s_;
+    s.health->RouteSync("/readyz", [weak](const net::ServerRequest&) {
+      StatePtr st = weak.lock();
+      if (st && st->Ready()) {
+        return net::TextResponse(200, "ok");
+      }
+      return net::TextResponse(503, "not ready: waiting for the namespace cache\n");
+    });
+    if (Result<void> r = s.health->Start(); !r) {
+      s.webhook->Stop();
+      return r;
+    }
+  }
+  if (s.policy.namespace_selector) {
+    s.namespaces =
+        std::make_unique<kube::Informer<kube::Namespace>>(*s.client, kube::NamespacesRef());
+    s.namespaces->reflector().SetErrorHandler(
+        [](const Error& e) { spdlog::warn("admission: namespace watch: {}", e.ToString()); });
+    s.informer_running = true;
+    asio::co_spawn(s.executor, RunInformer(s_), asio::detached);
+  }
+  return {};
+}
+
+void Server::Stop() {
+  State& s = *s_;
+  if (s.webhook) {
+    s.webhook->Stop();
+  }
+  if (s.health) {
+    s.health->Stop();
+  }
+  if (s.namespaces && s.informer_running) {
+    s.informer_running = false;
+    s.namespaces->Stop();
+  }
+}
+
+std::uint16_t Server::port() const { return s_->webhook ? s_->webhook->port() : 0; }
+std::uint16_t Server::health_port() const { return s_->health ? s_->health->port() : 0; }
+bool Server::Ready() const { return s_->Ready(); }
+const ServerStats& Server::stats() const { return s_->stats; }
+
+}  // namespace sb::admission

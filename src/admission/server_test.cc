@@ -1,0 +1,230 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "admission/server.h"
+
+#include <chrono>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/json.hpp>
+
+#include "common/base64.h"
+#include "net/http_client.h"
+#include "testing/run.h"
+
+namespace sb::admission {
+namespace {
+namespace asio = boost::asio;
+namespace json = boost::json;
+using sb::testing::RunSync;
+
+std::string NamespaceJson(const std::string& name, const std::string& labels_json) {
+  return R"({"apiVersion":"v1","kind":"Namespace","metadata":{"name":")" + name +
+         R"(","resourceVersion":"3","labels":)" + labels_json + R"(},"status":{"phase":"Active"}})";
+}
+
+// Serves namespaces: a LIST with "team-a" (managed) and "team-b" (not), a GET of "late"
+// (managed, not in the list), 404 for anything else; watches wait until cancelled.
+class FakeNamespaces final : public kube::Client {
+ public:
+  asio::awaitable<Result<std::string>> Get(kube::ResourceRef ref) override {
+    ++gets;
+    if (ref.name == "late") {
+      co_return NamespaceJson("late", R"({"slurm-bridge/managed":"true"})");
+    }
+    co_return tl::unexpected(
+        Error{ErrorCode::kNotFound, "namespaces \"" + ref.name + "\" not found", 404});
+  }
+  asio::awaitable<Result<std::string>> List(kube::ResourceRef, kube::ListOptions) override {
+    ++lists;
+    co_return R"({"apiVersion":"v1","kind":"NamespaceList","metadata":{"resourceVersion":"5"},"items":[)" +
+        NamespaceJson("team-a", R"({"slurm-bridge/managed":"true"})") + "," +
+        NamespaceJson("team-b", R"({"team":"b"})") + "]}";
+  }
+  asio::awaitable<Result<std::string>> Create(kube::ResourceRef, std::string) override {
+    co_return tl::unexpected(Error{ErrorCode::kUnimplemented, "no"});
+  }
+  asio::awaitable<Result<std::string>> Update(kube::ResourceRef, std::string) override {
+    co_return tl::unexpected(Error{ErrorCode::kUnimplemented, "no"});
+  }
+  asio::awaitable<Result<std::string>> Patch(kube::ResourceRef, kube::PatchType,
+                                             std::string) override {
+    co_return tl::unexpected(Error{ErrorCode::kUnimplemented, "no"});
+  }
+  asio::awaitable<Result<std::string>> Delete(kube::ResourceRef, kube::DeleteOptions) override {
+    co_return tl::unexpected(Error{ErrorCode::kUnimplemented, "no"});
+  }
+  asio::awaitable<Result<void>> Watch(kube::ResourceRef, kube::ListOptions,
+                                      std::function<bool(std::string_view)>) override {
+    asio::steady_timer forever(co_await asio::this_coro::executor, std::chrono::hours(24));
+    co_await forever.async_wait(asio::as_tuple(asio::use_awaitable));
+    co_return Result<void>{};
+  }
+  int gets = 0;
+  int lists = 0;
+};
+
+std::string Review(const std::string& op, const std::string& ns, const std::string& meta_extra,
+                   const std::string& scheduler = "default-scheduler") {
+  std::string pod = R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":")" + ns +
+                    "\"" + meta_extra + R"(},"spec":{"schedulerName":")" + scheduler +
+                    R"(","containers":[{"name":"c","image":"i"}]}})";
+  return R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u-)" +
+         ns + R"(","kind":{"group":"","version":"v1","kind":"Pod"},"namespace":")" + ns +
+         R"(","operation":")" + op + R"(","userInfo":{"username":"alice"},"object":)" + pod + "}}";
+}
+
+class AdmissionServerTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    // Let stopped servers close their connections before the loop goes.
+    io_.restart();
+    while (io_.poll() > 0) {
+    }
+  }
+  std::unique_ptr<net::HttpClient> Client(std::uint16_t port) {
+    auto ep = net::ParseEndpoint("http://127.0.0.1:" + std::to_string(port));
+    auto c = net::HttpClient::Create(io_.get_executor(), *ep, {.max_attempts = 1});
+    EXPECT_TRUE(c.has_value());
+    return std::move(*c);
+  }
+  net::HttpResponse Post(net::HttpClient& c, std::string_view path, std::string body,
+                         std::string content_type = "application/json") {
+    net::HttpRequest req{.method = net::Method::kPost,
+                         .target = std::string(path),
+                         .headers = {{"Content-Type", std::move(content_type)}},
+                         .body = std::move(body)};
+    Result<net::HttpResponse> r = RunSync(io_, c.Send(req));
+    EXPECT_TRUE(r.has_value()) << r.error().ToString();
+    return r.value_or(net::HttpResponse{});
+  }
+  net::HttpResponse Get(net::HttpClient& c, std::string path) {
+    net::HttpRequest req{.target = std::move(path)};
+    Result<net::HttpResponse> r = RunSync(io_, c.Send(req));
+    EXPECT_TRUE(r.has_value()) << r.error().ToString();
+    return r.value_or(net::HttpResponse{});
+  }
+  static json::object Response(const net::HttpResponse& r) {
+    json::value v = json::parse(r.body);
+    return v.at("response").as_object();
+  }
+
+  asio::io_context io_;
+};
+
+TEST_F(AdmissionServerTest, ServesBothHooksAndHealth) {
+  Policy policy;
+  policy.managed_namespaces = {"hpc"};
+  Server server(io_.get_executor(), policy,
+                {.bind_address = "127.0.0.1:0", .health_bind_address = "127.0.0.1:0"}, nullptr);
+  ASSERT_TRUE(server.Start().has_value());
+  ASSERT_NE(server.port(), 0);
+  ASSERT_NE(server.health_port(), 0);
+  EXPECT_TRUE(server.Ready());
+  auto web = Client(server.port());
+
+  net::HttpResponse mutated = Post(*web, kMutatePodPath, Review("CREATE", "hpc", ""));
+  EXPECT_EQ(mutated.status, 200);
+  EXPECT_EQ(mutated.HeaderValue("Content-Type"), "application/json");
+  json::object m = Response(mutated);
+  EXPECT_EQ(m.at("uid").as_string(), "u-hpc");
+  EXPECT_TRUE(m.at("allowed").as_bool());
+  EXPECT_EQ(m.at("patchType").as_string(), "JSONPatch");
+  EXPECT_NE(Base64Decode(std::string(m.at("patch").as_string()))->find("slurm-bridge-scheduler"),
+            std::string::npos);
+
+  net::HttpResponse untouched = Post(*web, kMutatePodPath, Review("CREATE", "other", ""));
+  EXPECT_FALSE(Response(untouched).contains("patch"));
+
+  net::HttpResponse denied =
+      Post(*web, kValidatePodPath,
+           Review("CREATE", "hpc", R"(,"labels":{"scheduler.slinky.slurm.net/slurm-jobid":"1"})",
+                  "slurm-bridge-scheduler"));
+  EXPECT_EQ(denied.status, 200);
+  json::object d = Response(denied);
+  EXPECT_FALSE(d.at("allowed").as_bool());
+  EXPECT_EQ(d.at("status").at("code").as_int64(), 403);
+  EXPECT_NE(std::string(d.at("status").at("message").as_string())
+                .find("scheduler.slinky.slurm.net/slurm-jobid"),
+            std::string::npos);
+
+  // Bad calls.
+  net::HttpResponse get = Get(*web, std::string(kMutatePodPath));
+  EXPECT_EQ(get.status, 405);
+  EXPECT_EQ(get.HeaderValue("Allow"), "POST");
+  net::HttpResponse junk = Post(*web, kMutatePodPath, "{not json");
+  EXPECT_EQ(junk.status, 400);
+  EXPECT_NE(junk.body.find("not JSON"), std::string::npos) << junk.body;
+  net::HttpResponse v1beta1 = Post(
+      *web, kValidatePodPath,
+      R"({"apiVersion":"admission.k8s.io/v1beta1","kind":"AdmissionReview","request":{"uid":"1"}})");
+  EXPECT_EQ(v1beta1.status, 400);
+  net::HttpResponse yaml = Post(*web, kMutatePodPath, Review("CREATE", "hpc", ""), "text/yaml");
+  EXPECT_EQ(yaml.status, 400);
+  EXPECT_EQ(Post(*web, "/other", "{}").status, 404);
+  EXPECT_EQ(server.stats().reviews, 3u);
+  EXPECT_EQ(server.stats().bad_requests, 4u);
+  EXPECT_EQ(server.stats().patched, 1u);
+  EXPECT_EQ(server.stats().denied, 1u);
+
+  auto health = Client(server.health_port());
+  EXPECT_EQ(Get(*health, "/healthz").status, 200);
+  EXPECT_EQ(Get(*health, "/readyz").status, 200);
+  server.Stop();
+  EXPECT_FALSE(server.Ready());
+}
+
+TEST_F(AdmissionServerTest, NamespaceSelectorUsesTheCacheThenAGet) {
+  Policy policy;
+  bridge::LabelSelector sel;
+  sel.match_labels = {{"slurm-bridge/managed", "true"}};
+  policy.namespace_selector = sel;
+  FakeNamespaces kube;
+  Server server(io_.get_executor(), policy,
+                {.bind_address = "127.0.0.1:0", .health_bind_address = "127.0.0.1:0"}, &kube);
+  ASSERT_TRUE(server.Start().has_value());
+  EXPECT_FALSE(server.Ready());  // the namespace cache has not synced
+  auto health = Client(server.health_port());
+  net::HttpResponse first = Get(*health, "/readyz");
+  if (first.status == 503) {
+    EXPECT_NE(first.body.find("namespace cache"), std::string::npos);
+  }
+  // The informer's LIST runs on the loop.
+  while (!server.Ready() && io_.run_one() > 0) {
+  }
+  EXPECT_TRUE(server.Ready());
+  EXPECT_EQ(Get(*health, "/readyz").status, 200);
+  auto web = Client(server.port());
+  json::object a = Response(Post(*web, kMutatePodPath, Review("CREATE", "team-a", "")));
+  EXPECT_TRUE(a.contains("patch"));
+  json::object b = Response(Post(*web, kMutatePodPath, Review("CREATE", "team-b", "")));
+  EXPECT_FALSE(b.contains("patch"));
+  EXPECT_EQ(kube.gets, 0);
+  // Not in the cache: read with a GET.
+  json::object late = Response(Post(*web, kMutatePodPath, Review("CREATE", "late", "")));
+  EXPECT_TRUE(late.contains("patch"));
+  EXPECT_EQ(kube.gets, 1);
+  // Cannot be read: refused with 500 rather than let through unmanaged.
+  json::object gone = Response(Post(*web, kMutatePodPath, Review("CREATE", "gone", "")));
+  EXPECT_FALSE(gone.at("allowed").as_bool());
+  EXPECT_EQ(gone.at("status").at("code").as_int64(), 500);
+  EXPECT_NE(std::string(gone.at("status").at("message").as_string()).find("gone"),
+            std::string::npos);
+  EXPECT_EQ(kube.lists, 1);
+  server.Stop();
+}
+
+TEST_F(AdmissionServerTest, SelectorWithoutClientIsAStartupError) {
+  Policy policy;
+  policy.namespace_selector = bridge::LabelSelector{};
+  Server server(io_.get_executor(), policy, {.bind_address = "127.0.0.1:0"}, nullptr);
+  Result<void> r = server.Start();
+  ASSERT_FALSE(r.has_value());
+  EXPECT_NE(r.error().message.find("managedNamespaceSelector"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace sb::admission

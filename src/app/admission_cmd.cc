@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "app/admission_cmd.h"
+
+#include <csignal>
+#include <memory>
+
+#include <spdlog/spdlog.h>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+
+#include "admission/review.h"
+#include "admission/server.h"
+#include "bridge/config.h"
+#include "kube/client.h"
+#include "kube/config.h"
+
+namespace sb::app {
+namespace asio = boost::asio;
+
+int RunAdmission(const AdmissionOptions& options) {
+  Result<bridge::Config> config = bridge::LoadConfig(options.config_path);
+  if (!config) {
+    spdlog::error("admission: {}", config.error().message);
+    return 1;
+  }
+  for (const std::string& w : config->warnings) {
+    spdlog::warn("admission: {}: {}", options.config_path, w);
+  }
+  admission::Policy policy = admission::PolicyFromConfig(*config, options.privileged_users);
+
+  asio::io_context io(1);
+  std::unique_ptr<net::HttpClient> http;
+  std::unique_ptr<kube::Client> kube_client;
+  if (policy.namespace_selector) {
+    // Only the selector needs the apiserver (the namespaces' labels).
+    Result<kube::Config> kc = kube::LoadConfig({.kubeconfig_path = options.kubeconfig});
+    if (!kc) {
+      spdlog::error("admission: Kubernetes config: {}", kc.error().message);
+      return 1;
+    }
+    Result<std::unique_ptr<net::HttpClient>> h = kube::MakeHttpClient(io.get_executor(), *kc);
+    if (!h) {
+      spdlog::error("admission: Kubernetes client: {}", h.error().message);
+      return 1;
+    }
+    http = std::move(*h);
+    kube_client = kube::MakeClient(*http, kc->token);
+    spdlog::info("admission: namespaces from {} ({})", kc->server, kc->source);
+  }
+
+  admission::ServerOptions sopt;
+  sopt.bind_address = options.bind_address;
+  sopt.cert_file = options.cert_file;
+  sopt.key_file = options.key_file;
+  sopt.health_bind_address = options.health_probe_bind_address;
+  admission::Server server(io.get_executor(), policy, sopt, kube_client.get());
+  if (Result<void> r = server.Start(); !r) {
+    spdlog::error("admission: {}", r.error().message);
+    return 1;
+  }
+  if (policy.namespace_selector) {
+    spdlog::info("admission: scheduler {}, namespaces by selector", policy.scheduler_name);
+  } else {
+    spdlog::info("admission: scheduler {}, {} managed namespace(s)", policy.scheduler_name,
+                 policy.managed_namespaces.size());
+  }
+
+  bool stopping = false;
+  asio::signal_set signals(io, SIGINT, SIGTERM);
+  signals.async_wait([&](const boost::system::error_code& ec, int signo) {
+    if (ec) {
+      return;
+    }
+    spdlog::info("admission: signal {}, shutting down", signo);
+    stopping = true;
+    server.Stop();
+  });
+  // Run until the work runs out after Stop(), or the grace period for open connections ends.
+  std::chrono::steady_clock::time_point deadline{};
+  for (;;) {
+    io.run_for(std::chrono::milliseconds(200));
+    if (io.stopped()) {
+      break;
+    }
+    if (stopping) {
+      auto now = std::chrono::steady_clock::now();
+      if (deadline == std::chrono::steady_clock::time_point{}) {
+        deadline = now + options.shutdown_grace;
+      } else if (now >= deadline) {
+        spdlog::warn("admission: connections still open after {} ms; exiting",
+                     options.shutdown_grace.count());
+        break;
+      }
+    }
+  }
+  spdlog::info("admission: stopped");
+  return 0;
+}
+
+}  // namespace sb::app

@@ -1,0 +1,41 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// app/admission_cmd.h
+//
+// `slurm-bridge admission`: the admission webhook (admission/server.h) as a process. It reads the
+// bridge config, serves the webhook over HTTPS and /healthz, /readyz over HTTP, and runs until
+// SIGTERM or SIGINT; it then stops accepting, lets requests in flight finish (at most
+// `shutdown_grace`) and returns 0. Startup errors (config, certificate, address in use,
+// kubeconfig when a namespace selector needs one) are logged and return 1.
+//
+// Flags (upstream's names and defaults):
+//   --config                     /etc/slurm-bridge/config.yaml
+//   --kubeconfig                 only read when managedNamespaceSelector is set
+//   --bind-address               :9443
+//   --cert-file, --key-file      /tmp/k8s-webhook-server/serving-certs/tls.{crt,key}
+//   --health-probe-bind-address  :8081 ("0" turns it off)
+//   --privileged-user            repeatable: usernames allowed to set the job-id label and the
+//                                node annotation (system:serviceaccount:<ns>:<name>)
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace sb::app {
+
+struct AdmissionOptions {
+  std::string config_path = "/etc/slurm-bridge/config.yaml";
+  std::string kubeconfig;
+  std::string bind_address = ":9443";
+  std::string cert_file = "/tmp/k8s-webhook-server/serving-certs/tls.crt";
+  std::string key_file = "/tmp/k8s-webhook-server/serving-certs/tls.key";
+  std::string health_probe_bind_address = ":8081";
+  std::vector<std::string> privileged_users;
+  std::chrono::milliseconds shutdown_grace{10000};
+};
+
+// Runs the webhook until SIGTERM/SIGINT. Returns the process exit status.
+int RunAdmission(const AdmissionOptions& options);
+
+}  // namespace sb::app
