@@ -1,14 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "app/cli.h"
 
+#include <csignal>
 #include <ostream>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
 #include "app/admission_cmd.h"
-#include "app/scheduler_cmd.h"
+#include "app/run_cmd.h"
 #include "common/version.h"
 
 namespace sb::app {
@@ -32,17 +35,45 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   app.add_flag("--version", show_version, "Print the version and exit");
   CLI::App* version = app.add_subcommand("version", "Print the version");
 
-  SchedulerOptions sched_opts;
+  // scheduler, controllers and all share their flags.
+  const std::vector<std::string> levels = {"trace", "debug",    "info", "warn",
+                                           "error", "critical", "off"};
+  RunOptions run_opts;
+  auto add_run_flags = [&](CLI::App* cmd) {
+    cmd->add_option("--config", run_opts.config_path, "Bridge config file (YAML)")
+        ->capture_default_str();
+    cmd->add_option("--kubeconfig", run_opts.kubeconfig,
+                    "kubeconfig file (default: $KUBECONFIG, else in-cluster)");
+    cmd->add_option("--log-level", run_opts.log_level, "trace, debug, info, warn, error")
+        ->capture_default_str()
+        ->check(CLI::IsMember(levels));
+    cmd->add_flag("--leader-elect", run_opts.leader_elect,
+                  "Run only while holding the leader Lease (for several replicas)");
+    cmd->add_option("--leader-election-namespace", run_opts.leader_election_namespace,
+                    "Namespace of the Lease (default: the pod's namespace, else default)");
+    cmd->add_option("--leader-election-id", run_opts.leader_election_id,
+                    "Name of the Lease (default: upstream's name for the component)");
+    cmd->add_option("--metrics-bind-address", run_opts.metrics_bind_address,
+                    "Address of /metrics (Prometheus text); 0 turns it off")
+        ->capture_default_str();
+    cmd->add_option("--health-probe-bind-address", run_opts.health_probe_bind_address,
+                    "Address of /healthz and /readyz; 0 turns it off")
+        ->capture_default_str();
+  };
   CLI::App* sched = app.add_subcommand(
       "scheduler",
       "Hand pending pods to Slurm as placeholder jobs and bind them where Slurm runs them");
-  sched->add_option("--config", sched_opts.config_path, "Bridge config file (YAML)")
-      ->capture_default_str();
-  sched->add_option("--kubeconfig", sched_opts.kubeconfig,
-                    "kubeconfig file (default: $KUBECONFIG, else in-cluster)");
-  sched->add_option("--log-level", sched_opts.log_level, "trace, debug, info, warn, error")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+  add_run_flags(sched);
+  CLI::App* ctrl = app.add_subcommand(
+      "controllers", "Keep pods and Slurm jobs, Kubernetes nodes and Slurm nodes in step");
+  add_run_flags(ctrl);
+  CLI::App* all = app.add_subcommand(
+      "all", "Scheduler and controllers in one process (and the webhook with --webhook)");
+  add_run_flags(all);
+  bool all_webhook = false;
+  all->add_flag("--webhook", all_webhook,
+                "Also serve the admission webhook (flags --webhook-bind-address, --cert-file, "
+                "--key-file)");
 
   AdmissionOptions adm_opts;
   std::string adm_log_level = "info";
@@ -63,6 +94,12 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
       ->capture_default_str();
   adm->add_option("--privileged-user", adm_opts.privileged_users,
                   "User allowed to set the bridge's labels and annotations (repeatable)");
+  all->add_option("--webhook-bind-address", adm_opts.bind_address,
+                  "HTTPS address of the webhook (with --webhook)")
+      ->capture_default_str();
+  all->add_option("--cert-file", adm_opts.cert_file, "Webhook serving certificate (PEM)")
+      ->capture_default_str();
+  all->add_option("--key-file", adm_opts.key_file, "Its private key (PEM)")->capture_default_str();
   adm->add_option("--log-level", adm_log_level, "trace, debug, info, warn, error")
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
@@ -95,8 +132,24 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
     out << "slurm-bridge " << kVersion << "\n";
     return 0;
   }
-  if (sched->parsed()) {
-    return RunScheduler(sched_opts);
+  if (sched->parsed() || ctrl->parsed() || all->parsed()) {
+    run_opts.scheduler = sched->parsed() || all->parsed();
+    run_opts.controllers = ctrl->parsed() || all->parsed();
+    if (all->parsed() && all_webhook) {
+      // The webhook on a thread of its own (its own loop and signal handling); its probes are
+      // served by the main health server.
+      adm_opts.config_path = run_opts.config_path;
+      adm_opts.kubeconfig = run_opts.kubeconfig;
+      adm_opts.health_probe_bind_address = "0";
+      spdlog::set_level(spdlog::level::from_str(run_opts.log_level));
+      std::thread webhook([&adm_opts] {
+        if (RunAdmission(adm_opts) != 0) std::raise(SIGTERM);
+      });
+      const int rc = RunComponents(run_opts);
+      webhook.join();
+      return rc;
+    }
+    return RunComponents(run_opts);
   }
   if (adm->parsed()) {
     spdlog::set_level(spdlog::level::from_str(adm_log_level));

@@ -261,12 +261,14 @@ Result<Config> ParseConfig(std::string_view yaml) {
               KeyError(key, fmt::format("\"{}\" is not \"external\" or \"batch\"", mode)));
         }
       }
-    } else if (k == "jobpollinterval" || k == "joblistinterval" || k == "nodelistinterval") {
+    } else if (k == "jobpollinterval" || k == "joblistinterval" || k == "nodelistinterval" ||
+               k == "jobsweepinterval") {
       Result<std::chrono::milliseconds> d = Duration(v, key);
       if (!d) return tl::unexpected(d.error());
-      (k == "jobpollinterval"   ? c.job_poll_interval
-       : k == "joblistinterval" ? c.job_list_interval
-                                : c.node_list_interval) = *d;
+      (k == "jobpollinterval"    ? c.job_poll_interval
+       : k == "joblistinterval"  ? c.job_list_interval
+       : k == "jobsweepinterval" ? c.job_sweep_interval
+                                 : c.node_list_interval) = *d;
     } else if (k == "maxconcurrentsubmits") {
       Result<std::string> s = Scalar(v, key);
       if (!s) return tl::unexpected(s.error());

@@ -22,6 +22,7 @@
 //   jobPollInterval          how often job states are read (default 500ms)
 //   jobListInterval          how often the full job list (reasons, tags) is read (default 5s)
 //   nodeListInterval         how often Slurm's node list is read (default 30s)
+//   jobSweepInterval         how often the controllers look for orphan jobs (default 30s)
 //   maxConcurrentSubmits     groups handled at once (default 16)
 //   resourceTres             extended resource -> Slurm TRES per node, e.g.
 //                            {nvidia.com/gpu: gres/gpu, example.com/fpga: gres/fpga}
@@ -80,6 +81,7 @@ struct Config {
   std::chrono::milliseconds job_poll_interval{500};
   std::chrono::milliseconds job_list_interval{5000};
   std::chrono::milliseconds node_list_interval{30000};
+  std::chrono::milliseconds job_sweep_interval{30000};
   int max_concurrent_submits = 16;
   std::map<std::string, std::string> resource_tres{{"amd.com/gpu", "gres/gpu"},
                                                    {"nvidia.com/gpu", "gres/gpu"}};

@@ -515,6 +515,30 @@ Result<std::unique_ptr<HttpClient>> HttpClient::Create(asio::any_io_executor exe
 }
 
 asio::awaitable<Result<HttpResponse>> HttpClient::Send(HttpRequest request) {
+  const auto start = std::chrono::steady_clock::now();
+  Result<HttpResponse> r = co_await SendRetrying(std::move(request));
+  ClientStats& st = impl_->stats;
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ++st.latency_count;
+  st.latency_sum_seconds += seconds;
+  for (std::size_t i = 0; i < ClientStats::kLatencyBounds.size(); ++i) {
+    if (seconds <= ClientStats::kLatencyBounds[i]) {
+      ++st.latency_buckets[i];
+      break;
+    }
+  }
+  if (!r) {
+    ++st.transport_errors;
+  } else if (r->status >= 500) {
+    ++st.responses_5xx;
+  } else if (r->status >= 400) {
+    ++st.responses_4xx;
+  }
+  co_return r;
+}
+
+asio::awaitable<Result<HttpResponse>> HttpClient::SendRetrying(HttpRequest request) {
   Impl& d = *impl_;
   ++d.stats.requests;
   const auto timeout = request.timeout.count() > 0 ? request.timeout : d.options.timeout;

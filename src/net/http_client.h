@@ -24,6 +24,7 @@
 //   // written inside a co_await expression twice.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -115,6 +116,15 @@ struct ClientStats {
   std::uint64_t attempts = 0;            // exchanges tried, retries included
   std::uint64_t connections_opened = 0;  // new connections (the rest reused one)
   std::uint64_t retries = 0;
+  // Send() outcomes and durations (retries included), for Prometheus histograms.
+  std::uint64_t transport_errors = 0;  // no response at all
+  std::uint64_t responses_4xx = 0;
+  std::uint64_t responses_5xx = 0;
+  static constexpr std::array<double, 11> kLatencyBounds = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                                                            0.5,   1,    2.5,   5,    10};
+  std::array<std::uint64_t, 11> latency_buckets{};  // count <= bound (not cumulative)
+  std::uint64_t latency_count = 0;
+  double latency_sum_seconds = 0;
 };
 
 class HttpClient {
@@ -145,6 +155,7 @@ class HttpClient {
   void CloseIdle();
 
  private:
+  [[nodiscard]] boost::asio::awaitable<Result<HttpResponse>> SendRetrying(HttpRequest request);
   struct Impl;
   explicit HttpClient(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;

@@ -1,0 +1,344 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "app/run_cmd.h"
+
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+
+#include "bridge/config.h"
+#include "common/strings.h"
+#include "controllers/pod_controller.h"
+#include "kube/client.h"
+#include "kube/config.h"
+#include "kube/runtime/clock.h"
+#include "kube/runtime/kube_adapters.h"
+#include "kube/runtime/leader_election.h"
+#include "net/http_server.h"
+#include "scheduler/scheduler.h"
+#include "slurm/client.h"
+
+namespace sb::app {
+namespace asio = boost::asio;
+
+namespace {
+
+// Prometheus text exposition format 0.0.4.
+class MetricsText {
+ public:
+  void Family(std::string_view name, std::string_view help, std::string_view type) {
+    out_ << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n';
+  }
+  template <typename V>
+  void Sample(std::string_view name, std::string_view labels, V value) {
+    out_ << name;
+    if (!labels.empty()) out_ << '{' << labels << '}';
+    out_ << ' ' << value << '\n';
+  }
+  void Histogram(std::string_view name, std::string_view labels, const net::ClientStats& s) {
+    std::uint64_t cumulative = 0;
+    const std::string sep = labels.empty() ? "" : ",";
+    for (std::size_t i = 0; i < s.latency_buckets.size(); ++i) {
+      cumulative += s.latency_buckets[i];
+      Sample(std::string(name) + "_bucket",
+             fmt::format("{}{}le=\"{}\"", labels, sep, net::ClientStats::kLatencyBounds[i]),
+             cumulative);
+    }
+    Sample(std::string(name) + "_bucket", fmt::format("{}{}le=\"+Inf\"", labels, sep),
+           s.latency_count);
+    Sample(std::string(name) + "_sum", labels, s.latency_sum_seconds);
+    Sample(std::string(name) + "_count", labels, s.latency_count);
+  }
+  [[nodiscard]] std::string str() const { return out_.str(); }
+
+ private:
+  std::ostringstream out_;
+};
+
+std::string PodNamespace() {
+  std::ifstream in("/var/run/secrets/kubernetes.io/serviceaccount/namespace");
+  std::string ns;
+  if (in) std::getline(in, ns);
+  ns = std::string(TrimWhitespace(ns));
+  return ns.empty() ? "default" : ns;
+}
+
+std::string Identity() {
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  std::random_device rd;
+  return fmt::format("{}_{:08x}{:08x}", host, rd(), rd());
+}
+
+bool Enabled(const std::string& address) { return !address.empty() && address != "0"; }
+
+}  // namespace
+
+int RunComponents(const RunOptions& options) {
+  spdlog::set_level(spdlog::level::from_str(options.log_level));
+  Result<bridge::Config> config = bridge::LoadConfig(options.config_path);
+  if (!config) {
+    spdlog::error("{}", config.error().message);
+    return 1;
+  }
+  for (const std::string& w : config->warnings) spdlog::warn("{}: {}", options.config_path, w);
+  if (config->slurm_rest_api.empty()) {
+    spdlog::error("{}: config key slurmRestApi is required", options.config_path);
+    return 1;
+  }
+  const char* jwt_file = std::getenv("SLURM_JWT_FILE");
+  if (jwt_file == nullptr || *jwt_file == '\0') {
+    spdlog::error("SLURM_JWT_FILE is not set: it names the file holding slurmrestd's JWT");
+    return 1;
+  }
+
+  asio::io_context io(1);
+  kube::LoadOptions kube_load;
+  kube_load.kubeconfig_path = options.kubeconfig;
+  Result<kube::Config> kube_config = kube::LoadConfig(kube_load);
+  if (!kube_config) {
+    spdlog::error("Kubernetes config: {}", kube_config.error().message);
+    return 1;
+  }
+  net::ClientOptions kube_http_options;
+  kube_http_options.max_idle_connections = 64;
+  Result<std::unique_ptr<net::HttpClient>> kube_http =
+      kube::MakeHttpClient(io.get_executor(), *kube_config, kube_http_options);
+  if (!kube_http) {
+    spdlog::error("Kubernetes client: {}", kube_http.error().message);
+    return 1;
+  }
+  std::unique_ptr<kube::Client> kube_client = kube::MakeClient(**kube_http, kube_config->token);
+
+  slurm::ClientConfig slurm_config{.url = config->slurm_rest_api,
+                                   .user_name = config->slurm_user_name};
+  if (!config->slurm_api_version.empty()) {
+    slurm_config.version = slurm::ParseApiVersion(config->slurm_api_version);
+  }
+  slurm_config.http.tls.ca_file = config->slurm_ca_file;
+  slurm_config.http.tls.insecure_skip_verify = config->slurm_insecure_skip_verify;
+  slurm_config.http.max_idle_connections = 32;
+  Result<slurm::ClientPtr> slurm_client =
+      slurm::MakeClient(io.get_executor(), slurm_config, slurm::MakeFileTokenSource(jwt_file));
+  if (!slurm_client) {
+    spdlog::error("Slurm client: {}", slurm_client.error().message);
+    return 1;
+  }
+
+  kube::SystemClock clock;
+  std::unique_ptr<scheduler::Scheduler> sched;
+  std::unique_ptr<controllers::PodController> pods;
+  bool stopping = false;
+  int status = 0;
+  std::unique_ptr<kube::LeaderElector> elector;
+  std::unique_ptr<kube::ClientLeaseStore> leases;
+
+  auto start_components = [&] {
+    if (stopping) return;
+    if (options.scheduler) {
+      sched = std::make_unique<scheduler::Scheduler>(io.get_executor(), *kube_client,
+                                                     **slurm_client, clock, *config);
+      asio::co_spawn(io, sched->Run(), [&](const std::exception_ptr& e, Result<void> r) {
+        if (e || !r) {
+          spdlog::error("scheduler: {}", e ? "crashed" : r.error().ToString());
+          status = 1;
+        }
+      });
+    }
+    if (options.controllers) {
+      controllers::PodControllerOptions po;
+      po.sweep_interval = config->job_sweep_interval;
+      // A job this young may belong to a pod the informer has not shown yet.
+      po.orphan_min_age = std::max<std::chrono::seconds>(
+          std::chrono::seconds(5),
+          std::chrono::duration_cast<std::chrono::seconds>(config->job_sweep_interval));
+      pods = std::make_unique<controllers::PodController>(io.get_executor(), *kube_client,
+                                                          **slurm_client, clock, *config, po);
+      asio::co_spawn(io, pods->Run(), asio::detached);
+    }
+  };
+  auto stop_components = [&] {
+    if (sched) sched->Stop();
+    if (pods) pods->Stop();
+  };
+
+  // Health and metrics.
+  std::vector<std::unique_ptr<net::HttpServer>> servers;
+  auto ready = [&] {
+    if (elector && !elector->IsLeader()) return true;  // a standby replica is ready to take over
+    return (!options.scheduler || (sched && sched->Ready())) &&
+           (!options.controllers || (pods && pods->Ready()));
+  };
+  auto healthy = [&] { return !elector || elector->Healthy(std::chrono::seconds(20)); };
+  auto metrics = [&](const net::ServerRequest&) {
+    MetricsText m;
+    m.Family("slurm_bridge_leader", "1 when this process leads (or runs without election)",
+             "gauge");
+    m.Sample("slurm_bridge_leader", "", elector ? (elector->IsLeader() ? 1 : 0) : 1);
+    const scheduler::Stats ss = sched ? sched->stats() : scheduler::Stats{};
+    const controllers::PodControllerStats ps =
+        pods ? pods->stats() : controllers::PodControllerStats{};
+    m.Family("slurm_bridge_jobs_submitted_total", "Slurm placeholder jobs submitted", "counter");
+    m.Sample("slurm_bridge_jobs_submitted_total", "", ss.jobs_submitted);
+    m.Family("slurm_bridge_jobs_adopted_total", "Jobs found by tag after a restart", "counter");
+    m.Sample("slurm_bridge_jobs_adopted_total", "", ss.jobs_adopted);
+    m.Family("slurm_bridge_jobs_cancelled_total", "Slurm jobs cancelled, by why", "counter");
+    m.Sample("slurm_bridge_jobs_cancelled_total", "reason=\"pods_gone_before_binding\"",
+             ss.jobs_cancelled);
+    m.Sample("slurm_bridge_jobs_cancelled_total", "reason=\"pods_done\"", ps.jobs_cancelled);
+    m.Sample("slurm_bridge_jobs_cancelled_total", "reason=\"orphan\"", ps.orphans_cancelled);
+    m.Family("slurm_bridge_jobs_replaced_total", "Jobs that ended before binding and were replaced",
+             "counter");
+    m.Sample("slurm_bridge_jobs_replaced_total", "", ss.jobs_replaced);
+    m.Family("slurm_bridge_submit_errors_total", "Submits Slurm refused or that failed", "counter");
+    m.Sample("slurm_bridge_submit_errors_total", "", ss.submit_errors);
+    m.Family("slurm_bridge_pods_bound_total", "Pods bound to the node of their Slurm job",
+             "counter");
+    m.Sample("slurm_bridge_pods_bound_total", "", ss.pods_bound);
+    m.Family("slurm_bridge_bind_errors_total", "Bindings that failed", "counter");
+    m.Sample("slurm_bridge_bind_errors_total", "", ss.bind_errors);
+    m.Family("slurm_bridge_pods_deleted_total", "Bound pods deleted because their job ended",
+             "counter");
+    m.Sample("slurm_bridge_pods_deleted_total", "", ps.pods_deleted);
+    m.Family("slurm_bridge_finalizers_removed_total", "Finalizers released", "counter");
+    m.Sample("slurm_bridge_finalizers_removed_total", "", ps.finalizers_removed);
+    m.Family("slurm_bridge_queue_depth", "Work items ready in a queue", "gauge");
+    m.Sample("slurm_bridge_queue_depth", "queue=\"scheduler\"", sched ? sched->QueueDepth() : 0);
+    m.Sample("slurm_bridge_queue_depth", "queue=\"pods\"", pods ? pods->QueueDepth() : 0);
+    m.Family("slurm_bridge_tracked_jobs", "Jobs the scheduler waits on", "gauge");
+    m.Sample("slurm_bridge_tracked_jobs", "", sched ? sched->TrackedJobs() : 0);
+    const net::ClientStats& sl = (*slurm_client)->http_stats();
+    const net::ClientStats& ku = (*kube_http)->stats();
+    m.Family("slurm_bridge_client_requests_total", "Requests sent, by server", "counter");
+    m.Sample("slurm_bridge_client_requests_total", "server=\"slurmrestd\"", sl.requests);
+    m.Sample("slurm_bridge_client_requests_total", "server=\"kube-apiserver\"", ku.requests);
+    m.Family("slurm_bridge_client_errors_total", "Failed requests, by server and kind", "counter");
+    m.Sample("slurm_bridge_client_errors_total", "server=\"slurmrestd\",kind=\"transport\"",
+             sl.transport_errors);
+    m.Sample("slurm_bridge_client_errors_total", "server=\"slurmrestd\",kind=\"4xx\"",
+             sl.responses_4xx);
+    m.Sample("slurm_bridge_client_errors_total", "server=\"slurmrestd\",kind=\"5xx\"",
+             sl.responses_5xx);
+    m.Sample("slurm_bridge_client_errors_total", "server=\"kube-apiserver\",kind=\"transport\"",
+             ku.transport_errors);
+    m.Sample("slurm_bridge_client_errors_total", "server=\"kube-apiserver\",kind=\"4xx\"",
+             ku.responses_4xx);
+    m.Sample("slurm_bridge_client_errors_total", "server=\"kube-apiserver\",kind=\"5xx\"",
+             ku.responses_5xx);
+    m.Family("slurm_bridge_client_request_duration_seconds",
+             "Request latency (retries included), by server", "histogram");
+    m.Histogram("slurm_bridge_client_request_duration_seconds", "server=\"slurmrestd\"", sl);
+    m.Histogram("slurm_bridge_client_request_duration_seconds", "server=\"kube-apiserver\"", ku);
+    return net::TextResponse(200, m.str(), "text/plain; version=0.0.4; charset=utf-8");
+  };
+  auto add_server = [&](const std::string& address, const std::string& name, bool health,
+                        bool with_metrics) -> bool {
+    net::ServerOptions so;
+    so.bind_address = address;
+    so.name = name;
+    auto server = std::make_unique<net::HttpServer>(io.get_executor(), so);
+    if (health) {
+      server->RouteSync("/healthz", [&](const net::ServerRequest&) {
+        return healthy() ? net::TextResponse(200, "ok")
+                         : net::TextResponse(500, "leader election: lease not renewed");
+      });
+      server->RouteSync("/readyz", [&](const net::ServerRequest&) {
+        return ready() ? net::TextResponse(200, "ok") : net::TextResponse(503, "starting");
+      });
+    }
+    if (with_metrics) server->RouteSync("/metrics", metrics);
+    if (Result<void> r = server->Start(); !r) {
+      spdlog::error("{} server on {}: {}", name, address, r.error().message);
+      return false;
+    }
+    spdlog::info("{} server on {} (port {})", name, address, server->port());
+    servers.push_back(std::move(server));
+    return true;
+  };
+  const bool health_on = Enabled(options.health_probe_bind_address);
+  const bool metrics_on = Enabled(options.metrics_bind_address);
+  if (health_on && metrics_on &&
+      options.health_probe_bind_address == options.metrics_bind_address) {
+    if (!add_server(options.health_probe_bind_address, "health+metrics", true, true)) return 1;
+  } else {
+    if (health_on && !add_server(options.health_probe_bind_address, "health", true, false)) {
+      return 1;
+    }
+    if (metrics_on && !add_server(options.metrics_bind_address, "metrics", false, true)) return 1;
+  }
+
+  asio::signal_set signals(io, SIGINT, SIGTERM);
+  std::function<void()> shutdown = [&] {
+    if (stopping) return;
+    stopping = true;
+    stop_components();
+    if (elector) elector->Stop();
+    for (auto& s : servers) s->Stop();
+    signals.cancel();
+  };
+  signals.async_wait([&](const boost::system::error_code& ec, int sig) {
+    if (ec) return;
+    spdlog::info("signal {}: stopping", sig);
+    shutdown();
+  });
+
+  if (options.leader_elect) {
+    leases = std::make_unique<kube::ClientLeaseStore>(*kube_client);
+    kube::LeaderElectionConfig le;
+    le.lease_namespace = options.leader_election_namespace.empty()
+                             ? PodNamespace()
+                             : options.leader_election_namespace;
+    le.lease_name = options.leader_election_id;
+    if (le.lease_name.empty()) {
+      // Upstream's lease names, so that a mixed roll-over never has two leaders.
+      le.lease_name = options.scheduler && options.controllers ? "slurm-bridge"
+                      : options.scheduler                      ? "slurm-bridge-scheduler"
+                                                               : "69d5fe47.my.slinky.slurm.net";
+    }
+    le.identity = Identity();
+    kube::LeaderCallbacks callbacks;
+    callbacks.on_started_leading = [&] {
+      spdlog::info("leading ({}/{}): starting", le.lease_namespace, le.lease_name);
+      start_components();
+    };
+    callbacks.on_stopped_leading = [&] {
+      if (!stopping) {
+        spdlog::error("leadership lost: exiting");
+        status = 1;
+      }
+      shutdown();
+    };
+    callbacks.on_new_leader = [](const std::string& who) {
+      if (!who.empty()) spdlog::info("leader: {}", who);
+    };
+    Result<std::unique_ptr<kube::LeaderElector>> e =
+        kube::LeaderElector::Create(clock, *leases, le, callbacks);
+    if (!e) {
+      spdlog::error("leader election: {}", e.error().message);
+      return 1;
+    }
+    elector = std::move(*e);
+    asio::co_spawn(io, elector->Run(), asio::detached);
+  } else {
+    start_components();
+  }
+  spdlog::info(
+      "slurm-bridge {}{}{}: Slurm at {}, scheduler name {}", options.scheduler ? "scheduler" : "",
+      options.scheduler && options.controllers ? "+" : "", options.controllers ? "controllers" : "",
+      config->slurm_rest_api, config->scheduler_name);
+  io.run();
+  return status;
+}
+
+}  // namespace sb::app

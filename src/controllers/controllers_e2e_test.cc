@@ -1,0 +1,230 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// The controllers end to end: `slurm-bridge all` (scheduler + controllers) as a child process
+// against the real daemons; the test plays the kubelet where one is needed (pod phases, node
+// readiness).
+#include <string>
+#include <vector>
+
+#include "controllers/pod_lifecycle.h"
+#include "testing/bridge_e2e.h"
+
+namespace sb::controllers {
+namespace {
+using namespace std::chrono_literals;
+using sb::testing::RunSync;
+using sb::testing::Shell;
+
+class ControllersE2e : public sb::testing::BridgeE2e {
+ protected:
+  // Creates pod `name` and waits until it is bound; returns it.
+  kube::Pod BoundPod(const std::string& name, const std::string& selector = "") {
+    CreatePod(name, R"({"limits":{"cpu":"1","memory":"64Mi"}})",
+              R"({"slurmjob.slinky.slurm.net/exclusive":"false"})",
+              selector.empty()
+                  ? ""
+                  : R"(,"nodeSelector":{"kubernetes.io/hostname":")" + selector + "\"}");
+    kube::Pod pod;
+    EXPECT_TRUE(WaitFor(
+        [&] {
+          auto p = RunSync(io_, kube::GetPod(*kube_, ns_, name));
+          if (p) pod = *p;
+          return p && !p->spec.node_name.empty();
+        },
+        60s))
+        << name << " not bound";
+    return pod;
+  }
+
+  std::string JobState(std::int64_t id) {
+    auto j = RunSync(io_, slurm_->GetJob(id));
+    return j ? std::string(j->BaseState()) : "GONE";
+  }
+
+  bool PodGone(const std::string& name) {
+    auto p = RunSync(io_, kube::GetPod(*kube_, ns_, name));
+    return !p && p.error().code == ErrorCode::kNotFound;
+  }
+
+  void PatchPodStatus(const std::string& name, const std::string& phase) {
+    auto r = RunSync(io_, kube::PatchPodStatus(*kube_, ns_, name, kube::PatchType::kJsonMerge,
+                                               R"({"status":{"phase":")" + phase + "\"}}"));
+    ASSERT_TRUE(r) << r.error().message;
+  }
+
+  void SetNodeReady(const std::string& node, bool ready) {
+    std::string patch =
+        fmt::format(R"({{"status":{{"conditions":[{{"type":"Ready","status":"{}","reason":"Test",)"
+                    R"("message":"set by the e2e test","lastHeartbeatTime":"2026-01-01T00:00:00Z",)"
+                    R"("lastTransitionTime":"2026-01-01T00:00:00Z"}}]}}}})",
+                    ready ? "True" : "False");
+    auto r =
+        RunSync(io_, kube::PatchNodeStatus(*kube_, node, kube::PatchType::kStrategicMerge, patch));
+    ASSERT_TRUE(r) << r.error().message;
+  }
+};
+
+TEST_F(ControllersE2e, ScancelDeletesTheBoundPodWithAnEvent) {
+  scheduler_ = StartBridge("all");
+  kube::Pod pod = BoundPod("victim");
+  const std::int64_t job = JobId(pod);
+  Slurm(fmt::format("scancel {}", job));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto p = RunSync(io_, kube::GetPod(*kube_, ns_, "victim"));
+        return !p || !p->metadata.deletion_timestamp.empty();
+      },
+      30s));
+  std::string message;
+  for (const kube::Event& e : Events("victim")) {
+    if (e.reason == "SlurmJobEnded") message = e.message;
+  }
+  EXPECT_EQ(message.rfind(fmt::format("Slurm job {} ended: CANCELLED", job), 0), 0u) << message;
+  // The finalizer is released, so the pod goes once its kubelet (here: nobody) lets it.
+  auto p = RunSync(io_, kube::GetPod(*kube_, ns_, "victim"));
+  if (p) {
+    EXPECT_EQ(std::ranges::count(p->metadata.finalizers, std::string(bridge::kFinalizer)), 0);
+  }
+}
+
+TEST_F(ControllersE2e, SucceededPodCancelsItsJob) {
+  scheduler_ = StartBridge("all");
+  kube::Pod pod = BoundPod("worker");
+  const std::int64_t job = JobId(pod);
+  EXPECT_EQ(JobState(job), "RUNNING");
+  PatchPodStatus("worker", "Succeeded");  // the test is the kubelet
+  ASSERT_TRUE(WaitFor([&] { return JobState(job) != "RUNNING"; }, 30s));
+  EXPECT_EQ(JobState(job), "CANCELLED");
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto p = RunSync(io_, kube::GetPod(*kube_, ns_, "worker"));
+        return p &&
+               std::ranges::count(p->metadata.finalizers, std::string(bridge::kFinalizer)) == 0;
+      },
+      30s));
+  bool cancelled_event = false;
+  for (const kube::Event& e : Events("worker")) {
+    cancelled_event = cancelled_event || e.reason == "SlurmJobCancelled";
+  }
+  EXPECT_TRUE(cancelled_event);
+}
+
+TEST_F(ControllersE2e, DeletedPodKeepsItsJobUntilTheGracePeriodEnds) {
+  scheduler_ = StartBridge("all");
+  kube::Pod pod = BoundPod("graceful", "n3");
+  const std::int64_t job = JobId(pod);
+  // Its kubelet is gone (NotReady): only the grace period decides.
+  SetNodeReady("n3", false);
+  const auto deleted_at = std::chrono::steady_clock::now();
+  auto d = RunSync(io_, kube::DeletePod(*kube_, ns_, "graceful", {.grace_period_seconds = 6}));
+  ASSERT_TRUE(d) << d.error().message;
+  // Within the grace period the job stays (upstream #16 cancelled it at once).
+  std::this_thread::sleep_for(3s);
+  EXPECT_EQ(JobState(job), "RUNNING");
+  ASSERT_TRUE(WaitFor([&] { return JobState(job) != "RUNNING"; }, 30s));
+  EXPECT_GE(std::chrono::steady_clock::now() - deleted_at, 6s);
+  // The finalizer is released: the pod object goes (upstream #49 left it Terminating).
+  EXPECT_TRUE(WaitFor([&] { return PodGone("graceful"); }, 30s));
+  SetNodeReady("n3", true);
+}
+
+TEST_F(ControllersE2e, NodeDeletedUnderATerminatingPodReleasesTheJob) {
+  scheduler_ = StartBridge("all");
+  kube::Pod pod = BoundPod("stranded", "n4");
+  const std::int64_t job = JobId(pod);
+  auto d = RunSync(io_, kube::DeletePod(*kube_, ns_, "stranded", {.grace_period_seconds = 2}));
+  ASSERT_TRUE(d) << d.error().message;
+  auto n = RunSync(io_, kube_->Delete(kube::NodesRef().WithName("n4"), {}));
+  ASSERT_TRUE(n) << n.error().message;
+  ASSERT_TRUE(WaitFor([&] { return JobState(job) != "RUNNING"; }, 30s));
+  EXPECT_TRUE(WaitFor([&] { return PodGone("stranded"); }, 30s));
+  Shell(fmt::format("{}/testenv/kube/register-nodes.sh {}/env n4 2>&1", SB_SOURCE_DIR, env_.dir()));
+}
+
+TEST_F(ControllersE2e, OrphanJobIsSweptForeignJobsAreLeftAlone) {
+  auto submit = [&](const std::string& comment) {
+    slurm::JobDescription j;
+    j.name = "orphan-test";
+    j.partition = env_.Get("SLURM_PARTITION");
+    j.flags = {"EXTERNAL_JOB"};
+    j.nodes = "1";
+    j.cpus_per_task = 1;
+    j.memory_per_node = slurm::NoValNumber::Of(64);
+    j.current_working_directory = "/tmp";
+    j.admin_comment = comment;
+    auto r = RunSync(io_, slurm_->SubmitJob(j));
+    EXPECT_TRUE(r) << r.error().message;
+    return r ? r->job_id : 0;
+  };
+  bridge::JobTag ours{.pods = {ns_ + "/never-existed"},
+                      .uids = {"00000000-0000-0000-0000-000000000000"},
+                      .group = "Pod/" + ns_ + "/never-existed",
+                      .cluster = "kubernetes",
+                      .scheduler = "slurm-bridge-scheduler"};
+  bridge::JobTag other_cluster = ours;
+  other_cluster.cluster = "another-cluster";
+  const std::int64_t orphan = submit(bridge::EncodeJobTag(ours));
+  const std::int64_t foreign = submit(bridge::EncodeJobTag(other_cluster));
+  const std::int64_t upstream = submit(R"({"pods":[")" + ns_ + R"(/never-existed"]})");
+  const std::int64_t plain = submit("");
+  ASSERT_TRUE(orphan && foreign && upstream && plain);
+  scheduler_ = StartBridge("controllers");
+  // Jobs younger than the minimum age (5 s here) are not swept; then the orphan goes.
+  ASSERT_TRUE(
+      WaitFor([&] { return JobState(orphan) != "RUNNING" && JobState(orphan) != "PENDING"; }, 60s));
+  EXPECT_EQ(JobState(orphan), "CANCELLED");
+  std::this_thread::sleep_for(2s);  // two more sweeps
+  for (std::int64_t id : {foreign, upstream, plain}) {
+    const std::string s = JobState(id);
+    EXPECT_TRUE(s == "RUNNING" || s == "PENDING") << "job " << id << " was touched: " << s;
+    (void)RunSync(io_, slurm_->CancelJob(id, {}));
+  }
+}
+
+TEST_F(ControllersE2e, OnlyTheLeaderActs) {
+  const std::string lease = "e2e-" + ns_;
+  std::vector<std::string> le = {"--leader-elect", "--leader-election-namespace", ns_,
+                                 "--leader-election-id", lease};
+  others_.push_back(StartBridge("controllers", le, "a"));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto l =
+            RunSync(io_, kube::GetAs<kube::Lease>(*kube_, kube::LeasesRef(ns_).WithName(lease)));
+        return l && l->holder_identity && !l->holder_identity->empty();
+      },
+      30s));
+  others_.push_back(StartBridge("controllers", le, "b"));
+  // Orphans for both to find: only the leader may cancel them.
+  bridge::JobTag ours{.pods = {ns_ + "/gone"},
+                      .uids = {"11111111-0000-0000-0000-000000000000"},
+                      .group = "Pod/" + ns_ + "/gone",
+                      .cluster = "kubernetes",
+                      .scheduler = "slurm-bridge-scheduler"};
+  slurm::JobDescription j;
+  j.partition = env_.Get("SLURM_PARTITION");
+  j.flags = {"EXTERNAL_JOB"};
+  j.nodes = "1";
+  j.cpus_per_task = 1;
+  j.memory_per_node = slurm::NoValNumber::Of(64);
+  j.current_working_directory = "/tmp";
+  j.admin_comment = bridge::EncodeJobTag(ours);
+  auto r = RunSync(io_, slurm_->SubmitJob(j));
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_TRUE(WaitFor([&] { return JobState(r->job_id) == "CANCELLED"; }, 60s));
+  std::this_thread::sleep_for(2s);
+  auto count = [&](const std::string& log, const std::string& what) {
+    std::ifstream in(dir_ + "/" + log + ".log");
+    std::string line;
+    int n = 0;
+    while (std::getline(in, line)) n += line.find(what) != std::string::npos ? 1 : 0;
+    return n;
+  };
+  const std::string cancelled = fmt::format("cancelled orphan Slurm job {}", r->job_id);
+  EXPECT_EQ(count("a", cancelled), 1);
+  EXPECT_EQ(count("b", cancelled), 0);
+  EXPECT_EQ(count("a", "leading ("), 1);
+  EXPECT_EQ(count("b", "leading ("), 0);
+}
+
+}  // namespace
+}  // namespace sb::controllers

@@ -1,0 +1,244 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// testing/bridge_e2e.h
+//
+// BridgeE2e: the fixture of the end-to-end tests of the slurm-bridge binary against the test
+// environment's real slurmctld/slurmrestd and kube-apiserver. Kubernetes Node objects stand in
+// for the kubelets of n1..n4 (testenv/kube/register-nodes.sh); nothing runs the pods. Each test
+// gets a namespace of its own and a folder for its config and logs; TearDown removes the test's
+// pods (finalizers first), its batch Jobs and every Slurm job tagged with its namespace, resumes
+// the Slurm nodes and runs the Slurm commands queued in cleanup_.
+// Needs SB_SOURCE_DIR and SB_BINARY defined by the build.
+#pragma once
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <boost/asio/io_context.hpp>
+
+#include "bridge/names.h"
+#include "bridge/tag.h"
+#include "kube/client.h"
+#include "kube/config.h"
+#include "slurm/client.h"
+#include "testing/child_process.h"
+#include "testing/run.h"
+#include "testing/testenv.h"
+
+namespace sb::testing {
+using namespace std::chrono_literals;
+
+inline std::string Shell(const std::string& cmd) {
+  std::string out;
+  int rc = RunCommand(cmd, &out);
+  EXPECT_EQ(rc, 0) << cmd << "\n" << out;
+  return out;
+}
+
+class BridgeE2e : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    std::string why;
+    std::optional<TestEnv> env = TestEnv::Load(&why);
+    ASSERT_TRUE(env) << why;
+    Shell(fmt::format("{}/testenv/kube/register-nodes.sh {}/env 2>&1", SB_SOURCE_DIR, env->dir()));
+  }
+
+  void SetUp() override {
+    std::string why;
+    std::optional<TestEnv> env = TestEnv::Load(&why);
+    ASSERT_TRUE(env) << why;
+    env_ = *env;
+    ::setenv("KUBECONFIG", env_.Get("KUBECONFIG").c_str(), 1);
+    Result<kube::Config> cfg = kube::LoadConfig({});
+    ASSERT_TRUE(cfg) << cfg.error().message;
+    kube_config_ = *cfg;
+    auto http = kube::MakeHttpClient(io_.get_executor(), kube_config_);
+    ASSERT_TRUE(http) << http.error().message;
+    http_ = std::move(*http);
+    kube_ = kube::MakeClient(*http_, kube_config_.token);
+    auto slurm = slurm::MakeClient(io_.get_executor(), {.url = env_.Get("SLURM_REST_URL")},
+                                   slurm::MakeFileTokenSource(env_.Get("SLURM_JWT_FILE")));
+    ASSERT_TRUE(slurm) << slurm.error().message;
+    slurm_ = std::move(*slurm);
+
+    std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    ns_ = "sched-";
+    for (char c : name) {
+      ns_ += std::isalnum(static_cast<unsigned char>(c))
+                 ? static_cast<char>(std::tolower(static_cast<unsigned char>(c)))
+                 : '-';
+    }
+    if (ns_.size() > 50) ns_.resize(50);
+    kube::Namespace n;
+    n.metadata.name = ns_;
+    auto created = RunSync(io_, kube::CreateAs<kube::Namespace>(*kube_, kube::NamespacesRef(), n));
+    ASSERT_TRUE(created || created.error().code == ErrorCode::kAlreadyExists)
+        << created.error().message;
+    dir_ = env_.dir() + "/" + ns_;
+    Shell("mkdir -p " + dir_);
+    config_path_ = dir_ + "/config.yaml";
+    std::ofstream(config_path_) << fmt::format(
+        "slurmRestApi: {}\npartition: {}\nmcsLabel: kubernetes\njobPollInterval: 200ms\n"
+        "jobListInterval: 1s\nnodeListInterval: 2s\njobSweepInterval: 1s\n",
+        env_.Get("SLURM_REST_URL"), env_.Get("SLURM_PARTITION"));
+  }
+
+  void TearDown() override {
+    scheduler_.reset();
+    others_.clear();
+    if (!kube_) return;
+    (void)RunSync(io_, kube_->Delete(kube::JobsRef(ns_), {.propagation_policy = "Orphan"}));
+    // The pods carry the bridge's finalizer and there is no kubelet: release and delete them.
+    auto pods = RunSync(io_, kube::ListAs<kube::Pod>(*kube_, kube::PodsRef(ns_), {}));
+    if (pods) {
+      for (const kube::Pod& p : pods->items) {
+        (void)RunSync(
+            io_, kube_->Patch(kube::PodsRef(ns_).WithName(p.metadata.name),
+                              kube::PatchType::kJsonMerge, R"({"metadata":{"finalizers":null}})"));
+      }
+    }
+    (void)RunSync(io_, kube_->Delete(kube::PodsRef(ns_), {.grace_period_seconds = 0}));
+    // And every Slurm job this test's pods had.
+    auto jobs = RunSync(io_, slurm_->ListJobs());
+    if (jobs) {
+      for (const slurm::JobInfo& j : *jobs) {
+        if (j.admin_comment.find("\"" + ns_ + "/") == std::string::npos) continue;
+        if (j.BaseState() == "PENDING" || j.BaseState() == "RUNNING") {
+          (void)RunSync(io_, slurm_->CancelJob(j.job_id, {}));
+        }
+      }
+    }
+    Slurm("scontrol update nodename=" + env_.Get("SLURM_NODES") + " state=resume");
+    // After the jobs are gone (a reservation with jobs cannot be deleted).
+    for (const std::string& c : cleanup_) {
+      std::string out;
+      for (int i = 0; i < 50; ++i) {  // cancelled jobs take a moment to leave
+        out = Slurm(c);
+        if (out.empty()) break;
+        std::this_thread::sleep_for(200ms);
+      }
+      if (!out.empty()) std::cerr << c << ": " << out;
+    }
+    if (HasFailure()) {
+      for (const char* log : {"scheduler", "a", "b"}) {
+        std::ifstream in(dir_ + "/" + log + ".log");
+        if (in) std::cerr << "--- " << log << " log ---\n" << in.rdbuf() << "\n";
+      }
+    }
+  }
+
+  // Starts `slurm-bridge <subcommand> --config ...` (log: <dir>/<log>.log).
+  std::unique_ptr<ChildProcess> StartBridge(const std::string& subcommand,
+                                            std::vector<std::string> extra = {},
+                                            const std::string& log = "scheduler") {
+    std::vector<std::string> argv = {SB_BINARY,    subcommand,    "--config",
+                                     config_path_, "--log-level", "debug"};
+    if (std::ranges::find(extra, "--metrics-bind-address") == extra.end()) {
+      extra.insert(extra.end(), {"--metrics-bind-address", "0"});
+    }
+    if (std::ranges::find(extra, "--health-probe-bind-address") == extra.end()) {
+      extra.insert(extra.end(), {"--health-probe-bind-address", "0"});
+    }
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return std::make_unique<ChildProcess>(
+        argv,
+        std::map<std::string, std::string>{{"SLURM_JWT_FILE", env_.Get("SLURM_JWT_FILE")},
+                                           {"KUBECONFIG", env_.Get("KUBECONFIG")}},
+        dir_ + "/" + log + ".log");
+  }
+  void StartScheduler() { scheduler_ = StartBridge("scheduler"); }
+
+  std::string Slurm(const std::string& cmd) {
+    std::string out;
+    RunCommand(fmt::format("{}/testenv/slurm/exec.sh {} {} 2>&1", SB_SOURCE_DIR, env_.dir(), cmd),
+               &out);
+    return out;
+  }
+
+  // Creates a pod for the bridge; `extra` is merged into the manifest's top level as JSON text.
+  void CreatePod(const std::string& name, const std::string& resources,
+                 const std::string& annotations = "{}", const std::string& spec_extra = "") {
+    std::string manifest = fmt::format(
+        R"({{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"{}","namespace":"{}",
+        "annotations":{}}},"spec":{{"schedulerName":"slurm-bridge-scheduler",
+        "restartPolicy":"Never","containers":[{{"name":"c","image":"busybox",
+        "resources":{}}}]{}}}}})",
+        name, ns_, annotations, resources, spec_extra);
+    auto r = RunSync(io_, kube_->Create(kube::PodsRef(ns_), manifest));
+    ASSERT_TRUE(r) << r.error().message;
+  }
+
+  std::vector<kube::Pod> Pods() {
+    auto pods = RunSync(io_, kube::ListAs<kube::Pod>(*kube_, kube::PodsRef(ns_), {}));
+    EXPECT_TRUE(pods) << pods.error().message;
+    return pods ? pods->items : std::vector<kube::Pod>{};
+  }
+
+  bool WaitFor(const std::function<bool()>& done, std::chrono::seconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (done()) return true;
+      std::this_thread::sleep_for(100ms);
+    }
+    return done();
+  }
+
+  std::size_t CountBound(const std::vector<kube::Pod>& pods) {
+    return static_cast<std::size_t>(
+        std::ranges::count_if(pods, [](const kube::Pod& p) { return !p.spec.node_name.empty(); }));
+  }
+
+  std::vector<kube::Event> Events(const std::string& pod) {
+    kube::ListOptions o;
+    o.field_selector = "involvedObject.name=" + pod;
+    auto ev = RunSync(io_, kube::ListAs<kube::Event>(*kube_, kube::EventsRef(ns_), o));
+    return ev ? ev->items : std::vector<kube::Event>{};
+  }
+
+  static std::int64_t JobId(const kube::Pod& p) {
+    auto it = p.metadata.labels.find(std::string(bridge::kJobIdLabel));
+    return it == p.metadata.labels.end() ? 0 : std::stoll(it->second);
+  }
+
+  // Slurm jobs (any state) whose tag names a pod of this namespace, by pod UID.
+  std::map<std::string, std::vector<std::int64_t>> JobsByUid() {
+    std::map<std::string, std::vector<std::int64_t>> out;
+    auto jobs = RunSync(io_, slurm_->ListJobs());
+    EXPECT_TRUE(jobs) << jobs.error().message;
+    if (!jobs) return out;
+    for (const slurm::JobInfo& j : *jobs) {
+      std::optional<bridge::JobTag> tag = bridge::ParseJobTag(j.admin_comment);
+      if (!tag || tag->pods.empty() || !tag->pods[0].starts_with(ns_ + "/")) continue;
+      for (const std::string& uid : tag->uids) out[uid].push_back(j.job_id);
+    }
+    return out;
+  }
+
+  TestEnv env_;
+  boost::asio::io_context io_;
+  kube::Config kube_config_;
+  std::unique_ptr<net::HttpClient> http_;
+  std::unique_ptr<kube::Client> kube_;
+  slurm::ClientPtr slurm_;
+  std::string ns_;
+  std::string dir_;
+  std::string config_path_;
+  std::unique_ptr<ChildProcess> scheduler_;
+  std::vector<std::string> cleanup_;                   // Slurm commands TearDown runs
+  std::vector<std::unique_ptr<ChildProcess>> others_;  // more bridge processes
+};
+
+}  // namespace sb::testing

@@ -1,0 +1,59 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// testing/child_process.h
+//
+// ChildProcess: runs a program (the slurm-bridge binary, in e2e tests) with extra environment
+// variables and its output appended to a log file; killed (SIGKILL) when destroyed.
+#pragma once
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace sb::testing {
+
+class ChildProcess {
+ public:
+  ChildProcess(std::vector<std::string> argv, const std::map<std::string, std::string>& env,
+               const std::string& log) {
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      FILE* f = std::fopen(log.c_str(), "a");
+      if (f != nullptr) {
+        ::dup2(::fileno(f), 1);
+        ::dup2(::fileno(f), 2);
+      }
+      for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
+      std::vector<char*> args;
+      for (std::string& a : argv) args.push_back(a.data());
+      args.push_back(nullptr);
+      ::execv(args[0], args.data());
+      ::_exit(127);
+    }
+  }
+  ~ChildProcess() { Kill(SIGKILL); }
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+
+  // Sends `sig` and reaps the process; returns its wait status (-1 if it was gone already).
+  int Kill(int sig) {
+    if (pid_ <= 0) return -1;
+    ::kill(pid_, sig);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return status;
+  }
+  [[nodiscard]] pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+}  // namespace sb::testing
