@@ -87,6 +87,8 @@ class BridgeE2e : public ::testing::Test {
     auto created = RunSync(io_, kube::CreateAs<kube::Namespace>(*kube_, kube::NamespacesRef(), n));
     ASSERT_TRUE(created || created.error().code == ErrorCode::kAlreadyExists)
         << created.error().message;
+    // A namespace left by an earlier run: start without its events.
+    (void)RunSync(io_, kube_->Delete(kube::EventsRef(ns_), {}));
     dir_ = env_.dir() + "/" + ns_;
     Shell("mkdir -p " + dir_);
     config_path_ = dir_ + "/config.yaml";
@@ -111,6 +113,7 @@ class BridgeE2e : public ::testing::Test {
       }
     }
     (void)RunSync(io_, kube_->Delete(kube::PodsRef(ns_), {.grace_period_seconds = 0}));
+    (void)RunSync(io_, kube_->Delete(kube::EventsRef(ns_), {}));
     // And every Slurm job this test's pods had.
     auto jobs = RunSync(io_, slurm_->ListJobs());
     if (jobs) {
