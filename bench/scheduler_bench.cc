@@ -230,7 +230,7 @@ int main(int argc, char** argv) {
       std::size_t labelled = 0;
       if (pods) {
         for (const auto& p : pods->items) {
-          labelled += p.metadata.labels.contains(std::string(sb::bridge::kJobIdLabel)) ? 1 : 0;
+          if (p.metadata.labels.contains(std::string(sb::bridge::kJobIdLabel))) ++labelled;
         }
       }
       if (labelled >= static_cast<std::size_t>(w) || Clock::now() > until) break;

@@ -12,7 +12,7 @@ build=${BUILD_DIR:-$root/build}
 "$root/scripts/build.sh" >/dev/null
 cmake --build "$build" --target scheduler_bench slurm-bridge >/dev/null
 run=$(mktemp -d "${TMPDIR:-/tmp}/sb-bench.XXXXXX")
-trap '"$root/testenv/down.sh" "$run" >/dev/null 2>&1; rm -rf "$run"' EXIT
+trap '"$root/testenv/down.sh" "$run" >/dev/null 2>&1' EXIT
 "$root/testenv/up.sh" --run-dir "$run" --nodes 25 >/dev/null
 "$root/testenv/kube/register-nodes.sh" "$run/env" >/dev/null
 SB_TESTENV="$run/env" "$build/bench/scheduler_bench" "$build/slurm-bridge" "$run" "${1:-200}" "${2:-1000}"

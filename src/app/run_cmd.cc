@@ -19,6 +19,7 @@
 
 #include "bridge/config.h"
 #include "common/strings.h"
+#include "controllers/node/node_controller.h"
 #include "controllers/pod_controller.h"
 #include "kube/client.h"
 #include "kube/config.h"
@@ -139,6 +140,7 @@ int RunComponents(const RunOptions& options) {
   kube::SystemClock clock;
   std::unique_ptr<scheduler::Scheduler> sched;
   std::unique_ptr<controllers::PodController> pods;
+  std::unique_ptr<controllers::NodeController> nodes;
   bool stopping = false;
   int status = 0;
   std::unique_ptr<kube::LeaderElector> elector;
@@ -166,11 +168,15 @@ int RunComponents(const RunOptions& options) {
       pods = std::make_unique<controllers::PodController>(io.get_executor(), *kube_client,
                                                           **slurm_client, clock, *config, po);
       asio::co_spawn(io, pods->Run(), asio::detached);
+      nodes = std::make_unique<controllers::NodeController>(io.get_executor(), *kube_client,
+                                                            **slurm_client, clock, *config);
+      asio::co_spawn(io, nodes->Run(), asio::detached);
     }
   };
   auto stop_components = [&] {
     if (sched) sched->Stop();
     if (pods) pods->Stop();
+    if (nodes) nodes->Stop();
   };
 
   // Health and metrics.
@@ -178,7 +184,7 @@ int RunComponents(const RunOptions& options) {
   auto ready = [&] {
     if (elector && !elector->IsLeader()) return true;  // a standby replica is ready to take over
     return (!options.scheduler || (sched && sched->Ready())) &&
-           (!options.controllers || (pods && pods->Ready()));
+           (!options.controllers || (pods && pods->Ready() && nodes && nodes->Ready()));
   };
   auto healthy = [&] { return !elector || elector->Healthy(std::chrono::seconds(20)); };
   auto metrics = [&](const net::ServerRequest&) {
@@ -213,6 +219,20 @@ int RunComponents(const RunOptions& options) {
     m.Sample("slurm_bridge_pods_deleted_total", "", ps.pods_deleted);
     m.Family("slurm_bridge_finalizers_removed_total", "Finalizers released", "counter");
     m.Sample("slurm_bridge_finalizers_removed_total", "", ps.finalizers_removed);
+    const controllers::NodeControllerStats ns =
+        nodes ? nodes->stats() : controllers::NodeControllerStats{};
+    m.Family("slurm_bridge_node_taints_total", "Bridge taints added or removed", "counter");
+    m.Sample("slurm_bridge_node_taints_total", "op=\"added\"", ns.taints_added);
+    m.Sample("slurm_bridge_node_taints_total", "op=\"removed\"", ns.taints_removed);
+    m.Family("slurm_bridge_node_drains_total", "Slurm drains and undrains from cordons", "counter");
+    m.Sample("slurm_bridge_node_drains_total", "op=\"drain\"", ns.drains);
+    m.Sample("slurm_bridge_node_drains_total", "op=\"undrain\"", ns.undrains);
+    m.Family("slurm_bridge_node_condition_updates_total", "SlurmNodeReady condition writes",
+             "counter");
+    m.Sample("slurm_bridge_node_condition_updates_total", "", ns.condition_updates);
+    m.Family("slurm_bridge_reconcile_errors_total", "Failed reconciles, by controller", "counter");
+    m.Sample("slurm_bridge_reconcile_errors_total", "controller=\"pods\"", ps.errors);
+    m.Sample("slurm_bridge_reconcile_errors_total", "controller=\"nodes\"", ns.errors);
     m.Family("slurm_bridge_queue_depth", "Work items ready in a queue", "gauge");
     m.Sample("slurm_bridge_queue_depth", "queue=\"scheduler\"", sched ? sched->QueueDepth() : 0);
     m.Sample("slurm_bridge_queue_depth", "queue=\"pods\"", pods ? pods->QueueDepth() : 0);

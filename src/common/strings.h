@@ -5,6 +5,8 @@
 // Small string helpers shared by the libraries.
 #pragma once
 
+#include <algorithm>
+#include <cctype>
 #include <string>
 #include <string_view>
 
@@ -18,6 +20,14 @@ namespace sb {
     return {};
   }
   return std::string(s.substr(first, s.find_last_not_of(kWs) - first + 1));
+}
+
+// ASCII case-insensitive equality (HTTP header names, tokens).
+[[nodiscard]] inline bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
+         });
 }
 
 }  // namespace sb

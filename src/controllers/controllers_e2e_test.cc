@@ -55,6 +55,22 @@ class ControllersE2e : public sb::testing::BridgeE2e {
     ASSERT_TRUE(r) << r.error().message;
   }
 
+  // An external job of one CPU with `comment` as admin_comment, submitted straight to Slurm.
+  std::int64_t SubmitTagged(const std::string& comment) {
+    slurm::JobDescription j;
+    j.name = "tag-test";
+    j.partition = env_.Get("SLURM_PARTITION");
+    j.flags = {"EXTERNAL_JOB"};
+    j.nodes = "1";
+    j.cpus_per_task = 1;
+    j.memory_per_node = slurm::NoValNumber::Of(64);
+    j.current_working_directory = "/tmp";
+    j.admin_comment = comment;
+    auto r = RunSync(io_, slurm_->SubmitJob(j));
+    EXPECT_TRUE(r) << r.error().message;
+    return r ? r->job_id : 0;
+  }
+
   void SetNodeReady(const std::string& node, bool ready) {
     std::string patch =
         fmt::format(R"({{"status":{{"conditions":[{{"type":"Ready","status":"{}","reason":"Test",)"
@@ -146,20 +162,6 @@ TEST_F(ControllersE2e, NodeDeletedUnderATerminatingPodReleasesTheJob) {
 }
 
 TEST_F(ControllersE2e, OrphanJobIsSweptForeignJobsAreLeftAlone) {
-  auto submit = [&](const std::string& comment) {
-    slurm::JobDescription j;
-    j.name = "orphan-test";
-    j.partition = env_.Get("SLURM_PARTITION");
-    j.flags = {"EXTERNAL_JOB"};
-    j.nodes = "1";
-    j.cpus_per_task = 1;
-    j.memory_per_node = slurm::NoValNumber::Of(64);
-    j.current_working_directory = "/tmp";
-    j.admin_comment = comment;
-    auto r = RunSync(io_, slurm_->SubmitJob(j));
-    EXPECT_TRUE(r) << r.error().message;
-    return r ? r->job_id : 0;
-  };
   bridge::JobTag ours{.pods = {ns_ + "/never-existed"},
                       .uids = {"00000000-0000-0000-0000-000000000000"},
                       .group = "Pod/" + ns_ + "/never-existed",
@@ -167,10 +169,10 @@ TEST_F(ControllersE2e, OrphanJobIsSweptForeignJobsAreLeftAlone) {
                       .scheduler = "slurm-bridge-scheduler"};
   bridge::JobTag other_cluster = ours;
   other_cluster.cluster = "another-cluster";
-  const std::int64_t orphan = submit(bridge::EncodeJobTag(ours));
-  const std::int64_t foreign = submit(bridge::EncodeJobTag(other_cluster));
-  const std::int64_t upstream = submit(R"({"pods":[")" + ns_ + R"(/never-existed"]})");
-  const std::int64_t plain = submit("");
+  const std::int64_t orphan = SubmitTagged(bridge::EncodeJobTag(ours));
+  const std::int64_t foreign = SubmitTagged(bridge::EncodeJobTag(other_cluster));
+  const std::int64_t upstream = SubmitTagged(R"({"pods":[")" + ns_ + R"(/never-existed"]})");
+  const std::int64_t plain = SubmitTagged("");
   ASSERT_TRUE(orphan && foreign && upstream && plain);
   scheduler_ = StartBridge("controllers");
   // Jobs younger than the minimum age (5 s here) are not swept; then the orphan goes.
@@ -204,17 +206,9 @@ TEST_F(ControllersE2e, OnlyTheLeaderActs) {
                       .group = "Pod/" + ns_ + "/gone",
                       .cluster = "kubernetes",
                       .scheduler = "slurm-bridge-scheduler"};
-  slurm::JobDescription j;
-  j.partition = env_.Get("SLURM_PARTITION");
-  j.flags = {"EXTERNAL_JOB"};
-  j.nodes = "1";
-  j.cpus_per_task = 1;
-  j.memory_per_node = slurm::NoValNumber::Of(64);
-  j.current_working_directory = "/tmp";
-  j.admin_comment = bridge::EncodeJobTag(ours);
-  auto r = RunSync(io_, slurm_->SubmitJob(j));
-  ASSERT_TRUE(r) << r.error().message;
-  ASSERT_TRUE(WaitFor([&] { return JobState(r->job_id) == "CANCELLED"; }, 60s));
+  const std::int64_t orphan = SubmitTagged(bridge::EncodeJobTag(ours));
+  ASSERT_GT(orphan, 0);
+  ASSERT_TRUE(WaitFor([&] { return JobState(orphan) == "CANCELLED"; }, 60s));
   std::this_thread::sleep_for(2s);
   auto count = [&](const std::string& log, const std::string& what) {
     std::ifstream in(dir_ + "/" + log + ".log");
@@ -223,7 +217,7 @@ TEST_F(ControllersE2e, OnlyTheLeaderActs) {
     while (std::getline(in, line)) n += line.find(what) != std::string::npos ? 1 : 0;
     return n;
   };
-  const std::string cancelled = fmt::format("cancelled orphan Slurm job {}", r->job_id);
+  const std::string cancelled = fmt::format("cancelled orphan Slurm job {}", orphan);
   EXPECT_EQ(count("a", cancelled), 1);
   EXPECT_EQ(count("b", cancelled), 0);
   EXPECT_EQ(count("a", "leading ("), 1);

@@ -53,7 +53,8 @@ PodController::PodController(asio::any_io_executor executor, kube::Client& kube,
       recorder_(clock, event_sink_,
                 kube::EventRecorderOptions{.source = {.component = "slurm-bridge-controllers"}}),
       queue_(clock, kube::BackoffPolicy{.base = std::chrono::milliseconds(250),
-                                        .cap = std::chrono::seconds(60)}) {
+                                        .cap = std::chrono::seconds(60)}),
+      tasks_(executor_, clock, "pod controller") {
   pods_.cache().AddIndex(std::string(kJobIndex), [](const Pod& p) {
     const std::int64_t id = JobIdOf(p);
     return id > 0 ? std::vector<std::string>{std::to_string(id)} : std::vector<std::string>{};
@@ -91,45 +92,22 @@ void PodController::OnPod(const Pod& pod) {
   if (id > 0) queue_.Add(id);
 }
 
-void PodController::Spawn(awaitable<void> task) {
-  ++running_;
-  asio::co_spawn(executor_, std::move(task), [this](const std::exception_ptr& e) {
-    --running_;
-    if (e) {
-      try {
-        std::rethrow_exception(e);
-      } catch (const std::exception& ex) {
-        spdlog::error("pod controller task failed: {}", ex.what());
-      }
-    }
-    if (stop_timer_) stop_timer_->Wake();
-  });
-}
-
-awaitable<void> PodController::Sleep(kube::Clock::Duration d) {
-  std::unique_ptr<kube::Timer> timer = clock_.MakeTimer(executor_);
-  (void)co_await timer->WaitUntil(clock_.Now() + d);
-}
-
 awaitable<void> PodController::Run() {
-  stop_timer_ = clock_.MakeTimer(executor_);
-  Spawn(pods_.Run());
-  Spawn(nodes_.Run());
-  Spawn(recorder_.Run());
-  while (!stopping_ && (!pods_.HasSynced() || !nodes_.HasSynced())) {
-    co_await Sleep(std::chrono::milliseconds(20));
+  tasks_.Spawn(pods_.Run());
+  tasks_.Spawn(nodes_.Run());
+  tasks_.Spawn(recorder_.Run());
+  while (!pods_.HasSynced() || !nodes_.HasSynced()) {
+    if (!co_await tasks_.Sleep(std::chrono::milliseconds(20))) break;
   }
   if (!stopping_) {
     ready_ = true;
     spdlog::info("pod controller started: {} pods of {}", pods_.cache().size(),
                  config_.scheduler_name);
-    for (int i = 0; i < 4; ++i) Spawn(Worker());
-    Spawn(PollSlurm());
-    Spawn(Sweep());
+    for (int i = 0; i < 4; ++i) tasks_.Spawn(Worker());
+    tasks_.Spawn(PollSlurm());
+    tasks_.Spawn(Sweep());
   }
-  while (running_ > 0) {
-    (void)co_await stop_timer_->WaitUntil(kube::Clock::TimePoint::max());
-  }
+  co_await tasks_.Join();
 }
 
 void PodController::Stop() {
@@ -139,7 +117,7 @@ void PodController::Stop() {
   nodes_.Stop();
   queue_.ShutDown();
   recorder_.ShutDown();
-  if (stop_timer_) stop_timer_->Wake();
+  tasks_.Stop();
 }
 
 awaitable<void> PodController::Worker() {
@@ -258,9 +236,7 @@ awaitable<Result<void>> PodController::ReleaseFinalizer(const Pod& pod) {
 }
 
 awaitable<void> PodController::PollSlurm() {
-  while (!stopping_) {
-    co_await Sleep(config_.job_poll_interval);
-    if (stopping_) break;
+  while (co_await tasks_.Sleep(config_.job_poll_interval)) {
     // The jobs the cached pods name.
     std::set<std::int64_t> wanted;
     for (const auto& p : pods_.cache().List()) {
@@ -293,9 +269,7 @@ awaitable<void> PodController::PollSlurm() {
 }
 
 awaitable<void> PodController::Sweep() {
-  while (!stopping_) {
-    co_await Sleep(options_.sweep_interval);
-    if (stopping_) break;
+  while (co_await tasks_.Sleep(options_.sweep_interval)) {
     Result<std::vector<slurm::JobInfo>> jobs = co_await slurm_.ListJobs();
     if (!jobs) {
       ++stats_.errors;

@@ -33,6 +33,7 @@
 #include "kube/runtime/clock.h"
 #include "kube/runtime/event_recorder.h"
 #include "kube/runtime/kube_adapters.h"
+#include "kube/runtime/task_group.h"
 #include "kube/runtime/work_queue.h"
 #include "slurm/client.h"
 
@@ -74,9 +75,7 @@ class PodController {
   boost::asio::awaitable<Result<void>> Reconcile(std::int64_t job_id);
   boost::asio::awaitable<void> PollSlurm();
   boost::asio::awaitable<void> Sweep();
-  boost::asio::awaitable<void> Sleep(kube::Clock::Duration d);
   boost::asio::awaitable<Result<void>> ReleaseFinalizer(const kube::Pod& pod);
-  void Spawn(boost::asio::awaitable<void> task);
 
   boost::asio::any_io_executor executor_;
   kube::Client& kube_;
@@ -93,8 +92,7 @@ class PodController {
   PodControllerStats stats_;
   bool ready_ = false;
   bool stopping_ = false;
-  int running_ = 0;
-  std::unique_ptr<kube::Timer> stop_timer_;
+  kube::TaskGroup tasks_;
 };
 
 }  // namespace sb::controllers

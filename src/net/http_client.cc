@@ -22,6 +22,8 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 
+#include "common/strings.h"
+
 namespace sb::net {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
@@ -36,13 +38,6 @@ using TcpStream = beast::tcp_stream;
 using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 using UnixStream = beast::basic_stream<asio::local::stream_protocol, asio::any_io_executor,
                                        beast::unlimited_rate_policy>;
-
-bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
-         });
-}
 
 http::verb ToVerb(Method m) {
   switch (m) {

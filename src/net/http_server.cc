@@ -27,6 +27,8 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 
+#include "common/strings.h"
+
 namespace sb::net {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
@@ -36,13 +38,6 @@ using asio::ip::tcp;
 namespace {
 
 constexpr auto kTuple = asio::as_tuple(asio::use_awaitable);
-
-bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
-         });
-}
 
 // What identifies one version of a file: a replaced file (new inode, the way Kubernetes swaps
 // secret volumes) or one rewritten in place (size, mtime) both look different.

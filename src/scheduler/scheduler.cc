@@ -29,6 +29,7 @@ constexpr std::string_view kPodItem = "p:";
 constexpr std::string_view kGroupItem = "g:";
 constexpr auto kOwnerCacheTtl = std::chrono::seconds(10);
 constexpr auto kGroupFillGrace = std::chrono::seconds(2);
+constexpr auto kQuietStart = std::chrono::seconds(2);
 
 bool Ended(std::string_view state) {
   return state == "COMPLETED" || state == "CANCELLED" || state == "FAILED" || state == "TIMEOUT" ||
@@ -121,7 +122,8 @@ Scheduler::Scheduler(asio::any_io_executor executor, kube::Client& kube, slurm::
       recorder_(clock, event_sink_,
                 kube::EventRecorderOptions{.source = {.component = config_.scheduler_name}}),
       queue_(clock, kube::BackoffPolicy{.base = std::chrono::milliseconds(250),
-                                        .cap = std::chrono::seconds(60)}) {
+                                        .cap = std::chrono::seconds(60)}),
+      tasks_(executor_, clock, "scheduler") {
   translate_ = {.partition = config_.partition,
                 .mcs_label = config_.mcs_label,
                 .cluster_name = config_.cluster_name,
@@ -180,43 +182,23 @@ void Scheduler::OnPodDeleted(const std::shared_ptr<const Pod>& pod) {
   Enqueue(std::string(kGroupItem) + group, *pod);
 }
 
-awaitable<void> Scheduler::Sleep(kube::Clock::Duration d) {
-  std::unique_ptr<kube::Timer> timer = clock_.MakeTimer(executor_);
-  (void)co_await timer->WaitUntil(clock_.Now() + d);
-}
-
 awaitable<Result<void>> Scheduler::Run() {
-  ++running_;
-  stop_timer_ = clock_.MakeTimer(executor_);
-  auto spawn = [this](awaitable<void> a) {
-    ++running_;
-    asio::co_spawn(executor_, std::move(a), [this](const std::exception_ptr& e) {
-      --running_;
-      if (e) {
-        try {
-          std::rethrow_exception(e);
-        } catch (const std::exception& ex) {
-          spdlog::error("scheduler task failed: {}", ex.what());
-        }
-      }
-      if (stop_timer_) stop_timer_->Wake();
-    });
-  };
-  spawn(pods_.Run());
-  spawn(nodes_.Run());
-  spawn(recorder_.Run());
+  tasks_.Spawn(pods_.Run());
+  tasks_.Spawn(nodes_.Run());
+  tasks_.Spawn(recorder_.Run());
 
   // Start-up: caches, Slurm's nodes and jobs (adoption) before anything is submitted.
   Result<void> startup;
-  while (!stopping_ && (!pods_.HasSynced() || !nodes_.HasSynced())) {
-    co_await Sleep(std::chrono::milliseconds(20));
+  while (!pods_.HasSynced() || !nodes_.HasSynced()) {
+    if (!co_await tasks_.Sleep(std::chrono::milliseconds(20))) break;
   }
   for (int attempt = 0; !stopping_; ++attempt) {
     startup = co_await ListJobs(/*startup=*/true);
     if (startup) break;
     spdlog::warn("reading Slurm's jobs failed (attempt {}): {}", attempt + 1,
                  startup.error().ToString());
-    co_await Sleep(std::chrono::milliseconds(std::min(5000, 200 << std::min(attempt, 5))));
+    (void)co_await tasks_.Sleep(
+        std::chrono::milliseconds(std::min(5000, 200 << std::min(attempt, 5))));
   }
   if (!stopping_) {
     Result<void> nodes = co_await ListSlurmNodes();
@@ -224,14 +206,10 @@ awaitable<Result<void>> Scheduler::Run() {
     ready_ = true;
     spdlog::info("scheduler {} started: {} pending pods, {} adopted jobs", config_.scheduler_name,
                  pods_.cache().size(), jobs_.size());
-    for (int i = 0; i < config_.max_concurrent_submits; ++i) spawn(Worker());
-    spawn(PollSlurm());
+    for (int i = 0; i < config_.max_concurrent_submits; ++i) tasks_.Spawn(Worker());
+    tasks_.Spawn(PollSlurm());
   }
-
-  while (running_ > 1) {
-    (void)co_await stop_timer_->WaitUntil(kube::Clock::TimePoint::max());
-  }
-  --running_;
+  co_await tasks_.Join();
   co_return Result<void>{};
 }
 
@@ -242,7 +220,7 @@ void Scheduler::Stop() {
   nodes_.Stop();
   queue_.ShutDown();
   recorder_.ShutDown();
-  if (stop_timer_) stop_timer_->Wake();
+  tasks_.Stop();
 }
 
 awaitable<void> Scheduler::Worker() {
@@ -447,6 +425,13 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
   }
   if (job.state == "RUNNING") co_return co_await Bind(spec, live, job);
 
+  // Most jobs start within a Slurm scheduling cycle: a just-submitted job without a reason yet is
+  // not worth a condition and an event per pod.
+  const kube::Clock::Duration age = clock_.Now() - job.submitted;
+  if ((job.reason.empty() || job.reason == "None") && age < kQuietStart) {
+    queue_.AddAfter(std::string(kGroupItem) + group_key, kQuietStart - age);
+    co_return Result<void>{};
+  }
   const std::string msg = WaitingMessage(job);
   for (const Pod* pod : live) co_await ReportWaiting(*pod, msg);
   co_return Result<void>{};
@@ -507,17 +492,6 @@ awaitable<Result<void>> Scheduler::Submit(const GroupSpec& spec, std::vector<con
       spdlog::warn("{}/{}: labelling failed: {}", pod->metadata.namespace_, pod->metadata.name,
                    r.error().ToString());
   }
-  // The first reason, so that the pods say why they wait right away.
-  Result<slurm::JobInfo> info = co_await slurm_.GetJob(job.id);
-  if (info) {
-    auto it = jobs_.find(spec.key);
-    if (it != jobs_.end() && it->second.id == job.id) {
-      it->second.reason = info->state_reason;
-      it->second.partition = info->partition;
-      ApplyState(it->second, std::string(info->BaseState()));
-      it->second.nodes = info->nodes;
-    }
-  }
   queue_.Add(std::string(kGroupItem) + spec.key);
   co_return Result<void>{};
 }
@@ -560,15 +534,17 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
     }
     targets.push_back(it->second->metadata.name);
   }
-  // Pods of this job bound before (by an earlier run) keep their nodes.
-  kube::ListOptions opts;
-  opts.label_selector = fmt::format("{}={}", bridge::kJobIdLabel, job.id);
-  Result<kube::List<Pod>> labelled =
-      co_await kube::ListAs<Pod>(kube_, kube::PodsRef(spec.namespace_), opts);
-  if (!labelled) co_return tl::unexpected(labelled.error());
   std::set<std::string> free(targets.begin(), targets.end());
-  for (const Pod& p : labelled->items) {
-    if (!p.spec.node_name.empty()) free.erase(p.spec.node_name);
+  if (spec.size > 1 || targets.size() > 1) {
+    // Pods of this job bound before (by an earlier run) keep their nodes.
+    kube::ListOptions opts;
+    opts.label_selector = fmt::format("{}={}", bridge::kJobIdLabel, job.id);
+    Result<kube::List<Pod>> labelled =
+        co_await kube::ListAs<Pod>(kube_, kube::PodsRef(spec.namespace_), opts);
+    if (!labelled) co_return tl::unexpected(labelled.error());
+    for (const Pod& p : labelled->items) {
+      if (!p.spec.node_name.empty()) free.erase(p.spec.node_name);
+    }
   }
   // Assignment: a pod annotated earlier with a free node keeps it; the rest in name order.
   std::vector<std::pair<const Pod*, std::string>> plan;
@@ -760,9 +736,7 @@ awaitable<Result<void>> Scheduler::ListSlurmNodes() {
 awaitable<void> Scheduler::PollSlurm() {
   kube::Clock::TimePoint next_list = clock_.Now() + config_.job_list_interval;
   kube::Clock::TimePoint next_nodes = clock_.Now() + config_.node_list_interval;
-  while (!stopping_) {
-    co_await Sleep(config_.job_poll_interval);
-    if (stopping_) break;
+  while (co_await tasks_.Sleep(config_.job_poll_interval)) {
     if (!jobs_.empty()) {
       // One call for every job Slurm knows: the cost does not depend on how many pods wait.
       std::vector<std::int64_t> all;

@@ -51,6 +51,7 @@
 #include "kube/runtime/clock.h"
 #include "kube/runtime/event_recorder.h"
 #include "kube/runtime/kube_adapters.h"
+#include "kube/runtime/task_group.h"
 #include "kube/runtime/work_queue.h"
 #include "slurm/client.h"
 
@@ -95,7 +96,8 @@ class Scheduler {
     std::string state;              // base state: PENDING, RUNNING, ...
     std::string reason;             // Slurm's state_reason
     std::string partition;
-    std::string nodes;  // hostlist, once allocated
+    std::string nodes;                   // hostlist, once allocated
+    kube::Clock::TimePoint submitted{};  // by this process (adopted jobs: the epoch)
   };
   struct Rank {
     std::int32_t priority = 0;
@@ -124,7 +126,6 @@ class Scheduler {
   boost::asio::awaitable<void> PollSlurm();
   boost::asio::awaitable<Result<void>> ListJobs(bool startup);
   boost::asio::awaitable<Result<void>> ListSlurmNodes();
-  boost::asio::awaitable<void> Sleep(kube::Clock::Duration d);
   void ApplyState(TrackedJob& job, const std::string& state);
 
   std::string WaitingMessage(const TrackedJob& job) const;
@@ -162,8 +163,7 @@ class Scheduler {
   Stats stats_;
   bool ready_ = false;
   bool stopping_ = false;
-  int running_ = 0;
-  std::unique_ptr<kube::Timer> stop_timer_;
+  kube::TaskGroup tasks_;
 };
 
 }  // namespace sb::scheduler

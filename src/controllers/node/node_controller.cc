@@ -1,0 +1,338 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "controllers/node/node_controller.h"
+
+#include <algorithm>
+#include <exception>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
+#include <boost/asio/co_spawn.hpp>
+
+#include "bridge/translate.h"
+#include "kube/runtime/time_format.h"
+
+namespace sb::controllers {
+namespace asio = boost::asio;
+using asio::awaitable;
+
+namespace {
+
+constexpr int kWorkers = 4;
+// How long a written condition may stay unseen in the cache before it is written again.
+constexpr auto kWrittenTtl = std::chrono::seconds(10);
+constexpr auto kMinListInterval = std::chrono::milliseconds(100);
+constexpr auto kListRetryBase = std::chrono::seconds(1);
+
+std::string TaintText(const kube::Taint& t) {
+  return t.value.empty() ? fmt::format("{}:{}", t.key, t.effect)
+                         : fmt::format("{}={}:{}", t.key, t.value, t.effect);
+}
+
+std::string TaintsText(const std::vector<kube::Taint>& taints) {
+  std::vector<std::string> out;
+  out.reserve(taints.size());
+  for (const kube::Taint& t : taints) out.push_back(TaintText(t));
+  return fmt::format("[{}]", fmt::join(out, ", "));
+}
+
+const kube::Condition* FindCondition(const kube::Node& node) {
+  for (const kube::Condition& c : node.conditions) {
+    if (c.type == kSlurmNodeReadyCondition) return &c;
+  }
+  return nullptr;
+}
+
+bool SameCondition(const kube::Condition& a, const kube::Condition& b) {
+  return a.status == b.status && a.reason == b.reason && a.message == b.message;
+}
+
+}  // namespace
+
+NodeController::NodeController(asio::any_io_executor executor, kube::Client& kube,
+                               slurm::Client& slurm, kube::Clock& clock, bridge::Config config)
+    : executor_(std::move(executor)),
+      kube_(kube),
+      slurm_(slurm),
+      clock_(clock),
+      config_(std::move(config)),
+      nodes_(kube, kube::NodesRef()),
+      event_sink_(kube),
+      recorder_(clock, event_sink_,
+                kube::EventRecorderOptions{.source = {.component = std::string(kComponent)}}),
+      queue_(clock, kube::BackoffPolicy{.base = std::chrono::milliseconds(250),
+                                        .cap = std::chrono::seconds(60)}),
+      tasks_(executor_, clock, "node controller") {
+  nodes_.cache().AddHandlers(
+      {.on_add = [this](const auto& n) { Enqueue(n->metadata.name); },
+       .on_update = [this](const auto&, const auto& n) { Enqueue(n->metadata.name); },
+       .on_delete =
+           [this](const auto& n) {
+             written_.erase(n->metadata.name);
+             cordon_seen_.erase(n->metadata.name);
+           }});
+}
+
+NodeController::~NodeController() = default;
+
+awaitable<void> NodeController::Run() {
+  if (stopping_) co_return;
+  tasks_.Spawn(nodes_.Run());
+  tasks_.Spawn(recorder_.Run());
+  tasks_.Spawn(PollSlurm());
+  for (int i = 0; i < kWorkers; ++i) tasks_.Spawn(Worker());
+  spdlog::info("node controller started (scheduler {}, Slurm node list every {} ms)",
+               config_.scheduler_name, config_.node_list_interval.count());
+  co_await tasks_.Join();
+  spdlog::info("node controller stopped");
+}
+
+void NodeController::Stop() {
+  if (stopping_) return;
+  stopping_ = true;
+  nodes_.Stop();
+  queue_.ShutDown();
+  recorder_.ShutDown();
+  tasks_.Stop();
+}
+
+bool NodeController::Ready() const { return !stopping_ && slurm_listed_ && nodes_.HasSynced(); }
+
+void NodeController::EnqueueAll() {
+  for (const auto& node : nodes_.cache().List()) Enqueue(node->metadata.name);
+}
+
+awaitable<Result<void>> NodeController::ListSlurmNodes() {
+  Result<std::vector<slurm::NodeInfo>> nodes = co_await slurm_.ListNodes();
+  if (!nodes) co_return tl::unexpected(nodes.error());
+  std::map<std::string, slurm::NodeInfo> by_name;
+  for (slurm::NodeInfo& n : *nodes) {
+    if (n.name.empty()) continue;  // input, not an invariant: skip what cannot be matched
+    std::string name = n.name;
+    by_name.insert_or_assign(std::move(name), std::move(n));
+  }
+  slurm_nodes_ = std::move(by_name);
+  slurm_listed_ = true;
+  ++stats_.slurm_lists;
+  co_return Result<void>{};
+}
+
+awaitable<void> NodeController::PollSlurm() {
+  const kube::Clock::Duration interval =
+      std::max<kube::Clock::Duration>(config_.node_list_interval, kMinListInterval);
+  int failures = 0;
+  while (!stopping_) {
+    Result<void> listed = co_await ListSlurmNodes();
+    if (stopping_) break;
+    kube::Clock::Duration wait = interval;
+    if (listed) {
+      if (failures > 0) spdlog::info("reading Slurm's nodes works again");
+      failures = 0;
+      EnqueueAll();
+    } else {
+      ++stats_.errors;
+      kube::Clock::Duration backoff = kListRetryBase * (1 << std::min(failures, 10));
+      wait = std::min(backoff, interval);
+      ++failures;
+      spdlog::warn("reading Slurm's nodes failed (attempt {}), retrying in {} ms: {}", failures,
+                   std::chrono::duration_cast<std::chrono::milliseconds>(wait).count(),
+                   listed.error().ToString());
+    }
+    if (!co_await tasks_.Sleep(wait)) break;
+  }
+}
+
+std::optional<slurm::NodeInfo> NodeController::SlurmNode(const std::string& slurm_name) const {
+  auto it = slurm_nodes_.find(slurm_name);
+  if (it == slurm_nodes_.end()) return std::nullopt;
+  return it->second;
+}
+
+awaitable<void> NodeController::Worker() {
+  while (std::optional<std::string> key = co_await queue_.Get()) {
+    Result<void> r;
+    try {
+      r = co_await Reconcile(*key);
+    } catch (const std::exception& e) {
+      r = MakeError(ErrorCode::kInternal, std::string("reconcile threw: ") + e.what());
+    }
+    if (r) {
+      queue_.Forget(*key);
+    } else {
+      if (r.error().code == ErrorCode::kConflict) {
+        spdlog::debug("node {}: {}; requeued", *key, r.error().ToString());
+      } else {
+        ++stats_.errors;
+        spdlog::warn("node {}: {}; retrying", *key, r.error().ToString());
+      }
+      queue_.AddRateLimited(*key);
+    }
+    queue_.Done(*key);
+  }
+}
+
+awaitable<Result<void>> NodeController::Reconcile(std::string name) {
+  // Nothing before Slurm's list was read once: every node would look like a non-Slurm node.
+  if (!slurm_listed_ || stopping_) co_return Result<void>{};
+  std::shared_ptr<const kube::Node> node = nodes_.cache().Get(name);
+  if (!node) co_return Result<void>{};
+  ++stats_.reconciles;
+
+  const std::string slurm_name = bridge::SlurmNodeName(*node);
+  std::optional<slurm::NodeInfo> info = SlurmNode(slurm_name);
+  NodePlan plan = PlanNode(*node, info ? &*info : nullptr, config_.scheduler_name,
+                           kube::FormatTime(clock_.WallNow()));
+  if (plan.slurm_update) {
+    // Drain and undrain act on Slurm: decide on what Slurm says now, not on the last list.
+    std::string get_name = slurm_name;
+    Result<slurm::NodeInfo> fresh = co_await slurm_.GetNode(std::move(get_name));
+    if (fresh) {
+      if (fresh->name.empty()) fresh->name = slurm_name;
+      slurm_nodes_.insert_or_assign(slurm_name, *fresh);
+      info = std::move(*fresh);
+    } else if (fresh.error().code == ErrorCode::kNotFound) {
+      slurm_nodes_.erase(slurm_name);
+      info.reset();
+    } else {
+      co_return tl::unexpected(fresh.error());
+    }
+    plan = PlanNode(*node, info ? &*info : nullptr, config_.scheduler_name,
+                    kube::FormatTime(clock_.WallNow()));
+  }
+
+  // The three steps are independent (as upstream's): run all, report the worst error.
+  std::optional<Error> failed;
+  auto keep = [&failed](const Result<void>& r) {
+    if (r) return;
+    if (!failed || failed->code == ErrorCode::kConflict) failed = r.error();
+  };
+  Result<void> taints = co_await SyncTaints(*node, plan);
+  keep(taints);
+  Result<void> slurm = co_await SyncSlurm(*node, plan);
+  keep(slurm);
+  Result<void> condition = co_await SyncCondition(*node, plan);
+  keep(condition);
+  if (failed) co_return tl::unexpected(*failed);
+  co_return Result<void>{};
+}
+
+awaitable<Result<void>> NodeController::SyncTaints(const kube::Node& node, const NodePlan& plan) {
+  if (!plan.taints) co_return Result<void>{};
+  std::string patch = TaintsPatch(*plan.taints, node.metadata.resource_version);
+  std::string name = node.metadata.name;
+  Result<kube::Node> r = co_await kube::PatchNode(kube_, std::move(name),
+                                                  kube::PatchType::kJsonMerge, std::move(patch));
+  if (!r) {
+    if (r.error().code == ErrorCode::kNotFound) co_return Result<void>{};  // deleted meanwhile
+    if (r.error().code == ErrorCode::kConflict) ++stats_.conflicts;
+    co_return tl::unexpected(r.error());
+  }
+  stats_.taints_added += plan.taints_added.size();
+  stats_.taints_removed += plan.taints_removed.size();
+  spdlog::info("node {}: taints added {}, removed {}", node.metadata.name,
+               TaintsText(plan.taints_added), TaintsText(plan.taints_removed));
+  co_return Result<void>{};
+}
+
+awaitable<Result<void>> NodeController::SyncSlurm(const kube::Node& node, NodePlan plan) {
+  const std::string& name = node.metadata.name;
+  if (node.unschedulable) {
+    cordon_seen_.insert(name);
+  } else {
+    const bool uncordoned = cordon_seen_.erase(name) > 0;
+    if (plan.drain == DrainAction::kKeepAdminDrain) {
+      // Said once, on an uncordon this process saw; an administrator's drain of a node that was
+      // not cordoned is reported by the condition and its Event alone.
+      if (uncordoned) {
+        spdlog::info("node {}: uncordoned, but Slurm node {} keeps its administrator's drain", name,
+                     plan.slurm_name);
+        if (plan.drain_event) Emit(node, *plan.drain_event);
+      }
+      co_return Result<void>{};
+    }
+  }
+  if (!plan.slurm_update) co_return Result<void>{};
+
+  slurm::NodeUpdate update = *plan.slurm_update;
+  std::string slurm_name = plan.slurm_name;
+  Result<bool> r = co_await slurm_.UpdateNode(std::move(slurm_name), std::move(update));
+  if (!r) co_return tl::unexpected(r.error());
+
+  // Until the next list, the cache says what we just did, so that the watch events of our own
+  // writes do not drain twice.
+  if (auto it = slurm_nodes_.find(plan.slurm_name); it != slurm_nodes_.end()) {
+    std::vector<std::string>& state = it->second.state;
+    if (plan.drain == DrainAction::kDrain) {
+      if (std::ranges::find(state, std::string("DRAIN")) == state.end()) state.push_back("DRAIN");
+      it->second.reason = plan.slurm_update->reason;
+    } else {
+      std::erase(state, std::string("DRAIN"));
+      it->second.reason.clear();
+    }
+  }
+  if (plan.drain == DrainAction::kDrain) {
+    ++stats_.drains;
+    spdlog::info("node {}: cordoned; drained Slurm node {}", name, plan.slurm_name);
+  } else {
+    ++stats_.undrains;
+    spdlog::info("node {}: uncordoned; undrained Slurm node {}", name, plan.slurm_name);
+  }
+  if (plan.drain_event) Emit(node, *plan.drain_event);
+  co_return Result<void>{};
+}
+
+awaitable<Result<void>> NodeController::SyncCondition(const kube::Node& node,
+                                                      const NodePlan& plan) {
+  const std::string& name = node.metadata.name;
+  if (auto w = written_.find(name); w != written_.end()) {
+    const kube::Condition* current = FindCondition(node);
+    if (current != nullptr && SameCondition(*current, w->second.condition)) {
+      written_.erase(w);  // the cache has caught up with our write
+    } else if (plan.condition && SameCondition(*plan.condition, w->second.condition) &&
+               clock_.Now() - w->second.at < kWrittenTtl) {
+      co_return Result<void>{};  // written already; the watch has not shown it yet
+    }
+  }
+  if (plan.remove_condition) {
+    std::string patch = RemoveConditionPatch();
+    std::string node_name = name;
+    Result<kube::Node> r = co_await kube::PatchNodeStatus(
+        kube_, std::move(node_name), kube::PatchType::kStrategicMerge, std::move(patch));
+    if (!r && r.error().code != ErrorCode::kNotFound) co_return tl::unexpected(r.error());
+    ++stats_.condition_updates;
+    written_.erase(name);
+    spdlog::info("node {}: not a Slurm node; removed condition {}", name, kSlurmNodeReadyCondition);
+    co_return Result<void>{};
+  }
+  if (!plan.condition) co_return Result<void>{};
+
+  const std::string now = kube::FormatTime(clock_.WallNow());
+  std::string patch = ConditionPatch(*plan.condition, now);
+  std::string node_name = name;
+  Result<kube::Node> r = co_await kube::PatchNodeStatus(
+      kube_, std::move(node_name), kube::PatchType::kStrategicMerge, std::move(patch));
+  if (!r) {
+    if (r.error().code == ErrorCode::kNotFound) co_return Result<void>{};
+    co_return tl::unexpected(r.error());
+  }
+  ++stats_.condition_updates;
+  written_.insert_or_assign(name, Written{*plan.condition, clock_.Now()});
+  spdlog::info("node {}: condition {}={} ({}: {})", name, kSlurmNodeReadyCondition,
+               plan.condition->status, plan.condition->reason, plan.condition->message);
+  if (plan.health_event) Emit(node, *plan.health_event);
+  co_return Result<void>{};
+}
+
+void NodeController::Emit(const kube::Node& node, const PlannedEvent& event) {
+  kube::ObjectReference ref = kube::MakeObjectReference("v1", "Node", node.metadata);
+  // kubelet names its Node with uid = node name, and `kubectl describe node` searches Events by
+  // that uid; do the same so that ours are listed there.
+  ref.uid = node.metadata.name;
+  ref.resource_version.clear();
+  recorder_.Emit(std::move(ref),
+                 event.warning ? kube::EventType::kWarning : kube::EventType::kNormal, event.reason,
+                 event.message);
+}
+
+}  // namespace sb::controllers

@@ -1,0 +1,145 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// controllers/node/node_controller.h
+//
+// The node controller of `slurm-bridge controllers`: keeps Kubernetes Nodes and the Slurm nodes
+// they map to (label slinky.slurm.net/slurm-nodename, else the node's name) in step, as decided
+// by node_logic.h:
+//   - the managed-node taint on Slurm nodes (and off every other node);
+//   - cordon -> Slurm DRAIN, uncordon -> UNDRAIN (an administrator's drain is kept);
+//   - Slurm DOWN / DRAIN / FAIL -> the slurm-node-unavailable taint and SlurmNodeReady=False.
+//
+// How it runs:
+//   - A Node informer: every add or change of a Node queues that node at once.
+//   - Slurm's node list is read with one GET /nodes/ every config.node_list_interval, whatever
+//     the number of nodes; after each read every Node is queued (a no-op when nothing differs).
+//     A failed read keeps the previous list and is retried with backoff (1 s doubling, at most
+//     the interval). Nothing is reconciled before the first list has been read, so a Slurm
+//     outage at start-up never strips taints.
+//   - Reconciles run from a kube::WorkQueue (one node at a time per key, four workers). Errors
+//     requeue the node with a per-key backoff (250 ms doubling to 60 s).
+//   - Before it drains or undrains, the controller reads the one Slurm node again
+//     (GET /node/{name}), so that a decision never rests on a list up to one interval old (an
+//     administrator's fresh drain is not overwritten).
+//   - Writes: taints with a JSON merge patch of the full list carrying metadata.resourceVersion
+//     (409 -> requeue); the condition with a strategic merge patch of nodes/{name}/status
+//     (conditions merge by type, so other writers' conditions stay); Slurm with POST /node/{name}.
+//   - Events on the Node (source component slurm-bridge-controllers) for drains, undrains, an
+//     uncordon that keeps an administrator's drain (once per uncordon this process saw) and Slurm
+//     health changes (when the condition's status, reason or message changes). They name the node
+//     with uid = node name, as kubelet does, so that `kubectl describe node` lists them.
+//
+// Thread model: loop-confined; everything runs on the executor's one thread. The clients and the
+// clock must outlive Run().
+//
+// Example:
+//   NodeController nodes(io.get_executor(), *kube, *slurm, clock, config);
+//   co_spawn(io, nodes.Run(), detached);
+//   ...
+//   nodes.Stop();  // Run() returns once the workers and the poller have stopped
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+
+#include "bridge/config.h"
+#include "common/error.h"
+#include "controllers/node/node_logic.h"
+#include "kube/client.h"
+#include "kube/informer.h"
+#include "kube/runtime/clock.h"
+#include "kube/runtime/event_recorder.h"
+#include "kube/runtime/kube_adapters.h"
+#include "kube/runtime/task_group.h"
+#include "kube/runtime/work_queue.h"
+#include "slurm/client.h"
+
+namespace sb::controllers {
+
+struct NodeControllerStats {
+  std::uint64_t taints_added = 0;
+  std::uint64_t taints_removed = 0;
+  std::uint64_t drains = 0;
+  std::uint64_t undrains = 0;
+  std::uint64_t condition_updates = 0;  // writes and removals of SlurmNodeReady
+  std::uint64_t conflicts = 0;          // 409 on a taint patch (requeued, not an error)
+  std::uint64_t errors = 0;             // failed reconciles and failed Slurm list reads
+  std::uint64_t slurm_lists = 0;        // successful GET /nodes/
+  std::uint64_t reconciles = 0;
+};
+
+class NodeController {
+ public:
+  // Source component of the Events.
+  static constexpr std::string_view kComponent = "slurm-bridge-controllers";
+
+  NodeController(boost::asio::any_io_executor executor, kube::Client& kube, slurm::Client& slurm,
+                 kube::Clock& clock, bridge::Config config);
+  ~NodeController();
+  NodeController(const NodeController&) = delete;
+  NodeController& operator=(const NodeController&) = delete;
+
+  // Runs until Stop(). Never fails: errors are logged, counted and retried.
+  [[nodiscard]] boost::asio::awaitable<void> Run();
+  // Stops the informer, the poller and the workers; Run() returns when they have. Idempotent.
+  void Stop();
+
+  // Started: the Node cache is synced and Slurm's node list has been read once.
+  [[nodiscard]] bool Ready() const;
+  [[nodiscard]] const NodeControllerStats& stats() const { return stats_; }
+
+ private:
+  void Enqueue(const std::string& name) { queue_.Add(name); }
+  void EnqueueAll();
+  [[nodiscard]] boost::asio::awaitable<void> Worker();
+  [[nodiscard]] boost::asio::awaitable<void> PollSlurm();
+  [[nodiscard]] boost::asio::awaitable<Result<void>> ListSlurmNodes();
+  [[nodiscard]] boost::asio::awaitable<Result<void>> Reconcile(std::string name);
+  [[nodiscard]] boost::asio::awaitable<Result<void>> SyncTaints(const kube::Node& node,
+                                                                const NodePlan& plan);
+  [[nodiscard]] boost::asio::awaitable<Result<void>> SyncSlurm(const kube::Node& node,
+                                                               NodePlan plan);
+  [[nodiscard]] boost::asio::awaitable<Result<void>> SyncCondition(const kube::Node& node,
+                                                                   const NodePlan& plan);
+  void Emit(const kube::Node& node, const PlannedEvent& event);
+  [[nodiscard]] std::optional<slurm::NodeInfo> SlurmNode(const std::string& slurm_name) const;
+
+  boost::asio::any_io_executor executor_;
+  kube::Client& kube_;
+  slurm::Client& slurm_;
+  kube::Clock& clock_;
+  bridge::Config config_;
+
+  kube::Informer<kube::Node> nodes_;
+  kube::ClientEventSink event_sink_;
+  kube::EventRecorder recorder_;
+  kube::WorkQueue<std::string> queue_;
+
+  // Slurm's nodes by name, from the last successful list (and patched after our own updates).
+  std::map<std::string, slurm::NodeInfo> slurm_nodes_;
+  bool slurm_listed_ = false;
+  // Conditions written and not yet seen in the cache (the watch lags the write): node -> what was
+  // written and when, so that a reconcile in between does not write it again.
+  struct Written {
+    kube::Condition condition;
+    kube::Clock::TimePoint at{};
+  };
+  std::unordered_map<std::string, Written> written_;
+  // Nodes seen cordoned since their last reconcile as schedulable: an uncordon that keeps an
+  // administrator's drain is reported once, when it happens.
+  std::set<std::string> cordon_seen_;
+
+  NodeControllerStats stats_;
+  bool stopping_ = false;
+  kube::TaskGroup tasks_;
+};
+
+}  // namespace sb::controllers

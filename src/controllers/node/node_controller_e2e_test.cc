@@ -1,0 +1,432 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// The node controller end to end, in-process (its own io_context on its own thread), against the
+// test environment's real slurmctld/slurmrestd and kube-apiserver. Kubernetes Node objects stand
+// in for the kubelets of n1..n4 (testenv/kube/register-nodes.sh). The test thread checks through
+// its own clients, kubectl-free, and drives Slurm with scontrol (testenv/slurm/exec.sh).
+//
+// Every test leaves the nodes as it found them (resumed, uncordoned, without the controller's
+// taints and condition, extra nodes deleted), also on failure: other e2e tests share n1..n4.
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <future>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+
+#include "bridge/names.h"
+#include "controllers/node/node_controller.h"
+#include "kube/client.h"
+#include "kube/config.h"
+#include "kube/runtime/time_format.h"
+#include "slurm/client.h"
+#include "testing/run.h"
+#include "testing/testenv.h"
+
+namespace sb::controllers {
+namespace {
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+using sb::testing::RunCommand;
+using sb::testing::RunSync;
+using sb::testing::TestEnv;
+
+const std::vector<std::string> kSlurmNodes = {"n1", "n2", "n3", "n4"};
+const std::vector<std::string> kExtraNodes = {"k8s-only", "k8s-n1"};
+
+// The controller with its own clients on its own loop thread.
+class RunningController {
+ public:
+  RunningController(const TestEnv& env, const kube::Config& kube_config, bridge::Config config) {
+    auto http = kube::MakeHttpClient(io_.get_executor(), kube_config);
+    EXPECT_TRUE(http) << http.error().message;
+    http_ = std::move(*http);
+    kube_ = kube::MakeClient(*http_, kube_config.token);
+    auto slurm = slurm::MakeClient(io_.get_executor(), {.url = env.Get("SLURM_REST_URL")},
+                                   slurm::MakeFileTokenSource(env.Get("SLURM_JWT_FILE")));
+    EXPECT_TRUE(slurm) << slurm.error().message;
+    slurm_ = std::move(*slurm);
+    controller_ = std::make_unique<NodeController>(io_.get_executor(), *kube_, *slurm_, clock_,
+                                                   std::move(config));
+    asio::co_spawn(io_, controller_->Run(), [this](const std::exception_ptr&) { done_ = true; });
+    thread_ = std::thread([this] { io_.run(); });
+  }
+  ~RunningController() { Stop(); }
+  RunningController(const RunningController&) = delete;
+  RunningController& operator=(const RunningController&) = delete;
+
+  void Stop() {
+    if (!thread_.joinable()) return;
+    asio::post(io_, [this] { controller_->Stop(); });
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (!done_ && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(20ms);
+    EXPECT_TRUE(done_) << "Run() did not return after Stop()";
+    io_.stop();
+    thread_.join();
+  }
+
+  // Reads on the controller's own thread.
+  template <typename F>
+  auto OnLoop(F f) {
+    std::promise<decltype(f())> p;
+    auto fut = p.get_future();
+    asio::post(io_, [&] { p.set_value(f()); });
+    return fut.get();
+  }
+  NodeControllerStats Stats() {
+    return OnLoop([this] { return controller_->stats(); });
+  }
+  bool Ready() {
+    return OnLoop([this] { return controller_->Ready(); });
+  }
+
+ private:
+  asio::io_context io_;
+  std::unique_ptr<net::HttpClient> http_;
+  std::unique_ptr<kube::Client> kube_;
+  slurm::ClientPtr slurm_;
+  kube::SystemClock clock_;
+  std::unique_ptr<NodeController> controller_;
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
+
+class NodeControllerE2e : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    std::optional<TestEnv> env = TestEnv::Load(&why);
+    ASSERT_TRUE(env) << why;
+    env_ = *env;
+    ::setenv("KUBECONFIG", env_.Get("KUBECONFIG").c_str(), 1);
+    Result<kube::Config> cfg = kube::LoadConfig({});
+    ASSERT_TRUE(cfg) << cfg.error().message;
+    kube_config_ = *cfg;
+    auto http = kube::MakeHttpClient(io_.get_executor(), kube_config_);
+    ASSERT_TRUE(http) << http.error().message;
+    http_ = std::move(*http);
+    kube_ = kube::MakeClient(*http_, kube_config_.token);
+    auto slurm = slurm::MakeClient(io_.get_executor(), {.url = env_.Get("SLURM_REST_URL")},
+                                   slurm::MakeFileTokenSource(env_.Get("SLURM_JWT_FILE")));
+    ASSERT_TRUE(slurm) << slurm.error().message;
+    slurm_ = std::move(*slurm);
+    Shell(fmt::format("{}/testenv/kube/register-nodes.sh {}/env 2>&1", SB_SOURCE_DIR, env_.dir()));
+    config_.node_list_interval = 500ms;
+    // Events of earlier runs stay in the namespace for an hour; look only at this test's.
+    since_ = kube::FormatTime(std::chrono::system_clock::now() - 1s);
+  }
+
+  void TearDown() override {
+    controller_.reset();
+    if (!kube_ || !slurm_) return;
+    Restore();
+  }
+
+  // Resumes the Slurm nodes, uncordons the Kubernetes nodes and takes the controller's taints and
+  // condition off them; deletes the extra nodes.
+  void Restore() {
+    for (const std::string& n : kSlurmNodes) {
+      auto info = RunSync(io_, slurm_->GetNode(n));
+      if (info && (info->HasState("DRAIN") || info->HasState("DOWN") || info->HasState("FAIL"))) {
+        Slurm("scontrol update nodename=" + n + " state=resume");
+      }
+      auto node = RunSync(io_, kube::GetNode(*kube_, n));
+      if (!node) continue;
+      std::vector<kube::Taint> taints;
+      for (const kube::Taint& t : node->taints) {
+        if (t.key != bridge::kManagedNodeTaint && t.key != kSlurmUnavailableTaint) {
+          taints.push_back(t);
+        }
+      }
+      std::string taint_patch = TaintsPatch(taints, node->metadata.resource_version);
+      // unschedulable:null uncordons; the resourceVersion makes a racing write fail loudly.
+      taint_patch.insert(taint_patch.size() - 2, R"(,"unschedulable":null)");
+      auto patched = RunSync(io_, kube_->Patch(kube::NodesRef().WithName(n),
+                                               kube::PatchType::kJsonMerge, taint_patch));
+      EXPECT_TRUE(patched) << n << ": " << patched.error().message;
+      auto status =
+          RunSync(io_, kube_->Patch(kube::NodesRef().WithName(n).WithSubresource("status"),
+                                    kube::PatchType::kStrategicMerge, RemoveConditionPatch()));
+      EXPECT_TRUE(status) << n << ": " << status.error().message;
+    }
+    for (const std::string& n : kExtraNodes) {
+      (void)RunSync(io_, kube_->Delete(kube::NodesRef().WithName(n), {}));
+    }
+  }
+
+  void StartController() {
+    controller_ = std::make_unique<RunningController>(env_, kube_config_, config_);
+    ASSERT_TRUE(WaitFor([&] { return controller_->Ready(); }, 15s)) << "controller not ready";
+  }
+
+  std::string Shell(const std::string& cmd) {
+    std::string out;
+    const int rc = RunCommand(cmd, &out);
+    EXPECT_EQ(rc, 0) << cmd << "\n" << out;
+    return out;
+  }
+  std::string Slurm(const std::string& cmd) {
+    std::string out;
+    RunCommand(fmt::format("{}/testenv/slurm/exec.sh {} {} 2>&1", SB_SOURCE_DIR, env_.dir(), cmd),
+               &out);
+    return out;
+  }
+
+  static bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (done()) return true;
+      std::this_thread::sleep_for(100ms);
+    }
+    return done();
+  }
+
+  std::optional<kube::Node> Node(const std::string& name) {
+    auto node = RunSync(io_, kube::GetNode(*kube_, name));
+    if (!node) return std::nullopt;
+    return *node;
+  }
+  std::optional<slurm::NodeInfo> SlurmNode(const std::string& name) {
+    auto info = RunSync(io_, slurm_->GetNode(name));
+    if (!info) return std::nullopt;
+    return *info;
+  }
+  void Patch(const std::string& node, const std::string& merge_patch) {
+    auto r = RunSync(io_, kube_->Patch(kube::NodesRef().WithName(node), kube::PatchType::kJsonMerge,
+                                       merge_patch));
+    ASSERT_TRUE(r) << node << ": " << r.error().message;
+  }
+  void Cordon(const std::string& node, bool on) {
+    Patch(node, on ? R"({"spec":{"unschedulable":true}})" : R"({"spec":{"unschedulable":null}})");
+  }
+
+  static bool HasTaint(const kube::Node& n, std::string_view key, std::string_view value,
+                       std::string_view effect) {
+    for (const kube::Taint& t : n.taints) {
+      if (t.key == key && t.value == value && t.effect == effect) return true;
+    }
+    return false;
+  }
+  static bool HasTaintKey(const kube::Node& n, std::string_view key) {
+    for (const kube::Taint& t : n.taints) {
+      if (t.key == key) return true;
+    }
+    return false;
+  }
+  static std::optional<kube::Condition> ReadyCondition(const kube::Node& n) {
+    for (const kube::Condition& c : n.conditions) {
+      if (c.type == kSlurmNodeReadyCondition) return c;
+    }
+    return std::nullopt;
+  }
+  bool Managed(const std::string& node) {
+    auto n = Node(node);
+    return n && HasTaint(*n, bridge::kManagedNodeTaint, config_.scheduler_name, "NoExecute");
+  }
+
+  std::vector<kube::Event> Events(const std::string& node) {
+    auto events =
+        RunSync(io_, kube::ListAs<kube::Event>(*kube_, kube::EventsRef("default"),
+                                               {.field_selector = "involvedObject.name=" + node}));
+    EXPECT_TRUE(events) << events.error().message;
+    std::vector<kube::Event> out;
+    if (!events) return out;
+    for (kube::Event& e : events->items) {
+      if (e.source_component == NodeController::kComponent && e.last_timestamp >= since_) {
+        out.push_back(std::move(e));
+      }
+    }
+    return out;
+  }
+  bool HasEvent(const std::string& node, std::string_view reason, std::string_view text) {
+    for (const kube::Event& e : Events(node)) {
+      if (e.reason == reason && e.message.find(text) != std::string::npos) return true;
+    }
+    return false;
+  }
+
+  TestEnv env_;
+  std::string since_;
+  kube::Config kube_config_;
+  bridge::Config config_;
+  asio::io_context io_;
+  std::unique_ptr<net::HttpClient> http_;
+  std::unique_ptr<kube::Client> kube_;
+  slurm::ClientPtr slurm_;
+  std::unique_ptr<RunningController> controller_;
+};
+
+TEST_F(NodeControllerE2e, TaintsFollowSlurmMembership) {
+  // A Kubernetes-only node with a stale bridge taint, and a renamed node mapped to n1.
+  Shell(fmt::format("{}/testenv/kube/register-nodes.sh {}/env k8s-only k8s-n1=n1 2>&1",
+                    SB_SOURCE_DIR, env_.dir()));
+  Patch("k8s-only",
+        fmt::format(R"({{"spec":{{"taints":[{{"key":"{}","value":"{}",)"
+                    R"("effect":"NoExecute"}},{{"key":"{}","value":"down",)"
+                    R"("effect":"NoSchedule"}},{{"key":"example.com/keep",)"
+                    R"("effect":"NoSchedule"}}]}}}})",
+                    bridge::kManagedNodeTaint, config_.scheduler_name, kSlurmUnavailableTaint));
+  StartController();
+
+  for (const std::string& n : kSlurmNodes) {
+    EXPECT_TRUE(WaitFor([&] { return Managed(n); }, 10s)) << n << " has no managed taint";
+    EXPECT_TRUE(WaitFor(
+        [&] {
+          auto node = Node(n);
+          auto c = node ? ReadyCondition(*node) : std::nullopt;
+          return c && c->status == "True" && c->reason == kReasonSlurmNodeReady;
+        },
+        10s))
+        << n << " has no SlurmNodeReady=True";
+  }
+  EXPECT_TRUE(WaitFor([&] { return Managed("k8s-n1"); }, 10s)) << "k8s-n1 (Slurm n1) untainted";
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        auto node = Node("k8s-only");
+        return node && !HasTaintKey(*node, bridge::kManagedNodeTaint) &&
+               !HasTaintKey(*node, kSlurmUnavailableTaint);
+      },
+      10s))
+      << "the stale taints stay on k8s-only";
+  auto k8s_only = Node("k8s-only");
+  ASSERT_TRUE(k8s_only);
+  EXPECT_TRUE(HasTaintKey(*k8s_only, "example.com/keep")) << "someone else's taint was lost";
+  EXPECT_FALSE(ReadyCondition(*k8s_only).has_value());
+
+  // Level-triggered: a removed taint comes back.
+  auto n1 = Node("n1");
+  ASSERT_TRUE(n1);
+  Patch("n1", R"({"spec":{"taints":null}})");
+  EXPECT_TRUE(WaitFor([&] { return Managed("n1"); }, 10s)) << "the managed taint did not return";
+
+  // The counter moves after the patch's reply, which the test may see first.
+  EXPECT_TRUE(WaitFor([&] { return controller_->Stats().taints_added >= 6; }, 5s))
+      << "taints_added: n1..n4, k8s-n1, n1 again";
+  const NodeControllerStats stats = controller_->Stats();
+  EXPECT_GE(stats.taints_removed, 2u);  // k8s-only's two
+  EXPECT_GE(stats.slurm_lists, 1u);
+  EXPECT_EQ(stats.errors, 0u);
+}
+
+TEST_F(NodeControllerE2e, CordonDrainsAndUncordonUndrains) {
+  StartController();
+  ASSERT_TRUE(WaitFor([&] { return Managed("n2"); }, 10s));
+  const std::string reason = "slurm-bridge: Corresponding Kubernetes node (n2) is unschedulable";
+
+  Cordon("n2", true);
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        auto info = SlurmNode("n2");
+        return info && info->HasState("DRAIN") && info->reason == reason;
+      },
+      10s))
+      << "n2 not drained with the bridge's reason";
+  EXPECT_TRUE(WaitFor([&] { return HasEvent("n2", kEventDrained, "Drained Slurm node n2"); }, 10s));
+  // Two more lists: the bridge's own drain must not be reported as unavailable.
+  const std::uint64_t lists = controller_->Stats().slurm_lists;
+  ASSERT_TRUE(WaitFor([&] { return controller_->Stats().slurm_lists >= lists + 2; }, 10s));
+  auto n2 = Node("n2");
+  ASSERT_TRUE(n2);
+  EXPECT_FALSE(HasTaintKey(*n2, kSlurmUnavailableTaint));
+  auto cond = ReadyCondition(*n2);
+  ASSERT_TRUE(cond);
+  EXPECT_EQ(cond->status, "True");
+
+  Cordon("n2", false);
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        auto info = SlurmNode("n2");
+        return info && !info->HasState("DRAIN");
+      },
+      10s))
+      << "n2 not undrained";
+  EXPECT_TRUE(
+      WaitFor([&] { return HasEvent("n2", kEventUndrained, "Undrained Slurm node n2"); }, 10s));
+  const NodeControllerStats stats = controller_->Stats();
+  EXPECT_EQ(stats.drains, 1u);
+  EXPECT_EQ(stats.undrains, 1u);
+  EXPECT_EQ(stats.errors, 0u);
+}
+
+TEST_F(NodeControllerE2e, AdminDrainIsKept) {
+  StartController();
+  ASSERT_TRUE(WaitFor([&] { return Managed("n3"); }, 10s));
+  Slurm("scontrol update nodename=n3 state=drain reason=maintenance");
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        auto node = Node("n3");
+        auto c = node ? ReadyCondition(*node) : std::nullopt;
+        return node && HasTaint(*node, kSlurmUnavailableTaint, "drain", "NoSchedule") && c &&
+               c->status == "False" && c->reason == kReasonSlurmNodeDrained &&
+               c->message == "maintenance";
+      },
+      10s))
+      << "n3's admin drain not reported";
+
+  Cordon("n3", true);
+  // Two lists later every node was reconciled with the cordon in the cache.
+  const std::uint64_t lists = controller_->Stats().slurm_lists;
+  ASSERT_TRUE(WaitFor([&] { return controller_->Stats().slurm_lists >= lists + 2; }, 10s));
+  auto info = SlurmNode("n3");
+  ASSERT_TRUE(info);
+  EXPECT_TRUE(info->HasState("DRAIN"));
+  EXPECT_EQ(info->reason, "maintenance");
+  EXPECT_FALSE(HasEvent("n3", kEventAdminDrainKept, "")) << "reported before the uncordon";
+
+  Cordon("n3", false);
+  EXPECT_TRUE(WaitFor([&] { return HasEvent("n3", kEventAdminDrainKept, "maintenance"); }, 10s));
+  info = SlurmNode("n3");
+  ASSERT_TRUE(info);
+  EXPECT_TRUE(info->HasState("DRAIN"));
+  EXPECT_EQ(info->reason, "maintenance");
+  const NodeControllerStats stats = controller_->Stats();
+  EXPECT_EQ(stats.drains, 0u);
+  EXPECT_EQ(stats.undrains, 0u);
+  EXPECT_EQ(stats.errors, 0u);
+}
+
+TEST_F(NodeControllerE2e, SlurmDownTaintsAndConditions) {
+  StartController();
+  ASSERT_TRUE(WaitFor([&] { return Managed("n4"); }, 10s));
+  Slurm("scontrol update nodename=n4 state=down reason=broken");
+  std::string last_transition;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        auto node = Node("n4");
+        auto c = node ? ReadyCondition(*node) : std::nullopt;
+        if (c) last_transition = c->last_transition_time;
+        return node && HasTaint(*node, kSlurmUnavailableTaint, "down", "NoSchedule") && c &&
+               c->status == "False" && c->reason == kReasonSlurmNodeDown &&
+               c->message.find("broken") != std::string::npos;
+      },
+      10s))
+      << "n4 down not reported";
+  EXPECT_FALSE(last_transition.empty());
+  EXPECT_TRUE(WaitFor([&] { return HasEvent("n4", kReasonSlurmNodeDown, "broken"); }, 10s));
+
+  Slurm("scontrol update nodename=n4 state=resume");
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        auto node = Node("n4");
+        auto c = node ? ReadyCondition(*node) : std::nullopt;
+        return node && !HasTaintKey(*node, kSlurmUnavailableTaint) && c && c->status == "True" &&
+               c->reason == kReasonSlurmNodeReady;
+      },
+      10s))
+      << "n4 resume not reported";
+  EXPECT_TRUE(
+      WaitFor([&] { return HasEvent("n4", kEventSlurmNodeReady, "available again"); }, 10s));
+  EXPECT_TRUE(Managed("n4"));
+  EXPECT_EQ(controller_->Stats().errors, 0u);
+}
+
+}  // namespace
+}  // namespace sb::controllers

@@ -1,0 +1,145 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// controllers/node/node_logic.h
+//
+// The node controller's decisions, as pure functions: given a Kubernetes Node, what Slurm says
+// about the node it maps to (or nothing: not a Slurm node) and the scheduler name, what should
+// change. No I/O, no clock (the time is an argument), no state between calls; node_controller.h
+// does the writes.
+//
+// What is decided (upstream's syncTaint and syncState, plus Slurm -> Kubernetes health):
+//   1. Taints. A Slurm node carries the bridge taint slinky.slurm.net/managed-node=<scheduler
+//      name>:NoExecute; any other node loses it. A Slurm node that Slurm cannot use (DOWN, the
+//      DRAIN flag set by someone other than the bridge, the FAIL flag) also carries
+//      slinky.slurm.net/slurm-node-unavailable=<down|drain|fail>:NoSchedule; it loses that taint
+//      once Slurm clears, and so does every non-Slurm node. Other taints are kept as they are, in
+//      their order; the full list is written only when it differs.
+//   2. Kubernetes -> Slurm. A cordoned node (spec.unschedulable) gets its Slurm node drained with
+//      the reason "slurm-bridge: Corresponding Kubernetes node (<node>) is unschedulable"
+//      (upstream's words), unless Slurm has it drained already. An uncordoned node gets it
+//      undrained, but only when the drain's reason is empty or one the bridge wrote (contains
+//      "slurm-bridge:"): an administrator's drain is kept.
+//   3. Slurm -> Kubernetes. Every Slurm node has the condition SlurmNodeReady: False with reason
+//      SlurmNodeDown / SlurmNodeDrained / SlurmNodeFailing and Slurm's reason as message, or
+//      True with reason SlurmNodeReady. The bridge's own cordon drain counts as ready (the node
+//      is cordoned in Kubernetes already). lastTransitionTime changes only when the status
+//      changes, as kubelet and the node lifecycle controller do. A node that is no longer a
+//      Slurm node loses the condition.
+//
+// Thread model: pure functions over plain values.
+//
+// Example:
+//   NodePlan plan = PlanNode(node, slurm_info ? &*slurm_info : nullptr, "slurm-bridge-scheduler",
+//                            kube::FormatTime(clock.WallNow()));
+//   if (plan.taints) { ... PATCH TaintsPatch(*plan.taints, node.metadata.resource_version) ... }
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kube/types.h"
+#include "slurm/types.h"
+
+namespace sb::controllers {
+
+// Taint key set on Slurm nodes that Slurm will not run jobs on (ours, beyond upstream). The
+// value is the Slurm state in lower case ("down", "drain", "fail"), the effect NoSchedule: new
+// pods of any scheduler stay away, running pods stay.
+inline constexpr std::string_view kSlurmUnavailableTaint =
+    "slinky.slurm.net/slurm-node-unavailable";
+inline constexpr std::string_view kSlurmUnavailableEffect = "NoSchedule";
+// The effect of the bridge's managed-node taint (bridge::kManagedNodeTaint), as upstream.
+inline constexpr std::string_view kManagedNodeEffect = "NoExecute";
+
+// Node condition type reflecting Slurm's view of the node (ours, beyond upstream).
+inline constexpr std::string_view kSlurmNodeReadyCondition = "SlurmNodeReady";
+// Its reasons: True, and False for DOWN, DRAIN (drained or draining) and FAIL (failing).
+inline constexpr std::string_view kReasonSlurmNodeReady = "SlurmNodeReady";
+inline constexpr std::string_view kReasonSlurmNodeDown = "SlurmNodeDown";
+inline constexpr std::string_view kReasonSlurmNodeDrained = "SlurmNodeDrained";
+inline constexpr std::string_view kReasonSlurmNodeFailing = "SlurmNodeFailing";
+
+// Marks a Slurm drain reason as written by the bridge (upstream's test: strings.Contains).
+inline constexpr std::string_view kBridgeReasonMarker = "slurm-bridge:";
+
+// Event reasons (on the Node).
+inline constexpr std::string_view kEventDrained = "SlurmNodeDrained";
+inline constexpr std::string_view kEventUndrained = "SlurmNodeUndrained";
+inline constexpr std::string_view kEventAdminDrainKept = "SlurmNodeDrainKept";
+inline constexpr std::string_view kEventSlurmNodeReady = "SlurmNodeReady";
+
+// "slurm-bridge: Corresponding Kubernetes node (<k8s_node>) is unschedulable".
+[[nodiscard]] std::string CordonDrainReason(std::string_view k8s_node);
+// True when `reason` is empty or was written by the bridge.
+[[nodiscard]] bool IsBridgeOrEmptyReason(std::string_view reason);
+
+// Slurm's view of one node, as the controller reports it.
+enum class SlurmHealth { kReady, kDown, kDrained, kFailing };
+
+struct HealthStatus {
+  SlurmHealth health = SlurmHealth::kReady;
+  std::string taint_value;  // "down", "drain", "fail"; "" when ready
+  std::string reason;       // the condition reason (kReasonSlurmNode*)
+  std::string message;      // Slurm's reason, or a sentence when Slurm gives none
+  std::string word;         // "down", "failing", "drained", "available"
+  bool operator==(const HealthStatus&) const = default;
+};
+
+// DOWN wins over FAIL, FAIL over DRAIN. A DRAIN whose reason the bridge wrote is ready.
+// Other flags (NOT_RESPONDING, POWERED_DOWN, MAINTENANCE, ...) do not count.
+[[nodiscard]] HealthStatus SlurmNodeHealth(const slurm::NodeInfo& info);
+
+enum class DrainAction {
+  kNone,
+  kDrain,           // cordoned, Slurm node not drained: DRAIN with CordonDrainReason
+  kUndrain,         // schedulable, Slurm node drained by the bridge (or without reason)
+  kKeepAdminDrain,  // schedulable, Slurm node drained by someone else: nothing sent
+};
+
+// An Event to record on the Node once the write it describes succeeded.
+struct PlannedEvent {
+  bool warning = false;
+  std::string reason;
+  std::string message;
+  bool operator==(const PlannedEvent&) const = default;
+};
+
+struct NodePlan {
+  std::string slurm_name;      // bridge::SlurmNodeName(node)
+  bool is_slurm_node = false;  // Slurm knows slurm_name
+  // The node's full new taint list; nullopt when it is right already.
+  std::optional<std::vector<kube::Taint>> taints;
+  std::vector<kube::Taint> taints_added;    // for counters and logs
+  std::vector<kube::Taint> taints_removed;  // for counters and logs
+  DrainAction drain = DrainAction::kNone;
+  std::optional<slurm::NodeUpdate> slurm_update;  // for kDrain and kUndrain
+  // After slurm_update succeeded; for kKeepAdminDrain, when the controller saw the uncordon.
+  std::optional<PlannedEvent> drain_event;
+  // The SlurmNodeReady condition to write; nullopt when it is right already.
+  std::optional<kube::Condition> condition;
+  bool remove_condition = false;             // not a Slurm node, but has the condition
+  std::optional<PlannedEvent> health_event;  // after the condition write: status changed
+};
+
+// Decides what to change for `node`. The taints and the condition are judged on the Slurm state
+// the planned drain or undrain leads to. `slurm_node` is what Slurm says about SlurmNodeName(node),
+// or null when Slurm does not know it. `now` (RFC 3339) becomes lastTransitionTime when the
+// condition's status changes.
+[[nodiscard]] NodePlan PlanNode(const kube::Node& node, const slurm::NodeInfo* slurm_node,
+                                std::string_view scheduler_name, std::string_view now);
+
+// Request bodies.
+// JSON merge patch of spec.taints with metadata.resourceVersion (a concurrent change answers
+// 409): {"metadata":{"resourceVersion":"7"},"spec":{"taints":[{"key":..,"value":..,"effect":..}]}}.
+[[nodiscard]] std::string TaintsPatch(const std::vector<kube::Taint>& taints,
+                                      std::string_view resource_version);
+// Strategic merge patch of nodes/{name}/status: conditions merge by type, so only ours changes.
+// `heartbeat` becomes lastHeartbeatTime (the time of this write).
+[[nodiscard]] std::string ConditionPatch(const kube::Condition& condition,
+                                         std::string_view heartbeat);
+// Strategic merge patch that deletes our condition ({"$patch":"delete"} by type).
+[[nodiscard]] std::string RemoveConditionPatch();
+
+}  // namespace sb::controllers

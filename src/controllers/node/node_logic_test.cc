@@ -1,0 +1,394 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// node_logic: every decision of the node controller, table-driven, no I/O.
+#include "controllers/node/node_logic.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "bridge/names.h"
+
+namespace sb::controllers {
+namespace {
+
+constexpr std::string_view kSched = "slurm-bridge-scheduler";
+constexpr std::string_view kNow = "2025-01-02T03:04:05Z";
+constexpr std::string_view kBefore = "2024-12-31T00:00:00Z";
+
+kube::Taint Managed(std::string value = std::string(kSched)) {
+  return {std::string(bridge::kManagedNodeTaint), std::move(value), "NoExecute"};
+}
+kube::Taint Unavailable(std::string value) {
+  return {std::string(kSlurmUnavailableTaint), std::move(value), "NoSchedule"};
+}
+const kube::Taint kOther{"example.com/gpu-broken", "", "NoSchedule"};
+
+class NodeBuilder {
+ public:
+  explicit NodeBuilder(std::string name) {
+    node_.metadata.name = std::move(name);
+    node_.metadata.resource_version = "42";
+  }
+  NodeBuilder& SlurmName(std::string n) {
+    node_.metadata.labels[std::string(bridge::kSlurmNodeNameLabel)] = std::move(n);
+    return *this;
+  }
+  NodeBuilder& Cordoned() {
+    node_.unschedulable = true;
+    return *this;
+  }
+  NodeBuilder& Taints(std::vector<kube::Taint> t) {
+    node_.taints = std::move(t);
+    return *this;
+  }
+  NodeBuilder& Condition(std::string status, std::string reason, std::string message,
+                         std::string ltt = std::string(kBefore)) {
+    node_.conditions.push_back({"Ready", "True", "KubeletReady", "", std::string(kBefore)});
+    node_.conditions.push_back({std::string(kSlurmNodeReadyCondition), std::move(status),
+                                std::move(reason), std::move(message), std::move(ltt)});
+    return *this;
+  }
+  NodeBuilder& ReadyCondition() {
+    return Condition("True", std::string(kReasonSlurmNodeReady),
+                     "Slurm node " + SlurmNameOf() + " is available");
+  }
+  operator kube::Node() const { return node_; }  // NOLINT: builder
+
+ private:
+  std::string SlurmNameOf() const {
+    auto it = node_.metadata.labels.find(std::string(bridge::kSlurmNodeNameLabel));
+    return it == node_.metadata.labels.end() ? node_.metadata.name : it->second;
+  }
+  kube::Node node_;
+};
+
+slurm::NodeInfo Slurm(std::string name, std::vector<std::string> state, std::string reason = "") {
+  slurm::NodeInfo n;
+  n.name = std::move(name);
+  n.state = std::move(state);
+  n.reason = std::move(reason);
+  return n;
+}
+
+kube::Condition Cond(std::string status, std::string_view reason, std::string message,
+                     std::string_view ltt = kNow) {
+  return {std::string(kSlurmNodeReadyCondition), std::move(status), std::string(reason),
+          std::move(message), std::string(ltt)};
+}
+
+struct Want {
+  std::optional<std::vector<kube::Taint>> taints;
+  DrainAction drain = DrainAction::kNone;
+  std::vector<std::string> update_state;  // sent to Slurm; empty: nothing
+  std::string update_reason;
+  std::optional<kube::Condition> condition;
+  bool remove_condition = false;
+  std::optional<PlannedEvent> drain_event;
+  std::optional<PlannedEvent> health_event;
+  std::string slurm_name;  // "" : the node's name
+};
+
+struct Case {
+  std::string name;
+  kube::Node node;
+  std::optional<slurm::NodeInfo> slurm;
+  Want want;
+};
+
+void Check(const Case& c) {
+  SCOPED_TRACE(c.name);
+  NodePlan got = PlanNode(c.node, c.slurm ? &*c.slurm : nullptr, kSched, kNow);
+  EXPECT_EQ(got.slurm_name, c.want.slurm_name.empty() ? c.node.metadata.name : c.want.slurm_name);
+  EXPECT_EQ(got.is_slurm_node, c.slurm.has_value());
+  EXPECT_EQ(got.taints, c.want.taints);
+  EXPECT_EQ(got.drain, c.want.drain);
+  if (c.want.update_state.empty()) {
+    EXPECT_FALSE(got.slurm_update.has_value());
+  } else {
+    ASSERT_TRUE(got.slurm_update.has_value());
+    EXPECT_EQ(got.slurm_update->state, c.want.update_state);
+    EXPECT_EQ(got.slurm_update->reason, c.want.update_reason);
+  }
+  EXPECT_EQ(got.condition, c.want.condition);
+  EXPECT_EQ(got.remove_condition, c.want.remove_condition);
+  EXPECT_EQ(got.drain_event, c.want.drain_event);
+  EXPECT_EQ(got.health_event, c.want.health_event);
+}
+
+const std::string kBridgeReason =
+    "slurm-bridge: Corresponding Kubernetes node (n1) is unschedulable";
+const std::string kAvailable = "Slurm node n1 is available";
+
+TEST(PlanNodeTest, Taints) {
+  const std::vector<Case> cases = {
+      {"a Slurm node gets the managed taint and the Ready condition",
+       NodeBuilder("n1"),
+       Slurm("n1", {"IDLE"}),
+       {.taints = std::vector<kube::Taint>{Managed()},
+        .condition = Cond("True", kReasonSlurmNodeReady, kAvailable)}},
+      {"a Slurm node with everything in place: nothing to do",
+       NodeBuilder("n1").Taints({Managed()}).ReadyCondition(),
+       Slurm("n1", {"ALLOCATED"}),
+       {}},
+      {"other taints are kept, in their order, ours appended",
+       NodeBuilder("n1").Taints({kOther}).ReadyCondition(),
+       Slurm("n1", {"IDLE"}),
+       {.taints = std::vector<kube::Taint>{kOther, Managed()}}},
+      {"the slurm-nodename label names the Slurm node",
+       NodeBuilder("k8s-node-a").SlurmName("n1"),
+       Slurm("n1", {"MIXED"}),
+       {.taints = std::vector<kube::Taint>{Managed()},
+        .condition = Cond("True", kReasonSlurmNodeReady, kAvailable),
+        .slurm_name = "n1"}},
+      {"a non-Slurm node loses a stale managed taint, other taints stay",
+       NodeBuilder("k8s-only").Taints({Managed(), kOther}),
+       std::nullopt,
+       {.taints = std::vector<kube::Taint>{kOther}}},
+      {"a non-Slurm node loses a stale unavailable taint and our condition",
+       NodeBuilder("k8s-only")
+           .Taints({Unavailable("down")})
+           .Condition("False", std::string(kReasonSlurmNodeDown), "broken"),
+       std::nullopt,
+       {.taints = std::vector<kube::Taint>{}, .remove_condition = true}},
+      {"a non-Slurm node without our taints: nothing to do",
+       NodeBuilder("k8s-only").Taints({kOther}),
+       std::nullopt,
+       {}},
+      {"a managed taint naming another scheduler is replaced",
+       NodeBuilder("n1").Taints({Managed("other-scheduler")}).ReadyCondition(),
+       Slurm("n1", {"IDLE"}),
+       {.taints = std::vector<kube::Taint>{Managed()}}},
+      {"a managed taint with the wrong effect is replaced",
+       NodeBuilder("n1")
+           .Taints({{std::string(bridge::kManagedNodeTaint), std::string(kSched), "NoSchedule"}})
+           .ReadyCondition(),
+       Slurm("n1", {"IDLE"}),
+       {.taints = std::vector<kube::Taint>{Managed()}}},
+      {"a duplicate managed taint is dropped",
+       NodeBuilder("n1").Taints({Managed(), kOther, Managed()}).ReadyCondition(),
+       Slurm("n1", {"IDLE"}),
+       {.taints = std::vector<kube::Taint>{Managed(), kOther}}},
+  };
+  for (const Case& c : cases) Check(c);
+}
+
+TEST(PlanNodeTest, CordonAndDrain) {
+  const PlannedEvent drained{false, std::string(kEventDrained),
+                             "Drained Slurm node n1: Kubernetes node n1 is unschedulable"};
+  const PlannedEvent undrained{false, std::string(kEventUndrained),
+                               "Undrained Slurm node n1: Kubernetes node n1 is schedulable"};
+  const std::vector<Case> cases = {
+      {"cordon drains with the bridge's reason",
+       NodeBuilder("n1").Cordoned().Taints({Managed()}).ReadyCondition(),
+       Slurm("n1", {"IDLE"}),
+       {.drain = DrainAction::kDrain,
+        .update_state = {"DRAIN"},
+        .update_reason = kBridgeReason,
+        .drain_event = drained}},
+      {"cordon of a mapped node drains the Slurm name, the reason names the Kubernetes node",
+       NodeBuilder("k8s-a").SlurmName("n1").Cordoned().Taints({Managed()}).ReadyCondition(),
+       Slurm("n1", {"ALLOCATED"}),
+       {.drain = DrainAction::kDrain,
+        .update_state = {"DRAIN"},
+        .update_reason = "slurm-bridge: Corresponding Kubernetes node (k8s-a) is unschedulable",
+        .drain_event = PlannedEvent{false, std::string(kEventDrained),
+                                    "Drained Slurm node n1: Kubernetes node k8s-a is "
+                                    "unschedulable"},
+        .slurm_name = "n1"}},
+      {"cordon of a node the bridge drained already: nothing",
+       NodeBuilder("n1").Cordoned().Taints({Managed()}).ReadyCondition(),
+       Slurm("n1", {"IDLE", "DRAIN"}, kBridgeReason),
+       {}},
+      {"cordon of a node an admin drained: no second drain (the admin's reason stays)",
+       NodeBuilder("n1")
+           .Cordoned()
+           .Taints({Managed(), Unavailable("drain")})
+           .Condition("False", std::string(kReasonSlurmNodeDrained), "maintenance"),
+       Slurm("n1", {"IDLE", "DRAIN"}, "maintenance"),
+       {}},
+      {"uncordon undrains the bridge's drain",
+       NodeBuilder("n1").Taints({Managed()}).ReadyCondition(),
+       Slurm("n1", {"IDLE", "DRAIN"}, kBridgeReason),
+       {.drain = DrainAction::kUndrain, .update_state = {"UNDRAIN"}, .drain_event = undrained}},
+      {"uncordon undrains a drain without reason; judged on the undrained state",
+       NodeBuilder("n1").Taints({Managed(), Unavailable("drain")}),
+       Slurm("n1", {"IDLE", "DRAIN"}),
+       {.taints = std::vector<kube::Taint>{Managed()},
+        .drain = DrainAction::kUndrain,
+        .update_state = {"UNDRAIN"},
+        .condition = Cond("True", kReasonSlurmNodeReady, kAvailable),
+        .drain_event = undrained}},
+      {"uncordon keeps an admin's drain",
+       NodeBuilder("n1")
+           .Taints({Managed(), Unavailable("drain")})
+           .Condition("False", std::string(kReasonSlurmNodeDrained), "maintenance"),
+       Slurm("n1", {"IDLE", "DRAIN"}, "maintenance"),
+       {.drain = DrainAction::kKeepAdminDrain,
+        .drain_event =
+            PlannedEvent{
+                false, std::string(kEventAdminDrainKept),
+                "Slurm node n1 stays drained although Kubernetes node n1 is schedulable: its drain "
+                "was not made by slurm-bridge (reason: maintenance)"}}},
+      {"schedulable and not drained: nothing",
+       NodeBuilder("n1").Taints({Managed()}).ReadyCondition(),
+       Slurm("n1", {"IDLE"}),
+       {}},
+      {"a cordoned non-Slurm node is not drained",
+       NodeBuilder("k8s-only").Cordoned(),
+       std::nullopt,
+       {}},
+  };
+  for (const Case& c : cases) Check(c);
+}
+
+TEST(PlanNodeTest, SlurmHealth) {
+  const std::vector<Case> cases = {
+      {"DOWN: unavailable taint and condition False with Slurm's reason",
+       NodeBuilder("n1").Taints({Managed()}).ReadyCondition(),
+       Slurm("n1", {"DOWN"}, "broken"),
+       {.taints = std::vector<kube::Taint>{Managed(), Unavailable("down")},
+        .condition = Cond("False", kReasonSlurmNodeDown, "broken"),
+        .health_event = PlannedEvent{true, std::string(kReasonSlurmNodeDown),
+                                     "Slurm node n1 is down: broken"}}},
+      {"DOWN on a new node: taints and condition at once",
+       NodeBuilder("n1"),
+       Slurm("n1", {"DOWN", "NOT_RESPONDING"}),
+       {.taints = std::vector<kube::Taint>{Managed(), Unavailable("down")},
+        .condition = Cond("False", kReasonSlurmNodeDown, "Slurm node n1 is down"),
+        .health_event =
+            PlannedEvent{true, std::string(kReasonSlurmNodeDown), "Slurm node n1 is down"}}},
+      {"DRAINED by an admin",
+       NodeBuilder("n1").Taints({Managed()}).ReadyCondition(),
+       Slurm("n1", {"IDLE", "DRAIN"}, "maintenance"),
+       {.taints = std::vector<kube::Taint>{Managed(), Unavailable("drain")},
+        .drain = DrainAction::kKeepAdminDrain,
+        .condition = Cond("False", kReasonSlurmNodeDrained, "maintenance"),
+        .drain_event =
+            PlannedEvent{
+                false, std::string(kEventAdminDrainKept),
+                "Slurm node n1 stays drained although Kubernetes node n1 is schedulable: its drain "
+                "was not made by slurm-bridge (reason: maintenance)"},
+        .health_event = PlannedEvent{true, std::string(kReasonSlurmNodeDrained),
+                                     "Slurm node n1 is drained: maintenance"}}},
+      {"DRAINING (jobs still running) counts as drained",
+       NodeBuilder("n1").Cordoned().Taints({Managed()}).ReadyCondition(),
+       Slurm("n1", {"MIXED", "DRAIN"}, "hw check"),
+       {.taints = std::vector<kube::Taint>{Managed(), Unavailable("drain")},
+        .condition = Cond("False", kReasonSlurmNodeDrained, "hw check"),
+        .health_event = PlannedEvent{true, std::string(kReasonSlurmNodeDrained),
+                                     "Slurm node n1 is drained: hw check"}}},
+      {"FAIL: failing",
+       NodeBuilder("n1").Taints({Managed()}).ReadyCondition(),
+       Slurm("n1", {"ALLOCATED", "FAIL"}, "ecc errors"),
+       {.taints = std::vector<kube::Taint>{Managed(), Unavailable("fail")},
+        .condition = Cond("False", kReasonSlurmNodeFailing, "ecc errors"),
+        .health_event = PlannedEvent{true, std::string(kReasonSlurmNodeFailing),
+                                     "Slurm node n1 is failing: ecc errors"}}},
+      {"DOWN wins over DRAIN and FAIL",
+       NodeBuilder("n1")
+           .Cordoned()
+           .Taints({Managed(), Unavailable("drain")})
+           .Condition("False", std::string(kReasonSlurmNodeDrained), "x"),
+       Slurm("n1", {"DOWN", "DRAIN", "FAIL"}, "x"),
+       {.taints = std::vector<kube::Taint>{Managed(), Unavailable("down")},
+        .condition = Cond("False", kReasonSlurmNodeDown, "x", kBefore),
+        .health_event =
+            PlannedEvent{true, std::string(kReasonSlurmNodeDown), "Slurm node n1 is down: x"}}},
+      {"the bridge's own cordon drain is not reported as unavailable",
+       NodeBuilder("n1").Cordoned().Taints({Managed()}).ReadyCondition(),
+       Slurm("n1", {"IDLE", "DRAIN"}, kBridgeReason),
+       {}},
+      {"the bridge's own drain replaces a stale unavailable taint by nothing",
+       NodeBuilder("n1")
+           .Cordoned()
+           .Taints({Managed(), Unavailable("drain")})
+           .Condition("False", std::string(kReasonSlurmNodeDrained), "maintenance"),
+       Slurm("n1", {"IDLE", "DRAIN"}, kBridgeReason),
+       {.taints = std::vector<kube::Taint>{Managed()},
+        .condition = Cond("True", kReasonSlurmNodeReady, kAvailable),
+        .health_event = PlannedEvent{false, std::string(kEventSlurmNodeReady),
+                                     "Slurm node n1 is available again"}}},
+      {"resume clears the taint and turns the condition True",
+       NodeBuilder("n1")
+           .Taints({kOther, Managed(), Unavailable("down")})
+           .Condition("False", std::string(kReasonSlurmNodeDown), "broken"),
+       Slurm("n1", {"IDLE"}),
+       {.taints = std::vector<kube::Taint>{kOther, Managed()},
+        .condition = Cond("True", kReasonSlurmNodeReady, kAvailable),
+        .health_event = PlannedEvent{false, std::string(kEventSlurmNodeReady),
+                                     "Slurm node n1 is available again"}}},
+      {"DOWN -> DRAIN changes the taint value, keeps lastTransitionTime",
+       NodeBuilder("n1")
+           .Taints({Managed(), Unavailable("down")})
+           .Condition("False", std::string(kReasonSlurmNodeDown), "broken"),
+       Slurm("n1", {"IDLE", "DRAIN"}, "broken"),
+       {.taints = std::vector<kube::Taint>{Managed(), Unavailable("drain")},
+        .drain = DrainAction::kKeepAdminDrain,
+        .condition = Cond("False", kReasonSlurmNodeDrained, "broken", kBefore),
+        .drain_event =
+            PlannedEvent{
+                false, std::string(kEventAdminDrainKept),
+                "Slurm node n1 stays drained although Kubernetes node n1 is schedulable: its drain "
+                "was not made by slurm-bridge (reason: broken)"},
+        .health_event = PlannedEvent{true, std::string(kReasonSlurmNodeDrained),
+                                     "Slurm node n1 is drained: broken"}}},
+      {"a new Slurm reason only rewrites the message, lastTransitionTime kept",
+       NodeBuilder("n1")
+           .Taints({Managed(), Unavailable("down")})
+           .Condition("False", std::string(kReasonSlurmNodeDown), "broken"),
+       Slurm("n1", {"DOWN"}, "broken psu"),
+       {.condition = Cond("False", kReasonSlurmNodeDown, "broken psu", kBefore),
+        .health_event = PlannedEvent{true, std::string(kReasonSlurmNodeDown),
+                                     "Slurm node n1 is down: broken psu"}}},
+      {"an Unknown condition turning True gets a new lastTransitionTime",
+       NodeBuilder("n1").Taints({Managed()}).Condition("Unknown", "Whatever", ""),
+       Slurm("n1", {"IDLE"}),
+       {.condition = Cond("True", kReasonSlurmNodeReady, kAvailable),
+        .health_event = PlannedEvent{false, std::string(kEventSlurmNodeReady),
+                                     "Slurm node n1 is available again"}}},
+      {"flags that are not health (NOT_RESPONDING alone, POWERED_DOWN) do not count",
+       NodeBuilder("n1").Taints({Managed()}).ReadyCondition(),
+       Slurm("n1", {"IDLE", "NOT_RESPONDING", "POWERED_DOWN"}),
+       {}},
+  };
+  for (const Case& c : cases) Check(c);
+}
+
+TEST(NodeLogicTest, ReasonsAndHealth) {
+  EXPECT_EQ(CordonDrainReason("n7"),
+            "slurm-bridge: Corresponding Kubernetes node (n7) is unschedulable");
+  EXPECT_TRUE(IsBridgeOrEmptyReason(""));
+  EXPECT_TRUE(IsBridgeOrEmptyReason("slurm-bridge: Corresponding Kubernetes node (n7) is x"));
+  EXPECT_TRUE(IsBridgeOrEmptyReason("note: slurm-bridge: anything"));
+  EXPECT_FALSE(IsBridgeOrEmptyReason("maintenance"));
+  EXPECT_FALSE(IsBridgeOrEmptyReason("slurm-bridge maintenance"));
+
+  EXPECT_EQ(SlurmNodeHealth(Slurm("n1", {"IDLE"})).health, SlurmHealth::kReady);
+  EXPECT_EQ(
+      SlurmNodeHealth(Slurm("n1", {"DOWN"}, "x")),
+      (HealthStatus{SlurmHealth::kDown, "down", std::string(kReasonSlurmNodeDown), "x", "down"}));
+  EXPECT_EQ(SlurmNodeHealth(Slurm("n1", {"IDLE", "DRAIN"}, "m")).taint_value, "drain");
+  EXPECT_EQ(SlurmNodeHealth(Slurm("n1", {"IDLE", "DRAIN"}, kBridgeReason)).health,
+            SlurmHealth::kReady);
+  EXPECT_EQ(SlurmNodeHealth(Slurm("n1", {"IDLE", "FAIL"}, "f")).taint_value, "fail");
+}
+
+TEST(NodeLogicTest, Patches) {
+  EXPECT_EQ(TaintsPatch({Managed(), kOther}, "17"),
+            R"({"metadata":{"resourceVersion":"17"},"spec":{"taints":[)"
+            R"({"key":"slinky.slurm.net/managed-node","value":"slurm-bridge-scheduler",)"
+            R"("effect":"NoExecute"},{"key":"example.com/gpu-broken","effect":"NoSchedule"}]}})");
+  EXPECT_EQ(TaintsPatch({}, "18"), R"({"metadata":{"resourceVersion":"18"},"spec":{"taints":[]}})");
+  EXPECT_EQ(ConditionPatch(Cond("False", kReasonSlurmNodeDown, "say \"hi\""), "T"),
+            R"({"status":{"conditions":[{"type":"SlurmNodeReady","status":"False",)"
+            R"("reason":"SlurmNodeDown","message":"say \"hi\"",)"
+            R"("lastTransitionTime":"2025-01-02T03:04:05Z","lastHeartbeatTime":"T"}]}})");
+  EXPECT_EQ(RemoveConditionPatch(),
+            R"({"status":{"conditions":[{"$patch":"delete","type":"SlurmNodeReady"}]}})");
+}
+
+}  // namespace
+}  // namespace sb::controllers
