@@ -89,7 +89,9 @@ PodController::~PodController() = default;
 
 void PodController::OnPod(const Pod& pod) {
   const std::int64_t id = JobIdOf(pod);
-  if (id > 0) queue_.Add(id);
+  if (id <= 0) return;
+  first_seen_.try_emplace(id, clock_.Now());
+  queue_.Add(id);
 }
 
 awaitable<void> PodController::Run() {
@@ -244,6 +246,7 @@ awaitable<void> PodController::PollSlurm() {
     }
     if (wanted.empty()) continue;
     std::vector<std::int64_t> all;  // one call for every job: cost independent of pod count
+    const kube::Clock::TimePoint asked = clock_.Now();
     Result<std::vector<slurm::JobStateEntry>> states = co_await slurm_.JobStates(std::move(all));
     if (!states) {
       ++stats_.errors;
@@ -257,6 +260,8 @@ awaitable<void> PodController::PollSlurm() {
     }
     for (std::int64_t id : wanted) {
       auto f = fresh.find(id);
+      // A job first named (by a pod's label) after the poll was sent may be newer than its answer.
+      if (f == fresh.end() && first_seen_[id] >= asked) continue;
       const std::string now = f == fresh.end() ? "GONE" : f->second;
       std::string& known = states_[id];
       if (known != now) {
@@ -265,6 +270,7 @@ awaitable<void> PodController::PollSlurm() {
       }
     }
     std::erase_if(states_, [&](const auto& kv) { return !wanted.contains(kv.first); });
+    std::erase_if(first_seen_, [&](const auto& kv) { return !wanted.contains(kv.first); });
   }
 }
 

@@ -89,6 +89,7 @@ class PodController {
   kube::EventRecorder recorder_;
   kube::WorkQueue<std::int64_t> queue_;
   std::unordered_map<std::int64_t, std::string> states_;  // job id -> Slurm base state
+  std::unordered_map<std::int64_t, kube::Clock::TimePoint> first_seen_;  // job id -> first label
   PodControllerStats stats_;
   bool ready_ = false;
   bool stopping_ = false;

@@ -678,6 +678,7 @@ void Scheduler::ApplyState(TrackedJob& job, const std::string& state) {
 }
 
 awaitable<Result<void>> Scheduler::ListJobs(bool startup) {
+  const kube::Clock::TimePoint asked = clock_.Now();
   Result<std::vector<slurm::JobInfo>> jobs = co_await slurm_.ListJobs();
   if (!jobs) co_return tl::unexpected(jobs.error());
   ++stats_.job_lists;
@@ -709,7 +710,8 @@ awaitable<Result<void>> Scheduler::ListJobs(bool startup) {
   for (auto& [group, t] : jobs_) {
     auto it = by_id.find(t.id);
     if (it == by_id.end()) {
-      ApplyState(t, "GONE");
+      // A job submitted while the list was on its way is not in it.
+      if (t.submitted < asked) ApplyState(t, "GONE");
       continue;
     }
     const slurm::JobInfo& j = *it->second;
@@ -740,6 +742,7 @@ awaitable<void> Scheduler::PollSlurm() {
     if (!jobs_.empty()) {
       // One call for every job Slurm knows: the cost does not depend on how many pods wait.
       std::vector<std::int64_t> all;
+      const kube::Clock::TimePoint asked = clock_.Now();
       Result<std::vector<slurm::JobStateEntry>> states = co_await slurm_.JobStates(std::move(all));
       if (states) {
         ++stats_.state_polls;
@@ -748,7 +751,8 @@ awaitable<void> Scheduler::PollSlurm() {
         for (auto& [group, t] : jobs_) {
           auto it = by_id.find(t.id);
           if (it == by_id.end()) {
-            ApplyState(t, "GONE");
+            // A job submitted while the poll was on its way is not in its answer.
+            if (t.submitted < asked) ApplyState(t, "GONE");
           } else if (!it->second->state.empty()) {
             const std::string& s = it->second->state.front();
             if (s != t.state && s == "RUNNING") t.nodes.clear();  // read them on bind

@@ -119,6 +119,8 @@ class NodeControllerE2e : public ::testing::Test {
     ASSERT_TRUE(slurm) << slurm.error().message;
     slurm_ = std::move(*slurm);
     Shell(fmt::format("{}/testenv/kube/register-nodes.sh {}/env 2>&1", SB_SOURCE_DIR, env_.dir()));
+    // Other e2e tests (the controllers') leave the bridge's taints: start from clean nodes.
+    Restore();
     config_.node_list_interval = 500ms;
     // Events of earlier runs stay in the namespace for an hour; look only at this test's.
     since_ = kube::FormatTime(std::chrono::system_clock::now() - 1s);
