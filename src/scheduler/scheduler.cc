@@ -410,6 +410,21 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
   }
 
   TrackedJob job = job_it->second;
+  if (!Ended(job.state)) {
+    // Adopted jobs, or a label patch that failed: every pod names its job.
+    for (const Pod* pod : live) {
+      auto l = pod->metadata.labels.find(std::string(bridge::kJobIdLabel));
+      if (l != pod->metadata.labels.end() && l->second == std::to_string(job.id) &&
+          HasFinalizer(*pod)) {
+        continue;
+      }
+      std::string patch = LabelPatch(*pod, job.id, config_.scheduler_name, nullptr);
+      Result<Pod> r = co_await kube::PatchAs<Pod>(
+          kube_, kube::PodsRef(pod->metadata.namespace_).WithName(pod->metadata.name),
+          kube::PatchType::kStrategicMerge, std::move(patch));
+      if (!r && r.error().code != ErrorCode::kNotFound) co_return tl::unexpected(r.error());
+    }
+  }
   if (Ended(job.state)) {
     ++stats_.jobs_replaced;
     jobs_.erase(job_it);
@@ -482,16 +497,7 @@ awaitable<Result<void>> Scheduler::Submit(const GroupSpec& spec, std::vector<con
   jobs_[spec.key] = job;
   spdlog::info("{}: submitted Slurm job {} for {} pod(s)", spec.key, job.id, pods.size());
 
-  // Label the pods (job id, finalizer, toleration). A failure here is healed on the next pass.
-  for (const Pod* pod : pods) {
-    std::string patch = LabelPatch(*pod, job.id, config_.scheduler_name, nullptr);
-    Result<Pod> r = co_await kube::PatchAs<Pod>(
-        kube_, kube::PodsRef(pod->metadata.namespace_).WithName(pod->metadata.name),
-        kube::PatchType::kStrategicMerge, std::move(patch));
-    if (!r)
-      spdlog::warn("{}/{}: labelling failed: {}", pod->metadata.namespace_, pod->metadata.name,
-                   r.error().ToString());
-  }
+  // The next pass labels the pods (job id, finalizer, toleration).
   queue_.Add(std::string(kGroupItem) + spec.key);
   co_return Result<void>{};
 }
