@@ -144,6 +144,7 @@ awaitable<Result<void>> PodController::Reconcile(std::int64_t job_id) {
 
   std::string state;
   if (auto it = states_.find(job_id); it != states_.end()) state = it->second;
+  // (empty: unknown or left out of the last poll; asked below)
   std::optional<slurm::JobInfo> info;
   if (state.empty()) {
     Result<slurm::JobInfo> j = co_await slurm_.GetJob(job_id);
@@ -260,12 +261,17 @@ awaitable<void> PodController::PollSlurm() {
     }
     for (std::int64_t id : wanted) {
       auto f = fresh.find(id);
-      // A job first named (by a pod's label) after the poll was sent may be newer than its answer.
-      if (f == fresh.end() && first_seen_[id] >= asked) continue;
-      const std::string now = f == fresh.end() ? "GONE" : f->second;
       std::string& known = states_[id];
-      if (known != now) {
-        known = now;
+      if (f == fresh.end()) {
+        // Gone, or newer than the answer: Reconcile asks (GET /job/{id}) unless it knows the end.
+        if (first_seen_[id] < asked && !JobEnded(known)) {
+          known.clear();
+          queue_.Add(id);
+        }
+        continue;
+      }
+      if (known != f->second) {
+        known = f->second;
         queue_.Add(id);
       }
     }

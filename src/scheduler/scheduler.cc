@@ -431,6 +431,7 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
     const std::string msg =
         fmt::format("Slurm job {} ended ({}) before the pods were bound; submitting a new job",
                     job.id, job.state == "GONE" ? "no longer known to Slurm" : job.state);
+    spdlog::info("{}: {}", group_key, msg);
     for (const Pod* pod : live) {
       recorder_.Emit(kube::MakeObjectReference("v1", "Pod", pod->metadata),
                      kube::EventType::kWarning, "SlurmJobEnded", msg);
@@ -716,8 +717,8 @@ awaitable<Result<void>> Scheduler::ListJobs(bool startup) {
   for (auto& [group, t] : jobs_) {
     auto it = by_id.find(t.id);
     if (it == by_id.end()) {
-      // A job submitted while the list was on its way is not in it.
-      if (t.submitted < asked) ApplyState(t, "GONE");
+      // Not in the list: gone, or newer than the list. The poll confirms with GET /job/{id}.
+      if (t.submitted < asked) missing_.insert(t.id);
       continue;
     }
     const slurm::JobInfo& j = *it->second;
@@ -741,6 +742,26 @@ awaitable<Result<void>> Scheduler::ListSlurmNodes() {
   co_return Result<void>{};
 }
 
+awaitable<void> Scheduler::ConfirmMissing() {
+  std::set<std::int64_t> ids = std::move(missing_);
+  missing_.clear();
+  for (std::int64_t id : ids) {
+    Result<slurm::JobInfo> j = co_await slurm_.GetJob(id);
+    std::string state;
+    if (j) {
+      state = std::string(j->BaseState());
+      spdlog::info("Slurm job {} was missing from a job list but is {}", id, state);
+    } else if (j.error().code == ErrorCode::kNotFound) {
+      state = "GONE";
+    } else {
+      continue;  // ask again next time
+    }
+    for (auto& [group, t] : jobs_) {
+      if (t.id == id) ApplyState(t, state);
+    }
+  }
+}
+
 awaitable<void> Scheduler::PollSlurm() {
   kube::Clock::TimePoint next_list = clock_.Now() + config_.job_list_interval;
   kube::Clock::TimePoint next_nodes = clock_.Now() + config_.node_list_interval;
@@ -757,8 +778,8 @@ awaitable<void> Scheduler::PollSlurm() {
         for (auto& [group, t] : jobs_) {
           auto it = by_id.find(t.id);
           if (it == by_id.end()) {
-            // A job submitted while the poll was on its way is not in its answer.
-            if (t.submitted < asked) ApplyState(t, "GONE");
+            // Gone, or not yet in /jobs/state/ (seen lagging under load): confirmed below.
+            if (t.submitted < asked) missing_.insert(t.id);
           } else if (!it->second->state.empty()) {
             const std::string& s = it->second->state.front();
             if (s != t.state && s == "RUNNING") t.nodes.clear();  // read them on bind
@@ -768,6 +789,7 @@ awaitable<void> Scheduler::PollSlurm() {
       } else {
         spdlog::warn("reading Slurm job states failed: {}", states.error().ToString());
       }
+      co_await ConfirmMissing();
     }
     const kube::Clock::TimePoint now = clock_.Now();
     if (now >= next_list) {

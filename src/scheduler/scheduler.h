@@ -124,6 +124,8 @@ class Scheduler {
                                                                std::string name);
 
   boost::asio::awaitable<void> PollSlurm();
+  // Asks Slurm about tracked jobs a list left out (GET /job/{id}): gone, or just newer.
+  boost::asio::awaitable<void> ConfirmMissing();
   boost::asio::awaitable<Result<void>> ListJobs(bool startup);
   boost::asio::awaitable<Result<void>> ListSlurmNodes();
   void ApplyState(TrackedJob& job, const std::string& state);
@@ -159,6 +161,7 @@ class Scheduler {
   };
   std::unordered_map<std::string, CachedOwner> owners_;
   std::vector<std::string> slurm_nodes_;
+  std::set<std::int64_t> missing_;  // tracked jobs a list left out, to confirm
 
   Stats stats_;
   bool ready_ = false;
