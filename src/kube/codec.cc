@@ -373,6 +373,7 @@ error_code ReadObject(od::value v, Node& n) {
               if (tk == "key") return ReadString(tv, t.key);
               if (tk == "value") return ReadString(tv, t.value);
               if (tk == "effect") return ReadString(tv, t.effect);
+              if (tk == "timeAdded") return ReadString(tv, t.time_added);
               return SUCCESS;
             }));
             n.taints.push_back(std::move(t));
@@ -917,6 +918,7 @@ std::string Encode(const Node& node) {
       to["key"] = t.key;
       PutIf(to, "value", t.value);
       to["effect"] = t.effect;
+      PutIf(to, "timeAdded", t.time_added);
       a.emplace_back(std::move(to));
     }
     spec["taints"] = std::move(a);

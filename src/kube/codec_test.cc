@@ -100,12 +100,15 @@ TEST(Codec, RoundTripsPodThroughEncode) {
 
 TEST(Codec, DecodesNodeLeaseEventJobNamespace) {
   Result<Node> node = Decode<Node>(R"({"metadata":{"name":"n1","labels":{"a":"b"}},
-    "spec":{"unschedulable":true,"taints":[{"key":"k","value":"v","effect":"NoSchedule"}]},
+    "spec":{"unschedulable":true,"taints":[{"key":"k","value":"v","effect":"NoSchedule"},
+      {"key":"u","effect":"NoExecute","timeAdded":"2026-01-01T00:00:00Z"}]},
     "status":{"capacity":{"cpu":"8","memory":"16000Mi"},"allocatable":{"cpu":"7500m"},
               "conditions":[{"type":"Ready","status":"True"}],"nodeInfo":{"x":1}}})");
   ASSERT_TRUE(node) << node.error().message;
   EXPECT_TRUE(node->unschedulable);
   EXPECT_EQ(node->taints[0], (Taint{"k", "v", "NoSchedule"}));
+  EXPECT_EQ(node->taints[1], (Taint{"u", "", "NoExecute", "2026-01-01T00:00:00Z"}));
+  EXPECT_NE(Encode(*node).find(R"("timeAdded":"2026-01-01T00:00:00Z")"), std::string::npos);
   EXPECT_EQ(node->capacity.at("memory"), "16000Mi");
   EXPECT_EQ(node->allocatable.at("cpu"), "7500m");
   EXPECT_EQ(node->conditions[0].type, "Ready");

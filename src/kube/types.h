@@ -127,7 +127,8 @@ struct Pod {
 struct Taint {
   std::string key;
   std::string value;
-  std::string effect;  // NoSchedule, PreferNoSchedule, NoExecute
+  std::string effect;      // NoSchedule, PreferNoSchedule, NoExecute
+  std::string time_added;  // timeAdded (NoExecute taints), RFC 3339; "" when unset
   bool operator==(const Taint&) const = default;
 };
 

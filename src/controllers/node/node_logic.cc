@@ -187,7 +187,12 @@ std::string TaintsPatch(const std::vector<kube::Taint>& taints, std::string_view
     if (!list.empty()) list += ',';
     list += fmt::format("{{\"key\":{}", kube::JsonQuote(t.key));
     if (!t.value.empty()) list += fmt::format(",\"value\":{}", kube::JsonQuote(t.value));
-    list += fmt::format(",\"effect\":{}}}", kube::JsonQuote(t.effect));
+    list += fmt::format(",\"effect\":{}", kube::JsonQuote(t.effect));
+    // Kept, so that tolerationSeconds of other controllers' NoExecute taints still count from
+    // when they were added.
+    if (!t.time_added.empty())
+      list += fmt::format(",\"timeAdded\":{}", kube::JsonQuote(t.time_added));
+    list += '}';
   }
   return fmt::format(R"({{"metadata":{{"resourceVersion":{}}},"spec":{{"taints":[{}]}}}})",
                      kube::JsonQuote(resource_version), list);

@@ -382,6 +382,14 @@ TEST(NodeLogicTest, Patches) {
             R"({"key":"slinky.slurm.net/managed-node","value":"slurm-bridge-scheduler",)"
             R"("effect":"NoExecute"},{"key":"example.com/gpu-broken","effect":"NoSchedule"}]}})");
   EXPECT_EQ(TaintsPatch({}, "18"), R"({"metadata":{"resourceVersion":"18"},"spec":{"taints":[]}})");
+  // Another controller's NoExecute taint keeps its timeAdded (tolerationSeconds count from it).
+  kube::Taint unreachable{.key = "node.kubernetes.io/unreachable",
+                          .effect = "NoExecute",
+                          .time_added = "2026-01-01T00:00:00Z"};
+  EXPECT_EQ(TaintsPatch({unreachable}, "19"),
+            R"({"metadata":{"resourceVersion":"19"},"spec":{"taints":[)"
+            R"({"key":"node.kubernetes.io/unreachable","effect":"NoExecute",)"
+            R"("timeAdded":"2026-01-01T00:00:00Z"}]}})");
   EXPECT_EQ(ConditionPatch(Cond("False", kReasonSlurmNodeDown, "say \"hi\""), "T"),
             R"({"status":{"conditions":[{"type":"SlurmNodeReady","status":"False",)"
             R"("reason":"SlurmNodeDown","message":"say \"hi\"",)"
