@@ -4,6 +4,7 @@
 
 #include "bridge/config.h"
 #include "bridge/hostlist.h"
+#include "bridge/pods.h"
 #include "bridge/tag.h"
 
 namespace sb::bridge {
@@ -167,6 +168,25 @@ TEST(JobTagTest, ForeignCommentsAreNotTags) {
     std::optional<JobTag> t = ParseJobTag(c);
     EXPECT_TRUE(!t || !t->ours) << c;
   }
+}
+
+TEST(PodsTest, EndedStatesAndFinalizerPatch) {
+  for (const char* s : {"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED",
+                        "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY", "GONE"}) {
+    EXPECT_TRUE(JobEnded(s)) << s;
+  }
+  for (const char* s : {"PENDING", "RUNNING", "SUSPENDED", "COMPLETING", ""}) {
+    EXPECT_FALSE(JobEnded(s)) << s;
+  }
+  kube::Pod pod;
+  pod.metadata.resource_version = "42";
+  pod.metadata.finalizers = {"a/keep", "scheduler.slinky.slurm.net/finalizer", "b/keep"};
+  EXPECT_TRUE(HasFinalizer(pod));
+  EXPECT_EQ(FinalizerRemovalPatch(pod),
+            R"({"metadata":{"resourceVersion":"42","finalizers":["a/keep","b/keep"]}})");
+  pod.metadata.finalizers = {"a/keep"};
+  EXPECT_FALSE(HasFinalizer(pod));
+  EXPECT_FALSE(FinalizerRemovalPatch(pod));
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <boost/asio/co_spawn.hpp>
 
 #include "bridge/names.h"
+#include "bridge/pods.h"
 #include "bridge/tag.h"
 #include "kube/codec.h"
 
@@ -31,7 +32,7 @@ std::int64_t JobIdOf(const Pod& pod) {
   return ec == std::errc() && p == it->second.data() + it->second.size() && id > 0 ? id : 0;
 }
 
-bool Alive(std::string_view state) { return !state.empty() && !JobEnded(state); }
+bool Alive(std::string_view state) { return !state.empty() && !bridge::JobEnded(state); }
 
 }  // namespace
 
@@ -158,7 +159,7 @@ awaitable<Result<void>> PodController::Reconcile(std::int64_t job_id) {
     }
     states_[job_id] = state;
   }
-  if (pods.empty() && JobEnded(state)) {
+  if (pods.empty() && bridge::JobEnded(state)) {
     states_.erase(job_id);
     co_return Result<void>{};
   }
@@ -222,17 +223,11 @@ awaitable<Result<void>> PodController::Reconcile(std::int64_t job_id) {
 }
 
 awaitable<Result<void>> PodController::ReleaseFinalizer(const Pod& pod) {
-  std::vector<std::string> keep;
-  for (const std::string& f : pod.metadata.finalizers) {
-    if (f != bridge::kFinalizer) keep.push_back(kube::JsonQuote(f));
-  }
-  if (keep.size() == pod.metadata.finalizers.size()) co_return Result<void>{};
-  std::string patch =
-      fmt::format("{{\"metadata\":{{\"resourceVersion\":{},\"finalizers\":[{}]}}}}",
-                  kube::JsonQuote(pod.metadata.resource_version), fmt::join(keep, ","));
+  std::optional<std::string> patch = bridge::FinalizerRemovalPatch(pod);
+  if (!patch) co_return Result<void>{};
   Result<Pod> r = co_await kube::PatchAs<Pod>(
       kube_, kube::PodsRef(pod.metadata.namespace_).WithName(pod.metadata.name),
-      kube::PatchType::kJsonMerge, std::move(patch));
+      kube::PatchType::kJsonMerge, std::move(*patch));
   if (!r && r.error().code != ErrorCode::kNotFound) co_return tl::unexpected(r.error());
   ++stats_.finalizers_removed;
   co_return Result<void>{};
@@ -264,7 +259,7 @@ awaitable<void> PodController::PollSlurm() {
       std::string& known = states_[id];
       if (f == fresh.end()) {
         // Gone, or newer than the answer: Reconcile asks (GET /job/{id}) unless it knows the end.
-        if (first_seen_[id] < asked && !JobEnded(known)) {
+        if (first_seen_[id] < asked && !bridge::JobEnded(known)) {
           known.clear();
           queue_.Add(id);
         }

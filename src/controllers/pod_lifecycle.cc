@@ -9,6 +9,7 @@
 #include <fmt/ranges.h>
 
 #include "bridge/names.h"
+#include "bridge/pods.h"
 #include "bridge/translate.h"
 
 namespace sb::controllers {
@@ -51,12 +52,6 @@ std::optional<WallTime> ParseTime(std::string_view text) {
   return std::chrono::system_clock::from_time_t(t);
 }
 
-bool JobEnded(std::string_view s) {
-  return s == "COMPLETED" || s == "CANCELLED" || s == "FAILED" || s == "TIMEOUT" ||
-         s == "NODE_FAIL" || s == "PREEMPTED" || s == "BOOT_FAIL" || s == "DEADLINE" ||
-         s == "OUT_OF_MEMORY" || s == "GONE";
-}
-
 PodVerdict JudgePod(const kube::Pod& pod, const kube::Node* node, bool node_exists, WallTime now,
                     const LifecycleOptions& options) {
   if (pod.status.phase == "Succeeded" || pod.status.phase == "Failed") {
@@ -90,7 +85,7 @@ JobPlan PlanJob(std::string_view job_state, const std::vector<const kube::Pod*>&
                 const std::map<std::string, const kube::Node*>& nodes, WallTime now,
                 const LifecycleOptions& options) {
   JobPlan plan;
-  const bool ended = JobEnded(job_state);
+  const bool ended = bridge::JobEnded(job_state);
   bool all_done = true;
   std::vector<std::string> reasons;
   for (const kube::Pod* pod : pods) {
@@ -102,9 +97,7 @@ JobPlan PlanJob(std::string_view job_state, const std::vector<const kube::Pod*>&
       node = exists ? it->second : nullptr;
     }
     PodVerdict v = JudgePod(*pod, node, exists, now, options);
-    const bool has_finalizer =
-        std::ranges::find(pod->metadata.finalizers, std::string(bridge::kFinalizer)) !=
-        pod->metadata.finalizers.end();
+    const bool has_finalizer = bridge::HasFinalizer(*pod);
     if (v.state == PodState::kDone) {
       reasons.push_back(pod->metadata.name + ": " + v.why);
     } else {

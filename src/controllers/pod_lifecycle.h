@@ -33,9 +33,6 @@ using WallTime = std::chrono::system_clock::time_point;
 // "2026-01-01T00:00:00Z" (fractions and numeric offsets accepted); nullopt when malformed.
 [[nodiscard]] std::optional<WallTime> ParseTime(std::string_view rfc3339);
 
-// True for Slurm base states after which the job holds nothing ("GONE": Slurm forgot it).
-[[nodiscard]] bool JobEnded(std::string_view base_state);
-
 struct LifecycleOptions {
   // A pod being deleted on a Ready node counts as done this long after its grace period, even
   // if the kubelet never reports it terminated.

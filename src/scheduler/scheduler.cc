@@ -13,6 +13,7 @@
 #include "bridge/group.h"
 #include "bridge/hostlist.h"
 #include "bridge/names.h"
+#include "bridge/pods.h"
 #include "bridge/tag.h"
 #include "kube/codec.h"
 #include "kube/runtime/time_format.h"
@@ -31,18 +32,7 @@ constexpr auto kOwnerCacheTtl = std::chrono::seconds(10);
 constexpr auto kGroupFillGrace = std::chrono::seconds(2);
 constexpr auto kQuietStart = std::chrono::seconds(2);
 
-bool Ended(std::string_view state) {
-  return state == "COMPLETED" || state == "CANCELLED" || state == "FAILED" || state == "TIMEOUT" ||
-         state == "NODE_FAIL" || state == "PREEMPTED" || state == "BOOT_FAIL" ||
-         state == "DEADLINE" || state == "OUT_OF_MEMORY" || state == "GONE";
-}
-
 std::string PodKey(const Pod& pod) { return kube::ObjectKey(pod.metadata); }
-
-bool HasFinalizer(const Pod& pod) {
-  return std::ranges::find(pod.metadata.finalizers, std::string(bridge::kFinalizer)) !=
-         pod.metadata.finalizers.end();
-}
 
 const kube::Condition* PodScheduledCondition(const Pod& pod) {
   for (const kube::Condition& c : pod.status.conditions) {
@@ -410,12 +400,12 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
   }
 
   TrackedJob job = job_it->second;
-  if (!Ended(job.state)) {
+  if (!bridge::JobEnded(job.state)) {
     // Adopted jobs, or a label patch that failed: every pod names its job.
     for (const Pod* pod : live) {
       auto l = pod->metadata.labels.find(std::string(bridge::kJobIdLabel));
       if (l != pod->metadata.labels.end() && l->second == std::to_string(job.id) &&
-          HasFinalizer(*pod)) {
+          bridge::HasFinalizer(*pod)) {
         continue;
       }
       std::string patch = LabelPatch(*pod, job.id, config_.scheduler_name, nullptr);
@@ -425,7 +415,7 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
       if (!r && r.error().code != ErrorCode::kNotFound) co_return tl::unexpected(r.error());
     }
   }
-  if (Ended(job.state)) {
+  if (bridge::JobEnded(job.state)) {
     ++stats_.jobs_replaced;
     jobs_.erase(job_it);
     const std::string msg =
@@ -661,17 +651,11 @@ awaitable<void> Scheduler::ReportWaiting(const Pod& pod, std::string message) {
 }
 
 awaitable<void> Scheduler::DropFinalizer(const Pod& pod) {
-  if (!HasFinalizer(pod)) co_return;
-  std::vector<std::string> keep;
-  for (const std::string& f : pod.metadata.finalizers) {
-    if (f != bridge::kFinalizer) keep.push_back(kube::JsonQuote(f));
-  }
-  std::string patch =
-      fmt::format("{{\"metadata\":{{\"resourceVersion\":{},\"finalizers\":[{}]}}}}",
-                  kube::JsonQuote(pod.metadata.resource_version), fmt::join(keep, ","));
+  std::optional<std::string> patch = bridge::FinalizerRemovalPatch(pod);
+  if (!patch) co_return;
   Result<Pod> r = co_await kube::PatchAs<Pod>(
       kube_, kube::PodsRef(pod.metadata.namespace_).WithName(pod.metadata.name),
-      kube::PatchType::kJsonMerge, std::move(patch));
+      kube::PatchType::kJsonMerge, std::move(*patch));
   if (!r && r.error().code != ErrorCode::kNotFound) {
     spdlog::warn("{}/{}: removing the finalizer failed: {}", pod.metadata.namespace_,
                  pod.metadata.name, r.error().ToString());
@@ -693,7 +677,7 @@ awaitable<Result<void>> Scheduler::ListJobs(bool startup) {
   for (const slurm::JobInfo& j : *jobs) by_id[j.job_id] = &j;
   if (startup) {
     for (const slurm::JobInfo& j : *jobs) {
-      if (Ended(j.BaseState())) continue;
+      if (bridge::JobEnded(j.BaseState())) continue;
       std::optional<bridge::JobTag> tag = bridge::ParseJobTag(j.admin_comment);
       if (!tag || !tag->BelongsTo(config_.cluster_name, config_.scheduler_name)) continue;
       if (tag->group.empty() || jobs_.contains(tag->group)) continue;

@@ -1,0 +1,35 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "bridge/pods.h"
+
+#include <algorithm>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "bridge/names.h"
+#include "kube/codec.h"
+
+namespace sb::bridge {
+
+bool JobEnded(std::string_view s) {
+  return s == "COMPLETED" || s == "CANCELLED" || s == "FAILED" || s == "TIMEOUT" ||
+         s == "NODE_FAIL" || s == "PREEMPTED" || s == "BOOT_FAIL" || s == "DEADLINE" ||
+         s == "OUT_OF_MEMORY" || s == "GONE";
+}
+
+bool HasFinalizer(const kube::Pod& pod) {
+  return std::ranges::find(pod.metadata.finalizers, kFinalizer) != pod.metadata.finalizers.end();
+}
+
+std::optional<std::string> FinalizerRemovalPatch(const kube::Pod& pod) {
+  if (!HasFinalizer(pod)) return std::nullopt;
+  std::vector<std::string> keep;
+  for (const std::string& f : pod.metadata.finalizers) {
+    if (f != kFinalizer) keep.push_back(kube::JsonQuote(f));
+  }
+  return fmt::format(R"({{"metadata":{{"resourceVersion":{},"finalizers":[{}]}}}})",
+                     kube::JsonQuote(pod.metadata.resource_version), fmt::join(keep, ","));
+}
+
+}  // namespace sb::bridge
