@@ -11,6 +11,7 @@
 #include <CLI/CLI.hpp>
 
 #include "app/admission_cmd.h"
+#include "app/logging.h"
 #include "app/run_cmd.h"
 #include "common/version.h"
 
@@ -39,14 +40,23 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   const std::vector<std::string> levels = {"trace", "debug",    "info", "warn",
                                            "error", "critical", "off"};
   RunOptions run_opts;
+  std::string log_level = "info";
+  std::string log_format = "text";
+  auto add_log_flags = [&](CLI::App* cmd) {
+    cmd->add_option("--log-level", log_level, "trace, debug, info, warn, error, critical, off")
+        ->capture_default_str()
+        ->check(CLI::IsMember(levels));
+    cmd->add_option("--log-format", log_format,
+                    "text, or json (one object per line: ts, level, msg)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"text", "json"}));
+  };
   auto add_run_flags = [&](CLI::App* cmd) {
     cmd->add_option("--config", run_opts.config_path, "Bridge config file (YAML)")
         ->capture_default_str();
     cmd->add_option("--kubeconfig", run_opts.kubeconfig,
                     "kubeconfig file (default: $KUBECONFIG, else in-cluster)");
-    cmd->add_option("--log-level", run_opts.log_level, "trace, debug, info, warn, error")
-        ->capture_default_str()
-        ->check(CLI::IsMember(levels));
+    add_log_flags(cmd);
     cmd->add_flag("--leader-elect", run_opts.leader_elect,
                   "Run only while holding the leader Lease (for several replicas)");
     cmd->add_option("--leader-election-namespace", run_opts.leader_election_namespace,
@@ -76,7 +86,6 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
                 "--key-file)");
 
   AdmissionOptions adm_opts;
-  std::string adm_log_level = "info";
   CLI::App* adm = app.add_subcommand(
       "admission", "Admission webhook: hand pods of managed namespaces to the bridge");
   adm->add_option("--config", adm_opts.config_path, "Bridge config file (YAML)")
@@ -100,9 +109,7 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   all->add_option("--cert-file", adm_opts.cert_file, "Webhook serving certificate (PEM)")
       ->capture_default_str();
   all->add_option("--key-file", adm_opts.key_file, "Its private key (PEM)")->capture_default_str();
-  adm->add_option("--log-level", adm_log_level, "trace, debug, info, warn, error")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+  add_log_flags(adm);
 
   try {
     // Let --version work without a subcommand.
@@ -132,6 +139,7 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
     out << "slurm-bridge " << kVersion << "\n";
     return 0;
   }
+  ConfigureLogging(log_level, log_format);
   if (sched->parsed() || ctrl->parsed() || all->parsed()) {
     run_opts.scheduler = sched->parsed() || all->parsed();
     run_opts.controllers = ctrl->parsed() || all->parsed();
@@ -141,7 +149,6 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
       adm_opts.config_path = run_opts.config_path;
       adm_opts.kubeconfig = run_opts.kubeconfig;
       adm_opts.health_probe_bind_address = "0";
-      spdlog::set_level(spdlog::level::from_str(run_opts.log_level));
       std::thread webhook([&adm_opts] {
         if (RunAdmission(adm_opts) != 0) std::raise(SIGTERM);
       });
@@ -152,7 +159,6 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
     return RunComponents(run_opts);
   }
   if (adm->parsed()) {
-    spdlog::set_level(spdlog::level::from_str(adm_log_level));
     return RunAdmission(adm_opts);
   }
   err << "slurm-bridge: no subcommand\n";

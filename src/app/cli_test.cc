@@ -46,6 +46,8 @@ TEST(RunCli, UsageErrorsExitWithTwoAndSayWhy) {
       {"no subcommand", {}, "subcommand"},
       {"unknown subcommand", {"frobnicate"}, "frobnicate"},
       {"unknown flag", {"version", "--bogus"}, "--bogus"},
+      {"unknown log format", {"admission", "--log-format", "xml"}, "--log-format"},
+      {"unknown log level", {"scheduler", "--log-level", "loud"}, "--log-level"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);

@@ -87,7 +87,6 @@ bool Enabled(const std::string& address) { return !address.empty() && address !=
 }  // namespace
 
 int RunComponents(const RunOptions& options) {
-  spdlog::set_level(spdlog::level::from_str(options.log_level));
   Result<bridge::Config> config = bridge::LoadConfig(options.config_path);
   if (!config) {
     spdlog::error("{}", config.error().message);

@@ -16,7 +16,6 @@ namespace sb::app {
 struct RunOptions {
   std::string config_path = "/etc/slurm-bridge/config.yaml";
   std::string kubeconfig;  // empty: $KUBECONFIG, else in-cluster
-  std::string log_level = "info";
   bool scheduler = false;
   bool controllers = false;
   bool leader_elect = false;

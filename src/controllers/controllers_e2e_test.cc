@@ -173,9 +173,15 @@ TEST_F(ControllersE2e, OrphanJobIsSweptForeignJobsAreLeftAlone) {
   ASSERT_TRUE(orphan && foreign && upstream && plain);
   scheduler_ = StartBridge("controllers");
   // Jobs younger than the minimum age (5 s here) are not swept; then the orphan goes.
-  ASSERT_TRUE(
-      WaitFor([&] { return JobState(orphan) != "RUNNING" && JobState(orphan) != "PENDING"; }, 60s));
-  EXPECT_EQ(JobState(orphan), "CANCELLED");
+  // One read per check: the job may go from PENDING to RUNNING between two reads.
+  std::string orphan_state;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        orphan_state = JobState(orphan);
+        return orphan_state != "RUNNING" && orphan_state != "PENDING";
+      },
+      60s));
+  EXPECT_EQ(orphan_state, "CANCELLED");
   std::this_thread::sleep_for(2s);  // two more sweeps
   for (std::int64_t id : {foreign, upstream, plain}) {
     const std::string s = JobState(id);
