@@ -5,10 +5,10 @@
 #include <sstream>
 #include <string>
 
-#include <boost/json.hpp>
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
+#include <boost/json.hpp>
 
 namespace sb::app {
 namespace {
