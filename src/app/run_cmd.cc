@@ -206,6 +206,9 @@ int RunComponents(const RunOptions& options) {
     m.Family("slurm_bridge_jobs_replaced_total", "Jobs that ended before binding and were replaced",
              "counter");
     m.Sample("slurm_bridge_jobs_replaced_total", "", ss.jobs_replaced);
+    m.Family("slurm_bridge_jobs_updated_total",
+             "Pending jobs sent a changed description (annotations, exclusions)", "counter");
+    m.Sample("slurm_bridge_jobs_updated_total", "", ss.jobs_updated);
     m.Family("slurm_bridge_submit_errors_total", "Submits Slurm refused or that failed", "counter");
     m.Sample("slurm_bridge_submit_errors_total", "", ss.submit_errors);
     m.Family("slurm_bridge_pods_bound_total", "Pods bound to the node of their Slurm job",

@@ -12,6 +12,7 @@
 
 #include "bridge/group.h"
 #include "bridge/hostlist.h"
+#include "bridge/job_update.h"
 #include "bridge/names.h"
 #include "bridge/pods.h"
 #include "bridge/tag.h"
@@ -134,6 +135,10 @@ Scheduler::Scheduler(asio::any_io_executor executor, kube::Client& kube, slurm::
   pods_.cache().AddHandlers({.on_add = [this](const auto& p) { OnPod(p); },
                              .on_update = [this](const auto&, const auto& p) { OnPod(p); },
                              .on_delete = [this](const auto& p) { OnPodDeleted(p); }});
+  nodes_.cache().AddHandlers(
+      {.on_add = [this](const auto& n) { OnNodeChanged(nullptr, *n); },
+       .on_update = [this](const auto& old, const auto& n) { OnNodeChanged(old.get(), *n); },
+       .on_delete = [this](const auto& n) { OnNodeChanged(nullptr, *n); }});
 }
 
 Scheduler::~Scheduler() = default;
@@ -151,12 +156,31 @@ void Scheduler::Enqueue(const std::string& key, const Pod& pod) {
 
 void Scheduler::OnPod(const std::shared_ptr<const Pod>& pod) {
   if (!pod->spec.node_name.empty()) return;
-  const std::string key = PodKey(*pod);
-  auto it = group_of_pod_.find(key);
-  if (it != group_of_pod_.end()) {
-    Enqueue(std::string(kGroupItem) + it->second, *pod);
+  // Resolved again on every change: the group's description (annotations, members) may have
+  // changed. Owners come from a short-lived cache.
+  Enqueue(std::string(kPodItem) + PodKey(*pod), *pod);
+}
+
+void Scheduler::RetryLater(const std::string& group_key, const std::vector<const Pod*>& pods,
+                           kube::Clock::Duration after) {
+  // Through the pod: the fix is usually an edit of the pod or of its owner, read again there.
+  if (pods.empty()) {
+    queue_.AddAfter(std::string(kGroupItem) + group_key, after);
   } else {
-    Enqueue(std::string(kPodItem) + key, *pod);
+    queue_.AddAfter(std::string(kPodItem) + PodKey(*pods.front()), after);
+  }
+}
+
+void Scheduler::OnNodeChanged(const kube::Node* before, const kube::Node& after) {
+  // What decides exclusions: schedulability, taints, labels, readiness, allocatable.
+  if (before != nullptr && before->unschedulable == after.unschedulable &&
+      before->taints == after.taints && before->metadata.labels == after.metadata.labels &&
+      bridge::NodeIsReady(*before) == bridge::NodeIsReady(after) &&
+      before->allocatable == after.allocatable) {
+    return;
+  }
+  for (const auto& [group, job] : jobs_) {
+    if (job.state == "PENDING") queue_.Add(std::string(kGroupItem) + group);
   }
 }
 
@@ -299,6 +323,11 @@ awaitable<Result<void>> Scheduler::Resolve(const std::string& pod_key) {
   // The pod may have gone while the owners were read.
   if (!pods_.cache().Get(pod_key)) co_return Result<void>{};
   const std::string group = spec->key;
+  if (auto old = group_of_pod_.find(pod_key); old != group_of_pod_.end() && old->second != group) {
+    // Moved to another group (its pod-group label changed): the old one looks again.
+    members_[old->second].erase(pod_key);
+    queue_.Add(std::string(kGroupItem) + old->second);
+  }
   groups_[group] = std::move(*spec);
   group_of_pod_[pod_key] = group;
   members_[group].insert(pod_key);
@@ -430,6 +459,10 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
     co_return Result<void>{};
   }
   if (job.state == "RUNNING") co_return co_await Bind(spec, live, job);
+  if (job.state == "PENDING") {
+    const bool described = co_await UpdatePending(spec, live);
+    if (!described) co_return Result<void>{};
+  }
 
   // Most jobs start within a Slurm scheduling cycle: a just-submitted job without a reason yet is
   // not worth a condition and an event per pod.
@@ -443,32 +476,41 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
   co_return Result<void>{};
 }
 
-awaitable<Result<void>> Scheduler::Submit(const GroupSpec& spec, std::vector<const Pod*> pods) {
+Scheduler::Wanted Scheduler::Describe(const GroupSpec& spec,
+                                      const std::vector<const Pod*>& pods) const {
+  Wanted w;
   Result<slurm::JobDescription> desc = bridge::Translate(spec, pods, translate_);
   if (!desc) {
-    spdlog::warn("{}: {}", spec.key, desc.error().message);
-    for (const Pod* pod : pods) co_await ReportWaiting(*pod, desc.error().message);
-    // The fix is an edit of the root object, which sends no pod event: look again later.
-    queue_.AddAfter(std::string(kGroupItem) + spec.key, std::chrono::seconds(30));
-    co_return Result<void>{};
+    // The fix is an edit of the pod or of the root object: look again later.
+    w.problem = desc.error().message;
+    w.retry = std::chrono::seconds(30);
+    return w;
   }
-  std::vector<std::string> slurm_nodes = slurm_nodes_;
-  std::map<std::string, const kube::Node*> by_slurm = NodesBySlurmName();
-  std::vector<bridge::Exclusion> excluded = bridge::ExcludedNodes(pods, slurm_nodes, by_slurm);
-  for (const bridge::Exclusion& e : excluded) desc->excluded_nodes.push_back(e.slurm_node);
-  if (!slurm_nodes.empty() && excluded.size() == slurm_nodes.size()) {
+  std::vector<bridge::Exclusion> excluded =
+      bridge::ExcludedNodes(pods, slurm_nodes_, NodesBySlurmName());
+  if (!slurm_nodes_.empty() && excluded.size() == slurm_nodes_.size()) {
     std::vector<std::string> why;
     for (const bridge::Exclusion& e : excluded) why.push_back(e.slurm_node + ": " + e.reason);
-    const std::string msg =
+    w.problem =
         fmt::format("no Slurm node can run the pod in Kubernetes ({})", fmt::join(why, ", "));
-    for (const Pod* pod : pods) co_await ReportWaiting(*pod, msg);
-    queue_.AddAfter(std::string(kGroupItem) + spec.key, std::chrono::seconds(10));
+    w.retry = std::chrono::seconds(10);
+    return w;
+  }
+  for (const bridge::Exclusion& e : excluded) desc->excluded_nodes.push_back(e.slurm_node);
+  w.job = std::move(*desc);
+  return w;
+}
+
+awaitable<Result<void>> Scheduler::Submit(const GroupSpec& spec, std::vector<const Pod*> pods) {
+  Wanted wanted = Describe(spec, pods);
+  if (!wanted.problem.empty()) {
+    spdlog::warn("{}: {}", spec.key, wanted.problem);
+    for (const Pod* pod : pods) co_await ReportWaiting(*pod, wanted.problem);
+    RetryLater(spec.key, pods, wanted.retry);
     co_return Result<void>{};
   }
-
-  slurm::JobDescription body = std::move(*desc);
-  const std::string partition = body.partition;
-  Result<slurm::JobSubmitResult> submitted = co_await slurm_.SubmitJob(std::move(body));
+  const std::string partition = wanted.job.partition;
+  Result<slurm::JobSubmitResult> submitted = co_await slurm_.SubmitJob(wanted.job);
   if (!submitted) {
     ++stats_.submit_errors;
     const Error& e = submitted.error();
@@ -476,14 +518,18 @@ awaitable<Result<void>> Scheduler::Submit(const GroupSpec& spec, std::vector<con
     spdlog::warn("{}: {}", spec.key, msg);
     for (const Pod* pod : pods) co_await ReportWaiting(*pod, msg);
     if (e.code == ErrorCode::kInvalidArgument || e.code == ErrorCode::kPermissionDenied) {
-      queue_.AddAfter(std::string(kGroupItem) + spec.key, std::chrono::seconds(30));
+      RetryLater(spec.key, pods, std::chrono::seconds(30));
       co_return Result<void>{};
     }
     co_return tl::unexpected(e);
   }
   ++stats_.jobs_submitted;
-  TrackedJob job{
-      .id = submitted->job_id, .group = spec.key, .state = "PENDING", .partition = partition};
+  TrackedJob job{.id = submitted->job_id,
+                 .group = spec.key,
+                 .state = "PENDING",
+                 .partition = partition,
+                 .submitted = clock_.Now(),
+                 .sent = std::move(wanted.job)};
   for (const Pod* pod : pods) job.uids.push_back(pod->metadata.uid);
   jobs_[spec.key] = job;
   spdlog::info("{}: submitted Slurm job {} for {} pod(s)", spec.key, job.id, pods.size());
@@ -491,6 +537,57 @@ awaitable<Result<void>> Scheduler::Submit(const GroupSpec& spec, std::vector<con
   // The next pass labels the pods (job id, finalizer, toleration).
   queue_.Add(std::string(kGroupItem) + spec.key);
   co_return Result<void>{};
+}
+
+awaitable<bool> Scheduler::UpdatePending(const GroupSpec& spec, std::vector<const Pod*> pods) {
+  auto it = jobs_.find(spec.key);
+  if (it == jobs_.end() || it->second.state != "PENDING") co_return true;
+  const std::int64_t id = it->second.id;
+  Wanted wanted = Describe(spec, pods);
+  if (!wanted.problem.empty()) {
+    const std::string msg =
+        fmt::format("{}; Slurm job {} waits with the description it had", wanted.problem, id);
+    for (const Pod* pod : pods) co_await ReportWaiting(*pod, msg);
+    RetryLater(spec.key, pods, wanted.retry);
+    co_return false;
+  }
+  // Adopted jobs: what they were submitted with is unknown, so every field is sent once.
+  bridge::JobUpdate update =
+      bridge::PendingJobUpdate(it->second.sent.value_or(slurm::JobDescription{}), wanted.job);
+  if (update.changed.empty()) {
+    it->second.sent = std::move(wanted.job);
+    co_return true;
+  }
+  Result<bool> r = co_await slurm_.UpdateJob(id, std::move(update.changes));
+  it = jobs_.find(spec.key);
+  if (it == jobs_.end() || it->second.id != id) co_return true;
+  if (r) {
+    ++stats_.jobs_updated;
+    it->second.sent = std::move(wanted.job);
+    spdlog::info(
+        "{}: pending Slurm job {} updated: {}{}", spec.key, id, fmt::join(update.changed, ", "),
+        update.kept.empty() ? std::string()
+                            : fmt::format(" (Slurm keeps its {})", fmt::join(update.kept, ", ")));
+    co_return true;
+  }
+  const Error& e = r.error();
+  // Started or ended meanwhile: the next poll sees it.
+  if (e.code == ErrorCode::kFailedPrecondition || e.code == ErrorCode::kNotFound) co_return true;
+  if (e.code == ErrorCode::kUnavailable || e.code == ErrorCode::kDeadlineExceeded) {
+    spdlog::warn("{}: updating pending Slurm job {} failed: {}", spec.key, id, e.ToString());
+    RetryLater(spec.key, pods, std::chrono::seconds(5));
+    co_return true;
+  }
+  // Refused: said once, and not asked again until the description changes again.
+  it->second.sent = std::move(wanted.job);
+  const std::string msg = fmt::format("Slurm refused to update pending job {} ({}): {}", id,
+                                      fmt::join(update.changed, ", "), ErrorWords(e));
+  spdlog::warn("{}: {}", spec.key, msg);
+  for (const Pod* pod : pods) {
+    recorder_.Emit(kube::MakeObjectReference("v1", "Pod", pod->metadata), kube::EventType::kWarning,
+                   "SlurmJobUpdateFailed", msg);
+  }
+  co_return true;
 }
 
 awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const Pod*> pods,

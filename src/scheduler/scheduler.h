@@ -62,6 +62,7 @@ struct Stats {
   std::uint64_t jobs_adopted = 0;
   std::uint64_t jobs_replaced = 0;   // ended before binding
   std::uint64_t jobs_cancelled = 0;  // their pods went away before binding
+  std::uint64_t jobs_updated = 0;    // pending jobs sent a changed description
   std::uint64_t submit_errors = 0;
   std::uint64_t pods_bound = 0;
   std::uint64_t bind_errors = 0;
@@ -98,6 +99,15 @@ class Scheduler {
     std::string partition;
     std::string nodes;                   // hostlist, once allocated
     kube::Clock::TimePoint submitted{};  // by this process (adopted jobs: the epoch)
+    // The description Slurm has, as far as this process knows (unset for adopted jobs).
+    std::optional<slurm::JobDescription> sent;
+  };
+  // The job a group asks for now (translation and Kubernetes-side exclusions), or why none can
+  // be described (`problem`, for the pods) and when to look again.
+  struct Wanted {
+    slurm::JobDescription job;
+    std::string problem;
+    std::chrono::seconds retry{0};
   };
   struct Rank {
     std::int32_t priority = 0;
@@ -114,6 +124,15 @@ class Scheduler {
   boost::asio::awaitable<Result<void>> Reconcile(const std::string& group_key);
   boost::asio::awaitable<Result<void>> Submit(const bridge::GroupSpec& spec,
                                               std::vector<const kube::Pod*> pods);
+  Wanted Describe(const bridge::GroupSpec& spec, const std::vector<const kube::Pod*>& pods) const;
+  // Sends a pending job what changed in its description; false when the pods were told of a
+  // problem instead.
+  boost::asio::awaitable<bool> UpdatePending(const bridge::GroupSpec& spec,
+                                             std::vector<const kube::Pod*> pods);
+  void OnNodeChanged(const kube::Node* before, const kube::Node& after);
+  // Looks at the group again after `after`, reading the pod and its owners anew.
+  void RetryLater(const std::string& group_key, const std::vector<const kube::Pod*>& pods,
+                  kube::Clock::Duration after);
   boost::asio::awaitable<Result<void>> Bind(const bridge::GroupSpec& spec,
                                             std::vector<const kube::Pod*> pods, TrackedJob job);
   boost::asio::awaitable<void> CancelJob(std::int64_t id, std::string why);

@@ -306,6 +306,86 @@ TEST_F(SchedulerE2e, JobEndingBeforeBindingIsReplaced) {
   EXPECT_TRUE(ended_event);
 }
 
+TEST_F(SchedulerE2e, PendingJobFollowsEditsOfItsPodAndNodes) {
+  // Drained nodes keep the job pending while the pod and the nodes change.
+  Slurm("scontrol update nodename=" + env_.Get("SLURM_NODES") + " state=drain reason=e2e-hold");
+  StartScheduler();
+  CreatePod("edited", R"({"limits":{"cpu":"1"}})",
+            R"({"slurmjob.slinky.slurm.net/comment":"before",
+                "slurmjob.slinky.slurm.net/timelimit":"30"})");
+  std::int64_t job = 0;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto p = RunSync(io_, kube::GetPod(*kube_, ns_, "edited"));
+        job = p ? JobId(*p) : 0;
+        return job > 0;
+      },
+      30s));
+  const std::string kubectl = "KUBECONFIG=" + env_.Get("KUBECONFIG") + " kubectl ";
+  auto show = [&] { return Slurm(fmt::format("scontrol show job -o {}", job)); };
+  auto shows = [&](const std::vector<std::string>& wants, const std::string& absent) {
+    std::string text;
+    const bool ok = WaitFor(
+        [&] {
+          text = show();
+          for (const std::string& w : wants) {
+            if (text.find(w) == std::string::npos) return false;
+          }
+          return absent.empty() || text.find(absent) == std::string::npos;
+        },
+        30s);
+    EXPECT_TRUE(ok) << text;
+    return ok;
+  };
+  // Annotations edited on the pod reach the pending job.
+  Shell(kubectl + "annotate pod edited -n " + ns_ +
+        " --overwrite slurmjob.slinky.slurm.net/comment=after "
+        "slurmjob.slinky.slurm.net/timelimit=20");
+  ASSERT_TRUE(shows({"Comment=after", "TimeLimit=00:20:00"}, ""));
+  // A bad edit is reported and the job keeps what it had.
+  Shell(kubectl + "annotate pod edited -n " + ns_ +
+        " --overwrite slurmjob.slinky.slurm.net/timelimit=soon");
+  std::string message;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        for (const kube::Event& e : Events("edited")) {
+          if (e.message.find("\"soon\"") != std::string::npos) message = e.message;
+        }
+        return !message.empty();
+      },
+      30s));
+  EXPECT_NE(message.find(fmt::format("Slurm job {} waits with the description it had", job)),
+            std::string::npos)
+      << message;
+  EXPECT_NE(show().find("TimeLimit=00:20:00"), std::string::npos);
+  Shell(kubectl + "annotate pod edited -n " + ns_ +
+        " --overwrite slurmjob.slinky.slurm.net/timelimit=25");
+  ASSERT_TRUE(shows({"TimeLimit=00:25:00"}, ""));
+  // A node tainted in Kubernetes is excluded, and no longer when the taint goes; a removed
+  // comment is cleared.
+  Shell(kubectl + "taint node n2 e2e-edit=x:NoSchedule");
+  struct Untaint {
+    std::string cmd;
+    ~Untaint() { (void)sb::testing::RunCommand(cmd, nullptr); }
+  } untaint{kubectl + "taint node n2 e2e-edit- 2>/dev/null"};
+  ASSERT_TRUE(shows({"ExcNodeList=n2 "}, ""));
+  Shell(kubectl + "taint node n2 e2e-edit-");
+  Shell(kubectl + "annotate pod edited -n " + ns_ + " slurmjob.slinky.slurm.net/comment-");
+  ASSERT_TRUE(shows({"ExcNodeList=(null)", "TimeLimit=00:25:00"}, "Comment=after"));
+  // The same job runs the pod: updated, never replaced.
+  Slurm("scontrol update nodename=" + env_.Get("SLURM_NODES") + " state=resume");
+  kube::Pod pod;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto p = RunSync(io_, kube::GetPod(*kube_, ns_, "edited"));
+        if (p) pod = *p;
+        return p && !p->spec.node_name.empty();
+      },
+      60s));
+  EXPECT_EQ(JobId(pod), job);
+  EXPECT_EQ(JobsByUid()[pod.metadata.uid].size(), 1u);
+}
+
 TEST_F(SchedulerE2e, KilledAndRestartedSchedulerMakesNoDuplicateJobs) {
   // Hold the pods in Slurm's queue while the scheduler is killed in the middle of them.
   Slurm("scontrol update nodename=" + env_.Get("SLURM_NODES") + " state=drain reason=e2e-hold");

@@ -315,6 +315,14 @@ boost::json::object JobDescriptionJson(const JobDescription& j) {
   if (j.hold) {
     o["hold"] = *j.hold;
   }
+  for (const std::string& key : j.clear) {
+    if (key == "excluded_nodes" || key == "required_nodes" || key == "flags" ||
+        key == "environment" || key == "shared") {
+      o[key] = boost::json::array{""};  // Slurm reads [] as "unchanged", [""] as "none"
+    } else {
+      o[key] = "";
+    }
+  }
   return o;
 }
 

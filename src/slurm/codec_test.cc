@@ -272,6 +272,12 @@ TEST(Encode, ExternalJobSubmitHasOnlyWhatIsSet) {
                              "minimum_nodes", "hold", "user_id"}) {
     EXPECT_FALSE(job.contains(absent)) << absent;
   }
+  JobDescription update{.comment = "new", .clear = {"excluded_nodes", "licenses"}};
+  boost::json::value u = boost::json::parse(EncodeJobDescription(update));
+  EXPECT_EQ(u.at("comment"), "new");
+  EXPECT_EQ(u.at("excluded_nodes"), boost::json::array{""});
+  EXPECT_EQ(u.at("licenses"), "");
+  EXPECT_EQ(u.as_object().size(), 3u) << u;
   JobDescription batch;
   batch.script = "#!/bin/sh\nexec sleep infinity\n";
   batch.time_limit = NoValNumber::Infinite();

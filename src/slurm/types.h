@@ -81,6 +81,10 @@ struct JobDescription {
   std::string user_id;              // numeric uid or user name, as Slurm takes it
   std::string group_id;
   std::optional<bool> hold;
+  // For an update: fields to send empty, which clears them in Slurm (for example
+  // "excluded_nodes", "comment"; a list is sent as [""], as Slurm reads [] as "no change").
+  // Empty fields are otherwise left out, which keeps them.
+  std::vector<std::string> clear;
 };
 
 struct JobSubmitResult {

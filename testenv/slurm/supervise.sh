@@ -48,9 +48,28 @@ done
 # Lets tests prove that a start failing half-way leaves nothing behind.
 [ "${SB_TESTENV_INJECT_FAILURE:-}" != after-slurmctld ] || fail "injected failure after slurmctld"
 
+# One slurmd at a time: each (like slurmctld) unlinks and binds /run/slurm/sack.socket at
+# start, and two doing it at once make one of them exit ("Unable to bind UNIX socket: Address
+# already in use"). A slurmd is past that point once it logs "slurmd version"; one that exited
+# before is started again.
 for n in ${NODES//,/ }; do
-  in_chroot /usr/sbin/slurmd -D -N "$n" &
-  echo "slurmd-$n $!" >>"$S/pids"
+  mkdir -p "$S/spool/$n"
+  for attempt in 1 2 3; do
+    in_chroot /usr/sbin/slurmd -D -N "$n" &
+    pid=$!
+    deadline=$((SECONDS + 15))
+    until grep -q 'slurmd version' "$S/log/slurmd-$n.log" 2>/dev/null; do
+      kill -0 "$pid" 2>/dev/null || break
+      [ $SECONDS -lt $deadline ] || break
+      sleep 0.05
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+      echo "slurmd-$n $pid" >>"$S/pids"
+      break
+    fi
+    echo "slurmd $n exited at start (attempt $attempt); starting it again"
+    [ "$attempt" -lt 3 ] || fail "slurmd $n does not start (see $S/log/slurmd-$n.log)"
+  done
 done
 want=$(echo "$NODES" | tr ',' '\n' | wc -l)
 deadline=$((SECONDS + 60))
