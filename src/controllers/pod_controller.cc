@@ -124,17 +124,12 @@ void PodController::Stop() {
 }
 
 awaitable<void> PodController::Worker() {
-  while (std::optional<std::int64_t> id = co_await queue_.Get()) {
-    Result<void> r = co_await Reconcile(*id);
-    if (r) {
-      queue_.Forget(*id);
-    } else {
-      ++stats_.errors;
-      spdlog::warn("Slurm job {}: {}", *id, r.error().ToString());
-      queue_.AddRateLimited(*id);
-    }
-    queue_.Done(*id);
-  }
+  co_await kube::RunQueueWorker(
+      queue_, [this](std::int64_t id) { return Reconcile(id); },
+      [this](std::int64_t id, const Error& e) {
+        ++stats_.errors;
+        spdlog::warn("Slurm job {}: {}", id, e.ToString());
+      });
 }
 
 awaitable<Result<void>> PodController::Reconcile(std::int64_t job_id) {

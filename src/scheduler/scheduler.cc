@@ -238,16 +238,11 @@ void Scheduler::Stop() {
 }
 
 awaitable<void> Scheduler::Worker() {
-  while (std::optional<std::string> item = co_await queue_.Get()) {
-    Result<void> r = co_await Process(*item);
-    if (r) {
-      queue_.Forget(*item);
-    } else {
-      spdlog::warn("{}: {}", item->substr(2), r.error().ToString());
-      queue_.AddRateLimited(*item);
-    }
-    queue_.Done(*item);
-  }
+  co_await kube::RunQueueWorker(
+      queue_, [this](const std::string& item) { return Process(item); },
+      [](const std::string& item, const Error& e) {
+        spdlog::warn("{}: {}", item.substr(2), e.ToString());
+      });
 }
 
 awaitable<Result<void>> Scheduler::Process(const std::string& item) {

@@ -150,26 +150,16 @@ std::optional<slurm::NodeInfo> NodeController::SlurmNode(const std::string& slur
 }
 
 awaitable<void> NodeController::Worker() {
-  while (std::optional<std::string> key = co_await queue_.Get()) {
-    Result<void> r;
-    try {
-      r = co_await Reconcile(*key);
-    } catch (const std::exception& e) {
-      r = MakeError(ErrorCode::kInternal, std::string("reconcile threw: ") + e.what());
-    }
-    if (r) {
-      queue_.Forget(*key);
-    } else {
-      if (r.error().code == ErrorCode::kConflict) {
-        spdlog::debug("node {}: {}; requeued", *key, r.error().ToString());
-      } else {
-        ++stats_.errors;
-        spdlog::warn("node {}: {}; retrying", *key, r.error().ToString());
-      }
-      queue_.AddRateLimited(*key);
-    }
-    queue_.Done(*key);
-  }
+  co_await kube::RunQueueWorker(
+      queue_, [this](const std::string& name) { return Reconcile(name); },
+      [this](const std::string& name, const Error& e) {
+        if (e.code == ErrorCode::kConflict) {
+          spdlog::debug("node {}: {}; requeued", name, e.ToString());
+        } else {
+          ++stats_.errors;
+          spdlog::warn("node {}: {}; retrying", name, e.ToString());
+        }
+      });
 }
 
 awaitable<Result<void>> NodeController::Reconcile(std::string name) {

@@ -27,7 +27,7 @@
 // Example:
 //   WorkQueue<std::string> q(clock);
 //   q.Add("ns/pod");
-//   // in a worker coroutine:
+//   // a worker (RunQueueWorker below is this loop):
 //   while (std::optional<std::string> key = co_await q.Get()) {
 //     Result<void> r = co_await Reconcile(*key);
 //     if (r) { q.Forget(*key); } else { q.AddRateLimited(*key); }
@@ -39,6 +39,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <exception>
 #include <functional>
 #include <map>
 #include <memory>
@@ -51,6 +52,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/this_coro.hpp>
 
+#include "common/error.h"
 #include "kube/runtime/clock.h"
 
 namespace sb::kube {
@@ -276,5 +278,29 @@ class WorkQueue {
   bool shutting_down_ = false;
   std::function<bool(const Key&, const Key&)> less_;
 };
+
+// One worker of a controller: takes items from `queue` until it shuts down and hands each to
+// `reconcile` (a callable returning awaitable<Result<void>>). Success forgets the item's backoff;
+// an error, or an exception (turned into kInternal, so a bug in one item never stops the
+// worker), goes to `on_error(item, error)` and the item comes back rate-limited.
+template <typename Key, typename ReconcileFn, typename OnErrorFn>
+boost::asio::awaitable<void> RunQueueWorker(WorkQueue<Key>& queue, ReconcileFn reconcile,
+                                            OnErrorFn on_error) {
+  while (std::optional<Key> item = co_await queue.Get()) {
+    Result<void> r;
+    try {
+      r = co_await reconcile(*item);
+    } catch (const std::exception& e) {
+      r = MakeError(ErrorCode::kInternal, std::string("reconcile threw: ") + e.what());
+    }
+    if (r) {
+      queue.Forget(*item);
+    } else {
+      on_error(*item, r.error());
+      queue.AddRateLimited(*item);
+    }
+    queue.Done(*item);
+  }
+}
 
 }  // namespace sb::kube

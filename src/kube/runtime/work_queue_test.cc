@@ -317,5 +317,45 @@ TEST_F(WorkQueueTest, CancelledGetLeavesTheQueueUsable) {
   EXPECT_EQ(GetNow(io_, q_), "a");
 }
 
+// A reconcile for RunQueueWorker: "ok" succeeds, "fails" fails, "throws" throws.
+asio::awaitable<Result<void>> Judge(std::string item, std::vector<std::string>* seen) {
+  seen->push_back(item);
+  if (item == "fails") co_return MakeError(ErrorCode::kUnavailable, "try later");
+  if (item == "throws") throw std::runtime_error("boom");
+  co_return Result<void>{};
+}
+
+TEST_F(WorkQueueTest, RunQueueWorkerRetriesFailuresAndSurvivesExceptions) {
+  std::vector<std::string> seen;
+  std::vector<std::string> errors;
+  bool finished = false;
+  for (const char* k : {"ok", "fails", "throws"}) q_.Add(k);
+  asio::co_spawn(io_,
+                 RunQueueWorker(
+                     q_, [&seen](const std::string& item) { return Judge(item, &seen); },
+                     [&errors](const std::string& item, const Error& e) {
+                       errors.push_back(item + ": " + e.message);
+                     }),
+                 [&finished](std::exception_ptr e) {
+                   EXPECT_FALSE(e);
+                   finished = true;
+                 });
+  Drain(io_);
+  EXPECT_EQ(seen, (std::vector<std::string>{"ok", "fails", "throws"}));
+  EXPECT_EQ(errors,
+            (std::vector<std::string>{"fails: try later", "throws: reconcile threw: boom"}));
+  EXPECT_EQ(q_.NumRequeues("ok"), 0u);
+  EXPECT_EQ(q_.NumRequeues("fails"), 1u);
+  EXPECT_EQ(q_.NumRequeues("throws"), 1u);
+  EXPECT_FALSE(finished);
+  // The failed items come back after their backoff (5 ms, the default base), once each.
+  RunFor(io_, clock_, milliseconds(5));
+  EXPECT_EQ(seen.size(), 5u);
+  EXPECT_EQ(q_.NumRequeues("fails"), 2u);
+  q_.ShutDown();
+  Drain(io_);
+  EXPECT_TRUE(finished);
+}
+
 }  // namespace
 }  // namespace sb::kube
