@@ -34,20 +34,14 @@
 #include "kube/config.h"
 #include "slurm/client.h"
 #include "testing/child_process.h"
+#include "testing/e2e_env.h"
 #include "testing/run.h"
 #include "testing/testenv.h"
 
 namespace sb::testing {
 using namespace std::chrono_literals;
 
-inline std::string Shell(const std::string& cmd) {
-  std::string out;
-  int rc = RunCommand(cmd, &out);
-  EXPECT_EQ(rc, 0) << cmd << "\n" << out;
-  return out;
-}
-
-class BridgeE2e : public ::testing::Test {
+class BridgeE2e : public ::testing::Test, protected E2eEnv {
  protected:
   static void SetUpTestSuite() {
     std::string why;
@@ -57,22 +51,8 @@ class BridgeE2e : public ::testing::Test {
   }
 
   void SetUp() override {
-    std::string why;
-    std::optional<TestEnv> env = TestEnv::Load(&why);
-    ASSERT_TRUE(env) << why;
-    env_ = *env;
-    ::setenv("KUBECONFIG", env_.Get("KUBECONFIG").c_str(), 1);
-    Result<kube::Config> cfg = kube::LoadConfig({});
-    ASSERT_TRUE(cfg) << cfg.error().message;
-    kube_config_ = *cfg;
-    auto http = kube::MakeHttpClient(io_.get_executor(), kube_config_);
-    ASSERT_TRUE(http) << http.error().message;
-    http_ = std::move(*http);
-    kube_ = kube::MakeClient(*http_, kube_config_.token);
-    auto slurm = slurm::MakeClient(io_.get_executor(), {.url = env_.Get("SLURM_REST_URL")},
-                                   slurm::MakeFileTokenSource(env_.Get("SLURM_JWT_FILE")));
-    ASSERT_TRUE(slurm) << slurm.error().message;
-    slurm_ = std::move(*slurm);
+    Connect();
+    if (HasFatalFailure()) return;
 
     std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
     ns_ = "sched-";
@@ -164,13 +144,6 @@ class BridgeE2e : public ::testing::Test {
   }
   void StartScheduler() { scheduler_ = StartBridge("scheduler"); }
 
-  std::string Slurm(const std::string& cmd) {
-    std::string out;
-    RunCommand(fmt::format("{}/testenv/slurm/exec.sh {} {} 2>&1", SB_SOURCE_DIR, env_.dir(), cmd),
-               &out);
-    return out;
-  }
-
   // Creates a pod for the bridge; `extra` is merged into the manifest's top level as JSON text.
   void CreatePod(const std::string& name, const std::string& resources,
                  const std::string& annotations = "{}", const std::string& spec_extra = "") {
@@ -190,14 +163,22 @@ class BridgeE2e : public ::testing::Test {
     return pods ? pods->items : std::vector<kube::Pod>{};
   }
 
-  bool WaitFor(const std::function<bool()>& done, std::chrono::seconds limit) {
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (done()) return true;
-      std::this_thread::sleep_for(100ms);
-    }
-    return done();
+  // Polls pod `name` until `ready` holds for it; the pod then, else nullopt.
+  std::optional<kube::Pod> WaitForPod(const std::string& name,
+                                      const std::function<bool(const kube::Pod&)>& ready,
+                                      std::chrono::seconds limit = 60s) {
+    std::optional<kube::Pod> found;
+    WaitFor(
+        [&] {
+          auto p = RunSync(io_, kube::GetPod(*kube_, ns_, name));
+          if (p && ready(*p)) found = std::move(*p);
+          return found.has_value();
+        },
+        limit);
+    return found;
   }
+  static bool IsBound(const kube::Pod& p) { return !p.spec.node_name.empty(); }
+  static bool HasJob(const kube::Pod& p) { return JobId(p) > 0; }
 
   std::size_t CountBound(const std::vector<kube::Pod>& pods) {
     return static_cast<std::size_t>(
@@ -230,12 +211,6 @@ class BridgeE2e : public ::testing::Test {
     return out;
   }
 
-  TestEnv env_;
-  boost::asio::io_context io_;
-  kube::Config kube_config_;
-  std::unique_ptr<net::HttpClient> http_;
-  std::unique_ptr<kube::Client> kube_;
-  slurm::ClientPtr slurm_;
   std::string ns_;
   std::string dir_;
   std::string config_path_;

@@ -22,14 +22,9 @@ TEST_F(SchedulerE2e, SeedYoloPodIsBoundToTheNodeOfItsSlurmJob) {
   Shell(fmt::format(
       "KUBECONFIG={} kubectl apply -n {} -f {}/examples/yolo-benchmark-slurm-bridge.yaml",
       env_.Get("KUBECONFIG"), ns_, SB_SOURCE_DIR));
-  kube::Pod pod;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        auto p = RunSync(io_, kube::GetPod(*kube_, ns_, "yolo-benchmark-slurm-bridge"));
-        if (p) pod = *p;
-        return p && !p->spec.node_name.empty();
-      },
-      60s));
+  std::optional<kube::Pod> bound = WaitForPod("yolo-benchmark-slurm-bridge", IsBound);
+  ASSERT_TRUE(bound) << "yolo-benchmark-slurm-bridge not bound";
+  kube::Pod pod = *bound;
   const std::int64_t job_id = JobId(pod);
   ASSERT_GT(job_id, 0);
   auto job = RunSync(io_, slurm_->GetJob(job_id));
@@ -204,14 +199,9 @@ TEST_F(SchedulerE2e, EveryAnnotationReachesTheSlurmJob) {
       "slurmjob.slinky.slurm.net/comment":"from kubernetes",
       "slurmjob.slinky.slurm.net/user-id":"k8s",
       "slurmjob.slinky.slurm.net/group-id":"k8s"})");
-  kube::Pod pod;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        auto p = RunSync(io_, kube::GetPod(*kube_, ns_, "annotated"));
-        if (p) pod = *p;
-        return p && !p->spec.node_name.empty();
-      },
-      60s));
+  std::optional<kube::Pod> bound = WaitForPod("annotated", IsBound);
+  ASSERT_TRUE(bound) << "annotated not bound";
+  kube::Pod pod = *bound;
   EXPECT_EQ(pod.spec.node_name, "n3");  // the reservation's and the feature's node
   // As Slurm reports the job. Not checked: wckey and qos, which this Slurm (no accounting
   // database, TrackWCKey off) does not keep or refuses; they are passed like the rest.
@@ -274,30 +264,15 @@ TEST_F(SchedulerE2e, JobEndingBeforeBindingIsReplaced) {
   Slurm("scontrol update nodename=" + env_.Get("SLURM_NODES") + " state=drain reason=e2e-hold");
   StartScheduler();
   CreatePod("again", R"({"limits":{"cpu":"1"}})");
-  std::int64_t first = 0;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        auto p = RunSync(io_, kube::GetPod(*kube_, ns_, "again"));
-        first = p ? JobId(*p) : 0;
-        return first > 0;
-      },
-      30s));
+  std::optional<kube::Pod> pod = WaitForPod("again", HasJob, 30s);
+  ASSERT_TRUE(pod);
+  const std::int64_t first = JobId(*pod);
   ASSERT_TRUE(RunSync(io_, slurm_->CancelJob(first, {})));
-  std::int64_t second = 0;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        auto p = RunSync(io_, kube::GetPod(*kube_, ns_, "again"));
-        second = p ? JobId(*p) : 0;
-        return second > 0 && second != first;
-      },
-      30s));
+  pod = WaitForPod(
+      "again", [&](const kube::Pod& p) { return HasJob(p) && JobId(p) != first; }, 30s);
+  ASSERT_TRUE(pod) << "no second job";
   Slurm("scontrol update nodename=" + env_.Get("SLURM_NODES") + " state=resume");
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        auto p = RunSync(io_, kube::GetPod(*kube_, ns_, "again"));
-        return p && !p->spec.node_name.empty();
-      },
-      60s));
+  ASSERT_TRUE(WaitForPod("again", IsBound));
   bool ended_event = false;
   for (const kube::Event& e : Events("again")) {
     ended_event = ended_event || (e.reason == "SlurmJobEnded" &&
@@ -313,14 +288,9 @@ TEST_F(SchedulerE2e, PendingJobFollowsEditsOfItsPodAndNodes) {
   CreatePod("edited", R"({"limits":{"cpu":"1"}})",
             R"({"slurmjob.slinky.slurm.net/comment":"before",
                 "slurmjob.slinky.slurm.net/timelimit":"30"})");
-  std::int64_t job = 0;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        auto p = RunSync(io_, kube::GetPod(*kube_, ns_, "edited"));
-        job = p ? JobId(*p) : 0;
-        return job > 0;
-      },
-      30s));
+  std::optional<kube::Pod> submitted = WaitForPod("edited", HasJob, 30s);
+  ASSERT_TRUE(submitted);
+  const std::int64_t job = JobId(*submitted);
   const std::string kubectl = "KUBECONFIG=" + env_.Get("KUBECONFIG") + " kubectl ";
   auto show = [&] { return Slurm(fmt::format("scontrol show job -o {}", job)); };
   auto shows = [&](const std::vector<std::string>& wants, const std::string& absent) {
@@ -374,14 +344,9 @@ TEST_F(SchedulerE2e, PendingJobFollowsEditsOfItsPodAndNodes) {
   ASSERT_TRUE(shows({"ExcNodeList=(null)", "TimeLimit=00:25:00"}, "Comment=after"));
   // The same job runs the pod: updated, never replaced.
   Slurm("scontrol update nodename=" + env_.Get("SLURM_NODES") + " state=resume");
-  kube::Pod pod;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        auto p = RunSync(io_, kube::GetPod(*kube_, ns_, "edited"));
-        if (p) pod = *p;
-        return p && !p->spec.node_name.empty();
-      },
-      60s));
+  std::optional<kube::Pod> bound = WaitForPod("edited", IsBound);
+  ASSERT_TRUE(bound) << "edited not bound";
+  kube::Pod pod = *bound;
   EXPECT_EQ(JobId(pod), job);
   EXPECT_EQ(JobsByUid()[pod.metadata.uid].size(), 1u);
 }

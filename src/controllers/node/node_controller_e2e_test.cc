@@ -28,6 +28,7 @@
 #include "kube/config.h"
 #include "kube/runtime/time_format.h"
 #include "slurm/client.h"
+#include "testing/e2e_env.h"
 #include "testing/run.h"
 #include "testing/testenv.h"
 
@@ -35,8 +36,8 @@ namespace sb::controllers {
 namespace {
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
-using sb::testing::RunCommand;
 using sb::testing::RunSync;
+using sb::testing::Shell;
 using sb::testing::TestEnv;
 
 const std::vector<std::string> kSlurmNodes = {"n1", "n2", "n3", "n4"};
@@ -99,25 +100,11 @@ class RunningController {
   std::thread thread_;
 };
 
-class NodeControllerE2e : public ::testing::Test {
+class NodeControllerE2e : public ::testing::Test, protected sb::testing::E2eEnv {
  protected:
   void SetUp() override {
-    std::string why;
-    std::optional<TestEnv> env = TestEnv::Load(&why);
-    ASSERT_TRUE(env) << why;
-    env_ = *env;
-    ::setenv("KUBECONFIG", env_.Get("KUBECONFIG").c_str(), 1);
-    Result<kube::Config> cfg = kube::LoadConfig({});
-    ASSERT_TRUE(cfg) << cfg.error().message;
-    kube_config_ = *cfg;
-    auto http = kube::MakeHttpClient(io_.get_executor(), kube_config_);
-    ASSERT_TRUE(http) << http.error().message;
-    http_ = std::move(*http);
-    kube_ = kube::MakeClient(*http_, kube_config_.token);
-    auto slurm = slurm::MakeClient(io_.get_executor(), {.url = env_.Get("SLURM_REST_URL")},
-                                   slurm::MakeFileTokenSource(env_.Get("SLURM_JWT_FILE")));
-    ASSERT_TRUE(slurm) << slurm.error().message;
-    slurm_ = std::move(*slurm);
+    Connect();
+    if (HasFatalFailure()) return;
     Shell(fmt::format("{}/testenv/kube/register-nodes.sh {}/env 2>&1", SB_SOURCE_DIR, env_.dir()));
     // Other e2e tests (the controllers') leave the bridge's taints: start from clean nodes.
     Restore();
@@ -167,28 +154,6 @@ class NodeControllerE2e : public ::testing::Test {
   void StartController() {
     controller_ = std::make_unique<RunningController>(env_, kube_config_, config_);
     ASSERT_TRUE(WaitFor([&] { return controller_->Ready(); }, 15s)) << "controller not ready";
-  }
-
-  std::string Shell(const std::string& cmd) {
-    std::string out;
-    const int rc = RunCommand(cmd, &out);
-    EXPECT_EQ(rc, 0) << cmd << "\n" << out;
-    return out;
-  }
-  std::string Slurm(const std::string& cmd) {
-    std::string out;
-    RunCommand(fmt::format("{}/testenv/slurm/exec.sh {} {} 2>&1", SB_SOURCE_DIR, env_.dir(), cmd),
-               &out);
-    return out;
-  }
-
-  static bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds limit) {
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (done()) return true;
-      std::this_thread::sleep_for(100ms);
-    }
-    return done();
   }
 
   std::optional<kube::Node> Node(const std::string& name) {
@@ -255,14 +220,8 @@ class NodeControllerE2e : public ::testing::Test {
     return false;
   }
 
-  TestEnv env_;
   std::string since_;
-  kube::Config kube_config_;
   bridge::Config config_;
-  asio::io_context io_;
-  std::unique_ptr<net::HttpClient> http_;
-  std::unique_ptr<kube::Client> kube_;
-  slurm::ClientPtr slurm_;
   std::unique_ptr<RunningController> controller_;
 };
 
