@@ -538,6 +538,9 @@ awaitable<bool> Scheduler::UpdatePending(const GroupSpec& spec, std::vector<cons
   auto it = jobs_.find(spec.key);
   if (it == jobs_.end() || it->second.state != "PENDING") co_return true;
   const std::int64_t id = it->second.id;
+  // As at submit: a group larger than its size (a replacement pod early) is cut to it.
+  if (spec.size > 0 && pods.size() > static_cast<std::size_t>(spec.size))
+    pods.resize(static_cast<std::size_t>(spec.size));
   Wanted wanted = Describe(spec, pods);
   if (!wanted.problem.empty()) {
     const std::string msg =
