@@ -4,11 +4,11 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
+
+#include "common/files.h"
 
 namespace sb::bridge {
 namespace {
@@ -304,14 +304,11 @@ Result<Config> ParseConfig(std::string_view yaml) {
 }
 
 Result<Config> LoadConfig(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
-    return (
-        MakeError(ErrorCode::kInvalidArgument, fmt::format("cannot read config file {}", path)));
+  std::optional<std::string> text = ReadWholeFile(path);
+  if (!text) {
+    return MakeError(ErrorCode::kInvalidArgument, fmt::format("cannot read config file {}", path));
   }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  Result<Config> c = ParseConfig(ss.str());
+  Result<Config> c = ParseConfig(*text);
   if (!c) {
     Error e = c.error();
     e.message = fmt::format("{}: {}", path, e.message);

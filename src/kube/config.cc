@@ -4,12 +4,11 @@
 #include <array>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <utility>
 
 #include <yaml-cpp/yaml.h>
 
+#include "common/files.h"
 #include "common/strings.h"
 
 namespace sb::kube {
@@ -17,15 +16,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Reads a whole file; nullopt-style error naming the file.
+// A whole file; kInvalidArgument naming the file.
 Result<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return MakeError(ErrorCode::kInvalidArgument, path + ": cannot read file");
-  }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  std::optional<std::string> text = ReadWholeFile(path);
+  if (!text) return MakeError(ErrorCode::kInvalidArgument, path + ": cannot read file");
+  return std::move(*text);
 }
 
 std::string Resolve(const fs::path& base_dir, const std::string& p) {

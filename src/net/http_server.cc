@@ -2,16 +2,13 @@
 #include "net/http_server.h"
 
 #include <openssl/ssl.h>
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <charconv>
 #include <exception>
-#include <fstream>
 #include <map>
 #include <optional>
 #include <set>
-#include <sstream>
 #include <utility>
 
 #include <spdlog/spdlog.h>
@@ -27,6 +24,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 
+#include "common/files.h"
 #include "common/strings.h"
 
 namespace sb::net {
@@ -39,46 +37,16 @@ namespace {
 
 constexpr auto kTuple = asio::as_tuple(asio::use_awaitable);
 
-// What identifies one version of a file: a replaced file (new inode, the way Kubernetes swaps
-// secret volumes) or one rewritten in place (size, mtime) both look different.
-struct FileSig {
-  bool exists = false;
-  dev_t dev = 0;
-  ino_t ino = 0;
-  off_t size = 0;
-  std::int64_t mtime_ns = 0;
-  bool operator==(const FileSig&) const = default;
-};
-
-FileSig StatFile(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) {
-    return {};
-  }
-  return FileSig{true, st.st_dev, st.st_ino, st.st_size,
-                 static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
-}
-
-Result<std::string> ReadWholeFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return MakeError(ErrorCode::kInvalidArgument, "cannot read " + path);
-  }
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // A server TLS context for the PEM pair; kInvalidArgument naming the file that is wrong.
 Result<std::shared_ptr<asio::ssl::context>> LoadTlsContext(const std::string& cert_file,
                                                            const std::string& key_file) {
-  Result<std::string> cert = ReadWholeFile(cert_file);
+  std::optional<std::string> cert = ReadWholeFile(cert_file);
   if (!cert) {
-    return MakeError(ErrorCode::kInvalidArgument, "TLS certificate: " + cert.error().message);
+    return MakeError(ErrorCode::kInvalidArgument, "TLS certificate: cannot read " + cert_file);
   }
-  Result<std::string> key = ReadWholeFile(key_file);
+  std::optional<std::string> key = ReadWholeFile(key_file);
   if (!key) {
-    return MakeError(ErrorCode::kInvalidArgument, "TLS key: " + key.error().message);
+    return MakeError(ErrorCode::kInvalidArgument, "TLS key: cannot read " + key_file);
   }
   auto ctx = std::make_shared<asio::ssl::context>(asio::ssl::context::tls_server);
   ctx->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
@@ -196,8 +164,8 @@ struct ServerState {
   // TLS: the pair in use, the file versions it came from, the versions that last failed.
   bool tls_enabled = false;
   std::shared_ptr<asio::ssl::context> tls;
-  std::pair<FileSig, FileSig> tls_loaded;
-  std::pair<FileSig, FileSig> tls_failed;
+  std::pair<FileStamp, FileStamp> tls_loaded;
+  std::pair<FileStamp, FileStamp> tls_failed;
   std::chrono::steady_clock::time_point tls_checked_at{};
 
   // The TLS context for a new connection, reloading the pair first when the files changed.
@@ -208,7 +176,7 @@ struct ServerState {
       return tls;
     }
     tls_checked_at = now;
-    std::pair<FileSig, FileSig> sig{StatFile(options.cert_file), StatFile(options.key_file)};
+    std::pair<FileStamp, FileStamp> sig{StatFile(options.cert_file), StatFile(options.key_file)};
     if (sig == tls_loaded || sig == tls_failed) {
       return tls;
     }
@@ -496,7 +464,8 @@ Result<void> HttpServer::Start() {
                      d.options.name + ": TLS needs both a certificate and a key file");
   }
   if (!d.options.cert_file.empty()) {
-    std::pair<FileSig, FileSig> sig{StatFile(d.options.cert_file), StatFile(d.options.key_file)};
+    std::pair<FileStamp, FileStamp> sig{StatFile(d.options.cert_file),
+                                        StatFile(d.options.key_file)};
     Result<std::shared_ptr<asio::ssl::context>> ctx =
         LoadTlsContext(d.options.cert_file, d.options.key_file);
     if (!ctx) {

@@ -3,43 +3,29 @@
 
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
-#include <sys/stat.h>
-
-#include <fstream>
-#include <sstream>
 
 #include "common/base64.h"
+#include "common/files.h"
 #include "common/strings.h"
 
 namespace sb::slurm {
 namespace {
-
-Result<std::string> ReadWhole(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return MakeError(ErrorCode::kUnauthenticated, "cannot read token file " + path);
-  }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 class FileTokenSource final : public TokenSource {
  public:
   explicit FileTokenSource(std::string path) : path_(std::move(path)) {}
 
   Result<std::string> Token() override {
-    struct stat st {};
-    if (::stat(path_.c_str(), &st) != 0) {
+    const FileStamp stamp = StatFile(path_);
+    if (!stamp.exists) {
       return MakeError(ErrorCode::kUnauthenticated, "cannot read token file " + path_);
     }
-    Stamp stamp{st.st_ino, st.st_size, st.st_mtim.tv_sec, st.st_mtim.tv_nsec};
     if (!cached_.empty() && stamp == stamp_) {
       return cached_;
     }
-    Result<std::string> text = ReadWhole(path_);
+    std::optional<std::string> text = ReadWholeFile(path_);
     if (!text) {
-      return text;
+      return MakeError(ErrorCode::kUnauthenticated, "cannot read token file " + path_);
     }
     std::string token = TrimWhitespace(*text);
     if (token.starts_with("SLURM_JWT=")) {
@@ -56,16 +42,9 @@ class FileTokenSource final : public TokenSource {
   void Invalidate() override { cached_.clear(); }
 
  private:
-  struct Stamp {
-    ino_t ino = 0;
-    off_t size = 0;
-    time_t sec = 0;
-    long nsec = 0;
-    bool operator==(const Stamp&) const = default;
-  };
   std::string path_;
   std::string cached_;
-  Stamp stamp_;
+  FileStamp stamp_;
 };
 
 class StaticTokenSource final : public TokenSource {
@@ -137,7 +116,7 @@ TokenSourcePtr MakeStaticTokenSource(std::string token) {
 Result<TokenSourcePtr> MakeHs256TokenSource(
     const std::string& key_file, std::string user, std::chrono::seconds lifetime,
     std::function<std::chrono::system_clock::time_point()> now) {
-  Result<std::string> key = ReadWhole(key_file);
+  std::optional<std::string> key = ReadWholeFile(key_file);
   if (!key) {
     return MakeError(ErrorCode::kInvalidArgument, "cannot read JWT key file " + key_file);
   }
