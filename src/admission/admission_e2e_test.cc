@@ -30,6 +30,7 @@
 #include "common/base64.h"
 #include "kube/client.h"
 #include "kube/config.h"
+#include "net/http_client.h"
 #include "net/test_certs.h"
 #include "testing/run.h"
 #include "testing/testenv.h"
@@ -100,6 +101,7 @@ class AdmissionE2e : public ::testing::Test {
     ASSERT_TRUE(http) << http.error().message;
     http_ = std::move(*http);
     client_ = kube::MakeClient(*http_, cfg->token);
+    token_ = cfg->token;
 
     char tmpl[] = "/tmp/sb-admission-e2e-XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);
@@ -150,6 +152,40 @@ class AdmissionE2e : public ::testing::Test {
     (void)RunSync(io_,
                   client_->Delete(kube::PodsRef(ns).WithName(name), {.grace_period_seconds = 0}));
   }
+  // A write to the apiserver as `user`, impersonated by the environment's admin. The error
+  // message (the apiserver's Status) when it is refused.
+  Result<std::string> As(const std::string& user, net::Method method, const std::string& target,
+                         const std::string& body, const std::string& content_type) {
+    net::HttpRequest req{.method = method, .target = target, .headers = {}, .body = body};
+    req.headers.push_back({"Content-Type", content_type});
+    req.headers.push_back({"Accept", "application/json"});
+    req.headers.push_back({"Impersonate-User", user});
+    req.headers.push_back({"Impersonate-Group", "system:authenticated"});
+    if (token_) {
+      Result<std::string> t = token_->Token();
+      if (!t) {
+        return tl::unexpected(t.error());
+      }
+      req.headers.push_back({"Authorization", "Bearer " + *t});
+    }
+    Result<net::HttpResponse> r = RunSync(io_, http_->Send(std::move(req)));
+    if (!r) {
+      return tl::unexpected(r.error());
+    }
+    if (r->status < 200 || r->status >= 300) {
+      return tl::unexpected(kube::ErrorFromResponse(r->status, r->body, target));
+    }
+    return r->body;
+  }
+  Result<std::string> CreatePodAs(const std::string& user, const std::string& ns,
+                                  const std::string& body) {
+    return As(user, net::Method::kPost, kube::PodsRef(ns).Path(), body, "application/json");
+  }
+  Result<std::string> PatchPodAs(const std::string& user, const std::string& ns,
+                                 const std::string& name, const std::string& patch) {
+    return As(user, net::Method::kPatch, kube::PodsRef(ns).WithName(name).Path(), patch,
+              "application/merge-patch+json");
+  }
   // Waits `d` while serving the webhook (the loop keeps running).
   void Pause(std::chrono::milliseconds d) {
     asio::steady_timer t(io_, d);
@@ -167,6 +203,7 @@ class AdmissionE2e : public ::testing::Test {
   asio::io_context io_;
   std::unique_ptr<net::HttpClient> http_;
   std::unique_ptr<kube::Client> client_;
+  std::shared_ptr<kube::TokenSource> token_;
   std::unique_ptr<Server> server_;
   std::string dir_;
   net::testing::TestCerts certs_;
@@ -176,6 +213,7 @@ class AdmissionE2e : public ::testing::Test {
 TEST_F(AdmissionE2e, MutatesAndValidatesPodsThroughTheApiserver) {
   Policy policy;
   policy.managed_namespaces = {managed_ns_};
+  policy.privileged_users = {"admin"};  // the environment's user stands for the bridge
   server_ = std::make_unique<Server>(io_.get_executor(), policy,
                                      ServerOptions{.bind_address = "127.0.0.1:0",
                                                    .cert_file = certs_.cert_file,
@@ -191,6 +229,17 @@ TEST_F(AdmissionE2e, MutatesAndValidatesPodsThroughTheApiserver) {
                        R"("}}})";
     Result<std::string> r = RunSync(io_, client_->Create(kube::NamespacesRef(), body));
     ASSERT_TRUE(r) << r.error().message;
+    // "alice", an ordinary user: the built-in ClusterRole "edit" in both namespaces.
+    const std::string binding =
+        R"({"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","metadata":{"name":"alice-edit"},)"
+        R"("roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"edit"},)"
+        R"("subjects":[{"apiGroup":"rbac.authorization.k8s.io","kind":"User","name":"alice"}]})";
+    kube::ResourceRef bindings{.group = "rbac.authorization.k8s.io",
+                               .version = "v1",
+                               .resource = "rolebindings",
+                               .namespace_ = ns};
+    Result<std::string> rb = RunSync(io_, client_->Create(bindings, binding));
+    ASSERT_TRUE(rb) << rb.error().message;
   }
   const std::string ca = ReadFile(certs_.ca_file);
   const std::string mutating =
@@ -207,8 +256,12 @@ TEST_F(AdmissionE2e, MutatesAndValidatesPodsThroughTheApiserver) {
   ASSERT_TRUE(v) << v.error().message;
 
   // The apiserver picks new webhook configurations up from its own informer: probe until both
-  // hooks answer (bounded).
-  const std::string job_label = R"({")" + std::string(bridge::kJobIdLabel) + R"(":"42"})";
+  // hooks answer (bounded). topologySpreadConstraints are refused for everyone.
+  const std::string ours =
+      std::string(R"(,"schedulerName":")") + std::string(bridge::kDefaultSchedulerName) + "\"";
+  const std::string spread =
+      ours +
+      R"(,"topologySpreadConstraints":[{"maxSkew":1,"topologyKey":"zone","whenUnsatisfiable":"DoNotSchedule","labelSelector":{}}])";
   bool mutating_live = false;
   bool validating_live = false;
   for (int i = 0; i < 150 && !(mutating_live && validating_live); ++i) {
@@ -218,11 +271,11 @@ TEST_F(AdmissionE2e, MutatesAndValidatesPodsThroughTheApiserver) {
       mutating_live = SchedulerOf(*p) == bridge::kDefaultSchedulerName;
       DeletePod(managed_ns_, probe);
     }
-    Result<std::string> l = CreatePod(managed_ns_, PodJson(probe + "-l", job_label));
+    Result<std::string> l = CreatePod(managed_ns_, PodJson(probe + "-s", "{}", spread));
     if (l) {
-      DeletePod(managed_ns_, probe + "-l");
+      DeletePod(managed_ns_, probe + "-s");
     } else {
-      validating_live = l.error().message.find(bridge::kJobIdLabel) != std::string::npos;
+      validating_live = l.error().message.find("topologySpreadConstraints") != std::string::npos;
     }
     if (!(mutating_live && validating_live)) {
       Pause(200ms);
@@ -230,56 +283,72 @@ TEST_F(AdmissionE2e, MutatesAndValidatesPodsThroughTheApiserver) {
   }
   ASSERT_TRUE(mutating_live) << "the mutating webhook was never called";
   ASSERT_TRUE(validating_live) << "the validating webhook was never called";
+  const std::uint64_t reviews_after_probe = server_->stats().reviews;
+  int writes = 0;  // pod CREATEs and UPDATEs below: each is reviewed by both hooks or by one
 
   // Managed namespace: schedulerName set, nodeName removed.
   Result<std::string> a = CreatePod(managed_ns_, PodJson("a", "{}", R"(,"nodeName":"somewhere")"));
+  ++writes;
   ASSERT_TRUE(a) << a.error().message;
   EXPECT_EQ(SchedulerOf(*a), bridge::kDefaultSchedulerName);
   EXPECT_FALSE(json::parse(*a).at("spec").as_object().contains("nodeName")) << *a;
 
   // Another namespace: left to the default scheduler.
   Result<std::string> b = CreatePod(other_ns_, PodJson("b"));
+  ++writes;
   ASSERT_TRUE(b) << b.error().message;
   EXPECT_EQ(SchedulerOf(*b), "default-scheduler");
 
-  // Refusals name what is wrong.
-  Result<std::string> c = CreatePod(managed_ns_, PodJson("c", job_label));
+  // Refusals name what is wrong: a user may not set the job-id label.
+  const std::string job_label = R"({")" + std::string(bridge::kJobIdLabel) + R"(":"42"})";
+  Result<std::string> c = CreatePodAs("alice", managed_ns_, PodJson("c", job_label));
+  ++writes;
   ASSERT_FALSE(c);
   EXPECT_NE(c.error().message.find(bridge::kJobIdLabel), std::string::npos) << c.error().message;
   EXPECT_NE(c.error().message.find("vpod.slurm-bridge.test"), std::string::npos)
       << c.error().message;
-  Result<std::string> d = CreatePod(
-      managed_ns_,
-      PodJson(
-          "d", "{}",
-          R"(,"topologySpreadConstraints":[{"maxSkew":1,"topologyKey":"zone","whenUnsatisfiable":"DoNotSchedule","labelSelector":{}}])"));
-  ASSERT_FALSE(d);
-  EXPECT_NE(d.error().message.find("topologySpreadConstraints"), std::string::npos)
-      << d.error().message;
 
-  // The bridge labels a pending pod (a PATCH): allowed.
+  // A pod of another scheduler may not tolerate the managed-node taint (it would run on a Slurm
+  // node without an allocation), not even with an Exists toleration of every taint.
+  Result<std::string> t = CreatePodAs(
+      "alice", other_ns_, PodJson("t", "{}", R"(,"tolerations":[{"operator":"Exists"}])"));
+  ++writes;
+  ASSERT_FALSE(t);
+  EXPECT_NE(t.error().message.find(bridge::kManagedNodeTaint), std::string::npos)
+      << t.error().message;
+
+  // The bridge (privileged) labels a pending pod: allowed.
   kube::ResourceRef pod_a = kube::PodsRef(managed_ns_).WithName("a");
   const std::string label_patch = R"({"metadata":{"labels":)" + job_label + "}}";
   Result<std::string> labelled =
       RunSync(io_, client_->Patch(pod_a, kube::PatchType::kJsonMerge, label_patch));
+  ++writes;
   ASSERT_TRUE(labelled) << labelled.error().message;
-  // Once Running, the label is locked.
+  // Anyone else may not change it, in any phase: not while the pod is pending...
+  const std::string relabel =
+      R"({"metadata":{"labels":{")" + std::string(bridge::kJobIdLabel) + R"(":"43"}}})";
+  Result<std::string> pending = PatchPodAs("alice", managed_ns_, "a", relabel);
+  ++writes;
+  ASSERT_FALSE(pending);
+  EXPECT_NE(pending.error().message.find("cannot be changed"), std::string::npos)
+      << pending.error().message;
+  // ...nor once it runs.
   Result<std::string> running =
       RunSync(io_, client_->Patch(pod_a.WithSubresource("status"), kube::PatchType::kJsonMerge,
                                   R"({"status":{"phase":"Running"}})"));
+  ++writes;
   ASSERT_TRUE(running) << running.error().message;
-  const std::string relabel =
-      R"({"metadata":{"labels":{")" + std::string(bridge::kJobIdLabel) + R"(":"43"}}})";
-  Result<std::string> locked =
-      RunSync(io_, client_->Patch(pod_a, kube::PatchType::kJsonMerge, relabel));
+  Result<std::string> locked = PatchPodAs("alice", managed_ns_, "a", relabel);
+  ++writes;
   ASSERT_FALSE(locked);
-  EXPECT_NE(locked.error().message.find("Running"), std::string::npos) << locked.error().message;
+  EXPECT_NE(locked.error().message.find("cannot be changed"), std::string::npos)
+      << locked.error().message;
   // Other labels still change.
-  Result<std::string> other_label = RunSync(
-      io_,
-      client_->Patch(pod_a, kube::PatchType::kJsonMerge, R"({"metadata":{"labels":{"app":"x"}}})"));
+  Result<std::string> other_label =
+      PatchPodAs("alice", managed_ns_, "a", R"({"metadata":{"labels":{"app":"x"}}})");
+  ++writes;
   EXPECT_TRUE(other_label) << other_label.error().message;
-  EXPECT_GT(server_->stats().reviews, 0u);
+  EXPECT_GE(server_->stats().reviews - reviews_after_probe, static_cast<std::uint64_t>(writes));
 }
 
 }  // namespace

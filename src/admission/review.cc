@@ -16,6 +16,8 @@ namespace {
 
 constexpr std::string_view kReviewApiVersion = "admission.k8s.io/v1";
 constexpr std::string_view kDefaultScheduler = "default-scheduler";
+constexpr std::string_view kMirrorAnnotation = "kubernetes.io/config.mirror";
+constexpr std::string_view kManagedNodeTaintEffect = "NoExecute";
 
 std::string StringAt(const json::object& obj, std::string_view key) {
   const json::value* v = obj.if_contains(key);
@@ -67,6 +69,20 @@ PodFacts DecodePod(const json::object& pod) {
     f.namespace_ = StringAt(*meta, "namespace");
     f.labels = StringMapAt(*meta, "labels");
     f.annotations = StringMapAt(*meta, "annotations");
+    f.mirror_pod = f.annotations.contains(std::string(kMirrorAnnotation));
+    if (const json::value* v = meta->if_contains("ownerReferences"); v && v->is_array()) {
+      for (const json::value& o : v->get_array()) {
+        const json::object* ref = o.if_object();
+        if (ref == nullptr) {
+          continue;
+        }
+        const json::value* controller = ref->if_contains("controller");
+        if (controller != nullptr && controller->is_bool() && controller->get_bool() &&
+            StringAt(*ref, "kind") == "DaemonSet" && StringAt(*ref, "apiVersion") == "apps/v1") {
+          f.daemonset_pod = true;
+        }
+      }
+    }
   }
   if (const json::object* spec = ObjectAt(pod, "spec")) {
     f.has_spec = true;
@@ -94,6 +110,14 @@ PodFacts DecodePod(const json::object& pod) {
       }
     }
     AddResourceNames(spec, f.pod_resources);
+    if (const json::value* v = spec->if_contains("tolerations"); v && v->is_array()) {
+      for (const json::value& t : v->get_array()) {
+        if (const json::object* o = t.if_object()) {
+          f.tolerations.push_back({StringAt(*o, "key"), StringAt(*o, "operator"),
+                                   StringAt(*o, "value"), StringAt(*o, "effect")});
+        }
+      }
+    }
   }
   if (const json::object* status = ObjectAt(pod, "status")) {
     f.phase = StringAt(*status, "phase");
@@ -121,6 +145,25 @@ bool Changed(const Labels& before, const Labels& after, std::string_view key) {
 }
 
 std::string Quote(std::string_view s) { return "\"" + std::string(s) + "\""; }
+
+// Whether `t` tolerates the bridge's managed-node taint (key, value `scheduler`, NoExecute), as
+// the kubelet and kube-scheduler match tolerations: an empty effect matches every effect, and
+// operator Exists with an empty key matches every taint.
+bool ToleratesManagedNode(const PodFacts::Toleration& t, std::string_view scheduler) {
+  if (!t.effect.empty() && t.effect != kManagedNodeTaintEffect) {
+    return false;
+  }
+  if (t.operator_ == "Exists") {
+    return t.key.empty() || t.key == bridge::kManagedNodeTaint;
+  }
+  return t.key == bridge::kManagedNodeTaint && t.value == scheduler;
+}
+
+bool ToleratesManagedNode(const PodFacts& pod, std::string_view scheduler) {
+  return std::any_of(
+      pod.tolerations.begin(), pod.tolerations.end(),
+      [&](const PodFacts::Toleration& t) { return ToleratesManagedNode(t, scheduler); });
+}
 
 // Checks of the pod's DRA requests (CREATE and UPDATE). Appends one message per problem.
 void CheckDeviceClasses(const PodFacts& pod, std::vector<std::string>& problems) {
@@ -229,6 +272,13 @@ Result<Request> DecodeReview(std::string_view body) {
   out.name = StringAt(*req, "name");
   if (const json::object* user = ObjectAt(*req, "userInfo")) {
     out.username = StringAt(*user, "username");
+    if (const json::value* g = user->if_contains("groups"); g && g->is_array()) {
+      for (const json::value& v : g->get_array()) {
+        if (v.is_string()) {
+          out.groups.emplace_back(v.get_string());
+        }
+      }
+    }
   }
   if (const json::value* v = req->if_contains("dryRun"); v && v->is_bool()) {
     out.dry_run = v->get_bool();
@@ -303,6 +353,51 @@ Decision Mutate(const Request& request, const Policy& policy, const Labels* ns_l
   return d;
 }
 
+std::vector<std::string> DefaultPrivilegedUsers(std::string_view ns) {
+  if (ns.empty()) {
+    return {};
+  }
+  return {"system:serviceaccount:" + std::string(ns) + ":slurm-bridge-*"};
+}
+
+bool IsPrivileged(const Request& request, const Policy& policy) {
+  const std::string_view user = request.username;
+  for (const std::string& u : policy.privileged_users) {
+    const bool match = u.ends_with('*')
+                           ? user.starts_with(std::string_view(u).substr(0, u.size() - 1))
+                           : u == user;
+    if (match && !user.empty()) {
+      return true;
+    }
+  }
+  return std::any_of(request.groups.begin(), request.groups.end(),
+                     [&](const std::string& g) { return Contains(policy.privileged_groups, g); });
+}
+
+namespace {
+
+// A pod that is not the bridge's: it must not tolerate the managed-node taint, or it could run on
+// a Slurm node without a Slurm allocation.
+Decision ValidateOtherPod(const Request& request, const PodFacts& pod, const Policy& policy) {
+  std::string_view ns = request.namespace_.empty() ? pod.namespace_ : request.namespace_;
+  if (!ToleratesManagedNode(pod, policy.scheduler_name) || pod.daemonset_pod || pod.mirror_pod ||
+      Contains(policy.system_namespaces, ns) || IsPrivileged(request, policy)) {
+    return Decision::Allow();
+  }
+  if (request.operation == "UPDATE" && request.old_object &&
+      ToleratesManagedNode(*request.old_object, policy.scheduler_name)) {
+    return Decision::Allow();  // not added by this update (a pod from before the webhook)
+  }
+  return Decision::Deny("a toleration of the taint " + std::string(bridge::kManagedNodeTaint) +
+                        "=" + policy.scheduler_name + ":" + std::string(kManagedNodeTaintEffect) +
+                        " (or of every taint) is reserved for pods scheduled by " +
+                        Quote(policy.scheduler_name) +
+                        ": Slurm allocates those nodes; set spec.schedulerName to " +
+                        Quote(policy.scheduler_name) + " instead");
+}
+
+}  // namespace
+
 Decision Validate(const Request& request, const Policy& policy) {
   if (request.kind != "Pod" || (request.operation != "CREATE" && request.operation != "UPDATE") ||
       !request.object) {
@@ -310,9 +405,9 @@ Decision Validate(const Request& request, const Policy& policy) {
   }
   const PodFacts& pod = *request.object;
   if (!pod.scheduler_name || *pod.scheduler_name != policy.scheduler_name) {
-    return Decision::Allow();
+    return ValidateOtherPod(request, pod, policy);
   }
-  const bool privileged = Contains(policy.privileged_users, request.username);
+  const bool privileged = IsPrivileged(request, policy);
   const std::string label = Quote(bridge::kJobIdLabel);
   const std::string annotation = Quote(bridge::kNodeAnnotation);
   std::vector<std::string> problems;
@@ -324,6 +419,10 @@ Decision Validate(const Request& request, const Policy& policy) {
     if (!privileged && pod.annotations.contains(std::string(bridge::kNodeAnnotation))) {
       problems.push_back("annotation " + annotation +
                          " is set by slurm-bridge and cannot be set on a new pod");
+    }
+    if (pod.node_name && !pod.node_name->empty()) {
+      problems.push_back("spec.nodeName cannot be set on a pod scheduled by " +
+                         Quote(policy.scheduler_name) + ": Slurm chooses the node");
     }
     if (pod.has_resource_claims) {
       problems.push_back("spec.resourceClaims is not supported for pods scheduled by " +
@@ -340,15 +439,17 @@ Decision Validate(const Request& request, const Policy& policy) {
           "scheduled by " +
           Quote(policy.scheduler_name));
     }
-    const PodFacts* old = request.old_object ? &*request.old_object : nullptr;
-    const bool running = pod.phase == "Running" || (old != nullptr && old->phase == "Running");
-    if (running && !privileged && old != nullptr) {
-      if (Changed(old->labels, pod.labels, bridge::kJobIdLabel)) {
-        problems.push_back("label " + label + " cannot be changed while the pod is Running");
+    // Every phase and every subresource (pods/status may change labels too): a user who can
+    // point a pod at another job id could make the bridge act on someone else's Slurm job.
+    if (!privileged) {
+      static const PodFacts kNone;
+      const PodFacts& old = request.old_object ? *request.old_object : kNone;
+      if (Changed(old.labels, pod.labels, bridge::kJobIdLabel)) {
+        problems.push_back("label " + label + " is set by slurm-bridge and cannot be changed");
       }
-      if (Changed(old->annotations, pod.annotations, bridge::kNodeAnnotation)) {
+      if (Changed(old.annotations, pod.annotations, bridge::kNodeAnnotation)) {
         problems.push_back("annotation " + annotation +
-                           " cannot be changed while the pod is Running");
+                           " is set by slurm-bridge and cannot be changed");
       }
     }
   }
@@ -371,6 +472,13 @@ std::string EncodeReview(std::string_view uid, const Decision& decision) {
   if (!decision.patch.empty()) {
     response["patchType"] = "JSONPatch";
     response["patch"] = Base64Encode(decision.patch);
+  }
+  if (!decision.warnings.empty()) {
+    json::array warnings;
+    for (const std::string& w : decision.warnings) {
+      warnings.emplace_back(w);
+    }
+    response["warnings"] = std::move(warnings);
   }
   json::object review{{"apiVersion", kReviewApiVersion},
                       {"kind", "AdmissionReview"},

@@ -11,14 +11,21 @@
 //            custom scheduler name is left alone). A pod is managed when its namespace is one of
 //            `managed_namespaces` (or, when a namespace selector is set, its namespace's labels
 //            match the selector instead) or its schedulerName already is the bridge's.
-//   validate (/validate--v1-pod) for a pod whose schedulerName is the bridge's:
-//            CREATE rejects the job-id label, the node annotation, spec.resourceClaims,
-//            topologySpreadConstraints; UPDATE rejects the resize subresource and, once the pod
-//            is Running, a change of the job-id label or the node annotation; CREATE and UPDATE
-//            reject DRA requests the bridge cannot place (unsupported device classes, cpu together
-//            with dra.cpu, the cpu-per-task / gres annotations together with DRA requests).
-//            Privileged users (the bridge's own service accounts) may set and change the label
-//            and the annotation. DELETE and CONNECT are always allowed.
+//   validate (/validate--v1-pod)
+//            for a pod whose schedulerName is the bridge's ("bridge pod"):
+//            CREATE rejects the job-id label, the node annotation, spec.nodeName,
+//            spec.resourceClaims, topologySpreadConstraints; UPDATE (any subresource) rejects a
+//            change of the job-id label or the node annotation in every phase, and the resize
+//            subresource; CREATE and UPDATE reject DRA requests the bridge cannot place
+//            (unsupported device classes, cpu together with dra.cpu, the cpu-per-task / gres
+//            annotations together with DRA requests). Privileged users (the bridge's own
+//            service accounts, see Policy) may set and change the label and the annotation.
+//            For any other pod: a toleration of the managed-node taint
+//            (slinky.slurm.net/managed-node=<schedulerName>:NoExecute, also matched by an
+//            Exists toleration with an empty key) is rejected on CREATE, and when an UPDATE adds
+//            one, except for DaemonSet pods, mirror pods, pods of `system_namespaces` and
+//            privileged users: only Slurm allocates Slurm nodes.
+//            DELETE and CONNECT are always allowed.
 //
 // The pod is read from the raw JSON of the review, so fields the kube::Pod struct does not hold
 // (topologySpreadConstraints, resourceClaims, pod-level resources) count too.
@@ -66,9 +73,18 @@ struct Policy {
   // When set, a namespace is managed when its labels match; managed_namespaces is then ignored.
   std::optional<bridge::LabelSelector> namespace_selector;
   // Usernames (as the apiserver reports them, "system:serviceaccount:<ns>:<name>") allowed to
-  // set the job-id label and the node annotation.
+  // set the job-id label and the node annotation. An entry ending in '*' matches every
+  // username that starts with the part before it ("system:serviceaccount:slinky:slurm-bridge-*").
   std::vector<std::string> privileged_users;
+  // The same for the user's groups (request.userInfo.groups), exact names.
+  std::vector<std::string> privileged_groups;
+  // Namespaces whose pods may tolerate the managed-node taint without being bridge pods.
+  std::vector<std::string> system_namespaces{"kube-system"};
 };
+
+// The privileged users when none are configured: the ServiceAccounts of the Helm chart in
+// namespace `ns` ("system:serviceaccount:<ns>:slurm-bridge-*"). Empty when `ns` is empty.
+[[nodiscard]] std::vector<std::string> DefaultPrivilegedUsers(std::string_view ns);
 
 // The policy of a bridge config file.
 [[nodiscard]] Policy PolicyFromConfig(const bridge::Config& config,
@@ -89,6 +105,16 @@ struct PodFacts {
   // Resource names in requests or limits: of any container or init container, and pod-level.
   std::set<std::string> container_resources;
   std::set<std::string> pod_resources;
+  // spec.tolerations.
+  struct Toleration {
+    std::string key;
+    std::string operator_;  // "Exists", "Equal" or "" (Equal)
+    std::string value;
+    std::string effect;  // "" matches every effect
+  };
+  std::vector<Toleration> tolerations;
+  bool daemonset_pod = false;  // a controller ownerReference of kind DaemonSet
+  bool mirror_pod = false;     // annotation kubernetes.io/config.mirror (a kubelet static pod)
 };
 
 // One AdmissionReview v1 request.
@@ -99,7 +125,8 @@ struct Request {
   std::string subresource;  // "", "status", "resize", ...
   std::string namespace_;
   std::string name;
-  std::string username;  // request.userInfo.username
+  std::string username;             // request.userInfo.username
+  std::vector<std::string> groups;  // request.userInfo.groups
   bool dry_run = false;
   std::optional<PodFacts> object;      // absent on DELETE
   std::optional<PodFacts> old_object;  // UPDATE and DELETE
@@ -113,10 +140,11 @@ struct Request {
 // The answer to one request.
 struct Decision {
   bool allowed = true;
-  int code = 200;       // status.code: 200, or 403 for a denial
-  std::string reason;   // status.reason: "Forbidden" for a denial
-  std::string message;  // why (names the label, annotation or field)
-  std::string patch;    // JSON Patch (RFC 6902) text; empty: none
+  int code = 200;                     // status.code: 200, or 403 for a denial
+  std::string reason;                 // status.reason: "Forbidden" for a denial
+  std::string message;                // why (names the label, annotation or field)
+  std::string patch;                  // JSON Patch (RFC 6902) text; empty: none
+  std::vector<std::string> warnings;  // response.warnings: shown to the client (kubectl)
 
   [[nodiscard]] static Decision Allow() { return {}; }
   [[nodiscard]] static Decision Deny(std::string message);
@@ -127,14 +155,17 @@ struct Decision {
 [[nodiscard]] bool IsManaged(const PodFacts& pod, std::string_view ns, const Policy& policy,
                              const Labels* ns_labels);
 
+// Whether the request's user is privileged by `policy` (privileged_users, privileged_groups).
+[[nodiscard]] bool IsPrivileged(const Request& request, const Policy& policy);
+
 // The mutating webhook. Never denies.
 [[nodiscard]] Decision Mutate(const Request& request, const Policy& policy,
                               const Labels* ns_labels);
 // The validating webhook.
 [[nodiscard]] Decision Validate(const Request& request, const Policy& policy);
 
-// The AdmissionReview v1 response: uid echoed, allowed, status, and the patch (base64, patchType
-// JSONPatch) when there is one.
+// The AdmissionReview v1 response: uid echoed, allowed, status, the patch (base64, patchType
+// JSONPatch) when there is one, and the warnings when there are any.
 [[nodiscard]] std::string EncodeReview(std::string_view uid, const Decision& decision);
 
 }  // namespace sb::admission

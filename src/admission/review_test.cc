@@ -280,7 +280,7 @@ TEST(Validate, PrivilegedUsersMaySetTheLabelAndAnnotation) {
   EXPECT_NE(d.message.find(bridge::kNodeAnnotation), std::string::npos) << d.message;
 }
 
-TEST(Validate, UpdatesOfTheLabelAndAnnotationAreLockedOnceRunning) {
+TEST(Validate, UpdatesOfTheLabelAndAnnotationAreLockedInEveryPhase) {
   Policy p = ListPolicy();
   p.privileged_users = {"bridge"};
   const std::string label_12 = R"("labels":{")" + std::string(bridge::kJobIdLabel) + R"(":"12"})";
@@ -289,30 +289,152 @@ TEST(Validate, UpdatesOfTheLabelAndAnnotationAreLockedOnceRunning) {
       R"("annotations":{")" + std::string(bridge::kNodeAnnotation) + R"(":"n1"})";
   struct Case {
     std::string name;
-    std::string old_meta, new_meta, phase, user;
+    std::string old_meta, new_meta, phase, user, sub;
     bool allowed;
   };
   const std::vector<Case> cases = {
-      {"label added while pending", "", label_12, "Pending", "alice", true},
-      {"label changed while pending", label_12, label_13, "Pending", "alice", true},
-      {"label changed while running", label_12, label_13, "Running", "alice", false},
-      {"label added while running", "", label_12, "Running", "alice", false},
-      {"label removed while running", label_12, "", "Running", "alice", false},
-      {"label unchanged while running", label_12, label_12, "Running", "alice", true},
-      {"label changed by the bridge while running", label_12, label_13, "Running", "bridge", true},
-      {"annotation added while running", "", node_a, "Running", "alice", false},
-      {"annotation added while pending", "", node_a, "Pending", "alice", true},
+      // A user who points a pending pod at someone else's job id makes the bridge act on it.
+      {"label added while pending", "", label_12, "Pending", "alice", "", false},
+      {"label changed while pending", label_12, label_13, "Pending", "alice", "", false},
+      {"label removed while pending", label_12, "", "Pending", "alice", "", false},
+      {"label changed while running", label_12, label_13, "Running", "alice", "", false},
+      {"label added while running", "", label_12, "Running", "alice", "", false},
+      {"label removed while running", label_12, "", "Running", "alice", "", false},
+      {"label changed after the pod ended", label_12, label_13, "Succeeded", "alice", "", false},
+      {"label changed through pods/status", label_12, label_13, "Pending", "alice", "status",
+       false},
+      {"label unchanged while running", label_12, label_12, "Running", "alice", "", true},
+      {"label unchanged while pending", label_12, label_12, "Pending", "alice", "", true},
+      {"label added by the bridge while pending", "", label_12, "Pending", "bridge", "", true},
+      {"label changed by the bridge while running", label_12, label_13, "Running", "bridge", "",
+       true},
+      {"annotation added while running", "", node_a, "Running", "alice", "", false},
+      {"annotation added while pending", "", node_a, "Pending", "alice", "", false},
+      {"annotation added by the bridge", "", node_a, "Pending", "bridge", "", true},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     std::string old_pod = PodJson("hpc", kOurs, "n1", c.old_meta, "", c.phase);
     std::string new_pod = PodJson("hpc", kOurs, "n1", c.new_meta, "", c.phase);
-    Decision d = Validate(Decoded(ReviewJson("UPDATE", "hpc", new_pod, old_pod, c.user)), p);
+    Decision d = Validate(Decoded(ReviewJson("UPDATE", "hpc", new_pod, old_pod, c.user, c.sub)), p);
     EXPECT_EQ(d.allowed, c.allowed) << d.message;
     if (!c.allowed) {
-      EXPECT_NE(d.message.find("Running"), std::string::npos) << d.message;
+      EXPECT_NE(d.message.find("cannot be changed"), std::string::npos) << d.message;
     }
   }
+}
+
+TEST(Validate, PrivilegedUsersByPatternAndGroup) {
+  Policy p = ListPolicy();
+  p.privileged_users = DefaultPrivilegedUsers("slinky");
+  ASSERT_EQ(p.privileged_users,
+            std::vector<std::string>{"system:serviceaccount:slinky:slurm-bridge-*"});
+  EXPECT_TRUE(DefaultPrivilegedUsers("").empty());
+  p.privileged_groups = {"slurm-bridge-admins"};
+  auto request = [](std::string user, std::vector<std::string> groups) {
+    Request r;
+    r.username = std::move(user);
+    r.groups = std::move(groups);
+    return r;
+  };
+  EXPECT_TRUE(IsPrivileged(request("system:serviceaccount:slinky:slurm-bridge-scheduler", {}), p));
+  EXPECT_TRUE(
+      IsPrivileged(request("system:serviceaccount:slinky:slurm-bridge-controllers", {}), p));
+  EXPECT_FALSE(IsPrivileged(request("system:serviceaccount:other:slurm-bridge-scheduler", {}), p));
+  EXPECT_FALSE(IsPrivileged(request("system:serviceaccount:slinky:default", {}), p));
+  EXPECT_FALSE(IsPrivileged(request("alice", {"system:authenticated"}), p));
+  EXPECT_TRUE(IsPrivileged(request("bob", {"system:authenticated", "slurm-bridge-admins"}), p));
+  EXPECT_FALSE(IsPrivileged(request("", {}), p));
+  // The groups are read from the review.
+  Request decoded = Decoded(ReviewJson("CREATE", "hpc", PodJson("hpc", kOurs)));
+  EXPECT_EQ(decoded.groups, std::vector<std::string>{"system:authenticated"});
+}
+
+TEST(Validate, NodeNameOfABridgePodIsRefusedAtCreate) {
+  Policy p = ListPolicy();
+  Decision d = Validate(Decoded(ReviewJson("CREATE", "hpc", PodJson("hpc", kOurs, "n7"))), p);
+  EXPECT_FALSE(d.allowed);
+  EXPECT_NE(d.message.find("spec.nodeName"), std::string::npos) << d.message;
+  // Once bound (UPDATE), the node name is the bridge's doing.
+  const std::string bound = PodJson("hpc", kOurs, "n7");
+  EXPECT_TRUE(Validate(Decoded(ReviewJson("UPDATE", "hpc", bound, bound)), p).allowed);
+}
+
+TEST(Validate, ManagedNodeTolerationIsReservedForBridgePods) {
+  const std::string taint_key = std::string(bridge::kManagedNodeTaint);
+  const std::string equal =
+      R"("tolerations":[{"key":")" + taint_key +
+      R"(","operator":"Equal","value":"slurm-bridge-scheduler","effect":"NoExecute"}])";
+  const std::string exists_key =
+      R"("tolerations":[{"key":")" + taint_key + R"(","operator":"Exists"}])";
+  const std::string exists_all = R"("tolerations":[{"operator":"Exists"}])";
+  const std::string exists_all_noexecute =
+      R"("tolerations":[{"operator":"Exists","effect":"NoExecute"}])";
+  const std::string exists_all_noschedule =
+      R"("tolerations":[{"operator":"Exists","effect":"NoSchedule"}])";
+  const std::string other_value =
+      R"("tolerations":[{"key":")" + taint_key + R"(","operator":"Equal","value":"someone-else"}])";
+  const std::string unrelated =
+      R"("tolerations":[{"key":"node.kubernetes.io/not-ready","operator":"Exists","effect":"NoExecute","tolerationSeconds":300}])";
+  const std::string daemonset =
+      R"("ownerReferences":[{"apiVersion":"apps/v1","kind":"DaemonSet","name":"ds","uid":"u","controller":true}])";
+  const std::string replicaset =
+      R"("ownerReferences":[{"apiVersion":"apps/v1","kind":"ReplicaSet","name":"rs","uid":"u","controller":true}])";
+  const std::string mirror = R"("annotations":{"kubernetes.io/config.mirror":"abc"})";
+  struct Case {
+    std::string name;
+    std::string ns, scheduler, meta, spec, user;
+    bool allowed;
+  };
+  const std::vector<Case> cases = {
+      {"Equal toleration", "team", "default-scheduler", "", equal, "alice", false},
+      {"Exists on the key", "team", "default-scheduler", "", exists_key, "alice", false},
+      {"Exists with an empty key", "team", "default-scheduler", "", exists_all, "alice", false},
+      {"Exists, empty key, NoExecute", "team", "-", "", exists_all_noexecute, "alice", false},
+      {"Exists, empty key, NoSchedule only", "team", "default-scheduler", "", exists_all_noschedule,
+       "alice", true},
+      {"another bridge's taint value", "team", "default-scheduler", "", other_value, "alice", true},
+      {"unrelated toleration", "team", "default-scheduler", "", unrelated, "alice", true},
+      {"another custom scheduler", "team", "volcano", "", equal, "alice", false},
+      {"no scheduler name", "team", "-", "", equal, "alice", false},
+      {"DaemonSet pod", "team", "default-scheduler", daemonset, exists_all, "alice", true},
+      {"ReplicaSet pod", "team", "default-scheduler", replicaset, exists_all, "alice", false},
+      {"mirror pod", "team", "default-scheduler", mirror, exists_all, "system:node:n1", true},
+      {"system namespace", "kube-system", "default-scheduler", "", exists_all, "alice", true},
+      {"privileged user", "team", "default-scheduler", "", equal, "bridge", true},
+      {"bridge pod", "team", std::string(kOurs), "", equal, "alice", true},
+  };
+  Policy p = ListPolicy();
+  p.privileged_users = {"bridge"};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    Decision d =
+        Validate(Decoded(ReviewJson(
+                     "CREATE", c.ns,
+                     PodJson(c.ns, c.scheduler, c.scheduler == kOurs ? "" : "n1", c.meta, c.spec),
+                     "null", c.user)),
+                 p);
+    EXPECT_EQ(d.allowed, c.allowed) << d.message;
+    if (!c.allowed) {
+      EXPECT_NE(d.message.find(taint_key), std::string::npos) << d.message;
+    }
+  }
+  // Configurable system namespaces.
+  p.system_namespaces = {"infra"};
+  EXPECT_TRUE(Validate(Decoded(ReviewJson("CREATE", "infra",
+                                          PodJson("infra", "default-scheduler", "", "", equal))),
+                       p)
+                  .allowed);
+  EXPECT_FALSE(
+      Validate(Decoded(ReviewJson("CREATE", "kube-system",
+                                  PodJson("kube-system", "default-scheduler", "", "", equal))),
+               p)
+          .allowed);
+  // UPDATE: adding the toleration is refused; a pod that had it before the webhook keeps it.
+  const std::string plain = PodJson("team", "default-scheduler", "n1");
+  const std::string tolerating = PodJson("team", "default-scheduler", "n1", "", exists_all);
+  EXPECT_FALSE(Validate(Decoded(ReviewJson("UPDATE", "team", tolerating, plain)), p).allowed);
+  EXPECT_TRUE(Validate(Decoded(ReviewJson("UPDATE", "team", tolerating, tolerating)), p).allowed);
 }
 
 TEST(Validate, ResizeIsRejectedDeleteAllowed) {
@@ -408,6 +530,16 @@ TEST(EncodeReview, AllowedWithPatchAndDenied) {
   EXPECT_EQ(dr.at("status").at("code").as_int64(), 403);
   EXPECT_EQ(dr.at("status").at("reason").as_string(), "Forbidden");
   EXPECT_EQ(dr.at("status").at("message").as_string(), "label \"x\" is not allowed");
+  EXPECT_FALSE(dr.contains("warnings"));
+
+  Decision warned = Decision::Allow();
+  warned.warnings = {"namespace unreadable"};
+  json::value w = json::parse(EncodeReview("u-3", warned));
+  const json::object& wr = w.at("response").as_object();
+  EXPECT_TRUE(wr.at("allowed").as_bool());
+  ASSERT_TRUE(wr.contains("warnings"));
+  EXPECT_EQ(wr.at("warnings").as_array().size(), 1u);
+  EXPECT_EQ(wr.at("warnings").as_array()[0].as_string(), "namespace unreadable");
 }
 
 TEST(PolicyFromConfig, CopiesTheConfig) {

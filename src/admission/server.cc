@@ -89,9 +89,13 @@ asio::awaitable<net::HttpResponse> HandleReview(StatePtr s, Hook hook, net::Serv
   Decision decision;
   if (hook == Hook::kMutate) {
     std::optional<Labels> labels;
+    // A pod whose schedulerName already is the bridge's is managed whatever its namespace: its
+    // labels are not needed (nor a failure to read them).
+    const bool ours_by_name = req->object && req->object->scheduler_name &&
+                              *req->object->scheduler_name == s->policy.scheduler_name;
     bool need_labels = s->policy.namespace_selector.has_value() && req->kind == "Pod" &&
                        req->operation == "CREATE" && req->subresource.empty() &&
-                       req->object.has_value();
+                       req->object.has_value() && !ours_by_name;
     std::string ns = req->namespace_;
     if (ns.empty() && req->object) {
       ns = req->object->namespace_;
@@ -101,12 +105,16 @@ asio::awaitable<net::HttpResponse> HandleReview(StatePtr s, Hook hook, net::Serv
       labels = co_await NamespaceLabels(s, ns, &why);
     }
     if (need_labels && !labels) {
-      spdlog::error("admission: cannot read the labels of namespace {} (pod {}): {}", ns, req->name,
-                    why);
-      decision.allowed = false;
-      decision.code = 500;
-      decision.reason = "InternalError";
-      decision.message = "slurm-bridge admission: cannot read namespace " + ns + ": " + why;
+      // Fail open: refusing would stop every pod CREATE in the webhook's namespaces (with
+      // failurePolicy Fail) whenever the apiserver hiccups; the pod stays with its own scheduler.
+      ++s->stats.namespace_failures;
+      spdlog::warn(
+          "admission: cannot read the labels of namespace {} (pod {}): {}; admitted unchanged", ns,
+          req->name, why);
+      decision = Decision::Allow();
+      decision.warnings.push_back("slurm-bridge admission: cannot read namespace " + ns + " (" +
+                                  why + "); the pod was admitted unchanged, not handed to " +
+                                  s->policy.scheduler_name);
     } else {
       decision = Mutate(*req, s->policy, labels ? &*labels : nullptr);
     }
@@ -150,6 +158,8 @@ Result<void> Server::Start() {
   web.cert_file = s.options.cert_file;
   web.key_file = s.options.key_file;
   web.tls_reload_interval = s.options.tls_reload_interval;
+  web.header_timeout = s.options.header_timeout;
+  web.max_connections_per_ip = s.options.max_connections_per_ip;
   web.name = "webhook";
   s.webhook = std::make_unique<net::HttpServer>(s.executor, web);
   for (auto [path, hook] :

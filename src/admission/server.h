@@ -9,9 +9,10 @@
 //
 // With a namespace selector the server keeps a Namespace informer (list + watch of namespaces)
 // and reads the labels of a pod's namespace from it; a namespace the cache does not hold yet (just
-// created) is read with a GET. When the labels cannot be read at all the mutating call is
-// answered allowed=false with code 500, so that (with failurePolicy Fail) the pod is not created
-// unmanaged by mistake.
+// created) is read with a GET. A pod whose schedulerName already is the bridge's needs no
+// labels. When the labels cannot be read at all the pod is admitted unchanged (fail open: with
+// failurePolicy Fail a refusal would stop pod creation in every namespace the webhook covers),
+// with a warning in the AdmissionReview response and a log line.
 //
 // HTTP answers: 405 for a method other than POST, 400 (with the reason as text) for a body that
 // is not an AdmissionReview v1 or a Content-Type other than JSON, else 200 with the review.
@@ -27,6 +28,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -48,6 +50,10 @@ struct ServerOptions {
   std::string cert_file;
   std::string key_file;
   std::chrono::milliseconds tls_reload_interval{5000};
+  // Slow clients: the TLS handshake and each request's headers must arrive within
+  // header_timeout; one client address may hold max_connections_per_ip connections.
+  std::chrono::milliseconds header_timeout{5000};
+  std::size_t max_connections_per_ip = 64;
   // /healthz and /readyz; "" or "0": no health server.
   std::string health_bind_address = ":8081";
 };
@@ -58,7 +64,8 @@ struct ServerStats {
   std::uint64_t bad_requests = 0;  // 400 and 405
   std::uint64_t denied = 0;
   std::uint64_t patched = 0;
-  std::uint64_t namespace_gets = 0;  // namespaces read with a GET (not in the cache)
+  std::uint64_t namespace_gets = 0;      // namespaces read with a GET (not in the cache)
+  std::uint64_t namespace_failures = 0;  // pods admitted unchanged: namespace unreadable
 };
 
 enum class Hook { kMutate, kValidate };

@@ -11,6 +11,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/json.hpp>
 
+#include "bridge/names.h"
 #include "common/base64.h"
 #include "net/http_client.h"
 #include "testing/run.h"
@@ -34,6 +35,10 @@ class FakeNamespaces final : public kube::Client {
     ++gets;
     if (ref.name == "late") {
       co_return NamespaceJson("late", R"({"slurm-bridge/managed":"true"})");
+    }
+    if (ref.name == "secret") {
+      co_return tl::unexpected(
+          Error{ErrorCode::kPermissionDenied, "namespaces \"secret\" is forbidden", 403});
     }
     co_return tl::unexpected(
         Error{ErrorCode::kNotFound, "namespaces \"" + ref.name + "\" not found", 404});
@@ -207,13 +212,41 @@ TEST_F(AdmissionServerTest, NamespaceSelectorUsesTheCacheThenAGet) {
   json::object late = Response(Post(*web, kMutatePodPath, Review("CREATE", "late", "")));
   EXPECT_TRUE(late.contains("patch"));
   EXPECT_EQ(kube.gets, 1);
-  // Cannot be read: refused with 500 rather than let through unmanaged.
-  json::object gone = Response(Post(*web, kMutatePodPath, Review("CREATE", "gone", "")));
-  EXPECT_FALSE(gone.at("allowed").as_bool());
-  EXPECT_EQ(gone.at("status").at("code").as_int64(), 500);
-  EXPECT_NE(std::string(gone.at("status").at("message").as_string()).find("gone"),
-            std::string::npos);
   EXPECT_EQ(kube.lists, 1);
+  server.Stop();
+}
+
+TEST_F(AdmissionServerTest, UnreadableNamespaceFailsOpenAndSchedulerNameDecidesFirst) {
+  Policy policy;
+  bridge::LabelSelector sel;
+  sel.match_labels = {{"slurm-bridge/managed", "true"}};
+  policy.namespace_selector = sel;
+  FakeNamespaces kube;
+  Server server(io_.get_executor(), policy,
+                {.bind_address = "127.0.0.1:0", .health_bind_address = ""}, &kube);
+  ASSERT_TRUE(server.Start().has_value());
+  while (!server.Ready() && io_.run_one() > 0) {
+  }
+  auto web = Client(server.port());
+  // 403 and 404 on the namespace: the pod is admitted unchanged, with a warning that says why.
+  for (const std::string ns : {"secret", "gone"}) {
+    SCOPED_TRACE(ns);
+    json::object r = Response(Post(*web, kMutatePodPath, Review("CREATE", ns, "", "foo")));
+    EXPECT_TRUE(r.at("allowed").as_bool());
+    EXPECT_FALSE(r.contains("patch"));
+    ASSERT_TRUE(r.contains("warnings"));
+    ASSERT_EQ(r.at("warnings").as_array().size(), 1u);
+    EXPECT_NE(std::string(r.at("warnings").as_array()[0].as_string()).find(ns), std::string::npos);
+  }
+  EXPECT_EQ(kube.gets, 2);
+  EXPECT_EQ(server.stats().namespace_failures, 2u);
+  // A pod already scheduled by the bridge is managed whatever its namespace: no GET, no warning.
+  json::object ours =
+      Response(Post(*web, kMutatePodPath,
+                    Review("CREATE", "secret", "", std::string(bridge::kDefaultSchedulerName))));
+  EXPECT_TRUE(ours.at("allowed").as_bool());
+  EXPECT_FALSE(ours.contains("warnings"));
+  EXPECT_EQ(kube.gets, 2);
   server.Stop();
 }
 

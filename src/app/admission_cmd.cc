@@ -2,7 +2,10 @@
 #include "app/admission_cmd.h"
 
 #include <csignal>
+#include <cstdlib>
 #include <memory>
+#include <optional>
+#include <string>
 
 #include <spdlog/spdlog.h>
 #include <boost/asio/io_context.hpp>
@@ -11,11 +14,34 @@
 #include "admission/review.h"
 #include "admission/server.h"
 #include "bridge/config.h"
+#include "common/files.h"
 #include "kube/client.h"
 #include "kube/config.h"
 
 namespace sb::app {
 namespace asio = boost::asio;
+
+namespace {
+
+// The namespace this process runs in: $POD_NAMESPACE (downward API), else the namespace of the
+// mounted service account; "" when neither is there.
+std::string OwnNamespace() {
+  if (const char* env = std::getenv("POD_NAMESPACE"); env != nullptr && *env != '\0') {
+    return env;
+  }
+  std::optional<std::string> file =
+      ReadWholeFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace");
+  if (!file) {
+    return "";
+  }
+  std::string ns = *file;
+  while (!ns.empty() && (ns.back() == '\n' || ns.back() == ' ')) {
+    ns.pop_back();
+  }
+  return ns;
+}
+
+}  // namespace
 
 int RunAdmission(const AdmissionOptions& options) {
   Result<bridge::Config> config = bridge::LoadConfig(options.config_path);
@@ -27,6 +53,19 @@ int RunAdmission(const AdmissionOptions& options) {
     spdlog::warn("admission: {}: {}", options.config_path, w);
   }
   admission::Policy policy = admission::PolicyFromConfig(*config, options.privileged_users);
+  policy.privileged_groups = options.privileged_groups;
+  policy.system_namespaces = options.system_namespaces;
+  if (policy.privileged_users.empty() && policy.privileged_groups.empty()) {
+    policy.privileged_users = admission::DefaultPrivilegedUsers(OwnNamespace());
+    if (policy.privileged_users.empty()) {
+      spdlog::warn(
+          "admission: own namespace unknown (no POD_NAMESPACE, not in a cluster) and no "
+          "--privileged-user: nobody may change the bridge's job-id label or node annotation");
+    }
+  }
+  for (const std::string& u : policy.privileged_users) {
+    spdlog::info("admission: privileged user {}", u);
+  }
 
   asio::io_context io(1);
   std::unique_ptr<net::HttpClient> http;

@@ -15,7 +15,15 @@
 //   --cert-file, --key-file      /tmp/k8s-webhook-server/serving-certs/tls.{crt,key}
 //   --health-probe-bind-address  :8081 ("0" turns it off)
 //   --privileged-user            repeatable: usernames allowed to set the job-id label and the
-//                                node annotation (system:serviceaccount:<ns>:<name>)
+//                                node annotation (system:serviceaccount:<ns>:<name>; a trailing
+//                                '*' matches a prefix). Default, when neither this nor
+//                                --privileged-group is given: the chart's ServiceAccounts,
+//                                system:serviceaccount:<ns>:slurm-bridge-*, <ns> being the
+//                                webhook's own namespace ($POD_NAMESPACE, else the in-cluster
+//                                service account's namespace file); none when it is unknown.
+//   --privileged-group           repeatable: groups whose users are privileged likewise
+//   --system-namespace           repeatable: namespaces whose pods may tolerate the managed-node
+//                                taint (default kube-system)
 #pragma once
 
 #include <chrono>
@@ -32,6 +40,8 @@ struct AdmissionOptions {
   std::string key_file = "/tmp/k8s-webhook-server/serving-certs/tls.key";
   std::string health_probe_bind_address = ":8081";
   std::vector<std::string> privileged_users;
+  std::vector<std::string> privileged_groups;
+  std::vector<std::string> system_namespaces{"kube-system"};
   std::chrono::milliseconds shutdown_grace{10000};
 };
 

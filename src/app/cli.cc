@@ -102,7 +102,14 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
                   "HTTP address of /healthz and /readyz (0: off)")
       ->capture_default_str();
   adm->add_option("--privileged-user", adm_opts.privileged_users,
-                  "User allowed to set the bridge's labels and annotations (repeatable)");
+                  "User allowed to set the bridge's labels and annotations (repeatable; a "
+                  "trailing * matches a prefix; default: "
+                  "system:serviceaccount:<own namespace>:slurm-bridge-*)");
+  adm->add_option("--privileged-group", adm_opts.privileged_groups,
+                  "Group whose users may set the bridge's labels and annotations (repeatable)");
+  adm->add_option("--system-namespace", adm_opts.system_namespaces,
+                  "Namespace whose pods may tolerate the managed-node taint (repeatable)")
+      ->capture_default_str();
   all->add_option("--webhook-bind-address", adm_opts.bind_address,
                   "HTTPS address of the webhook (with --webhook)")
       ->capture_default_str();

@@ -38,34 +38,62 @@ Result<std::int32_t> ParsePositive(std::string_view key, std::string_view value)
   return n;
 }
 
-// Whole-pod use of `name` from the containers' `pick` lists: max(sum of containers, each init
-// container) + overhead, with `value` reading a quantity.
+// Pod-level spec.resources may set these (PodLevelResources); others stay per container.
+bool IsPodLevelResource(std::string_view name) {
+  return name == "cpu" || name == "memory" || name.starts_with("hugepages-");
+}
+
+// Whole-pod use of `name` from the `pick` lists (requests or limits), as kube-scheduler counts it
+// (component-helpers PodRequests / PodLimits): the containers' sum; each init container in order:
+// a sidecar (restartPolicy Always) adds to the sum and keeps running, a plain one needs itself
+// plus the sidecars started before it; the pod needs the larger of the sum and any init
+// container's need. A pod-level value (spec.resources) replaces all that for cpu, memory and
+// hugepages. Then overhead is added. `value` reads a quantity.
 template <typename Pick, typename Value>
 Result<std::int64_t> PodTotal(const kube::Pod& pod, const std::string& name, Pick pick,
                               Value value) {
-  std::int64_t sum = 0;
-  for (const kube::Container& c : pod.spec.containers) {
-    const kube::ResourceList& l = pick(c.resources);
-    if (auto it = l.find(name); it != l.end()) {
-      Result<std::int64_t> v = value(it->second);
-      if (!v) return v;
-      sum += *v;
+  std::int64_t total = 0;
+  if (const kube::ResourceList& pod_level = pick(pod.spec.resources);
+      IsPodLevelResource(name) && pod_level.contains(name)) {
+    Result<std::int64_t> v = value(pod_level.at(name));
+    if (!v) return v;
+    total = *v;
+  } else {
+    std::int64_t sum = 0;
+    for (const kube::Container& c : pod.spec.containers) {
+      const kube::ResourceList& l = pick(c.resources);
+      if (auto it = l.find(name); it != l.end()) {
+        Result<std::int64_t> v = value(it->second);
+        if (!v) return v;
+        sum += *v;
+      }
     }
-  }
-  for (const kube::Container& c : pod.spec.init_containers) {
-    const kube::ResourceList& l = pick(c.resources);
-    if (auto it = l.find(name); it != l.end()) {
-      Result<std::int64_t> v = value(it->second);
-      if (!v) return v;
-      sum = std::max(sum, *v);
+    std::int64_t sidecars = 0;  // sidecars started so far
+    std::int64_t init_peak = 0;
+    for (const kube::Container& c : pod.spec.init_containers) {
+      const kube::ResourceList& l = pick(c.resources);
+      std::int64_t own = 0;
+      if (auto it = l.find(name); it != l.end()) {
+        Result<std::int64_t> v = value(it->second);
+        if (!v) return v;
+        own = *v;
+      }
+      if (c.restart_policy == "Always") {
+        sum += own;
+        sidecars += own;
+        init_peak = std::max(init_peak, sidecars);
+      } else {
+        init_peak = std::max(init_peak, own + sidecars);
+      }
     }
+    total = std::max(sum, init_peak);
   }
   if (auto it = pod.spec.overhead.find(name); it != pod.spec.overhead.end()) {
     Result<std::int64_t> v = value(it->second);
     if (!v) return v;
-    sum += *v;
+    total += *v;
   }
-  return sum;
+  return total;
 }
 
 // Every resource name any container of the pod mentions.
@@ -80,6 +108,8 @@ std::set<std::string> ResourceNames(const kube::Pod& pod) {
   add(pod.spec.containers);
   add(pod.spec.init_containers);
   for (const auto& [k, v] : pod.spec.overhead) names.insert(k);
+  for (const auto& [k, v] : pod.spec.resources.requests) names.insert(k);
+  for (const auto& [k, v] : pod.spec.resources.limits) names.insert(k);
   return names;
 }
 
@@ -111,14 +141,16 @@ std::map<std::string, std::string> JobAnnotations(const kube::StringMap& annotat
 
 }  // namespace
 
-Result<std::map<std::string, std::int64_t>> PodResources(const kube::Pod& pod) {
+namespace {
+
+auto Requests(const kube::ResourceRequirements& r) -> const kube::ResourceList& {
+  return r.requests;
+}
+auto Limits(const kube::ResourceRequirements& r) -> const kube::ResourceList& { return r.limits; }
+
+// Every resource of the pod: the requests, or the larger of request and limit.
+Result<std::map<std::string, std::int64_t>> PodTotals(const kube::Pod& pod, bool with_limits) {
   std::map<std::string, std::int64_t> out;
-  auto requests = [](const kube::ResourceRequirements& r) -> const kube::ResourceList& {
-    return r.requests;
-  };
-  auto limits = [](const kube::ResourceRequirements& r) -> const kube::ResourceList& {
-    return r.limits;
-  };
   for (const std::string& name : ResourceNames(pod)) {
     auto value = [&](const std::string& q) -> Result<std::int64_t> {
       Result<std::int64_t> v =
@@ -130,13 +162,27 @@ Result<std::map<std::string, std::int64_t>> PodResources(const kube::Pod& pod) {
       }
       return v;
     };
-    Result<std::int64_t> req = PodTotal(pod, name, requests, value);
+    Result<std::int64_t> req = PodTotal(pod, name, Requests, value);
     if (!req) return tl::unexpected(req.error());
-    Result<std::int64_t> lim = PodTotal(pod, name, limits, value);
-    if (!lim) return tl::unexpected(lim.error());
-    out[name] = std::max(*req, *lim);
+    std::int64_t total = *req;
+    if (with_limits) {
+      Result<std::int64_t> lim = PodTotal(pod, name, Limits, value);
+      if (!lim) return tl::unexpected(lim.error());
+      total = std::max(total, *lim);
+    }
+    out[name] = total;
   }
   return out;
+}
+
+}  // namespace
+
+Result<std::map<std::string, std::int64_t>> PodResources(const kube::Pod& pod) {
+  return PodTotals(pod, /*with_limits=*/true);
+}
+
+Result<std::map<std::string, std::int64_t>> PodRequests(const kube::Pod& pod) {
+  return PodTotals(pod, /*with_limits=*/false);
 }
 
 Result<slurm::JobDescription> Translate(const GroupSpec& group,
@@ -198,7 +244,8 @@ Result<slurm::JobDescription> Translate(const GroupSpec& group,
     tag.uids.push_back(pod->metadata.uid);
   }
   if (cpu_milli > 0) job.cpus_per_task = static_cast<std::int32_t>((cpu_milli + 999) / 1000);
-  if (mem_bytes > 0) job.memory_per_node = slurm::NoValNumber::Of(mem_bytes / kMiB);
+  // Whole MiB, rounded up: 0 would mean "all the node's memory" to Slurm.
+  if (mem_bytes > 0) job.memory_per_node = slurm::NoValNumber::Of((mem_bytes + kMiB - 1) / kMiB);
   std::string tres_str;
   for (const auto& [t, v] : tres) {
     if (v <= 0) continue;
@@ -378,7 +425,8 @@ std::vector<Exclusion> ExcludedNodes(
     const std::map<std::string, const kube::Node*>& k8s_nodes_by_slurm_name) {
   std::vector<std::map<std::string, std::int64_t>> needs;
   for (const kube::Pod* pod : pods) {
-    Result<std::map<std::string, std::int64_t>> r = PodResources(*pod);
+    // Requests, as kube-scheduler's fit check: a limit above allocatable is legal.
+    Result<std::map<std::string, std::int64_t>> r = PodRequests(*pod);
     needs.push_back(r ? std::move(*r) : std::map<std::string, std::int64_t>{});
   }
   std::vector<Exclusion> out;

@@ -5,11 +5,13 @@
 // Pure translation of a group of pods into the Slurm job that holds their place, and of the
 // Kubernetes-side placement constraints into the Slurm nodes the job must avoid. No I/O.
 //
-// Resources, per pod as kube-scheduler counts them (max of the containers' sum and each init
-// container, plus overhead; the larger of request and limit), then the maximum over the group's
+// Resources, per pod as kube-scheduler counts them (the containers' sum, sidecar init containers
+// — restartPolicy Always — added to it, the larger of that and each plain init container with
+// the sidecars started before it; pod-level spec.resources instead for cpu, memory and
+// hugepages; plus overhead), the larger of request and limit, then the maximum over the group's
 // pods, because Slurm gets one pod per node:
 //   cpu              -> cpus_per_task (whole CPUs, rounded up; omitted when 0)
-//   memory           -> memory_per_node in MiB (omitted when 0)
+//   memory           -> memory_per_node in MiB (rounded up, so at least 1; omitted when 0)
 //   extended         -> tres_per_node through the resource->TRES table (Config::resource_tres;
 //                       nvidia.com/gpu and amd.com/gpu -> gres/gpu by default), e.g. "gres/gpu=1"
 //   deviceclass.resource.kubernetes.io/<class> -> "gres/gpu:<class>=<n>" (upstream's DRA form)
@@ -59,6 +61,8 @@ struct TranslateOptions {
 // The whole-pod resource use (kube-scheduler's PodRequests, with limits where larger), in
 // milli-units for cpu and whole units otherwise.
 [[nodiscard]] Result<std::map<std::string, std::int64_t>> PodResources(const kube::Pod& pod);
+// The same from requests only (kube-scheduler's PodRequests): what a node must have allocatable.
+[[nodiscard]] Result<std::map<std::string, std::int64_t>> PodRequests(const kube::Pod& pod);
 
 // The job for `pods` (the group's members, already complete) of `group`.
 [[nodiscard]] Result<slurm::JobDescription> Translate(const GroupSpec& group,
@@ -79,7 +83,8 @@ struct Exclusion {
 // The Slurm nodes the group's job must avoid: those with no Kubernetes node, and those whose
 // Kubernetes node any pod of the group could not run on (unschedulable, not Ready, a taint the
 // pod does not tolerate — the bridge's own managed-node taint excepted —, nodeSelector, required
-// node affinity, allocatable smaller than the pod's requests). Sorted by Slurm name.
+// node affinity, allocatable smaller than the pod's requests (PodRequests; limits do not count,
+// as for kube-scheduler)). Sorted by Slurm name.
 // `k8s_nodes_by_slurm_name` maps Slurm names to Kubernetes nodes (SlurmNodeName).
 [[nodiscard]] std::vector<Exclusion> ExcludedNodes(
     const std::vector<const kube::Pod*>& pods, const std::vector<std::string>& slurm_nodes,

@@ -101,6 +101,43 @@ TEST(TranslateTest, ResourcesAreTheLargestPodsNeeds) {
   EXPECT_EQ(tag->pods, (std::vector<std::string>{"ns/a", "ns/b"}));
 }
 
+TEST(TranslateTest, SidecarsAndPodLevelResourcesAreCounted) {
+  // A sidecar of 2 CPUs beside a 4-CPU main container: 6, as kube-scheduler counts.
+  kube::Pod p = MakePod("p", {{"cpu", "4"}, {"memory", "1Gi"}});
+  kube::Container side;
+  side.name = "proxy";
+  side.restart_policy = "Always";
+  side.resources.requests = {{"cpu", "2"}, {"memory", "512Mi"}};
+  p.spec.init_containers.push_back(side);
+  Result<slurm::JobDescription> job = Translate(Single(p), {&p}, Options());
+  ASSERT_TRUE(job) << job.error().message;
+  EXPECT_EQ(job->cpus_per_task, 6);
+  EXPECT_EQ(job->memory_per_node.Value(), 1536);
+  // Pod-level spec.resources: the pod's own budget for cpu and memory.
+  kube::Pod q = MakePod("q", {{"cpu", "1"}, {"nvidia.com/gpu", "1"}});
+  q.spec.resources.requests = {{"cpu", "8"}, {"memory", "4Gi"}};
+  q.spec.resources.limits = {{"cpu", "8"}, {"memory", "4Gi"}};
+  job = Translate(Single(q), {&q}, Options());
+  ASSERT_TRUE(job) << job.error().message;
+  EXPECT_EQ(job->cpus_per_task, 8);
+  EXPECT_EQ(job->memory_per_node.Value(), 4096);
+  EXPECT_EQ(job->tres_per_node, "gres/gpu=1");
+}
+
+TEST(TranslateTest, MemoryBelowOneMiBIsOneMiBNotAllOfTheNode) {
+  // Slurm reads memory_per_node 0 as "all the node's memory".
+  for (const char* q : {"512Ki", "1", "1Mi", "1025Ki"}) {
+    SCOPED_TRACE(q);
+    kube::Pod p = MakePod("p", {{"memory", q}});
+    Result<slurm::JobDescription> job = Translate(Single(p), {&p}, Options());
+    ASSERT_TRUE(job) << job.error().message;
+    ASSERT_TRUE(job->memory_per_node.set);
+    EXPECT_GE(job->memory_per_node.Value(), 1);
+  }
+  kube::Pod p = MakePod("p", {{"memory", "1025Ki"}});
+  EXPECT_EQ(Translate(Single(p), {&p}, Options())->memory_per_node.Value(), 2);  // rounded up
+}
+
 TEST(TranslateTest, FractionalCpuRoundsUpAndDraClasses) {
   kube::Pod p =
       MakePod("p", {{"cpu", "100m"}}, {{"deviceclass.resource.kubernetes.io/gpu.nvidia.com", "2"}});
@@ -271,10 +308,85 @@ TEST(ExcludedNodesTest, KubernetesConstraintsBecomeExclusions) {
                                  {"wrongzone", "node selector"}};
   EXPECT_EQ(got, want);
 
-  // Tolerating the taint makes the node usable.
+  // Tolerating the taint makes that node usable, and only that one.
   pod.spec.tolerations.push_back({.key = "dedicated", .operator_ = "Exists"});
   got = ExcludedNodes({&pod}, slurm, by_slurm);
-  EXPECT_EQ(got.size(), want.size() - 1);
+  std::vector<Exclusion> want_tolerated = want;
+  std::erase(want_tolerated, Exclusion{"tainted", "taint dedicated=db:NoSchedule"});
+  ASSERT_EQ(want_tolerated.size(), want.size() - 1);
+  EXPECT_EQ(got, want_tolerated);
+}
+
+TEST(ExcludedNodesTest, RequestsNotLimitsMustFit) {
+  // kube-scheduler fits requests: a limit above every node's allocatable (legal) excludes
+  // nothing, a request above it does.
+  kube::Node n = MakeNode("n");  // 8 cpu, 32Gi
+  std::map<std::string, const kube::Node*> by_slurm = {{"n", &n}};
+  kube::Pod limited =
+      MakePod("p", {{"memory", "1Gi"}, {"cpu", "1"}}, {{"memory", "64Gi"}, {"cpu", "16"}});
+  EXPECT_EQ(ExcludedNodes({&limited}, {"n"}, by_slurm), std::vector<Exclusion>{});
+  kube::Pod big = MakePod("q", {{"memory", "33Gi"}});
+  EXPECT_EQ(ExcludedNodes({&big}, {"n"}, by_slurm),
+            (std::vector<Exclusion>{{"n", "insufficient memory"}}));
+  // A sidecar counts: 6 + 3 > 8 CPUs.
+  kube::Pod with_sidecar = MakePod("s", {{"cpu", "6"}});
+  kube::Container side;
+  side.name = "proxy";
+  side.restart_policy = "Always";
+  side.resources.requests = {{"cpu", "3"}};
+  with_sidecar.spec.init_containers.push_back(side);
+  EXPECT_EQ(ExcludedNodes({&with_sidecar}, {"n"}, by_slurm),
+            (std::vector<Exclusion>{{"n", "insufficient cpu"}}));
+}
+
+TEST(PodRequestsTest, SidecarsPodLevelResourcesAndOverheadAsKubeScheduler) {
+  struct Case {
+    std::string name;
+    kube::Pod pod;
+    std::int64_t want_cpu_milli;
+  };
+  auto init = [](std::string cpu, bool sidecar) {
+    kube::Container c;
+    c.name = "i";
+    c.resources.requests = {{"cpu", std::move(cpu)}};
+    if (sidecar) c.restart_policy = "Always";
+    return c;
+  };
+  std::vector<Case> cases;
+  {
+    kube::Pod p = MakePod("plain-init", {{"cpu", "4"}});
+    p.spec.init_containers = {init("2", false)};
+    cases.push_back({"a plain init container counts as a max", p, 4000});
+  }
+  {
+    kube::Pod p = MakePod("sidecar", {{"cpu", "4"}});
+    p.spec.init_containers = {init("2", true)};
+    cases.push_back({"a sidecar adds to the containers' sum", p, 6000});
+  }
+  {
+    // sidecar 1 then init 5: the init container runs beside the sidecar (6); main 2 + 1 = 3.
+    kube::Pod p = MakePod("init-after-sidecar", {{"cpu", "2"}});
+    p.spec.init_containers = {init("1", true), init("5", false)};
+    cases.push_back({"an init container after a sidecar needs both", p, 6000});
+  }
+  {
+    // init 5 first (no sidecar yet): 5; then sidecar 1; main 2 + 1 = 3 -> 5.
+    kube::Pod p = MakePod("init-before-sidecar", {{"cpu", "2"}});
+    p.spec.init_containers = {init("5", false), init("1", true)};
+    cases.push_back({"an init container before a sidecar needs itself", p, 5000});
+  }
+  {
+    kube::Pod p = MakePod("pod-level", {{"cpu", "1"}});
+    p.spec.resources.requests = {{"cpu", "3"}};
+    p.spec.overhead = {{"cpu", "250m"}};
+    cases.push_back({"pod-level resources replace the containers', overhead adds", p, 3250});
+  }
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    Result<std::map<std::string, std::int64_t>> r = PodRequests(c.pod);
+    ASSERT_TRUE(r) << r.error().message;
+    EXPECT_EQ(r->at("cpu"), c.want_cpu_milli);
+  }
 }
 
 TEST(ExcludedNodesTest, RequiredNodeAffinity) {

@@ -24,12 +24,14 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <boost/asio/awaitable.hpp>
 
@@ -52,7 +54,9 @@ struct ResourceRef {
   std::string name;
   std::string subresource;  // "status", "binding", "eviction"
 
-  // "/api/v1/namespaces/ns/pods/name/status" (names are percent-encoded).
+  // "/api/v1/namespaces/ns/pods/name/status" (names are percent-encoded). With an empty
+  // resource, the group version ("/apis/policy/v1"); with an empty version too, the group
+  // ("/apis/policy"): discovery documents.
   [[nodiscard]] std::string Path() const;
   [[nodiscard]] ResourceRef WithName(std::string n) const;
   [[nodiscard]] ResourceRef WithNamespace(std::string ns) const;
@@ -118,6 +122,12 @@ class Client {
   // request fails (410 -> kGone, ...) or `on_line` returns false (returns success).
   [[nodiscard]] virtual boost::asio::awaitable<Result<void>> Watch(
       ResourceRef ref, ListOptions options, std::function<bool(std::string_view)> on_line) = 0;
+
+  // Discovery: the versions the server serves of API group `group` (GET /apis/<group>, an
+  // APIGroup), in the server's order (preferred first). kNotFound when the group is not served.
+  // The production client asks once and keeps a successful answer; this default asks each time.
+  [[nodiscard]] virtual boost::asio::awaitable<Result<std::vector<std::string>>> GroupVersions(
+      std::string group);
 };
 
 struct ClientOptions {
@@ -125,6 +135,12 @@ struct ClientOptions {
   std::chrono::seconds max_retry_after{30};  // longest Retry-After honoured
   std::chrono::milliseconds default_retry_after{1000};  // 429 without Retry-After
   std::chrono::seconds watch_idle_timeout{0};           // 0: timeoutSeconds + 60 s, or 10 min
+  // Largest LIST reply (a LIST with resourceVersion "0" is served unpaged from the watch cache);
+  // other replies are bounded by the HttpClient's body_limit (64 MiB by default).
+  std::size_t max_list_body = std::size_t{1} << 30;
+  // Longest watch event line; a longer one (or a line that never ends) fails the watch with
+  // kInternal ("over the limit") so that the caller relists, instead of growing a buffer.
+  std::size_t max_watch_line = std::size_t{16} << 20;
 };
 
 // The production Client over `http` (which it does not own and which must outlive it).
@@ -214,7 +230,8 @@ template <typename T>
 [[nodiscard]] boost::asio::awaitable<Result<void>> BindPod(Client& client, std::string ns,
                                                            std::string name, std::string uid,
                                                            std::string node);
-// POST pods/{name}/eviction (policy/v1beta1).
+// POST pods/{name}/eviction: policy/v1 when the server's discovery (GroupVersions("policy"))
+// offers it, else policy/v1beta1 (servers before 1.22).
 [[nodiscard]] boost::asio::awaitable<Result<void>> EvictPod(Client& client, std::string ns,
                                                             std::string name,
                                                             DeleteOptions options);

@@ -1,7 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <algorithm>
 #include <charconv>
+#include <map>
 #include <utility>
+#include <vector>
+
+#include <boost/json.hpp>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -32,7 +36,13 @@ std::string PercentEncode(std::string_view s) {
 }
 
 std::string ResourceRef::Path() const {
-  std::string p = group.empty() ? "/api/" + version : "/apis/" + group + "/" + version;
+  std::string p = group.empty() ? "/api/" + version : "/apis/" + group;
+  if (!group.empty() && !version.empty()) {
+    p += "/" + version;
+  }
+  if (resource.empty()) {
+    return p;  // a discovery document
+  }
   if (!namespace_.empty()) {
     p += "/namespaces/" + PercentEncode(namespace_);
   }
@@ -156,7 +166,8 @@ class ClientImpl final : public Client {
     std::string q = options.Query(false);
     if (!q.empty()) target += "?" + q;
     std::string what = "list " + ref.Path();
-    co_return co_await Do(net::Method::kGet, std::move(target), "", "", std::move(what));
+    co_return co_await Do(net::Method::kGet, std::move(target), "", "", std::move(what),
+                          options_.max_list_body);
   }
 
   asio::awaitable<Result<std::string>> Create(ResourceRef ref, std::string body) override {
@@ -209,6 +220,7 @@ class ClientImpl final : public Client {
       }
       int status = 0;
       bool stopped = false;
+      bool overlong = false;
       std::string error_body;
       std::string pending;  // a line not yet complete
       auto on_headers = [&](const net::HttpResponse& head) {
@@ -223,6 +235,11 @@ class ClientImpl final : public Client {
         std::size_t start = 0;
         for (;;) {
           std::size_t nl = piece.find('\n', start);
+          const std::size_t part = (nl == std::string_view::npos ? piece.size() : nl) - start;
+          if (pending.size() + part > options_.max_watch_line) {
+            overlong = true;  // a line that never ends, or an event no apiserver sends
+            return false;
+          }
           if (nl == std::string_view::npos) {
             pending.append(piece.substr(start));
             return true;
@@ -247,6 +264,11 @@ class ClientImpl final : public Client {
       if (stopped) {
         co_return Result<void>{};
       }
+      if (overlong) {
+        co_return MakeError(ErrorCode::kInternal, what + ": an event line is over the limit of " +
+                                                      std::to_string(options_.max_watch_line) +
+                                                      " bytes; the watch was dropped");
+      }
       if (!r) {
         co_return tl::unexpected(r.error());
       }
@@ -267,6 +289,17 @@ class ClientImpl final : public Client {
     }
   }
 
+  asio::awaitable<Result<std::vector<std::string>>> GroupVersions(std::string group) override {
+    if (auto it = group_versions_.find(group); it != group_versions_.end()) {
+      co_return it->second;
+    }
+    Result<std::vector<std::string>> versions = co_await Client::GroupVersions(group);
+    if (versions) {
+      group_versions_[group] = *versions;
+    }
+    co_return versions;
+  }
+
  private:
   static bool DeliverLine(std::string_view line, const std::function<bool(std::string_view)>& f) {
     while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.remove_suffix(1);
@@ -284,7 +317,8 @@ class ClientImpl final : public Client {
   }
 
   asio::awaitable<Result<std::string>> Do(net::Method method, std::string target, std::string body,
-                                          std::string content_type, std::string what) {
+                                          std::string content_type, std::string what,
+                                          std::size_t body_limit = 0) {
     int throttled = 0;
     bool reauthed = false;
     for (;;) {
@@ -292,6 +326,7 @@ class ClientImpl final : public Client {
       req.method = method;
       req.target = target;
       req.body = body;
+      req.body_limit = body_limit;
       if (!content_type.empty()) req.headers.push_back({"Content-Type", content_type});
       if (auto auth = AuthHeaders(req); !auth) {
         co_return tl::unexpected(auth.error());
@@ -328,6 +363,7 @@ class ClientImpl final : public Client {
   net::HttpClient& http_;
   std::shared_ptr<TokenSource> token_;
   ClientOptions options_;
+  std::map<std::string, std::vector<std::string>> group_versions_;  // discovery, by group
 };
 
 asio::awaitable<Result<void>> Discard(asio::awaitable<Result<std::string>> op) {
@@ -363,9 +399,45 @@ asio::awaitable<Result<void>> BindPod(Client& client, std::string ns, std::strin
   co_return co_await Discard(client.Create(std::move(ref), std::move(body)));
 }
 
+asio::awaitable<Result<std::vector<std::string>>> Client::GroupVersions(std::string group) {
+  ResourceRef ref;
+  ref.group = group;
+  ref.version.clear();
+  Result<std::string> body = co_await Get(std::move(ref));
+  if (!body) {
+    co_return tl::unexpected(body.error());
+  }
+  // An APIGroup: {"kind":"APIGroup","name":"policy","versions":[{"groupVersion":"policy/v1",
+  // "version":"v1"},...],"preferredVersion":{...}}.
+  boost::system::error_code ec;
+  boost::json::value doc = boost::json::parse(*body, ec);
+  const boost::json::object* obj = ec ? nullptr : doc.if_object();
+  if (obj == nullptr) {
+    co_return MakeError(ErrorCode::kInternal, "discovery of API group " + group + ": not JSON");
+  }
+  std::vector<std::string> out;
+  if (const boost::json::value* versions = obj->if_contains("versions");
+      versions != nullptr && versions->is_array()) {
+    for (const boost::json::value& v : versions->get_array()) {
+      const boost::json::object* o = v.if_object();
+      const boost::json::value* name = o ? o->if_contains("version") : nullptr;
+      if (name != nullptr && name->is_string()) {
+        out.emplace_back(name->get_string());
+      }
+    }
+  }
+  co_return out;
+}
+
 asio::awaitable<Result<void>> EvictPod(Client& client, std::string ns, std::string name,
                                        DeleteOptions options) {
-  std::string body = EncodeEviction(ns, name, options);
+  Result<std::vector<std::string>> versions = co_await client.GroupVersions("policy");
+  if (!versions && versions.error().code != ErrorCode::kNotFound) {
+    co_return tl::unexpected(versions.error());
+  }
+  const bool v1 =
+      versions && std::find(versions->begin(), versions->end(), "v1") != versions->end();
+  std::string body = EncodeEviction(ns, name, options, v1 ? "policy/v1" : "policy/v1beta1");
   ResourceRef ref = PodsRef(std::move(ns)).WithName(std::move(name)).WithSubresource("eviction");
   co_return co_await Discard(client.Create(std::move(ref), std::move(body)));
 }

@@ -56,6 +56,8 @@ class ClientTest : public ::testing::Test {
 
 TEST(ResourceRef, Paths) {
   EXPECT_EQ(PodsRef().Path(), "/api/v1/pods");
+  EXPECT_EQ((ResourceRef{.group = "policy", .version = ""}).Path(), "/apis/policy");
+  EXPECT_EQ((ResourceRef{.group = "policy", .version = "v1"}).Path(), "/apis/policy/v1");
   EXPECT_EQ(PodsRef("ns").WithName("p").WithSubresource("binding").Path(),
             "/api/v1/namespaces/ns/pods/p/binding");
   EXPECT_EQ(NodesRef().WithName("n1").WithSubresource("status").Path(), "/api/v1/nodes/n1/status");
@@ -209,6 +211,9 @@ TEST_F(ClientTest, RereadsTokenFileOn401) {
 
 TEST_F(ClientTest, WritesUseTheRightMethodsAndContentTypes) {
   Start([](const FakeRequest& r) {
+    if (r.target == "/apis/policy") {
+      return HttpReply(404, StatusBody(404, "NotFound", "not found"));
+    }
     return HttpReply(r.method == "POST" ? 201 : 200,
                      R"({"metadata":{"name":"p","namespace":"ns"}})");
   });
@@ -229,7 +234,7 @@ TEST_F(ClientTest, WritesUseTheRightMethodsAndContentTypes) {
   ASSERT_TRUE(RunSync(io_, CreatePod(*client_, pod)));
 
   const auto& reqs = server_->requests();
-  ASSERT_EQ(reqs.size(), 7u);
+  ASSERT_EQ(reqs.size(), 8u);
   EXPECT_EQ(reqs[0].method, "POST");
   EXPECT_EQ(reqs[0].target, "/api/v1/namespaces/ns/pods/p/binding");
   boost::json::value binding = boost::json::parse(reqs[0].body);
@@ -245,9 +250,10 @@ TEST_F(ClientTest, WritesUseTheRightMethodsAndContentTypes) {
   boost::json::value del = boost::json::parse(reqs[4].body);
   EXPECT_EQ(del.at("preconditions").at("uid"), "uid-9");
   EXPECT_EQ(del.at("gracePeriodSeconds"), 0);
-  EXPECT_EQ(reqs[5].target, "/api/v1/namespaces/ns/pods/p/eviction");
-  EXPECT_EQ(reqs[6].target, "/api/v1/namespaces/ns/pods");
-  EXPECT_EQ(reqs[6].Header("Content-Type"), "application/json");
+  EXPECT_EQ(reqs[5].target, "/apis/policy");  // discovery for the eviction's version
+  EXPECT_EQ(reqs[6].target, "/api/v1/namespaces/ns/pods/p/eviction");
+  EXPECT_EQ(reqs[7].target, "/api/v1/namespaces/ns/pods");
+  EXPECT_EQ(reqs[7].Header("Content-Type"), "application/json");
 }
 
 TEST_F(ClientTest, ListAllFollowsContinueAndRestartsOnExpiredToken) {
@@ -311,6 +317,85 @@ TEST_F(ClientTest, WatchDeliversLinesAcrossChunksAndMapsHttp410) {
   ASSERT_FALSE(gone);
   EXPECT_EQ(gone.error().code, ErrorCode::kGone);
   EXPECT_EQ(gone.error().http_status, 410);
+}
+
+TEST_F(ClientTest, AWatchLineThatNeverEndsFailsTheWatch) {
+  // One good event, then a line that never ends: chunk after chunk without a newline.
+  std::string out = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
+  auto chunk = [&](std::string_view s) {
+    char size[16];
+    std::snprintf(size, sizeof size, "%zx\r\n", s.size());
+    out += size;
+    out += s;
+    out += "\r\n";
+  };
+  chunk(R"({"type":"ADDED","object":{"metadata":{"name":"a","resourceVersion":"2"}}})"
+        "\n");
+  chunk(R"({"type":"ADDED","object":{"metadata":{"name":")");
+  const std::string filler(4096, 'z');
+  for (int i = 0; i < 64; ++i) {  // 256 KiB, four times the limit below
+    chunk(filler);
+  }
+  Start(
+      [&](const FakeRequest&) {
+        return FakeReply{out, false, {}};
+      },
+      std::make_shared<TokenSource>(TokenSource::Static("tok-123")), {.max_watch_line = 64 * 1024});
+  std::vector<std::string> lines;
+  Result<void> r = RunSync(io_, client_->Watch(PodsRef(), {}, [&](std::string_view l) {
+    lines.emplace_back(l);
+    return true;
+  }));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::kInternal);
+  EXPECT_NE(r.error().message.find("over the limit"), std::string::npos) << r.error().message;
+  EXPECT_EQ(lines.size(), 1u);  // the good event came through
+  EXPECT_EQ(ClientOptions{}.max_watch_line, std::size_t{16} << 20);
+}
+
+TEST_F(ClientTest, EvictionUsesPolicyV1WhereDiscoveryOffersIt) {
+  // /apis/policy as a current apiserver answers it (APIGroup), then as 1.20 does.
+  const std::string current =
+      R"({"kind":"APIGroup","apiVersion":"v1","name":"policy","versions":[)"
+      R"({"groupVersion":"policy/v1","version":"v1"},{"groupVersion":"policy/v1beta1","version":"v1beta1"}],)"
+      R"("preferredVersion":{"groupVersion":"policy/v1","version":"v1"}})";
+  const std::string old =
+      R"({"kind":"APIGroup","apiVersion":"v1","name":"policy","versions":[)"
+      R"({"groupVersion":"policy/v1beta1","version":"v1beta1"}],)"
+      R"("preferredVersion":{"groupVersion":"policy/v1beta1","version":"v1beta1"}})";
+  for (bool v1 : {true, false}) {
+    SCOPED_TRACE(v1 ? "current server" : "1.20 server");
+    Start([&](const FakeRequest& r) {
+      if (r.method == "GET" && r.target == "/apis/policy") {
+        return HttpReply(200, v1 ? current : old);
+      }
+      return HttpReply(201, R"({"kind":"Status","apiVersion":"v1","status":"Success"})");
+    });
+    ASSERT_TRUE(RunSync(io_, EvictPod(*client_, "ns", "p", {})));
+    ASSERT_TRUE(RunSync(io_, EvictPod(*client_, "ns", "q", {})));
+    const auto& reqs = server_->requests();
+    ASSERT_EQ(reqs.size(), 3u) << "discovery is asked once";
+    EXPECT_EQ(reqs[0].target, "/apis/policy");
+    EXPECT_EQ(reqs[1].target, "/api/v1/namespaces/ns/pods/p/eviction");
+    boost::json::value body = boost::json::parse(reqs[1].body);
+    EXPECT_EQ(body.at("apiVersion"), v1 ? "policy/v1" : "policy/v1beta1");
+    EXPECT_EQ(body.at("kind"), "Eviction");
+    EXPECT_EQ(body.at("metadata").at("name"), "p");
+  }
+  // A server without the group: v1beta1 (and an error of discovery other than 404 is returned).
+  Start([&](const FakeRequest& r) {
+    if (r.target == "/apis/policy") {
+      return HttpReply(404, StatusBody(404, "NotFound", "the server could not find it"));
+    }
+    return HttpReply(201, "{}");
+  });
+  ASSERT_TRUE(RunSync(io_, EvictPod(*client_, "ns", "p", {})));
+  EXPECT_EQ(boost::json::parse(server_->requests().back().body).at("apiVersion"), "policy/v1beta1");
+  Start([&](const FakeRequest&) { return HttpReply(403, StatusBody(403, "Forbidden", "no")); });
+  Result<void> denied = RunSync(io_, EvictPod(*client_, "ns", "p", {}));
+  ASSERT_FALSE(denied);
+  EXPECT_EQ(denied.error().code, ErrorCode::kPermissionDenied);
+  EXPECT_EQ(server_->requests().size(), 1u);
 }
 
 TEST_F(ClientTest, WatchCutMidChunkIsAnError) {

@@ -247,6 +247,14 @@ error_code ReadConditions(od::value v, std::vector<Condition>& out) {
   });
 }
 
+error_code ReadResources(od::value v, ResourceRequirements& r) {
+  return ForEachField(v, [&](std::string_view rk, od::value rv) -> error_code {
+    if (rk == "requests") return ReadResourceList(rv, r.requests);
+    if (rk == "limits") return ReadResourceList(rv, r.limits);
+    return SUCCESS;
+  });
+}
+
 error_code ReadContainers(od::value v, std::vector<Container>& out) {
   out.clear();
   return ForEachElement(v, [&](od::value e) -> error_code {
@@ -254,13 +262,8 @@ error_code ReadContainers(od::value v, std::vector<Container>& out) {
     SB_JSON_TRY(ForEachField(e, [&](std::string_view k, od::value val) -> error_code {
       if (k == "name") return ReadString(val, c.name);
       if (k == "image") return ReadString(val, c.image);
-      if (k == "resources") {
-        return ForEachField(val, [&](std::string_view rk, od::value rv) -> error_code {
-          if (rk == "requests") return ReadResourceList(rv, c.resources.requests);
-          if (rk == "limits") return ReadResourceList(rv, c.resources.limits);
-          return SUCCESS;
-        });
-      }
+      if (k == "resources") return ReadResources(val, c.resources);
+      if (k == "restartPolicy") return ReadString(val, c.restart_policy);
       return SUCCESS;
     }));
     out.push_back(std::move(c));
@@ -336,6 +339,7 @@ error_code ReadPodSpec(od::value v, PodSpec& s) {
     if (k == "nodeSelector") return ReadStringMap(val, s.node_selector);
     if (k == "affinity") return ReadAffinity(val, s.required_node_affinity);
     if (k == "overhead") return ReadResourceList(val, s.overhead);
+    if (k == "resources") return ReadResources(val, s.resources);
     return SUCCESS;
   });
 }
@@ -820,6 +824,7 @@ bj::array ContainersJson(const std::vector<Container>& cs) {
     bj::object o;
     o["name"] = c.name;
     PutIf(o, "image", c.image);
+    PutIf(o, "restartPolicy", c.restart_policy);
     bj::object res;
     if (!c.resources.requests.empty()) res["requests"] = StringMapJson(c.resources.requests);
     if (!c.resources.limits.empty()) res["limits"] = StringMapJson(c.resources.limits);
@@ -881,6 +886,12 @@ bj::object PodSpecJson(const PodSpec& s) {
                         {{"nodeSelectorTerms", std::move(terms)}}}}}};
   }
   if (!s.overhead.empty()) o["overhead"] = StringMapJson(s.overhead);
+  if (!s.resources.requests.empty() || !s.resources.limits.empty()) {
+    bj::object res;
+    if (!s.resources.requests.empty()) res["requests"] = StringMapJson(s.resources.requests);
+    if (!s.resources.limits.empty()) res["limits"] = StringMapJson(s.resources.limits);
+    o["resources"] = std::move(res);
+  }
   return o;
 }
 
@@ -1055,10 +1066,10 @@ std::string EncodeDeleteOptions(const DeleteOptions& options) {
   return bj::serialize(DeleteOptionsJson(options));
 }
 
-std::string EncodeEviction(std::string_view ns, std::string_view name,
-                           const DeleteOptions& options) {
+std::string EncodeEviction(std::string_view ns, std::string_view name, const DeleteOptions& options,
+                           std::string_view api_version) {
   bj::object o;
-  o["apiVersion"] = "policy/v1beta1";
+  o["apiVersion"] = api_version;
   o["kind"] = "Eviction";
   o["metadata"] = {{"name", name}, {"namespace", ns}};
   o["deleteOptions"] = DeleteOptionsJson(options);

@@ -73,9 +73,11 @@ struct DeleteOptions {
 };
 [[nodiscard]] std::string EncodeDeleteOptions(const DeleteOptions& options);
 
-// policy/v1beta1 Eviction of `ns/name` (POST pods/{name}/eviction; 1.20 has no policy/v1).
+// An Eviction of `ns/name` (POST pods/{name}/eviction) as `api_version` ("policy/v1", or
+// "policy/v1beta1" for servers before 1.22).
 [[nodiscard]] std::string EncodeEviction(std::string_view ns, std::string_view name,
-                                         const DeleteOptions& options);
+                                         const DeleteOptions& options,
+                                         std::string_view api_version = "policy/v1beta1");
 
 // A JSON merge patch that sets (or, with nullopt, removes) labels and annotations:
 // {"metadata":{"labels":{"a":"1","b":null}}}.

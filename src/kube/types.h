@@ -68,6 +68,7 @@ struct Container {
   std::string name;
   std::string image;
   ResourceRequirements resources;
+  std::string restart_policy;  // init containers: "Always" makes a sidecar; "" otherwise
   bool operator==(const Container&) const = default;
 };
 
@@ -105,6 +106,7 @@ struct PodSpec {
   StringMap node_selector;
   std::vector<NodeSelectorTerm> required_node_affinity;
   ResourceList overhead;
+  ResourceRequirements resources;  // pod-level spec.resources (cpu, memory, hugepages-*)
   bool operator==(const PodSpec&) const = default;
 };
 

@@ -66,7 +66,7 @@ struct Failure {
   bool reused;  // the connection came from the idle pool
 };
 
-Error TransportError(const Endpoint& ep, const Failure& f) {
+Error TransportErrorOf(const Endpoint& ep, const Failure& f) {
   std::string what;
   switch (f.stage) {
     case Stage::kConnect:
@@ -96,6 +96,15 @@ Error TransportError(const Endpoint& ep, const Failure& f) {
   return Error{ErrorCode::kUnavailable, what + f.ec.message(), 0};
 }
 
+Error TransportError(const Endpoint& ep, const Failure& f) {
+  Error e = TransportErrorOf(ep, f);
+  if (f.stage != Stage::kConnect) {
+    e.reason = std::string(kReasonMayHaveBeenProcessed);
+    e.message += " (the request was sent: the server may have processed it)";
+  }
+  return e;
+}
+
 }  // namespace
 
 std::string_view MethodName(Method method) {
@@ -114,6 +123,10 @@ std::string_view MethodName(Method method) {
       return "DELETE";
   }
   return "GET";
+}
+
+bool MayHaveBeenProcessed(const Error& error) {
+  return error.reason == kReasonMayHaveBeenProcessed;
 }
 
 bool IsIdempotent(Method method) {
@@ -395,7 +408,8 @@ struct HttpClient::Impl {
 
   // One exchange on one connection. Returns the response or where it failed.
   asio::awaitable<std::variant<HttpResponse, Failure>> Attempt(
-      const http::request<http::string_body>& req, std::chrono::milliseconds timeout) {
+      const http::request<http::string_body>& req, std::chrono::milliseconds timeout,
+      std::size_t body_limit) {
     ++stats.attempts;
     bool reused = true;
     std::unique_ptr<Connection> conn = TakeIdle();
@@ -416,7 +430,7 @@ struct HttpClient::Impl {
       co_return Failure{Stage::kWrite, ec, reused};
     }
     http::response_parser<http::string_body> parser;
-    parser.body_limit(options.body_limit);
+    parser.body_limit(body_limit);
     if (req.method() == http::verb::head) {
       parser.skip(true);
     }
@@ -539,9 +553,10 @@ asio::awaitable<Result<HttpResponse>> HttpClient::SendRetrying(HttpRequest reque
   const auto timeout = request.timeout.count() > 0 ? request.timeout : d.options.timeout;
   const http::request<http::string_body> req = d.BuildRequest(request);
   const bool idempotent = IsIdempotent(request.method);
+  const std::size_t body_limit = request.body_limit > 0 ? request.body_limit : d.options.body_limit;
   Failure last{Stage::kConnect, {}, false};
   for (int attempt = 0;; ++attempt) {
-    auto outcome = co_await d.Attempt(req, timeout);
+    auto outcome = co_await d.Attempt(req, timeout, body_limit);
     if (auto* res = std::get_if<HttpResponse>(&outcome)) {
       bool retryable_status = res->status == 502 || res->status == 503 || res->status == 504;
       if (!(idempotent && retryable_status && attempt + 1 < d.options.max_attempts)) {
@@ -562,8 +577,13 @@ asio::awaitable<Result<HttpResponse>> HttpClient::SendRetrying(HttpRequest reque
       }
       bool safe = last.stage == Stage::kConnect || idempotent;
       bool timed_out = last.ec == beast::error::timeout;
-      if (!safe || timed_out || attempt + 1 >= d.options.max_attempts) {
-        co_return tl::unexpected(TransportError(d.endpoint, last));
+      bool too_big = last.ec == http::error::body_limit;
+      if (!safe || timed_out || too_big || attempt + 1 >= d.options.max_attempts) {
+        Error e = TransportError(d.endpoint, last);
+        if (too_big) {
+          e.message += "; limit " + std::to_string(body_limit) + " bytes";
+        }
+        co_return tl::unexpected(std::move(e));
       }
     }
     ++d.stats.retries;
@@ -593,7 +613,11 @@ asio::awaitable<Result<int>> HttpClient::Stream(HttpRequest request,
     co_return tl::unexpected(TransportError(d.endpoint, {Stage::kWrite, ec, false}));
   }
   http::response_parser<http::buffer_body> parser;
-  parser.body_limit(boost::none);
+  if (request.body_limit > 0) {
+    parser.body_limit(request.body_limit);
+  } else {
+    parser.body_limit(boost::none);  // a watch runs for minutes; each piece is bounded below
+  }
   std::tie(ec, n) = co_await std::visit(
       [&](auto& s) { return http::async_read_header(s, conn->buffer, parser, kTuple); },
       conn->stream);

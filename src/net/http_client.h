@@ -11,7 +11,15 @@
 // HTTP statuses are not errors here: any complete response is returned as an HttpResponse, and
 // the caller (the Slurm or the Kubernetes client) decides what a status means. An Error is
 // returned only when no complete response arrived: kUnavailable (connect refused, reset, closed
-// mid-reply), kDeadlineExceeded (timeout), kInvalidArgument (bad URL, TLS set-up).
+// mid-reply), kDeadlineExceeded (timeout), kInvalidArgument (bad URL, TLS set-up), kInternal (a
+// response body over the limit). When the failure came after the request was (perhaps partly)
+// written, the server may have received and acted on it: the Error's `reason` is then
+// kReasonMayHaveBeenProcessed (test with MayHaveBeenProcessed()); a POST that timed out waiting
+// for its reply is the typical case. Without that reason nothing reached the server.
+//
+// Memory: a response body is read only up to a limit (ClientOptions::body_limit, 64 MiB, or the
+// request's own body_limit), else the request fails; Stream() hands the body on in pieces of at
+// most 64 KiB and stops after the request's body_limit bytes when one is set.
 //
 // Thread model: loop-confined. Create, use and destroy it on the thread that runs its executor.
 // Several requests may be in flight at once; each takes its own connection.
@@ -61,7 +69,15 @@ struct HttpRequest {
   std::string body;
   // Deadline for the whole exchange (connect, write, read); zero means the client's default.
   std::chrono::milliseconds timeout{0};
+  // Largest response body accepted (Send), or streamed in all (Stream); zero means the client's
+  // default (Send) or no total limit (Stream).
+  std::size_t body_limit = 0;
 };
+
+// Error::reason of a transport failure after the request was written, in whole or in part: the
+// server may have processed it (created the object, submitted the job) although no reply came.
+inline constexpr std::string_view kReasonMayHaveBeenProcessed = "RequestMayHaveBeenProcessed";
+[[nodiscard]] bool MayHaveBeenProcessed(const Error& error);
 
 struct HttpResponse {
   int status = 0;
@@ -106,7 +122,7 @@ struct ClientOptions {
   std::chrono::milliseconds backoff_max{2000};      // and no retry waits longer
   std::size_t max_idle_connections = 16;            // kept for reuse
   std::chrono::milliseconds idle_timeout{20000};    // an idle connection older is closed
-  std::size_t body_limit = std::size_t{1} << 30;    // largest response body accepted
+  std::size_t body_limit = std::size_t{64} << 20;   // largest response body accepted
   TlsOptions tls;                                   // used for https only
 };
 

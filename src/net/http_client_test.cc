@@ -147,6 +147,84 @@ TEST_F(HttpClientTest, ReplyCutMidBodyIsUnavailableAndOnlyIdempotentRequestsRetr
   EXPECT_EQ(server.requests().size(), 4u) << "a POST that reached the server is never resent";
 }
 
+TEST_F(HttpClientTest, AnOutcomeThatMayHaveHappenedIsMarked) {
+  // The reply is cut after the request was sent: the server may have acted on it.
+  FakeHttpServer cut(io_, [](const FakeRequest&) {
+    return FakeReply{"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{\"job_id\":", true, {}};
+  });
+  auto client = Client(cut.url(), {.max_attempts = 1});
+  Result<HttpResponse> post = Send(*client, {.method = Method::kPost, .target = "/job/submit"});
+  ASSERT_FALSE(post.has_value());
+  EXPECT_TRUE(MayHaveBeenProcessed(post.error())) << post.error().ToString();
+  EXPECT_EQ(post.error().reason, kReasonMayHaveBeenProcessed);
+  EXPECT_NE(post.error().message.find("may have processed"), std::string::npos);
+
+  // No reply in time: the same.
+  FakeHttpServer slow(io_, [](const FakeRequest&) {
+    FakeReply r = HttpReply(200, "late");
+    r.delay = std::chrono::milliseconds(2000);
+    return r;
+  });
+  auto slow_client = Client(slow.url());
+  Result<HttpResponse> timed_out = Send(
+      *slow_client,
+      {.method = Method::kPost, .target = "/job/submit", .timeout = std::chrono::milliseconds(50)});
+  ASSERT_FALSE(timed_out.has_value());
+  EXPECT_EQ(timed_out.error().code, ErrorCode::kDeadlineExceeded);
+  EXPECT_TRUE(MayHaveBeenProcessed(timed_out.error()));
+
+  // Nothing reached a server that was not there.
+  std::uint16_t port = 0;
+  {
+    FakeHttpServer closed(io_, [](const FakeRequest&) { return HttpReply(200, ""); });
+    port = closed.port();
+  }
+  auto gone = Client("http://127.0.0.1:" + std::to_string(port), {.max_attempts = 1});
+  Result<HttpResponse> refused = Send(*gone, {.method = Method::kPost, .target = "/job/submit"});
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_FALSE(MayHaveBeenProcessed(refused.error())) << refused.error().ToString();
+}
+
+TEST_F(HttpClientTest, ResponseBodiesAreBounded) {
+  EXPECT_EQ(ClientOptions{}.body_limit, std::size_t{64} << 20);
+  const std::string big(2 << 20, 'x');
+  FakeHttpServer server(io_, [&](const FakeRequest&) { return HttpReply(200, big, "text/plain"); });
+  auto client = Client(server.url(), {.max_attempts = 3, .body_limit = std::size_t{1} << 20});
+  Result<HttpResponse> r = Send(*client, {.target = "/jobs/"});
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code, ErrorCode::kInternal);
+  EXPECT_NE(r.error().message.find("over the size limit"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find(std::to_string(std::size_t{1} << 20)), std::string::npos)
+      << r.error().message;
+  EXPECT_EQ(server.requests().size(), 1u) << "an over-long reply is not fetched again";
+  // A request may allow more.
+  Result<HttpResponse> ok = Send(*client, {.target = "/jobs/", .body_limit = std::size_t{4} << 20});
+  ASSERT_TRUE(ok.has_value()) << ok.error().ToString();
+  EXPECT_EQ(ok->body.size(), big.size());
+}
+
+TEST_F(HttpClientTest, AStreamStopsAtItsBodyLimit) {
+  // A chunked body that never ends: 1 KiB chunks for ever (as far as the client can tell).
+  std::string bytes = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
+  const std::string chunk = "400\r\n" + std::string(1024, 'y') + "\r\n";
+  for (int i = 0; i < 300; ++i) {
+    bytes += chunk;
+  }
+  FakeHttpServer server(io_, [&](const FakeRequest&) { return FakeReply{bytes, false, {}}; });
+  auto client = Client(server.url());
+  std::size_t got = 0;
+  Result<int> r = RunSync(io_, client->Stream(
+                                   {.target = "/watch", .body_limit = 64 * 1024},
+                                   [](const HttpResponse&) { return true; },
+                                   [&](std::string_view data) {
+                                     got += data.size();
+                                     return true;
+                                   }));
+  ASSERT_FALSE(r.has_value());
+  EXPECT_NE(r.error().message.find("over the size limit"), std::string::npos) << r.error().message;
+  EXPECT_LE(got, std::size_t{64} * 1024);
+}
+
 TEST_F(HttpClientTest, RetriesIdempotentRequestsOn503ButNotPosts) {
   int calls = 0;
   FakeHttpServer server(io_, [&](const FakeRequest&) {

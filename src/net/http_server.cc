@@ -156,6 +156,8 @@ struct ServerState {
   std::map<std::string, Handler, std::less<>> routes;
   std::optional<tcp::acceptor> acceptor;
   std::set<std::shared_ptr<ServerConn>> conns;
+  std::map<asio::ip::address, std::size_t> per_ip;  // open connections by client address
+  std::optional<asio::steady_timer> slot_freed;     // woken when a connection ends
   ServerStats stats;
   std::uint16_t port = 0;
   bool listening = false;
@@ -278,8 +280,17 @@ asio::awaitable<void> Serve(ImplPtr d, std::shared_ptr<ServerConn> c, Stream& st
     http::request_parser<http::string_body> parser;
     parser.body_limit(d->options.body_limit);
     parser.header_limit(static_cast<std::uint32_t>(d->options.header_limit));
-    beast::get_lowest_layer(stream).expires_after(first ? d->options.read_timeout
-                                                        : d->options.idle_timeout);
+    if (!first && buffer.size() == 0) {
+      // Keep-alive: wait (idle_timeout) for the next request's first byte; its headers then get
+      // header_timeout like the first request's.
+      beast::get_lowest_layer(stream).expires_after(d->options.idle_timeout);
+      auto [ec, n] = co_await stream.async_read_some(buffer.prepare(4096), kTuple);
+      if (ec) {
+        co_return;
+      }
+      buffer.commit(n);
+    }
+    beast::get_lowest_layer(stream).expires_after(d->options.header_timeout);
     auto [ec, n] = co_await http::async_read_header(stream, buffer, parser, kTuple);
     if (ec) {
       if (IsParseError(ec)) {
@@ -356,8 +367,20 @@ asio::awaitable<void> Serve(ImplPtr d, std::shared_ptr<ServerConn> c, Stream& st
   }
 }
 
+// Forgets one connection from `addr`, and wakes an accept loop that waits for a free slot.
+void ConnectionEnded(const ImplPtr& d, const std::shared_ptr<ServerConn>& c,
+                     const asio::ip::address& addr) {
+  d->conns.erase(c);
+  if (auto it = d->per_ip.find(addr); it != d->per_ip.end() && --it->second == 0) {
+    d->per_ip.erase(it);
+  }
+  if (d->slot_freed) {
+    d->slot_freed->cancel();
+  }
+}
+
 asio::awaitable<void> Session(ImplPtr d, std::shared_ptr<ServerConn> c, tcp::socket socket,
-                              std::shared_ptr<asio::ssl::context> tls) {
+                              std::shared_ptr<asio::ssl::context> tls, asio::ip::address addr) {
   std::string remote = PeerName(socket);
   beast::error_code ignored;
   socket.set_option(tcp::no_delay(true), ignored);
@@ -371,7 +394,7 @@ asio::awaitable<void> Session(ImplPtr d, std::shared_ptr<ServerConn> c, tcp::soc
     } else {
       beast::ssl_stream<beast::tcp_stream> stream(beast::tcp_stream(std::move(socket)), *tls);
       c->tcp = &beast::get_lowest_layer(stream);
-      beast::get_lowest_layer(stream).expires_after(d->options.read_timeout);
+      beast::get_lowest_layer(stream).expires_after(d->options.header_timeout);
       auto [ec] = co_await stream.async_handshake(asio::ssl::stream_base::server, kTuple);
       if (ec) {
         spdlog::debug("{}: TLS handshake with {} failed: {}", d->options.name, remote,
@@ -386,11 +409,18 @@ asio::awaitable<void> Session(ImplPtr d, std::shared_ptr<ServerConn> c, tcp::soc
     c->tcp = nullptr;
     spdlog::error("{}: connection from {} failed: {}", d->options.name, remote, e.what());
   }
-  d->conns.erase(c);
+  ConnectionEnded(d, c, addr);
 }
 
 asio::awaitable<void> AcceptLoop(ImplPtr d) {
+  d->slot_freed.emplace(d->executor);
   while (!d->stopping) {
+    if (d->conns.size() >= d->options.max_connections) {
+      // Back-pressure: leave further clients in the listen backlog until a connection ends.
+      d->slot_freed->expires_after(std::chrono::seconds(1));
+      co_await d->slot_freed->async_wait(kTuple);
+      continue;
+    }
     auto [ec, socket] = co_await d->acceptor->async_accept(kTuple);
     if (d->stopping) {
       break;
@@ -406,19 +436,31 @@ asio::awaitable<void> AcceptLoop(ImplPtr d) {
       continue;
     }
     ++d->stats.connections_accepted;
-    if (d->conns.size() >= d->options.max_connections) {
-      spdlog::warn("{}: {} connections open, refusing one more", d->options.name, d->conns.size());
+    beast::error_code aec;
+    asio::ip::address addr = socket.remote_endpoint(aec).address();
+    if (aec) {
+      continue;  // the client is gone already
+    }
+    if (addr.is_v6() && addr.to_v6().is_v4_mapped()) {
+      addr = asio::ip::make_address_v4(asio::ip::v4_mapped, addr.to_v6());
+    }
+    std::size_t& from_addr = d->per_ip[addr];
+    if (d->options.max_connections_per_ip > 0 && from_addr >= d->options.max_connections_per_ip) {
+      ++d->stats.refused_per_ip;
+      spdlog::warn("{}: {} connections open from {}, refusing one more", d->options.name, from_addr,
+                   addr.to_string());
       beast::error_code ignored;
       socket.close(ignored);
       continue;
     }
+    ++from_addr;
     std::shared_ptr<asio::ssl::context> tls;
     if (d->tls_enabled) {
       tls = d->TlsForNewConnection();
     }
     auto conn = std::make_shared<ServerConn>();
     d->conns.insert(conn);
-    asio::co_spawn(d->executor, Session(d, conn, std::move(socket), std::move(tls)),
+    asio::co_spawn(d->executor, Session(d, conn, std::move(socket), std::move(tls), addr),
                    asio::detached);
   }
 }
@@ -550,6 +592,9 @@ void HttpServer::Stop() {
   if (d.acceptor) {
     d.acceptor->cancel(ignored);
     d.acceptor->close(ignored);
+  }
+  if (d.slot_freed) {
+    d.slot_freed->cancel();
   }
   for (const auto& c : d.conns) {
     if (!c->busy && c->tcp != nullptr) {

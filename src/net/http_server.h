@@ -6,8 +6,12 @@
 // probes and metrics (plain). Requests are routed by exact path (the query is ignored for
 // routing); a handler is a coroutine that turns one request into one response.
 //
-// What it does for every connection: keep-alive (until the client or Stop() ends it), a deadline
-// for reading each request and for writing each response, an idle limit between requests, a body
+// What it does for every connection: keep-alive (until the client or Stop() ends it), a short
+// deadline for the TLS handshake and for each request's headers (counted from its first byte;
+// slow clients, "slowloris", are dropped), a deadline for the body and for writing each response,
+// an idle limit between requests, at most `max_connections_per_ip` connections from one client
+// address (more are closed at once) and `max_connections` in all (more wait in the listen
+// backlog until one closes), a body
 // limit (over it: 413, then the connection is closed), 400 for requests that do not parse, 431
 // for oversized headers, 404 for an unknown path, 500 when a handler throws, and
 // `Expect: 100-continue`. With TLS, the certificate and key files are re-read when either file
@@ -71,10 +75,12 @@ struct ServerOptions {
   std::chrono::milliseconds tls_reload_interval{5000};
   std::size_t body_limit = std::size_t{4} << 20;     // larger bodies are answered 413
   std::size_t header_limit = std::size_t{16} << 10;  // larger headers are answered 431
-  std::chrono::milliseconds read_timeout{30000};     // to read one request (TLS handshake too)
+  std::chrono::milliseconds header_timeout{5000};    // TLS handshake; one request's headers
+  std::chrono::milliseconds read_timeout{30000};     // to read one request's body
   std::chrono::milliseconds write_timeout{30000};    // to write one response
   std::chrono::milliseconds idle_timeout{90000};     // between two requests on a connection
-  std::size_t max_connections = 1024;                // more are closed at once
+  std::size_t max_connections = 1024;                // more wait to be accepted
+  std::size_t max_connections_per_ip = 64;           // more from one address are closed at once
   std::string name = "http";                         // for log lines: "webhook", "health"
 };
 
@@ -84,6 +90,7 @@ struct ServerStats {
   std::uint64_t requests = 0;
   std::uint64_t tls_reloads = 0;  // successful reloads after the first load
   std::uint64_t tls_reload_failures = 0;
+  std::uint64_t refused_per_ip = 0;  // closed at once: too many from one client address
 };
 
 class HttpServer {

@@ -12,9 +12,11 @@
 
 #include <gtest/gtest.h>
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 
@@ -95,6 +97,48 @@ asio::awaitable<std::string> ExpectContinue(std::uint16_t port) {
     }
   }
   co_return out;
+}
+
+// A client that never finishes its headers: connects from `source` (a loopback address), sends
+// a request line, then one header byte at a time, `*gap` apart, until the server closes the
+// connection (true) or `*stop` is set (false).
+asio::awaitable<bool> Slowloris(std::uint16_t port, std::string source,
+                                std::chrono::milliseconds gap, const bool* stop) {
+  auto ex = co_await asio::this_coro::executor;
+  tcp::socket s(ex);
+  s.open(tcp::v4());
+  s.bind(tcp::endpoint(asio::ip::make_address(source), 0));
+  co_await s.async_connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port),
+                           asio::use_awaitable);
+  std::string head = "GET /echo HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+  auto [wec, wn] =
+      co_await asio::async_write(s, asio::buffer(head), asio::as_tuple(asio::use_awaitable));
+  if (wec) {
+    co_return true;
+  }
+  asio::steady_timer t(ex);
+  while (!*stop) {
+    t.expires_after(gap);
+    co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+    // The server closing shows as an error on a write (reset) or on a peek of the socket.
+    auto [ec, n] =
+        co_await asio::async_write(s, asio::buffer("a", 1), asio::as_tuple(asio::use_awaitable));
+    if (ec) {
+      co_return true;
+    }
+    s.non_blocking(true);
+    char byte = 0;
+    boost::system::error_code rec;
+    std::size_t got = s.receive(asio::buffer(&byte, 1), asio::socket_base::message_peek, rec);
+    s.non_blocking(false);
+    if ((!rec && got == 0) || (rec && rec != asio::error::would_block)) {
+      co_return true;  // EOF or reset: the server closed the connection
+    }
+    if (!rec && got > 0) {
+      co_return true;  // the server answered (408/400) and will close
+    }
+  }
+  co_return false;
 }
 
 class HttpServerTest : public ::testing::Test {
@@ -259,6 +303,68 @@ TEST_F(HttpServerTest, StopClosesIdleConnectionsAndTheListener) {
   Result<HttpResponse> after = Send(*client, req);
   ASSERT_FALSE(after.has_value());
   EXPECT_EQ(after.error().code, ErrorCode::kUnavailable);
+}
+
+TEST_F(HttpServerTest, ASlowClientIsDroppedByTheHeaderDeadline) {
+  ServerOptions opts{.bind_address = "127.0.0.1:0"};
+  opts.header_timeout = std::chrono::milliseconds(100);
+  opts.read_timeout = std::chrono::hours(1);  // only the header deadline can end it
+  opts.idle_timeout = std::chrono::hours(1);
+  HttpServer server(io_.get_executor(), opts);
+  server.Route("/echo", Echo);
+  ASSERT_TRUE(server.Start().has_value());
+  bool stop = false;
+  // Bounded by the test's own guard, not a timing assertion: one byte every 10 ms would keep a
+  // per-read timeout alive for ever.
+  asio::steady_timer guard(io_, std::chrono::seconds(60));
+  guard.async_wait([&](const boost::system::error_code& ec) {
+    if (!ec) {
+      stop = true;
+    }
+  });
+  bool dropped =
+      RunSync(io_, Slowloris(server.port(), "127.0.0.1", std::chrono::milliseconds(10), &stop));
+  guard.cancel();
+  EXPECT_TRUE(dropped) << "the slow client was never disconnected";
+  server.Stop();
+  Drain(server);
+}
+
+TEST_F(HttpServerTest, SlowClientsFromOneAddressCannotTakeEverySlot) {
+  constexpr int kSlow = 4;
+  ServerOptions opts{.bind_address = "127.0.0.1:0"};
+  opts.max_connections = kSlow + 1;
+  opts.max_connections_per_ip = kSlow;
+  opts.header_timeout = std::chrono::hours(1);  // the cap alone must protect here
+  HttpServer server(io_.get_executor(), opts);
+  server.Route("/echo", Echo);
+  ASSERT_TRUE(server.Start().has_value());
+  bool stop = false;
+  int ended = 0;
+  for (int i = 0; i < kSlow + 1; ++i) {
+    asio::co_spawn(io_, Slowloris(server.port(), "127.0.0.2", std::chrono::milliseconds(20), &stop),
+                   [&](std::exception_ptr, bool) { ++ended; });
+  }
+  // The server holds kSlow of them; the one over the cap is closed at once.
+  while ((server.open_connections() < static_cast<std::size_t>(kSlow) ||
+          server.stats().refused_per_ip < 1) &&
+         io_.run_one() > 0) {
+  }
+  EXPECT_EQ(server.open_connections(), static_cast<std::size_t>(kSlow));
+  EXPECT_EQ(server.stats().refused_per_ip, 1u);
+  // A client from another address is still served while they trickle.
+  auto client = Client("http://127.0.0.1:" + std::to_string(server.port()));
+  HttpRequest req{.target = "/echo"};
+  Result<HttpResponse> r = Send(*client, req);
+  ASSERT_TRUE(r.has_value()) << r.error().ToString();
+  EXPECT_EQ(r->status, 200);
+  EXPECT_GE(server.open_connections(), static_cast<std::size_t>(kSlow));
+  stop = true;
+  server.Stop();
+  while (ended < kSlow + 1 && io_.run_one() > 0) {
+  }
+  client->CloseIdle();
+  Drain(server);
 }
 
 TEST_F(HttpServerTest, StartErrors) {

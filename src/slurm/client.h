@@ -22,8 +22,21 @@
 //   kDeadlineExceeded    timed out
 //   kUnimplemented       the negotiated API version lacks the endpoint (new/node, resources
 //                        before v0.0.44)
+// Unknown outcome: when the connection broke or timed out after a request was written (a submit
+// whose reply never came), the error carries reason net::kReasonMayHaveBeenProcessed
+// (net::MayHaveBeenProcessed(error) is true; code kDeadlineExceeded or kUnavailable): Slurm may
+// have created the job all the same. A caller must not submit again blindly; it should look for
+// the job (its tag in admin_comment) first. An error without that reason was never received.
+// SubmitJob: a 2xx reply with a job_id > 0 is a success even when it lists errors[]; they are
+// logged and returned as warnings (the job exists, and a retry would make a second one).
+//
+// Memory: replies are read up to net::ClientOptions::body_limit (64 MiB by default); job lists
+// (ListJobs, JobStates) up to ClientConfig::jobs_body_limit. A longer reply is kInternal.
+//
 // Traps of the real slurmrestd handled here: DELETE of an unknown job answers 200 with the error
-// inside status[]; GET of an unknown node answers 200 with an error of number 0; a wrong JSON
+// inside status[]; GET of an unknown node answers 200 with an error of number 0 and the
+// description "Failure to query node <name>" (only that is kNotFound; other errors inside a
+// 2xx of GetNode are kUnavailable); a wrong JSON
 // type answers 200 with a warning and submits nothing; /jobs/state/ answers 500 to the
 // comma-separated job_id list its spec describes, so ids are sent as repeated parameters.
 // Ping with a bad token answers 200 with pinged "DOWN": Ping() is not an auth check.
@@ -36,6 +49,7 @@
 //   Result<JobSubmitResult> r = co_await (*client)->SubmitJob(desc);
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -60,6 +74,9 @@ struct ClientConfig {
   std::optional<ApiVersion> version;  // pinned data_parser version; unset: negotiate
   std::string user_name;              // sent as X-SLURM-USER-NAME when set
   net::ClientOptions http;            // timeouts, retries, TLS (CA file, insecure)
+  // Largest reply of ListJobs and JobStates (every job slurmctld knows); other calls use
+  // http.body_limit.
+  std::size_t jobs_body_limit = std::size_t{1} << 30;
 };
 
 class Client {

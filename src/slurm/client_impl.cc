@@ -3,6 +3,7 @@
 #include <string>
 #include <utility>
 
+#include <spdlog/spdlog.h>
 #include <boost/asio/use_awaitable.hpp>
 
 #include "slurm/client.h"
@@ -30,6 +31,15 @@ constexpr int kJobNotRunning = 2085;
 constexpr std::size_t kStateBatch = 200;
 
 bool IsOk(int status) { return status >= 200 && status < 300; }
+
+// Slurm's answer for a node it does not know (GET /node/{name}): error number 0 ("No error"),
+// description "Failure to query node <name>"; or ESLURM_INVALID_NODE_NAME.
+bool IsUnknownNode(const std::vector<ErrorDetail>& errors, std::string_view name) {
+  return !errors.empty() && std::all_of(errors.begin(), errors.end(), [&](const ErrorDetail& e) {
+    return e.number == kInvalidNodeName ||
+           (e.number == 0 && e.description == "Failure to query node " + std::string(name));
+  });
+}
 
 std::string Snippet(std::string_view body) {
   std::string s(body.substr(0, 200));
@@ -68,6 +78,18 @@ class ClientImpl final : public Client {
     if (!reply) {
       co_return tl::unexpected(reply.error());
     }
+    if (IsOk(r->status) && reply->value.job_id > 0 && !reply->errors.empty()) {
+      // The job exists: an error slurmrestd added (a failed job_submit plugin message, a
+      // warning-level error) must not make the caller submit a second one.
+      for (const ErrorDetail& e : reply->errors) {
+        std::string text = "error reported with job " + std::to_string(reply->value.job_id) + ": " +
+                           (e.description.empty() ? e.error : e.description) + " (error " +
+                           std::to_string(e.number) + ")";
+        spdlog::warn("slurm: submit job: {}", text);
+        reply->warnings.push_back(std::move(text));
+      }
+      reply->errors.clear();
+    }
     if (!IsOk(r->status) || !reply->errors.empty()) {
       co_return tl::unexpected(
           ClassifySlurmError("submit job", r->status, std::move(reply->errors), r->body));
@@ -97,7 +119,8 @@ class ClientImpl final : public Client {
   }
 
   Task<std::vector<JobInfo>> ListJobs() override {
-    co_return co_await Fetch("list jobs", Method::kGet, "/jobs/", "", DecodeJobs);
+    co_return co_await Fetch("list jobs", Method::kGet, "/jobs/", "", DecodeJobs,
+                             ErrorCode::kInvalidArgument, config_.jobs_body_limit);
   }
 
   Task<std::vector<JobStateEntry>> JobStates(std::vector<std::int64_t> job_ids) override {
@@ -109,7 +132,8 @@ class ClientImpl final : public Client {
         query += (query.empty() ? "?job_id=" : "&job_id=") + std::to_string(job_ids[i]);
       }
       auto part =
-          co_await Fetch("job states", Method::kGet, "/jobs/state/" + query, "", DecodeJobStates);
+          co_await Fetch("job states", Method::kGet, "/jobs/state/" + query, "", DecodeJobStates,
+                         ErrorCode::kInvalidArgument, config_.jobs_body_limit);
       if (!part) {
         co_return tl::unexpected(part.error());
       }
@@ -158,9 +182,19 @@ class ClientImpl final : public Client {
 
   Task<NodeInfo> GetNode(std::string name) override {
     const std::string op = "get node " + name;
-    // An unknown node answers 200 with an error of number 0 ("Failure to query node").
-    auto nodes =
-        co_await Fetch(op, Method::kGet, "/node/" + name, "", DecodeNodes, ErrorCode::kNotFound);
+    auto r = co_await Call(op, Method::kGet, "/node/" + name, "");
+    if (!r) {
+      co_return tl::unexpected(r.error());
+    }
+    Result<Reply<std::vector<NodeInfo>>> reply = DecodeNodes(r->body);
+    // An unknown node answers 200 with an error of number 0 and the description "Failure to
+    // query node <name>"; any other error inside a 2xx (slurmctld unreachable, a failed RPC) is
+    // an error, not a missing node: a caller that took it for NotFound would treat a Slurm node
+    // as a plain Kubernetes node.
+    if (IsOk(r->status) && reply && reply->value.empty() && IsUnknownNode(reply->errors, name)) {
+      co_return MakeError(ErrorCode::kNotFound, op + ": no such node", r->status);
+    }
+    auto nodes = Decoded(op, *r, std::move(reply), ErrorCode::kUnavailable);
     if (!nodes) {
       co_return tl::unexpected(nodes.error());
     }
@@ -249,8 +283,8 @@ class ClientImpl final : public Client {
   template <typename T>
   Task<T> Fetch(std::string op, Method method, std::string path, std::string body,
                 Result<Reply<T>> (*decode)(std::string_view),
-                ErrorCode errors_on_ok = ErrorCode::kInvalidArgument) {
-    auto r = co_await Call(op, method, std::move(path), std::move(body));
+                ErrorCode errors_on_ok = ErrorCode::kInvalidArgument, std::size_t body_limit = 0) {
+    auto r = co_await Call(op, method, std::move(path), std::move(body), body_limit);
     if (!r) {
       co_return tl::unexpected(r.error());
     }
@@ -259,16 +293,18 @@ class ClientImpl final : public Client {
 
   // Sends one request to /slurm/<version><path> with the token; on 401/511 re-reads the token
   // and tries once more.
-  Task<HttpResponse> Call(std::string op, Method method, std::string path, std::string body) {
+  Task<HttpResponse> Call(std::string op, Method method, std::string path, std::string body,
+                          std::size_t body_limit = 0) {
     Result<ApiVersion> version = co_await Version();
     if (!version) {
       co_return tl::unexpected(version.error());
     }
     std::string target = "/slurm/" + std::string(ApiVersionName(*version)) + path;
-    co_return co_await Send(std::move(op), method, std::move(target), std::move(body));
+    co_return co_await Send(std::move(op), method, std::move(target), std::move(body), body_limit);
   }
 
-  Task<HttpResponse> Send(std::string op, Method method, std::string target, std::string body) {
+  Task<HttpResponse> Send(std::string op, Method method, std::string target, std::string body,
+                          std::size_t body_limit = 0) {
     for (int attempt = 0;; ++attempt) {
       Result<std::string> token = tokens_->Token();
       if (!token) {
@@ -277,6 +313,7 @@ class ClientImpl final : public Client {
         co_return tl::unexpected(std::move(e));
       }
       HttpRequest req{.method = method, .target = target, .headers = {}, .body = body};
+      req.body_limit = body_limit;
       req.headers.push_back({"X-SLURM-USER-TOKEN", *token});
       if (!config_.user_name.empty()) {
         req.headers.push_back({"X-SLURM-USER-NAME", config_.user_name});
