@@ -217,26 +217,26 @@ TEST_F(SlurmClientTest, OnlySlurmsNodeNotFoundIsNotFound) {
   const std::string other_number_0 = WithErrors(
       "node_unknown",
       R"([{"description":"Failure to query node n1","error_number":0,"error":"No error","source":"_dump_nodes"}])");
-Serve([&](const FakeRequest& r) {
-  if (r.target == "/slurm/v0.0.44/node/nope") {
-    return Recorded("node_unknown");
-  }
-  if (r.target == "/slurm/v0.0.44/node/n1") {
-    return HttpReply(200, other_error);
-  }
-  return HttpReply(200, other_number_0);  // about n1, asked for n2
-});
-auto client = Make({.version = ApiVersion::kV0044});
-auto missing = Run(client->GetNode("nope"));
-ASSERT_FALSE(missing.has_value());
-EXPECT_EQ(missing.error().code, ErrorCode::kNotFound);
-auto failed = Run(client->GetNode("n1"));
-ASSERT_FALSE(failed.has_value());
-EXPECT_EQ(failed.error().code, ErrorCode::kUnavailable) << failed.error().ToString();
-EXPECT_NE(failed.error().message.find("Unable to contact slurm controller"), std::string::npos);
-auto mismatched = Run(client->GetNode("n2"));
-ASSERT_FALSE(mismatched.has_value());
-EXPECT_NE(mismatched.error().code, ErrorCode::kNotFound) << mismatched.error().ToString();
+  Serve([&](const FakeRequest& r) {
+    if (r.target == "/slurm/v0.0.44/node/nope") {
+      return Recorded("node_unknown");
+    }
+    if (r.target == "/slurm/v0.0.44/node/n1") {
+      return HttpReply(200, other_error);
+    }
+    return HttpReply(200, other_number_0);  // about n1, asked for n2
+  });
+  auto client = Make({.version = ApiVersion::kV0044});
+  auto missing = Run(client->GetNode("nope"));
+  ASSERT_FALSE(missing.has_value());
+  EXPECT_EQ(missing.error().code, ErrorCode::kNotFound);
+  auto failed = Run(client->GetNode("n1"));
+  ASSERT_FALSE(failed.has_value());
+  EXPECT_EQ(failed.error().code, ErrorCode::kUnavailable) << failed.error().ToString();
+  EXPECT_NE(failed.error().message.find("Unable to contact slurm controller"), std::string::npos);
+  auto mismatched = Run(client->GetNode("n2"));
+  ASSERT_FALSE(mismatched.has_value());
+  EXPECT_NE(mismatched.error().code, ErrorCode::kNotFound) << mismatched.error().ToString();
 }
 
 TEST_F(SlurmClientTest, ASubmitWithAJobIdSucceedsDespiteErrors) {
@@ -245,155 +245,153 @@ TEST_F(SlurmClientTest, ASubmitWithAJobIdSucceedsDespiteErrors) {
   const std::string body = WithErrors(
       "submit_pending",
       R"([{"description":"job_submit plugin message","error_number":9001,"error":"Unknown error 9001","source":"slurm_submit_batch_job"}])");
-  Serve([&](const FakeRequest&) {
-  return HttpReply(200, body); });
-auto client = Make({.version = ApiVersion::kV0044});
-auto r = Run(client->SubmitJob({.name = "x"}));
-ASSERT_TRUE(r.has_value()) << r.error().ToString();
-EXPECT_EQ(r->job_id, 2);
-ASSERT_EQ(r->warnings.size(), 1u);
-EXPECT_NE(r->warnings[0].find("job_submit plugin message"), std::string::npos);
-// Without a job id the same errors are a failure.
+  Serve([&](const FakeRequest&) { return HttpReply(200, body); });
+  auto client = Make({.version = ApiVersion::kV0044});
+  auto r = Run(client->SubmitJob({.name = "x"}));
+  ASSERT_TRUE(r.has_value()) << r.error().ToString();
+  EXPECT_EQ(r->job_id, 2);
+  ASSERT_EQ(r->warnings.size(), 1u);
+  EXPECT_NE(r->warnings[0].find("job_submit plugin message"), std::string::npos);
+  // Without a job id the same errors are a failure.
   const std::string no_job = WithErrors(
       "submit_bad_partition",
       R"([{"description":"job_submit plugin message","error_number":9001,"error":"Unknown error 9001","source":"slurm_submit_batch_job"
   }])");
-  Serve([&](const FakeRequest&) {
-  return HttpReply(200, no_job); });
+  Serve([&](const FakeRequest&) { return HttpReply(200, no_job); });
   auto client2 = Make({.version = ApiVersion::kV0044});
   EXPECT_FALSE(Run(client2->SubmitJob({.name = "x"})).has_value());
-  }
+}
 
-  TEST_F(SlurmClientTest, ASubmitWhoseReplyIsLostMayHaveBeenProcessed) {
-    // slurmrestd read the request (and may have created the job), then the connection broke.
-    Serve([](const FakeRequest&) {
-      return FakeReply{"HTTP/1.1 200 OK\r\nContent-Length: 500\r\n\r\n{\"job_id\": 7,", true, {}};
-    });
-    auto client = Make({.version = ApiVersion::kV0044});
-    auto r = Run(client->SubmitJob({.name = "x"}));
-    ASSERT_FALSE(r.has_value());
-    EXPECT_TRUE(net::MayHaveBeenProcessed(r.error())) << r.error().ToString();
-    EXPECT_EQ(r.error().message.rfind("submit job: ", 0), 0u) << r.error().message;
-    EXPECT_EQ(server_->requests().size(), 1u) << "a POST that reached the server is never resent";
-    // A refusal with a complete reply is not.
-    Serve([](const FakeRequest&) { return Recorded("submit_bad_partition"); });
-    auto client2 = Make({.version = ApiVersion::kV0044});
-    auto refused = Run(client2->SubmitJob({.name = "x"}));
-    ASSERT_FALSE(refused.has_value());
-    EXPECT_FALSE(net::MayHaveBeenProcessed(refused.error()));
-  }
+TEST_F(SlurmClientTest, ASubmitWhoseReplyIsLostMayHaveBeenProcessed) {
+  // slurmrestd read the request (and may have created the job), then the connection broke.
+  Serve([](const FakeRequest&) {
+    return FakeReply{"HTTP/1.1 200 OK\r\nContent-Length: 500\r\n\r\n{\"job_id\": 7,", true, {}};
+  });
+  auto client = Make({.version = ApiVersion::kV0044});
+  auto r = Run(client->SubmitJob({.name = "x"}));
+  ASSERT_FALSE(r.has_value());
+  EXPECT_TRUE(net::MayHaveBeenProcessed(r.error())) << r.error().ToString();
+  EXPECT_EQ(r.error().message.rfind("submit job: ", 0), 0u) << r.error().message;
+  EXPECT_EQ(server_->requests().size(), 1u) << "a POST that reached the server is never resent";
+  // A refusal with a complete reply is not.
+  Serve([](const FakeRequest&) { return Recorded("submit_bad_partition"); });
+  auto client2 = Make({.version = ApiVersion::kV0044});
+  auto refused = Run(client2->SubmitJob({.name = "x"}));
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_FALSE(net::MayHaveBeenProcessed(refused.error()));
+}
 
-  TEST_F(SlurmClientTest, JobListsHaveTheirOwnBodyLimit) {
-    const std::string jobs = ReadTestData("slurm/jobs.json");
-    Serve([&](const FakeRequest& r) {
-      if (r.target.find("/jobs/") != std::string::npos) {
-        return HttpReply(200, jobs);
-      }
-      return Recorded("nodes");
-    });
-    ClientConfig config{.version = ApiVersion::kV0044};
-    config.http.body_limit = 64;  // smaller than any reply
-    config.jobs_body_limit = jobs.size();
-    auto client = Make(config);
-    auto listed = Run(client->ListJobs());
-    ASSERT_TRUE(listed.has_value()) << listed.error().ToString();
-    auto nodes = Run(client->ListNodes());
-    ASSERT_FALSE(nodes.has_value());
-    EXPECT_NE(nodes.error().message.find("over the size limit"), std::string::npos)
-        << nodes.error().message;
-    ClientConfig tight{.version = ApiVersion::kV0044};
-    tight.jobs_body_limit = jobs.size() - 1;
-    auto client2 = Make(tight);
-    EXPECT_FALSE(Run(client2->ListJobs()).has_value());
-    EXPECT_EQ(ClientConfig{}.jobs_body_limit, std::size_t{1} << 30);
-  }
-
-  TEST_F(SlurmClientTest, JobStatesBatchesIdsAsRepeatedParameters) {
-    Serve([](const FakeRequest&) { return Recorded("jobs_state"); });
-    auto client = Make({.version = ApiVersion::kV0044});
-    std::vector<std::int64_t> ids;
-    for (int i = 1; i <= 450; ++i) {
-      ids.push_back(i);
+TEST_F(SlurmClientTest, JobListsHaveTheirOwnBodyLimit) {
+  const std::string jobs = ReadTestData("slurm/jobs.json");
+  Serve([&](const FakeRequest& r) {
+    if (r.target.find("/jobs/") != std::string::npos) {
+      return HttpReply(200, jobs);
     }
-    auto states = Run(client->JobStates(ids));
-    ASSERT_TRUE(states.has_value()) << states.error().ToString();
-    ASSERT_EQ(server_->requests().size(), 3u);
-    const std::string& first = server_->requests()[0].target;
-    EXPECT_EQ(first.rfind("/slurm/v0.0.44/jobs/state/?job_id=1&job_id=2&", 0), 0u) << first;
-    EXPECT_EQ(first.find(','), std::string::npos) << "slurmrestd answers 500 to a comma list";
-    EXPECT_NE(server_->requests()[2].target.find("job_id=450"), std::string::npos);
-    EXPECT_EQ(states->size(), 6u);  // the recorded reply (2 jobs), once per batch
-    auto all = Run(client->JobStates({}));
-    ASSERT_TRUE(all.has_value());
-    EXPECT_EQ(server_->requests().back().target, "/slurm/v0.0.44/jobs/state/");
-  }
+    return Recorded("nodes");
+  });
+  ClientConfig config{.version = ApiVersion::kV0044};
+  config.http.body_limit = 64;  // smaller than any reply
+  config.jobs_body_limit = jobs.size();
+  auto client = Make(config);
+  auto listed = Run(client->ListJobs());
+  ASSERT_TRUE(listed.has_value()) << listed.error().ToString();
+  auto nodes = Run(client->ListNodes());
+  ASSERT_FALSE(nodes.has_value());
+  EXPECT_NE(nodes.error().message.find("over the size limit"), std::string::npos)
+      << nodes.error().message;
+  ClientConfig tight{.version = ApiVersion::kV0044};
+  tight.jobs_body_limit = jobs.size() - 1;
+  auto client2 = Make(tight);
+  EXPECT_FALSE(Run(client2->ListJobs()).has_value());
+  EXPECT_EQ(ClientConfig{}.jobs_body_limit, std::size_t{1} << 30);
+}
 
-  TEST_F(SlurmClientTest, CancelWithSignalAndUpdateOfARunningJob) {
-    Serve([](const FakeRequest& r) {
-      if (r.method == "DELETE") {
-        return Recorded("cancel_pending");
-      }
-      return Recorded("update_running_cpus");
-    });
-    auto client = Make({.version = ApiVersion::kV0044});
-    ASSERT_TRUE(Run(client->CancelJob(7, {.signal = "SIGKILL", .flags = {"FULL_JOB"}})));
-    EXPECT_EQ(server_->requests()[0].target, "/slurm/v0.0.44/job/7?signal=SIGKILL&flags=FULL_JOB");
-    auto upd = Run(client->UpdateJob(7, {.cpus_per_task = 4}));
-    ASSERT_FALSE(upd.has_value());
-    EXPECT_EQ(upd.error().code, ErrorCode::kFailedPrecondition);
-    EXPECT_NE(upd.error().message.find("no longer pending"), std::string::npos);
-    EXPECT_EQ(server_->requests()[1].body, R"({"cpus_per_task":4})");
+TEST_F(SlurmClientTest, JobStatesBatchesIdsAsRepeatedParameters) {
+  Serve([](const FakeRequest&) { return Recorded("jobs_state"); });
+  auto client = Make({.version = ApiVersion::kV0044});
+  std::vector<std::int64_t> ids;
+  for (int i = 1; i <= 450; ++i) {
+    ids.push_back(i);
   }
+  auto states = Run(client->JobStates(ids));
+  ASSERT_TRUE(states.has_value()) << states.error().ToString();
+  ASSERT_EQ(server_->requests().size(), 3u);
+  const std::string& first = server_->requests()[0].target;
+  EXPECT_EQ(first.rfind("/slurm/v0.0.44/jobs/state/?job_id=1&job_id=2&", 0), 0u) << first;
+  EXPECT_EQ(first.find(','), std::string::npos) << "slurmrestd answers 500 to a comma list";
+  EXPECT_NE(server_->requests()[2].target.find("job_id=450"), std::string::npos);
+  EXPECT_EQ(states->size(), 6u);  // the recorded reply (2 jobs), once per batch
+  auto all = Run(client->JobStates({}));
+  ASSERT_TRUE(all.has_value());
+  EXPECT_EQ(server_->requests().back().target, "/slurm/v0.0.44/jobs/state/");
+}
 
-  TEST_F(SlurmClientTest, BrokenRepliesAreErrorsWithTheOperation) {
-    Serve([](const FakeRequest& r) {
-      if (r.target.find("jobs/state") != std::string::npos) {
-        return Recorded("jobs_state_csv");  // 500, plain text
-      }
-      return HttpReply(200, "{\"jobs\": [{\"job_id\": 1,");  // cut JSON
-    });
-    auto client = Make({.version = ApiVersion::kV0044});
-    auto jobs = Run(client->ListJobs());
-    ASSERT_FALSE(jobs.has_value());
-    EXPECT_EQ(jobs.error().code, ErrorCode::kInternal);
-    EXPECT_EQ(jobs.error().message.rfind("list jobs: malformed reply", 0), 0u)
-        << jobs.error().message;
-    auto states = Run(client->JobStates({1}));
-    ASSERT_FALSE(states.has_value());
-    EXPECT_EQ(states.error().code, ErrorCode::kUnavailable);
-    EXPECT_NE(states.error().message.find("Unspecified error"), std::string::npos);
-  }
-
-  TEST(ClassifySlurmError, Table) {
-    struct Case {
-      std::string name;
-      int status;
-      int number;
-      ErrorCode want;
-    };
-    const std::vector<Case> cases = {
-        {"unknown job", 404, 2017, ErrorCode::kNotFound},
-        {"bad token", 511, 1007, ErrorCode::kUnauthenticated},
-        {"external job as ordinary user", 422, 2002, ErrorCode::kPermissionDenied},
-        {"bad partition", 422, 2000, ErrorCode::kInvalidArgument},
-        {"too many cpus", 422, 2005, ErrorCode::kInvalidArgument},
-        {"impossible config", 422, 2014, ErrorCode::kInvalidArgument},
-        {"immediate, nodes busy", 422, 2016, ErrorCode::kUnavailable},
-        {"no longer pending", 200, 2073, ErrorCode::kFailedPrecondition},
-        {"not running", 422, 2085, ErrorCode::kFailedPrecondition},
-        {"unknown number in a 500", 500, 9999, ErrorCode::kUnavailable},
-    };
-    for (const Case& c : cases) {
-      SCOPED_TRACE(c.name);
-      Error e = ClassifySlurmError("op", c.status, {{c.number, "what", "desc", "src"}}, "");
-      EXPECT_EQ(e.code, c.want);
-      EXPECT_EQ(e.message, "op: what (desc)");
-      EXPECT_EQ(e.details.size(), 1u);
+TEST_F(SlurmClientTest, CancelWithSignalAndUpdateOfARunningJob) {
+  Serve([](const FakeRequest& r) {
+    if (r.method == "DELETE") {
+      return Recorded("cancel_pending");
     }
-    Error plain = ClassifySlurmError("op", 401, {}, "Authentication failure");
-    EXPECT_EQ(plain.code, ErrorCode::kUnauthenticated);
-    EXPECT_EQ(plain.message, "op: HTTP 401: Authentication failure");
-  }
+    return Recorded("update_running_cpus");
+  });
+  auto client = Make({.version = ApiVersion::kV0044});
+  ASSERT_TRUE(Run(client->CancelJob(7, {.signal = "SIGKILL", .flags = {"FULL_JOB"}})));
+  EXPECT_EQ(server_->requests()[0].target, "/slurm/v0.0.44/job/7?signal=SIGKILL&flags=FULL_JOB");
+  auto upd = Run(client->UpdateJob(7, {.cpus_per_task = 4}));
+  ASSERT_FALSE(upd.has_value());
+  EXPECT_EQ(upd.error().code, ErrorCode::kFailedPrecondition);
+  EXPECT_NE(upd.error().message.find("no longer pending"), std::string::npos);
+  EXPECT_EQ(server_->requests()[1].body, R"({"cpus_per_task":4})");
+}
 
-  }  // namespace
-  }  // namespace sb::slurm
+TEST_F(SlurmClientTest, BrokenRepliesAreErrorsWithTheOperation) {
+  Serve([](const FakeRequest& r) {
+    if (r.target.find("jobs/state") != std::string::npos) {
+      return Recorded("jobs_state_csv");  // 500, plain text
+    }
+    return HttpReply(200, "{\"jobs\": [{\"job_id\": 1,");  // cut JSON
+  });
+  auto client = Make({.version = ApiVersion::kV0044});
+  auto jobs = Run(client->ListJobs());
+  ASSERT_FALSE(jobs.has_value());
+  EXPECT_EQ(jobs.error().code, ErrorCode::kInternal);
+  EXPECT_EQ(jobs.error().message.rfind("list jobs: malformed reply", 0), 0u)
+      << jobs.error().message;
+  auto states = Run(client->JobStates({1}));
+  ASSERT_FALSE(states.has_value());
+  EXPECT_EQ(states.error().code, ErrorCode::kUnavailable);
+  EXPECT_NE(states.error().message.find("Unspecified error"), std::string::npos);
+}
+
+TEST(ClassifySlurmError, Table) {
+  struct Case {
+    std::string name;
+    int status;
+    int number;
+    ErrorCode want;
+  };
+  const std::vector<Case> cases = {
+      {"unknown job", 404, 2017, ErrorCode::kNotFound},
+      {"bad token", 511, 1007, ErrorCode::kUnauthenticated},
+      {"external job as ordinary user", 422, 2002, ErrorCode::kPermissionDenied},
+      {"bad partition", 422, 2000, ErrorCode::kInvalidArgument},
+      {"too many cpus", 422, 2005, ErrorCode::kInvalidArgument},
+      {"impossible config", 422, 2014, ErrorCode::kInvalidArgument},
+      {"immediate, nodes busy", 422, 2016, ErrorCode::kUnavailable},
+      {"no longer pending", 200, 2073, ErrorCode::kFailedPrecondition},
+      {"not running", 422, 2085, ErrorCode::kFailedPrecondition},
+      {"unknown number in a 500", 500, 9999, ErrorCode::kUnavailable},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    Error e = ClassifySlurmError("op", c.status, {{c.number, "what", "desc", "src"}}, "");
+    EXPECT_EQ(e.code, c.want);
+    EXPECT_EQ(e.message, "op: what (desc)");
+    EXPECT_EQ(e.details.size(), 1u);
+  }
+  Error plain = ClassifySlurmError("op", 401, {}, "Authentication failure");
+  EXPECT_EQ(plain.code, ErrorCode::kUnauthenticated);
+  EXPECT_EQ(plain.message, "op: HTTP 401: Authentication failure");
+}
+
+}  // namespace
+}  // namespace sb::slurm
