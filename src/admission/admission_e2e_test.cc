@@ -229,10 +229,21 @@ TEST_F(AdmissionE2e, MutatesAndValidatesPodsThroughTheApiserver) {
                        R"("}}})";
     Result<std::string> r = RunSync(io_, client_->Create(kube::NamespacesRef(), body));
     ASSERT_TRUE(r) << r.error().message;
-    // "alice", an ordinary user: the built-in ClusterRole "edit" in both namespaces.
+    // "alice", an ordinary user who may write pods in both namespaces. (The built-in "edit" role
+    // is aggregated by kube-controller-manager, which the environment does not run.)
+    const std::string role =
+        R"({"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":"pod-writer"},)"
+        R"("rules":[{"apiGroups":[""],"resources":["pods"],)"
+        R"("verbs":["get","list","create","update","patch","delete"]}]})";
+    kube::ResourceRef roles{.group = "rbac.authorization.k8s.io",
+                            .version = "v1",
+                            .resource = "roles",
+                            .namespace_ = ns};
+    Result<std::string> ro = RunSync(io_, client_->Create(roles, role));
+    ASSERT_TRUE(ro) << ro.error().message;
     const std::string binding =
-        R"({"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","metadata":{"name":"alice-edit"},)"
-        R"("roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"edit"},)"
+        R"({"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","metadata":{"name":"alice-pod-writer"},)"
+        R"("roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"Role","name":"pod-writer"},)"
         R"("subjects":[{"apiGroup":"rbac.authorization.k8s.io","kind":"User","name":"alice"}]})";
     kube::ResourceRef bindings{.group = "rbac.authorization.k8s.io",
                                .version = "v1",
