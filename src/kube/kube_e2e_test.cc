@@ -288,6 +288,26 @@ TEST_F(KubeE2e, WritesBindingConflictAndPreconditions) {
   EXPECT_EQ(RunSync(io_, GetPod(*client_, ns_, "w")).error().code, ErrorCode::kNotFound);
 }
 
+// The 1.20 apiserver serves policy/v1beta1 only: discovery says so, and the eviction (sent as
+// v1beta1) goes through. (The policy/v1 path is tested against a fake with a current server's
+// discovery document in client_test.cc.)
+TEST_F(KubeE2e, EvictionFollowsDiscovery) {
+  Result<std::vector<std::string>> versions = RunSync(io_, client_->GroupVersions("policy"));
+  ASSERT_TRUE(versions) << versions.error().message;
+  EXPECT_NE(std::find(versions->begin(), versions->end(), "v1beta1"), versions->end());
+  ASSERT_TRUE(RunSync(io_, CreatePod(*client_, MakePod(ns_, "evicted"))));
+  Result<void> evicted =
+      RunSync(io_, EvictPod(*client_, ns_, "evicted", {.grace_period_seconds = 0}));
+  ASSERT_TRUE(evicted) << evicted.error().message;
+  Result<Pod> after = RunSync(io_, GetPod(*client_, ns_, "evicted"));
+  // Gone, or (no kubelet runs in the environment) marked for deletion.
+  if (after) {
+    EXPECT_FALSE(after->metadata.deletion_timestamp.empty()) << "the eviction deleted nothing";
+  } else {
+    EXPECT_EQ(after.error().code, ErrorCode::kNotFound);
+  }
+}
+
 // 400 creates, 300 updates and 300 deletes while an informer watches: it must see every one.
 TEST_F(KubeE2e, WatchOver1000PodChangesMissesNone) {
   Informer<Pod> informer(*client_, PodsRef(ns_),
