@@ -380,8 +380,13 @@ namespace {
 // a Slurm node without a Slurm allocation.
 Decision ValidateOtherPod(const Request& request, const PodFacts& pod, const Policy& policy) {
   std::string_view ns = request.namespace_.empty() ? pod.namespace_ : request.namespace_;
-  if (!ToleratesManagedNode(pod, policy.scheduler_name) || pod.daemonset_pod || pod.mirror_pod ||
-      Contains(policy.system_namespaces, ns) || IsPrivileged(request, policy)) {
+  // A mirror pod counts only when a kubelet writes it: anyone may put the annotation on a pod.
+  const bool from_kubelet = std::string_view(request.username).starts_with("system:node:") &&
+                            std::find(request.groups.begin(), request.groups.end(),
+                                      "system:nodes") != request.groups.end();
+  if (!ToleratesManagedNode(pod, policy.scheduler_name) || pod.daemonset_pod ||
+      (pod.mirror_pod && from_kubelet) || Contains(policy.system_namespaces, ns) ||
+      IsPrivileged(request, policy)) {
     return Decision::Allow();
   }
   if (request.operation == "UPDATE" && request.old_object &&

@@ -48,9 +48,10 @@ std::string ReviewJson(std::string_view op, std::string_view ns, std::string_vie
     s += R"("subResource":")" + std::string(sub) + "\",";
   }
   s += R"("namespace":")" + std::string(ns) + R"(","operation":")" + std::string(op) +
-       R"(","userInfo":{"username":")" + std::string(user) +
-       R"(","groups":["system:authenticated"]},)" + R"("object":)" + std::string(object) +
-       R"(,"oldObject":)" + std::string(old_object) + R"(,"dryRun":false}})";
+       R"(","userInfo":{"username":")" + std::string(user) + R"(","groups":[)" +
+       (user.starts_with("system:node:") ? R"("system:nodes",)" : "") +
+       R"("system:authenticated"]},)" + R"("object":)" + std::string(object) + R"(,"oldObject":)" +
+       std::string(old_object) + R"(,"dryRun":false}})";
   return s;
 }
 
@@ -399,7 +400,10 @@ TEST(Validate, ManagedNodeTolerationIsReservedForBridgePods) {
       {"no scheduler name", "team", "-", "", equal, "alice", false},
       {"DaemonSet pod", "team", "default-scheduler", daemonset, exists_all, "alice", true},
       {"ReplicaSet pod", "team", "default-scheduler", replicaset, exists_all, "alice", false},
-      {"mirror pod", "team", "default-scheduler", mirror, exists_all, "system:node:n1", true},
+      {"mirror pod from its kubelet", "team", "default-scheduler", mirror, exists_all,
+       "system:node:n1", true},
+      {"mirror annotation from a user", "team", "default-scheduler", mirror, exists_all, "alice",
+       false},
       {"system namespace", "kube-system", "default-scheduler", "", exists_all, "alice", true},
       {"privileged user", "team", "default-scheduler", "", equal, "bridge", true},
       {"bridge pod", "team", std::string(kOurs), "", equal, "alice", true},
