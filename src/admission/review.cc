@@ -384,9 +384,14 @@ Decision ValidateOtherPod(const Request& request, const PodFacts& pod, const Pol
   const bool from_kubelet = std::string_view(request.username).starts_with("system:node:") &&
                             std::find(request.groups.begin(), request.groups.end(),
                                       "system:nodes") != request.groups.end();
-  if (!ToleratesManagedNode(pod, policy.scheduler_name) || pod.daemonset_pod ||
-      (pod.mirror_pod && from_kubelet) || Contains(policy.system_namespaces, ns) ||
-      IsPrivileged(request, policy)) {
+  // Likewise a DaemonSet pod only when the DaemonSet controller writes it: ownerReferences are
+  // the pod author's to write.
+  const bool from_daemonset_controller =
+      request.username == "system:serviceaccount:kube-system:daemon-set-controller" ||
+      request.username == "system:kube-controller-manager";
+  if (!ToleratesManagedNode(pod, policy.scheduler_name) ||
+      (pod.daemonset_pod && from_daemonset_controller) || (pod.mirror_pod && from_kubelet) ||
+      Contains(policy.system_namespaces, ns) || IsPrivileged(request, policy)) {
     return Decision::Allow();
   }
   if (request.operation == "UPDATE" && request.old_object &&

@@ -23,8 +23,9 @@
 //            For any other pod: a toleration of the managed-node taint
 //            (slinky.slurm.net/managed-node=<schedulerName>:NoExecute, also matched by an
 //            Exists toleration with an empty key) is rejected on CREATE, and when an UPDATE adds
-//            one, except for DaemonSet pods, mirror pods written by a kubelet, pods of
-//            `system_namespaces` and privileged users: only Slurm allocates Slurm nodes.
+//            one, except for DaemonSet pods (written by the DaemonSet controller), mirror pods
+//            (written by a kubelet), pods of `system_namespaces` and privileged users: only
+//            Slurm allocates Slurm nodes.
 //            DELETE and CONNECT are always allowed.
 //
 // The pod is read from the raw JSON of the review, so fields the kube::Pod struct does not hold
