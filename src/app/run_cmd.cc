@@ -338,8 +338,9 @@ int RunComponents(const RunOptions& options) {
     }
     le.identity = Identity();
     kube::LeaderCallbacks callbacks;
-    callbacks.on_started_leading = [&] {
-      spdlog::info("leading ({}/{}): starting", le.lease_namespace, le.lease_name);
+    // `le` ends with this block; the callback runs later: copy what it logs.
+    callbacks.on_started_leading = [&, where = le.lease_namespace + "/" + le.lease_name] {
+      spdlog::info("leading ({}): starting", where);
       start_components();
     };
     callbacks.on_stopped_leading = [&] {

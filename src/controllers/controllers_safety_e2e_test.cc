@@ -49,10 +49,12 @@ class ControllersSafetyE2e : public sb::testing::BridgeE2e {
     ASSERT_TRUE(r) << r.error().message;
   }
 
-  // The message of the first Event with `reason` on pod `name`; "" when none.
-  std::string EventMessage(const std::string& name, const std::string& reason) {
+  // The message of the first Event with `reason` on pod `name` whose message contains `part`;
+  // "" when none.
+  std::string EventMessage(const std::string& name, const std::string& reason,
+                           const std::string& part = "") {
     for (const kube::Event& e : Events(name)) {
-      if (e.reason == reason) return e.message;
+      if (e.reason == reason && e.message.find(part) != std::string::npos) return e.message;
     }
     return "";
   }
@@ -84,7 +86,7 @@ TEST_F(ControllersSafetyE2e, ForgedLabelNeverCancelsAPlainJob) {
   Label("forger", plain);
   // The controller reports the label, once, and leaves the job alone.
   std::string reported;
-  ASSERT_TRUE(WaitFor(
+  EXPECT_TRUE(WaitFor(
       [&] {
         reported = EventMessage("forger", "SlurmJobNotOurs");
         return !reported.empty();
@@ -93,13 +95,13 @@ TEST_F(ControllersSafetyE2e, ForgedLabelNeverCancelsAPlainJob) {
   EXPECT_NE(reported.find(fmt::format("Slurm job {} has no slurm-bridge tag", plain)),
             std::string::npos)
       << reported;
-  const std::string looked = fmt::format("Slurm job {} ", plain);
-  const int before = LogCount(looked);
+  // The controller's debug line for the job once no pod names it any more.
+  const std::string looked = fmt::format("Slurm job {} reconciled: RUNNING, 0 pod(s)", plain);
+  EXPECT_EQ(LogCount(looked), 0);
   auto d = RunSync(io_, kube::DeletePod(*kube_, ns_, "forger", {.grace_period_seconds = 0}));
   ASSERT_TRUE(d) << d.error().message;
   // The controller looks at the job again once the pod is gone (its log says so), or cancels it.
-  ASSERT_TRUE(
-      WaitFor([&] { return JobState(plain) != "RUNNING" || LogCount(looked) > before; }, 30s));
+  ASSERT_TRUE(WaitFor([&] { return JobState(plain) != "RUNNING" || LogCount(looked) > 0; }, 30s));
   EXPECT_EQ(JobState(plain), "RUNNING");
   EXPECT_EQ(LogCount(fmt::format("cancelled Slurm job {}", plain)), 0);
 }
@@ -117,10 +119,20 @@ TEST_F(ControllersSafetyE2e, BoundPodsWithoutAJobOfOursAreDeletedAndThePlainJobS
   Label("forged", plain);
   CreatePod("unlabelled", R"({"limits":{"cpu":"1","memory":"64Mi"}})", "{}", R"(,"nodeName":"n2")");
   ASSERT_TRUE(WaitFor([&] { return DeletedOrGone("forged") && DeletedOrGone("unlabelled"); }, 60s));
-  EXPECT_NE(EventMessage("forged", "NoSlurmJob").find("deleting the pod"), std::string::npos)
-      << EventMessage("forged", "NoSlurmJob");
-  EXPECT_NE(EventMessage("unlabelled", "NoSlurmJob").find("without a Slurm job"), std::string::npos)
-      << EventMessage("unlabelled", "NoSlurmJob");
+  // The Warning written before each deletion (Events are written asynchronously).
+  std::string forged;
+  std::string unlabelled;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        forged = EventMessage("forged", "NoSlurmJob", "deleting the pod");
+        unlabelled = EventMessage("unlabelled", "NoSlurmJob", "deleting the pod");
+        return !forged.empty() && !unlabelled.empty();
+      },
+      30s));
+  EXPECT_NE(forged.find(fmt::format("Slurm job {} has no slurm-bridge tag", plain)),
+            std::string::npos)
+      << forged;
+  EXPECT_NE(unlabelled.find("without a Slurm job"), std::string::npos) << unlabelled;
   EXPECT_EQ(JobState(plain), "RUNNING");
 }
 
@@ -137,7 +149,13 @@ TEST_F(ControllersSafetyE2e, SuspendedJobDeletesTheBoundPodWithAnEvent) {
   ASSERT_TRUE(WaitFor([&] { return JobState(job) == "SUSPENDED"; }, 30s))
       << JobState(job) << ": " << out;
   ASSERT_TRUE(WaitFor([&] { return DeletedOrGone("suspended"); }, 60s));
-  const std::string msg = EventMessage("suspended", "SlurmJobNotRunning");
+  std::string msg;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        msg = EventMessage("suspended", "SlurmJobNotRunning");
+        return !msg.empty();
+      },
+      30s));
   EXPECT_NE(msg.find(fmt::format("Slurm job {} is SUSPENDED", job)), std::string::npos) << msg;
 }
 
@@ -155,7 +173,13 @@ TEST_F(ControllersSafetyE2e, RequeuedJobDeletesTheBoundPodWithAnEvent) {
   ASSERT_TRUE(WaitFor([&] { return JobState(job) != "RUNNING"; }, 30s))
       << JobState(job) << ": " << out;
   ASSERT_TRUE(WaitFor([&] { return DeletedOrGone("requeued"); }, 60s));
-  const std::string msg = EventMessage("requeued", "SlurmJobNotRunning");
+  std::string msg;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        msg = EventMessage("requeued", "SlurmJobNotRunning");
+        return !msg.empty();
+      },
+      30s));
   EXPECT_NE(msg.find(fmt::format("Slurm job {} was requeued", job)), std::string::npos) << msg;
 }
 
