@@ -510,10 +510,17 @@ awaitable<void> PodController::CheckClusterName() {
     if (++n > kMaxNamespaces || stopping_) break;
     Result<kube::Namespace> got =
         co_await kube::GetAs<kube::Namespace>(kube_, kube::NamespacesRef().WithName(ns));
-    if (!got && got.error().code == ErrorCode::kNotFound) missing.insert(ns);
+    if (!got && got.error().code == ErrorCode::kNotFound) {
+      missing.insert(ns);
+    } else if (!got) {
+      spdlog::debug("clusterName check: reading namespace {} failed: {}", ns,
+                    got.error().ToString());
+    }
   }
   std::vector<std::int64_t> foreign = ForeignLookingJobs(
       *jobs, owner_, pod_exists, [&](const std::string& ns) { return missing.contains(ns); });
+  stats_.foreign_looking_jobs = foreign.size();
+  ++stats_.cluster_name_checks;
   if (foreign.empty()) co_return;
   spdlog::warn(
       "clusterName \"{}\": {} live Slurm job(s) tagged for this cluster and scheduler ({}) name "

@@ -72,6 +72,10 @@ struct PodControllerStats {
   std::uint64_t sweeps = 0;
   std::uint64_t sweeps_skipped = 0;  // the pod watch was not healthy
   std::uint64_t strays_deleted = 0;  // bound pods without a job of this bridge
+  // Live jobs tagged for this cluster whose pods and namespaces are not here (start-up check);
+  // cluster_name_checks counts the checks that finished.
+  std::uint64_t foreign_looking_jobs = 0;
+  std::uint64_t cluster_name_checks = 0;
   std::uint64_t errors = 0;
 };
 

@@ -62,6 +62,14 @@ class PodControllerTest : public ::testing::Test {
       }
       return HttpReply(200, std::string(kEmptyNodeList));
     }
+    if (path.starts_with("/api/v1/namespaces/") &&
+        path.find('/', std::string_view("/api/v1/namespaces/").size()) == std::string::npos) {
+      const std::string ns = path.substr(std::string_view("/api/v1/namespaces/").size());
+      if (ns == "ns") {
+        return HttpReply(200, R"({"kind":"Namespace","apiVersion":"v1","metadata":{"name":"ns"}})");
+      }
+      return HttpReply(404, R"({"kind":"Status","code":404,"reason":"NotFound"})");
+    }
     if (path.find("/events") != std::string::npos) {
       events_.push_back(req.body);
       return HttpReply(201, req.body);
@@ -277,6 +285,21 @@ TEST_F(PodControllerTest, BoundPodWithoutAJobIsDeletedAfterConfirmation) {
   for (int i = 0; i < 11 && deleted_.empty(); ++i) ASSERT_TRUE(OneSweep());
   EXPECT_EQ(deleted_, (std::vector<std::string>{"squatter"}));
   EXPECT_EQ(controller_->stats().strays_deleted, 1u);
+}
+
+// Review item 9: live jobs tagged with this clusterName whose pods and namespaces this cluster
+// lacks are counted (and warned about) at start-up; orphans of an existing namespace are not.
+TEST_F(PodControllerTest, StartUpCountsJobsThatLookLikeAnotherClusters) {
+  bridge::JobTag other{.pods = {"team-b/train-0"},
+                       .uids = {"uid-b"},
+                       .group = "Pod/team-b/train-0",
+                       .cluster = "kubernetes",
+                       .scheduler = "slurm-bridge-scheduler"};
+  slurm_.AddJob("RUNNING", bridge::EncodeJobTag(other));
+  slurm_.AddJob("PENDING", TagFor("orphan", "uid-orphan"));  // namespace ns exists here
+  Start();
+  ASSERT_TRUE(RunUntil([&] { return controller_->stats().cluster_name_checks == 1; }));
+  EXPECT_EQ(controller_->stats().foreign_looking_jobs, 1u);
 }
 
 }  // namespace
