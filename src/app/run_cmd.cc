@@ -158,6 +158,14 @@ int RunComponents(const RunOptions& options) {
       });
     }
     if (options.controllers) {
+      // Two clusters sharing one Slurm must not share a clusterName: each would take the other's
+      // jobs for its own orphans. The pod controller warns (loudly) when it sees signs of that.
+      if (config->cluster_name == bridge::Config{}.cluster_name) {
+        spdlog::info(
+            "clusterName is the default \"{}\": if another Kubernetes cluster uses this Slurm, "
+            "give each cluster its own clusterName, or their bridges cancel each other's jobs",
+            config->cluster_name);
+      }
       controllers::PodControllerOptions po;
       po.sweep_interval = config->job_sweep_interval;
       // A job this young may belong to a pod the informer has not shown yet.
@@ -330,8 +338,9 @@ int RunComponents(const RunOptions& options) {
     }
     le.identity = Identity();
     kube::LeaderCallbacks callbacks;
-    callbacks.on_started_leading = [&] {
-      spdlog::info("leading ({}/{}): starting", le.lease_namespace, le.lease_name);
+    // `le` ends with this block; the callback runs later: copy what it logs.
+    callbacks.on_started_leading = [&, where = le.lease_namespace + "/" + le.lease_name] {
+      spdlog::info("leading ({}): starting", where);
       start_components();
     };
     callbacks.on_stopped_leading = [&] {

@@ -45,6 +45,7 @@ PodController::PodController(asio::any_io_executor executor, kube::Client& kube,
       clock_(clock),
       config_(std::move(config)),
       options_(options),
+      owner_{config_.cluster_name, config_.scheduler_name},
       pods_(kube, kube::PodsRef(),
             kube::InformerOptions{
                 .reflector = {.list_options = {.field_selector = "spec.schedulerName=" +
@@ -60,6 +61,7 @@ PodController::PodController(asio::any_io_executor executor, kube::Client& kube,
     const std::int64_t id = JobIdOf(p);
     return id > 0 ? std::vector<std::string>{std::to_string(id)} : std::vector<std::string>{};
   });
+  pods_.cache().AddIndex(std::string(kube::kIndexNodeName), kube::PodNodeNameIndex());
   pods_.cache().AddHandlers({.on_add = [this](const auto& p) { OnPod(*p); },
                              .on_update =
                                  [this](const auto& old, const auto& p) {
@@ -67,23 +69,22 @@ PodController::PodController(asio::any_io_executor executor, kube::Client& kube,
                                    OnPod(*p);
                                  },
                              .on_delete = [this](const auto& p) { OnPod(*p); }});
-  // A node that goes away or stops being Ready may release the jobs of pods stuck on it.
-  nodes_.cache().AddHandlers({.on_add = nullptr,
-                              .on_update =
-                                  [this](const auto&, const auto& n) {
-                                    for (const auto& p : pods_.cache().List()) {
-                                      if (p->spec.node_name == n->metadata.name &&
-                                          !p->metadata.deletion_timestamp.empty()) {
-                                        OnPod(*p);
-                                      }
-                                    }
-                                  },
-                              .on_delete =
-                                  [this](const auto& n) {
-                                    for (const auto& p : pods_.cache().List()) {
-                                      if (p->spec.node_name == n->metadata.name) OnPod(*p);
-                                    }
-                                  }});
+  // A node that goes away or stops being Ready may release the jobs of pods stuck on it. The
+  // pods on a node come from the spec.nodeName index, not a scan of every pod.
+  nodes_.cache().AddHandlers(
+      {.on_add = nullptr,
+       .on_update =
+           [this](const auto&, const auto& n) {
+             for (const auto& p : pods_.cache().ByIndex(kube::kIndexNodeName, n->metadata.name)) {
+               if (!p->metadata.deletion_timestamp.empty()) OnPod(*p);
+             }
+           },
+       .on_delete =
+           [this](const auto& n) {
+             for (const auto& p : pods_.cache().ByIndex(kube::kIndexNodeName, n->metadata.name)) {
+               OnPod(*p);
+             }
+           }});
 }
 
 PodController::~PodController() = default;
@@ -109,6 +110,7 @@ awaitable<void> PodController::Run() {
     for (int i = 0; i < 4; ++i) tasks_.Spawn(Worker());
     tasks_.Spawn(PollSlurm());
     tasks_.Spawn(Sweep());
+    tasks_.Spawn(CheckClusterName());
   }
   co_await tasks_.Join();
 }
@@ -132,84 +134,156 @@ awaitable<void> PodController::Worker() {
       });
 }
 
-awaitable<Result<void>> PodController::Reconcile(std::int64_t job_id) {
-  std::vector<std::shared_ptr<const Pod>> held =
-      pods_.cache().ByIndex(kJobIndex, std::to_string(job_id));
-  std::vector<const Pod*> pods;
-  for (const auto& p : held) pods.push_back(p.get());
-
-  std::string state;
-  if (auto it = states_.find(job_id); it != states_.end()) state = it->second;
-  // (empty: unknown or left out of the last poll; asked below)
-  std::optional<slurm::JobInfo> info;
-  if (state.empty()) {
-    Result<slurm::JobInfo> j = co_await slurm_.GetJob(job_id);
-    if (j) {
-      state = std::string(j->BaseState());
-      info = std::move(*j);
-    } else if (j.error().code == ErrorCode::kNotFound) {
-      state = "GONE";
-    } else {
-      co_return tl::unexpected(j.error());
-    }
-    states_[job_id] = state;
+awaitable<Result<void>> PodController::ReadJob(std::int64_t job_id, JobRecord& rec) {
+  Result<slurm::JobInfo> j = co_await slurm_.GetJob(job_id);
+  if (j) {
+    rec.state = std::string(j->BaseState());
+    rec.tag = bridge::ParseJobTag(j->admin_comment);
+    rec.reason = j->state_reason;
+    rec.description = j->state_description;
+  } else if (j.error().code == ErrorCode::kNotFound) {
+    rec.state = "GONE";
+    rec.tag.reset();
+    rec.reason.clear();
+    rec.description.clear();
+  } else {
+    co_return tl::unexpected(j.error());
   }
-  if (pods.empty() && bridge::JobEnded(state)) {
-    states_.erase(job_id);
+  rec.read = true;
+  co_return Result<void>{};
+}
+
+void PodController::ReportOnce(const Pod& pod, const std::string& key, const std::string& reason,
+                               const std::string& message) {
+  if (!reported_.emplace(pod.metadata.uid, key).second) return;
+  spdlog::warn("{}/{}: {}", pod.metadata.namespace_, pod.metadata.name, message);
+  recorder_.Emit(kube::MakeObjectReference("v1", "Pod", pod.metadata), kube::EventType::kWarning,
+                 reason, message);
+}
+
+awaitable<Result<void>> PodController::Reconcile(std::int64_t job_id) {
+  // A copy: the poll may drop the entry while this awaits.
+  JobRecord rec;
+  if (auto it = jobs_.find(job_id); it != jobs_.end()) rec = it->second;
+  bool fresh = false;
+  if (rec.state.empty() || !rec.read) {
+    Result<void> r = co_await ReadJob(job_id, rec);
+    if (!r) co_return r;
+    fresh = true;
+  }
+
+  // The pods: those labelled with the job and those its tag names (same UID), each once.
+  std::vector<std::shared_ptr<const Pod>> held;
+  std::vector<const Pod*> pods;
+  auto gather = [&] {
+    held = pods_.cache().ByIndex(kJobIndex, std::to_string(job_id));
+    if (rec.tag && rec.tag->BelongsTo(owner_.cluster, owner_.scheduler)) {
+      for (std::size_t i = 0; i < rec.tag->pods.size() && i < rec.tag->uids.size(); ++i) {
+        std::shared_ptr<const Pod> p = pods_.cache().Get(rec.tag->pods[i]);
+        if (p && p->metadata.uid == rec.tag->uids[i] && std::ranges::find(held, p) == held.end()) {
+          held.push_back(p);
+        }
+      }
+    }
+    pods.clear();
+    for (const auto& p : held) pods.push_back(p.get());
+  };
+  gather();
+  if (pods.empty() && bridge::JobEnded(rec.state)) {
+    jobs_.erase(job_id);
     co_return Result<void>{};
   }
 
   std::map<std::string, const kube::Node*> nodes;
   std::vector<std::shared_ptr<const kube::Node>> node_list = nodes_.cache().List();
   for (const auto& n : node_list) nodes[n->metadata.name] = n.get();
-  JobPlan plan = PlanJob(state, pods, nodes, clock_.WallNow(), options_.lifecycle);
+  auto plan_now = [&] {
+    JobFacts facts{.state = rec.state,
+                   .tag = rec.tag,
+                   .reason = rec.reason,
+                   .description = rec.description,
+                   .not_running_since = rec.not_running_since,
+                   .requeued = rec.requeued};
+    return PlanJob(job_id, facts, owner_, pods, nodes, clock_.WallNow(), options_.lifecycle);
+  };
+  JobPlan plan = plan_now();
+  if (!fresh && (plan.Acts() || plan.not_running_since != rec.not_running_since ||
+                 plan.requeued != rec.requeued)) {
+    // Before acting, read the job again: the polled state may be old, the id reused.
+    Result<void> r = co_await ReadJob(job_id, rec);
+    if (!r) co_return r;
+    fresh = true;
+    gather();
+    plan = plan_now();
+  }
+  if (fresh) {
+    // The not-RUNNING record only ever comes from a read newer than the pods' binding.
+    rec.not_running_since = plan.not_running_since;
+    rec.requeued = plan.requeued;
+  }
+  jobs_[job_id] = rec;
 
+  std::set<const Pod*> strays;
+  for (const StrayPod& s : plan.strays) {
+    strays.insert(s.pod);
+    ReportOnce(*s.pod, "job " + std::to_string(job_id), "SlurmJobNotOurs",
+               fmt::format("label {}={} ignored: {}; the job is left alone", bridge::kJobIdLabel,
+                           job_id, s.why));
+  }
+
+  if (plan.cancel_job && strays.size() == pods.size() && rec.tag) {
+    // No pod of the job in the cache: the apiserver must agree before the job goes (a cache
+    // that lags behind the scheduler's must not cancel a job whose pod it has not seen yet).
+    for (std::size_t i = 0; i < rec.tag->pods.size() && i < rec.tag->uids.size(); ++i) {
+      const std::string& key = rec.tag->pods[i];
+      const std::size_t slash = key.find('/');
+      if (slash == std::string::npos) continue;
+      Result<Pod> p = co_await kube::GetPod(kube_, key.substr(0, slash), key.substr(slash + 1));
+      if (!p && p.error().code != ErrorCode::kNotFound) co_return tl::unexpected(p.error());
+      if (p && p->metadata.uid == rec.tag->uids[i]) {
+        spdlog::info("Slurm job {}: its pod {} exists, though not seen yet; job kept", job_id, key);
+        plan.cancel_job = false;
+        queue_.AddAfter(job_id, std::chrono::seconds(1));
+        break;
+      }
+    }
+  }
   if (plan.cancel_job) {
     slurm::CancelOptions opts;
     Result<bool> c = co_await slurm_.CancelJob(job_id, opts);
     if (!c && c.error().code != ErrorCode::kNotFound) co_return tl::unexpected(c.error());
     ++stats_.jobs_cancelled;
-    states_[job_id] = "CANCELLED";
+    rec.state = "CANCELLED";
+    jobs_[job_id] = rec;
     spdlog::info("cancelled Slurm job {}: {}", job_id, plan.cancel_reason);
     for (const Pod* pod : pods) {
+      if (strays.contains(pod)) continue;
       recorder_.Emit(kube::MakeObjectReference("v1", "Pod", pod->metadata),
                      kube::EventType::kNormal, "SlurmJobCancelled",
                      fmt::format("cancelled Slurm job {}: {}", job_id, plan.cancel_reason));
     }
   }
-  if (!plan.delete_pods.empty()) {
-    // Slurm's words for why the job ended.
-    if (!info && state != "GONE") {
-      Result<slurm::JobInfo> j = co_await slurm_.GetJob(job_id);
-      if (j) info = std::move(*j);
+  for (const PodDeletion& d : plan.delete_pods) {
+    const Pod* pod = d.pod;
+    recorder_.Emit(kube::MakeObjectReference("v1", "Pod", pod->metadata), kube::EventType::kWarning,
+                   d.reason, d.message);
+    kube::DeleteOptions del;
+    del.uid = pod->metadata.uid;
+    Result<void> r =
+        co_await kube::DeletePod(kube_, pod->metadata.namespace_, pod->metadata.name, del);
+    if (!r && r.error().code != ErrorCode::kNotFound && r.error().code != ErrorCode::kConflict) {
+      co_return tl::unexpected(r.error());
     }
-    std::string words = state == "GONE" ? "Slurm no longer knows it" : state;
-    if (info) {
-      if (!info->state_reason.empty() && info->state_reason != "None") {
-        words += " (" + info->state_reason + ")";
-      }
-      if (!info->state_description.empty()) words += ": " + info->state_description;
-    }
-    for (const Pod* pod : plan.delete_pods) {
-      const std::string msg =
-          fmt::format("Slurm job {} ended: {}; deleting the pod", job_id, words);
-      recorder_.Emit(kube::MakeObjectReference("v1", "Pod", pod->metadata),
-                     kube::EventType::kWarning, "SlurmJobEnded", msg);
-      kube::DeleteOptions del;
-      del.uid = pod->metadata.uid;
-      Result<void> d =
-          co_await kube::DeletePod(kube_, pod->metadata.namespace_, pod->metadata.name, del);
-      if (!d && d.error().code != ErrorCode::kNotFound && d.error().code != ErrorCode::kConflict) {
-        co_return tl::unexpected(d.error());
-      }
-      ++stats_.pods_deleted;
-      spdlog::info("{}/{}: deleted: {}", pod->metadata.namespace_, pod->metadata.name, msg);
-    }
+    ++stats_.pods_deleted;
+    spdlog::info("{}/{}: deleted: {}", pod->metadata.namespace_, pod->metadata.name, d.message);
   }
   for (const Pod* pod : plan.release_pods) {
     Result<void> r = co_await ReleaseFinalizer(*pod);
     if (!r) co_return tl::unexpected(r.error());
   }
+  ++stats_.reconciles;
+  spdlog::debug("Slurm job {} reconciled: {}, {} pod(s), {} not its own", job_id, rec.state,
+                pods.size(), plan.strays.size());
   if (plan.recheck_at) {
     const auto wait = *plan.recheck_at - clock_.WallNow() + std::chrono::milliseconds(100);
     queue_.AddAfter(job_id, std::chrono::duration_cast<kube::Clock::Duration>(wait));
@@ -251,64 +325,209 @@ awaitable<void> PodController::PollSlurm() {
     }
     for (std::int64_t id : wanted) {
       auto f = fresh.find(id);
-      std::string& known = states_[id];
+      JobRecord& known = jobs_[id];
       if (f == fresh.end()) {
         // Gone, or newer than the answer: Reconcile asks (GET /job/{id}) unless it knows the end.
-        if (first_seen_[id] < asked && !bridge::JobEnded(known)) {
-          known.clear();
+        if (first_seen_[id] < asked && !bridge::JobEnded(known.state)) {
+          known.state.clear();
           queue_.Add(id);
         }
         continue;
       }
-      if (known != f->second) {
-        known = f->second;
+      if (known.state != f->second) {
+        // Ended (or gone), then alive: Slurm reused the id for another job; its tag is read anew.
+        if (bridge::JobEnded(known.state) && !bridge::JobEnded(f->second)) known.read = false;
+        known.state = f->second;
         queue_.Add(id);
       }
     }
-    std::erase_if(states_, [&](const auto& kv) { return !wanted.contains(kv.first); });
+    std::erase_if(jobs_, [&](const auto& kv) { return !wanted.contains(kv.first); });
     std::erase_if(first_seen_, [&](const auto& kv) { return !wanted.contains(kv.first); });
   }
 }
 
 awaitable<void> PodController::Sweep() {
   while (co_await tasks_.Sleep(options_.sweep_interval)) {
+    // A stale pod cache would make live pods look gone: sweep only while the watch is healthy.
+    if (!pods_.Healthy()) {
+      ++stats_.sweeps_skipped;
+      spdlog::info("sweep skipped: the pod watch is not healthy (its cache may be stale)");
+      continue;
+    }
     Result<std::vector<slurm::JobInfo>> jobs = co_await slurm_.ListJobs();
     if (!jobs) {
       ++stats_.errors;
       spdlog::warn("orphan sweep: reading Slurm's jobs failed: {}", jobs.error().ToString());
       continue;
     }
+    if (!pods_.Healthy()) {
+      ++stats_.sweeps_skipped;
+      continue;
+    }
+    co_await SweepOrphans(*jobs);
+    co_await SweepStrays(*jobs);
     ++stats_.sweeps;
-    const auto now_s =
-        std::chrono::duration_cast<std::chrono::seconds>(clock_.WallNow().time_since_epoch())
-            .count();
-    for (const slurm::JobInfo& j : *jobs) {
-      if (!Alive(j.BaseState())) continue;
-      std::optional<bridge::JobTag> tag = bridge::ParseJobTag(j.admin_comment);
-      // Only this cluster's scheduler's jobs; anything else is not ours to touch.
-      if (!tag || !tag->BelongsTo(config_.cluster_name, config_.scheduler_name)) continue;
-      if (std::optional<std::int64_t> submitted = j.submit_time.Value();
-          submitted && now_s - *submitted < options_.orphan_min_age.count()) {
-        continue;
-      }
-      bool any = false;
-      for (std::size_t i = 0; i < tag->pods.size() && !any; ++i) {
-        std::shared_ptr<const Pod> p = pods_.cache().Get(tag->pods[i]);
-        any = p && (i >= tag->uids.size() || p->metadata.uid == tag->uids[i]);
-      }
-      if (any) continue;
-      slurm::CancelOptions opts;
-      Result<bool> c = co_await slurm_.CancelJob(j.job_id, opts);
-      if (c || c.error().code == ErrorCode::kNotFound) {
-        ++stats_.orphans_cancelled;
-        spdlog::info("cancelled orphan Slurm job {}: none of its pods ({}) exists", j.job_id,
-                     fmt::join(tag->pods, ", "));
-      } else {
-        ++stats_.errors;
-        spdlog::warn("cancelling orphan Slurm job {} failed: {}", j.job_id, c.error().ToString());
+    // Reports of pods that are gone are forgotten.
+    std::set<std::string> uids;
+    for (const auto& p : pods_.cache().List()) uids.insert(p->metadata.uid);
+    std::erase_if(reported_, [&](const auto& r) { return !uids.contains(r.first); });
+  }
+}
+
+awaitable<void> PodController::SweepOrphans(const std::vector<slurm::JobInfo>& jobs) {
+  const auto now_s =
+      std::chrono::duration_cast<std::chrono::seconds>(clock_.WallNow().time_since_epoch()).count();
+  for (const slurm::JobInfo& j : jobs) {
+    if (!Alive(j.BaseState())) continue;
+    std::optional<bridge::JobTag> tag = bridge::ParseJobTag(j.admin_comment);
+    // Only this cluster's scheduler's jobs; anything else is not ours to touch.
+    if (!tag || !tag->BelongsTo(config_.cluster_name, config_.scheduler_name)) continue;
+    if (std::optional<std::int64_t> submitted = j.submit_time.Value();
+        submitted && now_s - *submitted < options_.orphan_min_age.count()) {
+      continue;
+    }
+    bool any = false;
+    for (std::size_t i = 0; i < tag->pods.size() && !any; ++i) {
+      std::shared_ptr<const Pod> p = pods_.cache().Get(tag->pods[i]);
+      any = p && (i >= tag->uids.size() || p->metadata.uid == tag->uids[i]);
+    }
+    if (any) continue;
+    // The cache says none exists: the apiserver must agree, pod by pod.
+    bool confirmed = true;
+    for (std::size_t i = 0; i < tag->pods.size() && confirmed; ++i) {
+      const std::string& key = tag->pods[i];
+      const std::size_t slash = key.find('/');
+      if (slash == std::string::npos) continue;
+      Result<Pod> p = co_await kube::GetPod(kube_, key.substr(0, slash), key.substr(slash + 1));
+      if (p) {
+        confirmed = i < tag->uids.size() && p->metadata.uid != tag->uids[i];
+        if (!confirmed) spdlog::info("orphan sweep: Slurm job {}: pod {} exists", j.job_id, key);
+      } else if (p.error().code != ErrorCode::kNotFound) {
+        confirmed = false;
+        spdlog::warn("orphan sweep: Slurm job {}: reading pod {} failed: {}", j.job_id, key,
+                     p.error().ToString());
       }
     }
+    if (!confirmed) continue;
+    slurm::CancelOptions opts;
+    Result<bool> c = co_await slurm_.CancelJob(j.job_id, opts);
+    if (c || c.error().code == ErrorCode::kNotFound) {
+      ++stats_.orphans_cancelled;
+      spdlog::info("cancelled orphan Slurm job {}: none of its pods ({}) exists", j.job_id,
+                   fmt::join(tag->pods, ", "));
+    } else {
+      ++stats_.errors;
+      spdlog::warn("cancelling orphan Slurm job {} failed: {}", j.job_id, c.error().ToString());
+    }
   }
+}
+
+awaitable<void> PodController::SweepStrays(const std::vector<slurm::JobInfo>& jobs) {
+  // The pods this bridge's live jobs hold a place for.
+  std::set<std::string> held;
+  std::unordered_map<std::int64_t, const slurm::JobInfo*> by_id;
+  for (const slurm::JobInfo& j : jobs) {
+    by_id[j.job_id] = &j;
+    if (!Alive(j.BaseState())) continue;
+    std::optional<bridge::JobTag> tag = bridge::ParseJobTag(j.admin_comment);
+    if (tag && tag->BelongsTo(owner_.cluster, owner_.scheduler)) {
+      held.insert(tag->uids.begin(), tag->uids.end());
+    }
+  }
+  const WallTime now = clock_.WallNow();
+  std::set<std::string> seen;
+  std::vector<std::shared_ptr<const Pod>> due;
+  for (const auto& p : pods_.cache().List()) {
+    const std::int64_t id = JobIdOf(*p);
+    auto j = by_id.find(id);
+    std::optional<std::string> why =
+        JudgeBoundPod(*p, held, j == by_id.end() ? nullptr : j->second, id, owner_);
+    if (!why) continue;
+    seen.insert(p->metadata.uid);
+    auto [since, first] = stray_since_.try_emplace(p->metadata.uid, now);
+    ReportOnce(*p, "stray", "NoSlurmJob",
+               fmt::format("{}: no Slurm allocation holds this pod; it is deleted if that "
+                           "stays so for {}s",
+                           *why, options_.lifecycle.confirm_after.count()));
+    if (now - since->second >= options_.lifecycle.confirm_after) due.push_back(p);
+  }
+  std::erase_if(stray_since_, [&](const auto& kv) { return !seen.contains(kv.first); });
+  for (const auto& cached : due) {
+    // Confirm with the apiserver and, for a labelled pod, with Slurm.
+    Result<Pod> pod =
+        co_await kube::GetPod(kube_, cached->metadata.namespace_, cached->metadata.name);
+    if (!pod || pod->metadata.uid != cached->metadata.uid) continue;
+    const std::int64_t id = JobIdOf(*pod);
+    std::optional<slurm::JobInfo> job;
+    if (id > 0) {
+      Result<slurm::JobInfo> j = co_await slurm_.GetJob(id);
+      if (j) {
+        job = std::move(*j);
+      } else if (j.error().code != ErrorCode::kNotFound) {
+        continue;
+      }
+    }
+    std::optional<std::string> why = JudgeBoundPod(*pod, held, job ? &*job : nullptr, id, owner_);
+    if (!why) continue;
+    const std::string msg = *why + ": no Slurm allocation holds this pod; deleting the pod";
+    recorder_.Emit(kube::MakeObjectReference("v1", "Pod", pod->metadata), kube::EventType::kWarning,
+                   "NoSlurmJob", msg);
+    kube::DeleteOptions del;
+    del.uid = pod->metadata.uid;
+    Result<void> d =
+        co_await kube::DeletePod(kube_, pod->metadata.namespace_, pod->metadata.name, del);
+    if (!d && d.error().code != ErrorCode::kNotFound && d.error().code != ErrorCode::kConflict) {
+      ++stats_.errors;
+      spdlog::warn("{}/{}: deleting failed: {}", pod->metadata.namespace_, pod->metadata.name,
+                   d.error().ToString());
+      continue;
+    }
+    ++stats_.strays_deleted;
+    spdlog::warn("{}/{}: deleted: {}", pod->metadata.namespace_, pod->metadata.name, msg);
+  }
+}
+
+awaitable<void> PodController::CheckClusterName() {
+  Result<std::vector<slurm::JobInfo>> jobs = co_await slurm_.ListJobs();
+  if (!jobs) {
+    spdlog::warn("clusterName check: reading Slurm's jobs failed: {}", jobs.error().ToString());
+    co_return;
+  }
+  auto pod_exists = [this](const std::string& key, const std::string& uid) {
+    std::shared_ptr<const Pod> p = pods_.cache().Get(key);
+    return p && (uid.empty() || p->metadata.uid == uid);
+  };
+  // First the namespaces worth asking about, then the answer with what the apiserver said.
+  std::set<std::string> asked;
+  (void)ForeignLookingJobs(*jobs, owner_, pod_exists, [&](const std::string& ns) {
+    asked.insert(ns);
+    return true;
+  });
+  std::set<std::string> missing;
+  constexpr std::size_t kMaxNamespaces = 50;
+  std::size_t n = 0;
+  for (const std::string& ns : asked) {
+    if (++n > kMaxNamespaces || stopping_) break;
+    Result<kube::Namespace> got =
+        co_await kube::GetAs<kube::Namespace>(kube_, kube::NamespacesRef().WithName(ns));
+    if (!got && got.error().code == ErrorCode::kNotFound) {
+      missing.insert(ns);
+    } else if (!got) {
+      spdlog::debug("clusterName check: reading namespace {} failed: {}", ns,
+                    got.error().ToString());
+    }
+  }
+  std::vector<std::int64_t> foreign = ForeignLookingJobs(
+      *jobs, owner_, pod_exists, [&](const std::string& ns) { return missing.contains(ns); });
+  stats_.foreign_looking_jobs = foreign.size();
+  ++stats_.cluster_name_checks;
+  if (foreign.empty()) co_return;
+  spdlog::warn(
+      "clusterName \"{}\": {} live Slurm job(s) tagged for this cluster and scheduler ({}) name "
+      "pods in namespaces that do not exist here ({}). Another Kubernetes cluster may share this "
+      "Slurm with the same clusterName: this bridge takes such jobs for orphans and cancels "
+      "them. Give every cluster its own clusterName in config.yaml.",
+      config_.cluster_name, foreign.size(), fmt::join(foreign, ", "), fmt::join(missing, ", "));
 }
 
 }  // namespace sb::controllers

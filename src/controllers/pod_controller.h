@@ -3,16 +3,28 @@
 // controllers/pod_controller.h
 //
 // Keeps pods and their Slurm jobs in step once the scheduler has bound them (decisions in
-// pod_lifecycle.h):
+// pod_lifecycle.h). A job is acted on only when its admin_comment tag is this bridge's (this
+// clusterName and schedulerName) and lists the pod's UID; a pod's job-id label only says where
+// to look, and a label naming someone else's job is reported (log and a Warning event
+// `SlurmJobNotOurs` on the pod, once), never acted on.
 //   - a bound pod whose job ended (scancel, preemption, time limit, node failure) or vanished is
 //     deleted, with a Warning event in Slurm's words;
+//   - a bound pod whose job is alive but not RUNNING (requeued to PENDING, SUSPENDED) for
+//     confirm_after is deleted (Warning `SlurmJobNotRunning`);
 //   - a job whose pods are all done (Succeeded/Failed, or deleted and past their grace period
 //     with their kubelet gone) is cancelled, and the pods' finalizer removed;
-//   - orphan sweep: a job tagged by this cluster's scheduler whose pods (checked by UID) no
-//     longer exist is cancelled. Jobs without the bridge's tag, or with another cluster's or
-//     scheduler's, are never touched.
+//   - sweep, only while the pod watch is healthy: a job tagged by this cluster's scheduler whose
+//     pods (checked by UID, each confirmed by a GET of the pod) no longer exist is cancelled;
+//     a bound pod of this scheduler that no live job of this bridge lists (no job label, or a
+//     label naming an ended, unknown or foreign job) is reported, and deleted (Warning
+//     `NoSlurmJob`) when a later sweep, confirm_after on, still finds it so and a GET agrees.
+//     Jobs without the bridge's tag, or with another cluster's or scheduler's, are never
+//     touched.
+//   - at start-up, live jobs tagged for this cluster whose pods and namespaces do not exist here
+//     are warned about: another cluster may share this Slurm with the same clusterName.
 // Slurm is read at a constant cost: one GET /jobs/state/ per jobPollInterval while pods with a
-// job exist, one GET /jobs/ per sweep interval, a GET /job/{id} only when a job ends.
+// job exist, one GET /jobs/ per sweep interval, and a GET /job/{id} when a job is first seen,
+// its state is unknown, or before acting on it.
 //
 // Thread model: loop-confined.
 #pragma once
@@ -20,13 +32,18 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 
 #include "bridge/config.h"
+#include "bridge/tag.h"
 #include "controllers/pod_lifecycle.h"
 #include "kube/client.h"
 #include "kube/informer.h"
@@ -50,8 +67,15 @@ struct PodControllerStats {
   std::uint64_t jobs_cancelled = 0;
   std::uint64_t orphans_cancelled = 0;
   std::uint64_t finalizers_removed = 0;
+  std::uint64_t reconciles = 0;  // Reconcile passes that completed (for tests and metrics)
   std::uint64_t state_polls = 0;
   std::uint64_t sweeps = 0;
+  std::uint64_t sweeps_skipped = 0;  // the pod watch was not healthy
+  std::uint64_t strays_deleted = 0;  // bound pods without a job of this bridge
+  // Live jobs tagged for this cluster whose pods and namespaces are not here (start-up check);
+  // cluster_name_checks counts the checks that finished.
+  std::uint64_t foreign_looking_jobs = 0;
+  std::uint64_t cluster_name_checks = 0;
   std::uint64_t errors = 0;
 };
 
@@ -70,12 +94,31 @@ class PodController {
   [[nodiscard]] std::size_t QueueDepth() { return queue_.Len(); }
 
  private:
+  // What is known of one job: the latest state, and what the last GET /job/{id} said.
+  struct JobRecord {
+    std::string state;  // base state ("GONE": Slurm does not know it); "" when unknown
+    bool read = false;  // tag, reason and description below come from a GET
+    std::optional<bridge::JobTag> tag;
+    std::string reason;
+    std::string description;
+    std::optional<WallTime> not_running_since;
+    bool requeued = false;
+  };
+
   void OnPod(const kube::Pod& pod);
   boost::asio::awaitable<void> Worker();
   boost::asio::awaitable<Result<void>> Reconcile(std::int64_t job_id);
+  // GET /job/{id} into `rec`.
+  boost::asio::awaitable<Result<void>> ReadJob(std::int64_t job_id, JobRecord& rec);
   boost::asio::awaitable<void> PollSlurm();
   boost::asio::awaitable<void> Sweep();
+  boost::asio::awaitable<void> SweepOrphans(const std::vector<slurm::JobInfo>& jobs);
+  boost::asio::awaitable<void> SweepStrays(const std::vector<slurm::JobInfo>& jobs);
+  boost::asio::awaitable<void> CheckClusterName();
   boost::asio::awaitable<Result<void>> ReleaseFinalizer(const kube::Pod& pod);
+  // A Warning event and a log line, once per pod UID and `key`.
+  void ReportOnce(const kube::Pod& pod, const std::string& key, const std::string& reason,
+                  const std::string& message);
 
   boost::asio::any_io_executor executor_;
   kube::Client& kube_;
@@ -83,13 +126,16 @@ class PodController {
   kube::Clock& clock_;
   bridge::Config config_;
   PodControllerOptions options_;
+  Owner owner_;
   kube::Informer<kube::Pod> pods_;
   kube::Informer<kube::Node> nodes_;
   kube::ClientEventSink event_sink_;
   kube::EventRecorder recorder_;
   kube::WorkQueue<std::int64_t> queue_;
-  std::unordered_map<std::int64_t, std::string> states_;  // job id -> Slurm base state
+  std::unordered_map<std::int64_t, JobRecord> jobs_;
   std::unordered_map<std::int64_t, kube::Clock::TimePoint> first_seen_;  // job id -> first label
+  std::unordered_map<std::string, WallTime> stray_since_;   // pod UID -> first sweep that found it
+  std::set<std::pair<std::string, std::string>> reported_;  // (pod UID, what) reported once
   PodControllerStats stats_;
   bool ready_ = false;
   bool stopping_ = false;

@@ -81,13 +81,57 @@ PodVerdict JudgePod(const kube::Pod& pod, const kube::Node* node, bool node_exis
   return {PodState::kWaiting, stuck, "terminating"};
 }
 
-JobPlan PlanJob(std::string_view job_state, const std::vector<const kube::Pod*>& pods,
+namespace {
+
+bool RunningLike(std::string_view state) {
+  // CONFIGURING (nodes booting) and COMPLETING are RUNNING's neighbours, not a lost allocation.
+  return state == "RUNNING" || state == "CONFIGURING" || state == "COMPLETING";
+}
+
+// "CANCELLED (Reason): description", or "Slurm no longer knows it".
+std::string Words(const JobFacts& job) {
+  if (job.state == "GONE") return "Slurm no longer knows it";
+  std::string words = job.state;
+  if (!job.reason.empty() && job.reason != "None") words += " (" + job.reason + ")";
+  if (!job.description.empty()) words += ": " + job.description;
+  return words;
+}
+
+}  // namespace
+
+std::string WhyNotMember(std::int64_t job_id, const JobFacts& job, const kube::Pod& pod,
+                         const Owner& owner) {
+  if (job.state == "GONE") return "";
+  if (!job.tag) return fmt::format("Slurm job {} has no slurm-bridge tag", job_id);
+  const bridge::JobTag& tag = *job.tag;
+  if (!tag.ours)
+    return fmt::format("Slurm job {} has no slurm-bridge tag (upstream's only)", job_id);
+  if (tag.cluster != owner.cluster || tag.scheduler != owner.scheduler) {
+    return fmt::format("Slurm job {} belongs to cluster \"{}\", scheduler \"{}\"", job_id,
+                       tag.cluster, tag.scheduler);
+  }
+  if (pod.metadata.uid.empty() || std::ranges::find(tag.uids, pod.metadata.uid) == tag.uids.end()) {
+    return fmt::format("Slurm job {} was not submitted for this pod (its tag does not list UID {})",
+                       job_id, pod.metadata.uid);
+  }
+  return "";
+}
+
+JobPlan PlanJob(std::int64_t job_id, const JobFacts& job, const Owner& owner,
+                const std::vector<const kube::Pod*>& pods,
                 const std::map<std::string, const kube::Node*>& nodes, WallTime now,
                 const LifecycleOptions& options) {
   JobPlan plan;
-  const bool ended = bridge::JobEnded(job_state);
+  const bool ended = bridge::JobEnded(job.state);
+  const bool ours =
+      job.state == "GONE" || (job.tag && job.tag->BelongsTo(owner.cluster, owner.scheduler));
   bool all_done = true;
   std::vector<std::string> reasons;
+  std::vector<const kube::Pod*> member_release;
+  std::vector<const kube::Pod*> bound_active;
+  auto earlier = [&plan](std::optional<WallTime> t) {
+    if (t && (!plan.recheck_at || *t < *plan.recheck_at)) plan.recheck_at = t;
+  };
   for (const kube::Pod* pod : pods) {
     const kube::Node* node = nullptr;
     bool exists = false;
@@ -98,34 +142,135 @@ JobPlan PlanJob(std::string_view job_state, const std::vector<const kube::Pod*>&
     }
     PodVerdict v = JudgePod(*pod, node, exists, now, options);
     const bool has_finalizer = bridge::HasFinalizer(*pod);
+    if (std::string why = WhyNotMember(job_id, job, *pod, owner); !why.empty()) {
+      // Not the job's: nothing is done to the job for it. Bound and running, it is the sweep's
+      // (JudgeBoundPod); done, no job of ours holds its finalizer.
+      plan.strays.push_back({pod, std::move(why)});
+      if (v.state != PodState::kActive && has_finalizer) plan.release_pods.push_back(pod);
+      continue;
+    }
     if (v.state == PodState::kDone) {
       reasons.push_back(pod->metadata.name + ": " + v.why);
     } else {
       all_done = false;
-      if (v.recheck_at && (!plan.recheck_at || *v.recheck_at < *plan.recheck_at)) {
-        plan.recheck_at = v.recheck_at;
-      }
+      earlier(v.recheck_at);
     }
+    if (v.state == PodState::kActive && !pod->spec.node_name.empty()) bound_active.push_back(pod);
     if (ended) {
       if (v.state == PodState::kActive && !pod->spec.node_name.empty()) {
-        plan.delete_pods.push_back(pod);
+        plan.delete_pods.push_back(
+            {pod, "SlurmJobEnded",
+             fmt::format("Slurm job {} ended: {}; deleting the pod", job_id, Words(job))});
       }
       // The job is over: nothing left to hold the pod for.
       if (has_finalizer && (v.state != PodState::kActive || !pod->spec.node_name.empty())) {
-        plan.release_pods.push_back(pod);
+        member_release.push_back(pod);
       }
     } else if (v.state == PodState::kDone && has_finalizer) {
-      plan.release_pods.push_back(pod);  // released once the job is cancelled (caller's order)
+      member_release.push_back(pod);  // released once the job is cancelled (caller's order)
     }
   }
-  if (!ended && all_done) {
+  if (!ended && ours && all_done) {
     plan.cancel_job = true;
-    plan.cancel_reason = pods.empty()
+    plan.cancel_reason = reasons.empty()
                              ? "its pods are gone"
                              : fmt::format("all its pods are done ({})", fmt::join(reasons, "; "));
   }
-  if (!ended && !all_done) plan.release_pods.clear();  // the job still holds them
+  if (!ended && !all_done) member_release.clear();  // the job still holds them
+  plan.release_pods.insert(plan.release_pods.end(), member_release.begin(), member_release.end());
+
+  // A live job that no longer runs: its bound pods hold nodes Slurm may give to others.
+  if (!ended && ours && !bound_active.empty()) {
+    if (!RunningLike(job.state)) {
+      plan.not_running_since = job.not_running_since.value_or(now);
+      plan.requeued = job.requeued || job.state == "PENDING";
+      const WallTime due = *plan.not_running_since + options.confirm_after;
+      if (now >= due) {
+        const std::string msg =
+            plan.requeued
+                ? fmt::format(
+                      "Slurm job {} was requeued ({}) after its pods were bound; "
+                      "deleting the pod",
+                      job_id, Words(job))
+                : fmt::format("Slurm job {} is {}, not RUNNING, for {}s; deleting the pod", job_id,
+                              Words(job), options.confirm_after.count());
+        for (const kube::Pod* pod : bound_active) {
+          plan.delete_pods.push_back({pod, "SlurmJobNotRunning", msg});
+        }
+      } else {
+        earlier(due);
+      }
+    } else if (job.requeued) {
+      // Requeued, then started again: on nodes of its own choosing, not the pods'.
+      plan.not_running_since = job.not_running_since;
+      plan.requeued = true;
+      const std::string msg = fmt::format(
+          "Slurm job {} was requeued after its pods were bound and runs again as a new "
+          "allocation; deleting the pod",
+          job_id);
+      for (const kube::Pod* pod : bound_active) {
+        plan.delete_pods.push_back({pod, "SlurmJobNotRunning", msg});
+      }
+    }
+  }
   return plan;
+}
+
+std::optional<std::string> JudgeBoundPod(const kube::Pod& pod, const std::set<std::string>& held,
+                                         const slurm::JobInfo* labelled_job,
+                                         std::int64_t labelled_id, const Owner& owner) {
+  if (pod.spec.node_name.empty() || !pod.metadata.deletion_timestamp.empty()) return std::nullopt;
+  if (pod.status.phase == "Succeeded" || pod.status.phase == "Failed") return std::nullopt;
+  if (!pod.metadata.uid.empty() && held.contains(pod.metadata.uid)) return std::nullopt;
+  if (labelled_id <= 0) {
+    return fmt::format("bound to {} without a Slurm job (no {} label)", pod.spec.node_name,
+                       bridge::kJobIdLabel);
+  }
+  if (labelled_job == nullptr) {
+    return fmt::format("bound to {}, but Slurm does not know its job {}", pod.spec.node_name,
+                       labelled_id);
+  }
+  const std::string_view state = labelled_job->BaseState();
+  if (bridge::JobEnded(state)) {
+    return fmt::format("bound to {}, but its Slurm job {} ended ({})", pod.spec.node_name,
+                       labelled_id, state);
+  }
+  std::optional<bridge::JobTag> tag = bridge::ParseJobTag(labelled_job->admin_comment);
+  const std::string key = pod.metadata.namespace_ + "/" + pod.metadata.name;
+  if (tag && !tag->ours && std::ranges::find(tag->pods, key) != tag->pods.end()) {
+    return std::nullopt;  // upstream's job for this pod
+  }
+  JobFacts facts{.state = std::string(state), .tag = std::move(tag)};
+  std::string why = WhyNotMember(labelled_id, facts, pod, owner);
+  if (why.empty()) {
+    // Listed by a live job of ours that `held` missed (newer than the list): not a stray.
+    return std::nullopt;
+  }
+  return fmt::format("bound to {}, but {}", pod.spec.node_name, why);
+}
+
+std::vector<std::int64_t> ForeignLookingJobs(
+    const std::vector<slurm::JobInfo>& jobs, const Owner& owner,
+    const std::function<bool(const std::string&, const std::string&)>& pod_exists,
+    const std::function<bool(const std::string&)>& namespace_missing) {
+  std::vector<std::int64_t> out;
+  for (const slurm::JobInfo& j : jobs) {
+    if (bridge::JobEnded(j.BaseState()) || j.BaseState().empty()) continue;
+    std::optional<bridge::JobTag> tag = bridge::ParseJobTag(j.admin_comment);
+    if (!tag || !tag->BelongsTo(owner.cluster, owner.scheduler) || tag->pods.empty()) continue;
+    bool here = false;
+    for (std::size_t i = 0; i < tag->pods.size() && !here; ++i) {
+      here = pod_exists(tag->pods[i], i < tag->uids.size() ? tag->uids[i] : "");
+    }
+    if (here) continue;
+    bool all_missing = true;
+    for (const std::string& p : tag->pods) {
+      const std::string ns = p.substr(0, p.find('/'));
+      all_missing = all_missing && namespace_missing(ns);
+    }
+    if (all_missing) out.push_back(j.job_id);
+  }
+  return out;
 }
 
 }  // namespace sb::controllers

@@ -3,28 +3,47 @@
 // controllers/pod_lifecycle.h
 //
 // Pure decisions of the pod controller: what to do with one Slurm job and the pods it holds a
-// place for (the pods labelled scheduler.slinky.slurm.net/slurm-jobid=<job>). No I/O.
+// place for, and with bound pods that no job of this bridge holds a place for. No I/O.
+//
+// Which pods a job holds a place for (its members): the job's admin_comment tag must be this
+// bridge's (this clusterName and schedulerName) and list the pod's UID. A pod's job-id label is
+// only a hint of where to look: users can write labels, and Slurm reuses job ids. A pod labelled
+// with a job that is untagged, another cluster's or scheduler's, or that does not list the pod is
+// a stray of that job: the job is never cancelled and no pod is deleted for it; the stray is
+// reported (and, once bound, handled by the sweep: see JudgeBoundPod). A job Slurm no longer
+// knows ("GONE") has no tag to read: its labelled pods are taken as its members (it holds
+// nothing, so nothing in Slurm is touched).
 //
 //   - The job ended (COMPLETED, CANCELLED, FAILED, TIMEOUT, NODE_FAIL, PREEMPTED, BOOT_FAIL,
-//     DEADLINE, OUT_OF_MEMORY) or Slurm no longer knows it: every bound pod still running is
-//     deleted (its allocation is gone: scancel, preemption, time limit, node failure); pods not
-//     bound yet are left to the scheduler, which submits a new job.
-//   - The job is alive (pending, running, suspended, ...) and every one of its pods is done: the
-//     job is cancelled. A pod is done when it Succeeded or Failed, or when it is being deleted
-//     and its grace period is over (upstream #16: never while the pod may still be running),
-//     and its kubelet is gone (node deleted or not Ready) or it is stuck long past the grace
-//     period (upstream #49).
-//   - A done pod keeps the bridge's finalizer until its job is over; then the finalizer goes.
+//     DEADLINE, OUT_OF_MEMORY) or Slurm no longer knows it: every bound member still running is
+//     deleted (its allocation is gone: scancel, preemption, time limit, node failure); members
+//     not bound yet are left to the scheduler, which submits a new job.
+//   - The job is alive but not RUNNING (PENDING after a requeue, SUSPENDED, ...): its bound
+//     members are deleted once a fresh read has shown it so for `confirm_after` (upstream deleted
+//     a bound pod whose job was not RUNNING). A job seen PENDING after its pods were bound was
+//     requeued: its allocation is gone even if it runs again, so its bound pods go all the same.
+//   - The job is alive and every member is done: the job is cancelled. A pod is done when it
+//     Succeeded or Failed, or when it is being deleted and its grace period is over (upstream
+//     #16: never while the pod may still be running), and its kubelet is gone (node deleted or
+//     not Ready) or it is stuck long past the grace period (upstream #49). No member left at all
+//     (their pods were deleted) counts as every member done.
+//   - A done member keeps the bridge's finalizer until its job is over; then the finalizer goes.
+//     A done stray loses it at once: no job of ours holds it.
 #pragma once
 
 #include <chrono>
+#include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "bridge/tag.h"
 #include "kube/types.h"
+#include "slurm/types.h"
 
 namespace sb::controllers {
 
@@ -37,7 +56,33 @@ struct LifecycleOptions {
   // A pod being deleted on a Ready node counts as done this long after its grace period, even
   // if the kubelet never reports it terminated.
   std::chrono::seconds stuck_after{120};
+  // How long a job must stay alive but not RUNNING before its bound pods are deleted, and how
+  // long a bound pod must stay without a job of this bridge before it is deleted.
+  std::chrono::seconds confirm_after{10};
 };
+
+// This bridge, as job tags name it.
+struct Owner {
+  std::string cluster;    // clusterName
+  std::string scheduler;  // schedulerName
+};
+
+// What the controller knows of one Slurm job.
+struct JobFacts {
+  std::string state;                  // Slurm's base state; "GONE" when Slurm does not know it
+  std::optional<bridge::JobTag> tag;  // its admin_comment, parsed; nullopt when it has none
+  std::string reason;                 // Slurm's state_reason and state_description, for events
+  std::string description;
+  // When a fresh read first found the job alive but not RUNNING while it held a bound pod;
+  // `requeued`: that read found it PENDING (requeued after its pods were bound).
+  std::optional<WallTime> not_running_since;
+  bool requeued = false;
+};
+
+// Why `pod` is not a member of the job `job` describes (see the top of this file); "" when it
+// is. For messages: "Slurm job 5 has no slurm-bridge tag".
+[[nodiscard]] std::string WhyNotMember(std::int64_t job_id, const JobFacts& job,
+                                       const kube::Pod& pod, const Owner& owner);
 
 enum class PodState {
   kActive,  // may still be running: the job must stay
@@ -56,18 +101,64 @@ struct PodVerdict {
 [[nodiscard]] PodVerdict JudgePod(const kube::Pod& pod, const kube::Node* node, bool node_exists,
                                   WallTime now, const LifecycleOptions& options);
 
+// A pod to delete, with the Event to write on it first.
+struct PodDeletion {
+  const kube::Pod* pod = nullptr;
+  std::string reason;   // "SlurmJobEnded", "SlurmJobNotRunning"
+  std::string message;  // without Slurm's own words, which the caller appends
+  bool operator==(const PodDeletion&) const = default;
+};
+
+// A pod labelled with a job that does not hold a place for it.
+struct StrayPod {
+  const kube::Pod* pod = nullptr;
+  std::string why;  // WhyNotMember
+  bool operator==(const StrayPod&) const = default;
+};
+
 struct JobPlan {
   bool cancel_job = false;
   std::string cancel_reason;
-  std::vector<const kube::Pod*> delete_pods;   // bound, running, their job is over
+  std::vector<PodDeletion> delete_pods;        // bound members, running, the job no longer runs
   std::vector<const kube::Pod*> release_pods;  // drop the finalizer
-  std::optional<WallTime> recheck_at;          // earliest time a waiting pod is done
+  std::vector<StrayPod> strays;                // report (never act on the job for them)
+  std::optional<WallTime> recheck_at;          // earliest time something may change
+  // The job's not-RUNNING record to keep (JobFacts' fields) for the next call.
+  std::optional<WallTime> not_running_since;
+  bool requeued = false;
+
+  // Whether the plan writes to Slurm or deletes a pod (the caller confirms its facts first).
+  [[nodiscard]] bool Acts() const { return cancel_job || !delete_pods.empty(); }
 };
 
-// `job_state`: Slurm's base state of the job ("GONE" when Slurm does not know it).
-// `pods`: the pods labelled with the job; `nodes`: the cluster's nodes by name.
-[[nodiscard]] JobPlan PlanJob(std::string_view job_state, const std::vector<const kube::Pod*>& pods,
+// `job`: what is known of the job; `pods`: the pods labelled with it and the pods its tag names
+// (each once); `nodes`: the cluster's nodes by name.
+[[nodiscard]] JobPlan PlanJob(std::int64_t job_id, const JobFacts& job, const Owner& owner,
+                              const std::vector<const kube::Pod*>& pods,
                               const std::map<std::string, const kube::Node*>& nodes, WallTime now,
                               const LifecycleOptions& options);
+
+// Bound pods no job of this bridge holds a place for (upstream's syncKubernetes deleted them):
+// why `pod` (a pod of this scheduler) is such a pod, or nullopt when it is not. `held`: the UIDs
+// that this bridge's live jobs list in their tags (from one fresh job list); `labelled_job`: the
+// job the pod's label names, from the same list, or nullptr when the pod has no label or Slurm
+// did not list the job. Only a bound pod that is neither done nor being deleted can be one. A
+// pod whose label names a live job that is not this bridge's but whose tag lists the pod by name
+// (upstream's tag: a job of the bridge this one replaced) is left alone.
+[[nodiscard]] std::optional<std::string> JudgeBoundPod(const kube::Pod& pod,
+                                                       const std::set<std::string>& held,
+                                                       const slurm::JobInfo* labelled_job,
+                                                       std::int64_t labelled_id,
+                                                       const Owner& owner);
+
+// Start-up check for a clusterName shared by two bridges: the live jobs tagged for `owner` none
+// of whose pods exists here (`pod_exists(ns/name, uid)`) and whose namespaces do not exist here
+// (`namespace_missing(ns)`: true only when the apiserver said NotFound). Such jobs are another
+// cluster's with the same clusterName (or this cluster's from a namespace deleted while the
+// bridge was down); the orphan sweep would cancel them.
+[[nodiscard]] std::vector<std::int64_t> ForeignLookingJobs(
+    const std::vector<slurm::JobInfo>& jobs, const Owner& owner,
+    const std::function<bool(const std::string&, const std::string&)>& pod_exists,
+    const std::function<bool(const std::string&)>& namespace_missing);
 
 }  // namespace sb::controllers

@@ -1,9 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "controllers/pod_lifecycle.h"
 
+#include <algorithm>
+#include <set>
+
 #include <gtest/gtest.h>
 
 #include "bridge/names.h"
+#include "bridge/tag.h"
 
 namespace sb::controllers {
 namespace {
@@ -15,6 +19,7 @@ kube::Pod MakePod(std::string name, std::string phase, std::string node = "n1") 
   kube::Pod p;
   p.metadata.name = std::move(name);
   p.metadata.namespace_ = "ns";
+  p.metadata.uid = "uid-" + p.metadata.name;
   p.metadata.finalizers = {std::string(bridge::kFinalizer)};
   p.status.phase = std::move(phase);
   p.spec.node_name = std::move(node);
@@ -26,6 +31,32 @@ kube::Node ReadyNode(std::string name, bool ready = true) {
   n.metadata.name = std::move(name);
   n.conditions.push_back({.type = "Ready", .status = ready ? "True" : "False"});
   return n;
+}
+
+const Owner kOwner{"kubernetes", "slurm-bridge-scheduler"};
+
+// The tag this bridge's scheduler writes for `pods`.
+bridge::JobTag OurTag(const std::vector<const kube::Pod*>& pods) {
+  bridge::JobTag t{
+      .group = "Job/ns/g", .cluster = kOwner.cluster, .scheduler = kOwner.scheduler, .ours = true};
+  for (const kube::Pod* p : pods) {
+    t.pods.push_back(p->metadata.namespace_ + "/" + p->metadata.name);
+    t.uids.push_back(p->metadata.uid);
+  }
+  return t;
+}
+
+// PlanJob for job 7 in `state`, tagged by this bridge for all of `pods`.
+JobPlan Plan(std::string_view state, const std::vector<const kube::Pod*>& pods,
+             const std::map<std::string, const kube::Node*>& nodes, WallTime now) {
+  JobFacts facts{.state = std::string(state), .tag = OurTag(pods)};
+  return PlanJob(7, facts, kOwner, pods, nodes, now, {});
+}
+
+std::vector<const kube::Pod*> Deleted(const JobPlan& plan) {
+  std::vector<const kube::Pod*> out;
+  for (const PodDeletion& d : plan.delete_pods) out.push_back(d.pod);
+  return out;
 }
 
 TEST(ParseTimeTest, Rfc3339) {
@@ -76,10 +107,11 @@ TEST(PlanJobTest, EndedJobDeletesBoundRunningPodsOnly) {
   kube::Pod pending = MakePod("pending", "Pending", "");
   kube::Pod done = MakePod("done", "Succeeded");
   for (const char* state : {"CANCELLED", "PREEMPTED", "TIMEOUT", "NODE_FAIL", "GONE"}) {
-    JobPlan plan = PlanJob(state, {&running, &pending, &done}, nodes, kNow, {});
+    JobPlan plan = Plan(state, {&running, &pending, &done}, nodes, kNow);
     EXPECT_FALSE(plan.cancel_job) << state;
     ASSERT_EQ(plan.delete_pods.size(), 1u) << state;
-    EXPECT_EQ(plan.delete_pods[0], &running);
+    EXPECT_EQ(plan.delete_pods[0].pod, &running);
+    EXPECT_EQ(plan.delete_pods[0].reason, "SlurmJobEnded");
     // Finalizers go from the running (being deleted now) and the done pod; the pending pod
     // keeps it: the scheduler submits a new job for it.
     EXPECT_EQ(plan.release_pods, (std::vector<const kube::Pod*>{&running, &done})) << state;
@@ -91,13 +123,13 @@ TEST(PlanJobTest, LiveJobCancelledOnlyWhenEveryPodIsDone) {
   std::map<std::string, const kube::Node*> nodes = {{"n1", &n1}};
   kube::Pod a = MakePod("a", "Succeeded");
   kube::Pod b = MakePod("b", "Running");
-  JobPlan plan = PlanJob("RUNNING", {&a, &b}, nodes, kNow, {});
+  JobPlan plan = Plan("RUNNING", {&a, &b}, nodes, kNow);
   EXPECT_FALSE(plan.cancel_job);
   EXPECT_TRUE(plan.release_pods.empty()) << "the job still holds the done pod";
   EXPECT_TRUE(plan.delete_pods.empty());
 
   b.status.phase = "Failed";
-  plan = PlanJob("RUNNING", {&a, &b}, nodes, kNow, {});
+  plan = Plan("RUNNING", {&a, &b}, nodes, kNow);
   EXPECT_TRUE(plan.cancel_job);
   EXPECT_NE(plan.cancel_reason.find("a: Succeeded"), std::string::npos) << plan.cancel_reason;
   EXPECT_EQ(plan.release_pods.size(), 2u);
@@ -105,16 +137,252 @@ TEST(PlanJobTest, LiveJobCancelledOnlyWhenEveryPodIsDone) {
   // A terminating pod within its grace period keeps the job and says when to look again.
   kube::Pod c = MakePod("c", "Running");
   c.metadata.deletion_timestamp = "2026-11-30T12:00:10Z";
-  plan = PlanJob("RUNNING", {&a, &c}, nodes, kNow, {});
+  plan = Plan("RUNNING", {&a, &c}, nodes, kNow);
   EXPECT_FALSE(plan.cancel_job);
   EXPECT_EQ(plan.recheck_at, ParseTime("2026-11-30T12:00:10Z"));
-  plan = PlanJob("RUNNING", {&a, &c}, {}, kNow + 11s, {});  // node gone by then
+  plan = Plan("RUNNING", {&a, &c}, {}, kNow + 11s);  // node gone by then
   EXPECT_TRUE(plan.cancel_job);
 
   // No pods left at all: cancel.
-  plan = PlanJob("PENDING", {}, nodes, kNow, {});
+  plan = Plan("PENDING", {}, nodes, kNow);
   EXPECT_TRUE(plan.cancel_job);
   EXPECT_EQ(plan.cancel_reason, "its pods are gone");
+}
+
+// Review item 1: a label is never enough. The job is acted on only when its tag is this
+// bridge's and lists the pod's UID; otherwise the pod is a stray: reported, the job untouched.
+TEST(PlanJobTest, ActsOnlyOnJobsWhoseTagListsThePod) {
+  kube::Node n1 = ReadyNode("n1");
+  std::map<std::string, const kube::Node*> nodes = {{"n1", &n1}};
+  kube::Pod done = MakePod("done", "Succeeded");
+  kube::Pod running = MakePod("running", "Running");
+  kube::Pod unbound = MakePod("unbound", "Pending", "");
+  bridge::JobTag ours = OurTag({&done, &running});
+  bridge::JobTag other_cluster = ours;
+  other_cluster.cluster = "elsewhere";
+  bridge::JobTag other_scheduler = ours;
+  other_scheduler.scheduler = "other-scheduler";
+  bridge::JobTag upstream{.pods = {"ns/done", "ns/running"}};  // upstream's tag: ours = false
+  kube::Pod active_member = MakePod("member", "Running");
+  bridge::JobTag lists_another = OurTag({&active_member});
+
+  struct Row {
+    std::string name;
+    std::string state;
+    std::optional<bridge::JobTag> tag;
+    std::vector<const kube::Pod*> pods;
+  };
+  const std::vector<Row> rows = {
+      // A forged label, then the pod deleted: nothing labelled left, the job is a stranger's.
+      {"untagged, no pods", "RUNNING", std::nullopt, {}},
+      {"foreign cluster, no pods", "RUNNING", other_cluster, {}},
+      {"upstream tag, no pods", "PENDING", upstream, {}},
+      // Job id reused: a Succeeded pod labelled 5, and job 5 is now someone else's.
+      {"reused id, untagged", "RUNNING", std::nullopt, {&done}},
+      {"reused id, other cluster", "RUNNING", other_cluster, {&done}},
+      {"reused id, other scheduler", "PENDING", other_scheduler, {&done}},
+      {"reused id, upstream tag", "RUNNING", upstream, {&done}},
+      // A forged label on a running pod: never a reason to delete it here.
+      {"untagged job ended", "CANCELLED", std::nullopt, {&running, &done}},
+      {"foreign job ended", "TIMEOUT", other_cluster, {&running}},
+      // Our job, but the pod is not one it was submitted for (its own member still runs).
+      {"tag lists another UID", "RUNNING", lists_another, {&active_member, &done}},
+      {"tag lists another UID, ended", "CANCELLED", lists_another, {&running}},
+  };
+  for (const Row& row : rows) {
+    JobFacts facts{.state = row.state, .tag = row.tag};
+    JobPlan plan = PlanJob(5, facts, kOwner, row.pods, nodes, kNow, {});
+    EXPECT_FALSE(plan.cancel_job) << row.name << ": " << plan.cancel_reason;
+    EXPECT_TRUE(plan.delete_pods.empty()) << row.name;
+    for (const kube::Pod* pod : row.pods) {
+      if (pod == &active_member) continue;
+      EXPECT_NE(std::ranges::find(plan.strays, pod, &StrayPod::pod), plan.strays.end())
+          << row.name << ": " << pod->metadata.name << " not reported";
+    }
+    // A done stray loses the finalizer (no job of ours holds it); a running one keeps it.
+    EXPECT_EQ(std::ranges::count(plan.release_pods, &done), std::ranges::count(row.pods, &done))
+        << row.name;
+    EXPECT_EQ(std::ranges::count(plan.release_pods, &running), 0) << row.name;
+  }
+  // The reasons name what is wrong.
+  JobFacts untagged{.state = "RUNNING"};
+  EXPECT_EQ(WhyNotMember(5, untagged, done, kOwner), "Slurm job 5 has no slurm-bridge tag");
+  JobFacts foreign{.state = "RUNNING", .tag = other_cluster};
+  EXPECT_NE(WhyNotMember(5, foreign, done, kOwner).find("cluster \"elsewhere\""),
+            std::string::npos);
+  JobFacts other{.state = "RUNNING", .tag = lists_another};
+  EXPECT_NE(WhyNotMember(5, other, done, kOwner).find("does not list UID uid-done"),
+            std::string::npos);
+  JobFacts mine{.state = "RUNNING", .tag = ours};
+  EXPECT_EQ(WhyNotMember(5, mine, done, kOwner), "");
+  // An unbound stray is the scheduler's: nothing to do but report.
+  JobPlan plan = PlanJob(5, JobFacts{.state = "RUNNING"}, kOwner, {&unbound}, nodes, kNow, {});
+  EXPECT_FALSE(plan.cancel_job);
+  EXPECT_TRUE(plan.release_pods.empty());
+  ASSERT_EQ(plan.strays.size(), 1u);
+}
+
+// A job Slurm no longer knows has no tag to read: its labelled pods are taken as its own (it
+// holds nothing; no Slurm write follows) and bound ones are deleted, as before.
+TEST(PlanJobTest, GoneJobDeletesItsBoundPods) {
+  kube::Node n1 = ReadyNode("n1");
+  std::map<std::string, const kube::Node*> nodes = {{"n1", &n1}};
+  kube::Pod running = MakePod("running", "Running");
+  JobPlan plan = PlanJob(5, JobFacts{.state = "GONE"}, kOwner, {&running}, nodes, kNow, {});
+  EXPECT_EQ(Deleted(plan), (std::vector<const kube::Pod*>{&running}));
+  EXPECT_NE(plan.delete_pods[0].message.find("Slurm no longer knows it"), std::string::npos);
+  EXPECT_FALSE(plan.cancel_job);
+  EXPECT_TRUE(plan.strays.empty());
+}
+
+// Review item 10: a bound pod whose job is alive but not RUNNING is deleted after
+// confirm_after; a requeued job (PENDING after binding) has lost the pods' allocation even if it
+// runs again; SUSPENDED then resumed keeps it.
+TEST(PlanJobTest, JobNotRunningDeletesBoundPodsAfterConfirmation) {
+  kube::Node n1 = ReadyNode("n1");
+  std::map<std::string, const kube::Node*> nodes = {{"n1", &n1}};
+  kube::Pod bound = MakePod("bound", "Running");
+  kube::Pod unbound = MakePod("unbound", "Pending", "");
+  kube::Pod done = MakePod("done", "Succeeded");
+  const LifecycleOptions o;  // confirm_after 10 s
+  struct Row {
+    std::string name;
+    std::string state;
+    std::optional<WallTime> since;
+    bool requeued;
+    std::vector<const kube::Pod*> pods;
+    bool deletes;
+    std::optional<WallTime> want_since;
+    bool want_requeued;
+    std::optional<WallTime> recheck;
+  };
+  const WallTime t0 = kNow - 10s;
+  const std::vector<Row> rows = {
+      {"requeued, first seen", "PENDING", {}, false, {&bound}, false, kNow, true, kNow + 10s},
+      {"requeued, confirmed", "PENDING", t0, true, {&bound, &done}, true, t0, true, {}},
+      {"suspended, first seen", "SUSPENDED", {}, false, {&bound}, false, kNow, false, kNow + 10s},
+      {"suspended, not yet",
+       "SUSPENDED",
+       kNow - 9s,
+       false,
+       {&bound},
+       false,
+       kNow - 9s,
+       false,
+       kNow + 1s},
+      {"suspended, confirmed", "SUSPENDED", t0, false, {&bound}, true, t0, false, {}},
+      {"suspended, resumed", "RUNNING", t0, false, {&bound}, false, {}, false, {}},
+      {"requeued, running again", "RUNNING", t0, true, {&bound}, true, t0, true, {}},
+      {"configuring", "CONFIGURING", {}, false, {&bound}, false, {}, false, {}},
+      {"completing", "COMPLETING", {}, false, {&bound}, false, {}, false, {}},
+      {"running", "RUNNING", {}, false, {&bound}, false, {}, false, {}},
+      // Unbound pods of a pending job are the scheduler's.
+      {"pending before binding", "PENDING", {}, false, {&unbound}, false, {}, false, {}},
+  };
+  for (const Row& row : rows) {
+    std::vector<const kube::Pod*> all = row.pods;
+    JobFacts facts{.state = row.state,
+                   .tag = OurTag(all),
+                   .reason = "JobHeldAdmin",
+                   .not_running_since = row.since,
+                   .requeued = row.requeued};
+    JobPlan plan = PlanJob(7, facts, kOwner, row.pods, nodes, kNow, o);
+    EXPECT_FALSE(plan.cancel_job) << row.name;
+    if (row.deletes) {
+      EXPECT_EQ(Deleted(plan), (std::vector<const kube::Pod*>{&bound})) << row.name;
+      ASSERT_FALSE(plan.delete_pods.empty());
+      EXPECT_EQ(plan.delete_pods[0].reason, "SlurmJobNotRunning") << row.name;
+      EXPECT_NE(plan.delete_pods[0].message.find("Slurm job 7"), std::string::npos);
+    } else {
+      EXPECT_TRUE(plan.delete_pods.empty()) << row.name;
+    }
+    EXPECT_EQ(plan.not_running_since, row.want_since) << row.name;
+    EXPECT_EQ(plan.requeued, row.want_requeued) << row.name;
+    EXPECT_EQ(plan.recheck_at, row.recheck) << row.name;
+  }
+}
+
+// Review item 11: bound pods of this scheduler that no live job of this bridge holds.
+TEST(JudgeBoundPodTest, Matrix) {
+  kube::Pod pod = MakePod("p", "Running");
+  pod.metadata.labels[std::string(bridge::kJobIdLabel)] = "5";
+  const std::set<std::string> none;
+  const std::set<std::string> held = {"uid-p"};
+  auto job = [](std::string state, std::string comment) {
+    slurm::JobInfo j;
+    j.job_id = 5;
+    j.job_state = {std::move(state)};
+    j.admin_comment = std::move(comment);
+    return j;
+  };
+  bridge::JobTag tag = OurTag({&pod});
+  bridge::JobTag foreign_tag = tag;
+  foreign_tag.cluster = "elsewhere";
+  const slurm::JobInfo ours = job("RUNNING", bridge::EncodeJobTag(tag));
+  const slurm::JobInfo untagged = job("RUNNING", "");
+  const slurm::JobInfo foreign = job("RUNNING", bridge::EncodeJobTag(foreign_tag));
+  const slurm::JobInfo ended = job("COMPLETED", bridge::EncodeJobTag(tag));
+  const slurm::JobInfo upstream = job("RUNNING", R"({"pods":["ns/p"]})");
+  const slurm::JobInfo upstream_other = job("RUNNING", R"({"pods":["ns/q"]})");
+
+  // Held by a live job of ours: fine.
+  EXPECT_FALSE(JudgeBoundPod(pod, held, &ours, 5, kOwner));
+  // Listed by a live job of ours that the list missed (read since): fine.
+  EXPECT_FALSE(JudgeBoundPod(pod, none, &ours, 5, kOwner));
+  // Upstream's job for this very pod (a running pod of the bridge this one replaced): left.
+  EXPECT_FALSE(JudgeBoundPod(pod, none, &upstream, 5, kOwner));
+  // Strays.
+  std::optional<std::string> why = JudgeBoundPod(pod, none, &untagged, 5, kOwner);
+  ASSERT_TRUE(why);
+  EXPECT_NE(why->find("no slurm-bridge tag"), std::string::npos) << *why;
+  EXPECT_TRUE(JudgeBoundPod(pod, none, &foreign, 5, kOwner));
+  EXPECT_TRUE(JudgeBoundPod(pod, none, &upstream_other, 5, kOwner));
+  why = JudgeBoundPod(pod, none, &ended, 5, kOwner);
+  ASSERT_TRUE(why);
+  EXPECT_NE(why->find("ended (COMPLETED)"), std::string::npos) << *why;
+  why = JudgeBoundPod(pod, none, nullptr, 5, kOwner);
+  ASSERT_TRUE(why);
+  EXPECT_NE(why->find("Slurm does not know its job 5"), std::string::npos) << *why;
+  kube::Pod unlabelled = MakePod("u", "Running");
+  why = JudgeBoundPod(unlabelled, none, nullptr, 0, kOwner);
+  ASSERT_TRUE(why);
+  EXPECT_NE(why->find("without a Slurm job"), std::string::npos) << *why;
+  // Only bound, running pods that are not being deleted.
+  EXPECT_FALSE(JudgeBoundPod(MakePod("u", "Pending", ""), none, nullptr, 0, kOwner));
+  EXPECT_FALSE(JudgeBoundPod(MakePod("u", "Succeeded"), none, nullptr, 0, kOwner));
+  EXPECT_FALSE(JudgeBoundPod(MakePod("u", "Failed"), none, nullptr, 0, kOwner));
+  kube::Pod deleting = MakePod("u", "Running");
+  deleting.metadata.deletion_timestamp = "2026-11-30T12:00:30Z";
+  EXPECT_FALSE(JudgeBoundPod(deleting, none, nullptr, 0, kOwner));
+}
+
+// Review item 9: jobs tagged for this cluster whose pods and namespaces do not exist here.
+TEST(ForeignLookingJobsTest, NeedsMissingPodsAndMissingNamespaces) {
+  auto job = [](std::int64_t id, std::string state, std::string cluster, std::string pod) {
+    bridge::JobTag t{.pods = {pod},
+                     .uids = {"uid-" + pod},
+                     .group = "Pod/" + pod,
+                     .cluster = std::move(cluster),
+                     .scheduler = kOwner.scheduler};
+    slurm::JobInfo j;
+    j.job_id = id;
+    j.job_state = {std::move(state)};
+    j.admin_comment = bridge::EncodeJobTag(t);
+    return j;
+  };
+  const std::vector<slurm::JobInfo> jobs = {
+      job(1, "RUNNING", "kubernetes", "here/a"),    // pod exists
+      job(2, "RUNNING", "kubernetes", "gone/b"),    // namespace missing: the other cluster's
+      job(3, "PENDING", "kubernetes", "here/c"),    // namespace exists: an orphan of ours
+      job(4, "RUNNING", "elsewhere", "gone/d"),     // another clusterName: fine
+      job(5, "COMPLETED", "kubernetes", "gone/e"),  // not live
+  };
+  auto pod_exists = [](const std::string& key, const std::string& uid) {
+    return key == "here/a" && uid == "uid-here/a";
+  };
+  auto ns_missing = [](const std::string& ns) { return ns == "gone"; };
+  EXPECT_EQ(ForeignLookingJobs(jobs, kOwner, pod_exists, ns_missing),
+            (std::vector<std::int64_t>{2}));
 }
 
 }  // namespace

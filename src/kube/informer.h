@@ -43,6 +43,8 @@ class Informer {
   [[nodiscard]] const Cache<T>& cache() const { return cache_; }
   [[nodiscard]] Reflector<T>& reflector() { return reflector_; }
   [[nodiscard]] bool HasSynced() const { return reflector_.HasSynced(); }
+  // The cache follows the server now (Reflector::Healthy).
+  [[nodiscard]] bool Healthy() const { return reflector_.Healthy(); }
 
   [[nodiscard]] boost::asio::awaitable<void> Run();
   void Stop();

@@ -33,6 +33,7 @@ struct Reflector<T>::State {
   ReflectorStats stats;
   std::string rv;
   bool synced = false;
+  bool healthy = false;
   bool stopped = false;
   bool running = false;
   std::function<void(const Error&)> on_error;
@@ -87,10 +88,12 @@ struct Reflector<T>::State {
     if (!r) co_return false;
     if (!*r) {
       ++stats.errors;
+      healthy = false;
       Failed(r->error());
       co_return false;
     }
     ++stats.lists;
+    healthy = true;
     rv = (*r)->resource_version;
     cache.Replace(std::move((*r)->items));
     synced = true;
@@ -160,15 +163,18 @@ struct Reflector<T>::State {
     if (applied > 0) backoff = std::chrono::milliseconds(0);
     if (gone || (!*r && r->error().code == ErrorCode::kGone)) {
       ++stats.gone;
+      healthy = false;
       co_return WatchEnd::kGone;
     }
     if (!*r) {
       ++stats.errors;
+      healthy = false;
       Failed(r->error());
       co_return WatchEnd::kError;
     }
     if (event_error) {
       ++stats.errors;
+      healthy = false;
       Failed(*event_error);
       co_return WatchEnd::kError;
     }
@@ -240,6 +246,10 @@ void Reflector<T>::Stop() {
 template <typename T>
 bool Reflector<T>::HasSynced() const {
   return s_->synced;
+}
+template <typename T>
+bool Reflector<T>::Healthy() const {
+  return s_->healthy;
 }
 template <typename T>
 const std::string& Reflector<T>::LastResourceVersion() const {

@@ -72,6 +72,10 @@ class Reflector {
 
   // True once the first LIST was delivered to the cache.
   [[nodiscard]] bool HasSynced() const;
+  // True while the cache follows the server: from a successful LIST until a LIST or WATCH
+  // fails or answers 410 (the cache may then miss changes until the next LIST succeeds). A
+  // watch that ends cleanly and is resumed keeps it true.
+  [[nodiscard]] bool Healthy() const;
   // The resourceVersion the next watch starts from.
   [[nodiscard]] const std::string& LastResourceVersion() const;
   [[nodiscard]] const ReflectorStats& stats() const;

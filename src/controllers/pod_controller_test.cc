@@ -1,0 +1,306 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// The pod controller's loop against an in-memory Slurm (FakeSlurmClient) and the fake apiserver
+// (pods served by FakeApiServer; nodes, events, single-pod GETs and DELETEs answered by a hook).
+// Time is a FakeClock: the Slurm poll and the sweep run when the test advances it.
+#include "controllers/pod_controller.h"
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+
+#include "bridge/names.h"
+#include "bridge/tag.h"
+#include "kube/runtime/clock.h"
+#include "net/http_client.h"
+#include "testing/fake_apiserver.h"
+#include "testing/fake_slurm_client.h"
+
+namespace sb::controllers {
+namespace {
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+using sb::testing::FakeApiServer;
+using sb::testing::FakeReply;
+using sb::testing::FakeRequest;
+using sb::testing::HttpReply;
+
+constexpr std::string_view kEmptyNodeList =
+    R"({"kind":"NodeList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[]})";
+
+class PodControllerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto ep = net::ParseEndpoint(api_.url());
+    ASSERT_TRUE(ep);
+    http_ = std::move(*net::HttpClient::Create(io_.get_executor(), *ep, {}));
+    kube_ = kube::MakeClient(*http_, nullptr);
+    api_.Intercept([this](const FakeRequest& req) { return Hook(req); });
+  }
+
+  void TearDown() override {
+    if (controller_) {
+      controller_->Stop();
+      EXPECT_TRUE(RunUntil([&] { return done_; })) << "Run() did not return after Stop()";
+    }
+  }
+
+  // Nodes (none), events, GETs and DELETEs of one pod; the pod list and watch are the fake's
+  // unless `pods_broken` (then 500).
+  std::optional<FakeReply> Hook(const FakeRequest& req) {
+    const std::string path = req.target.substr(0, req.target.find('?'));
+    if (path == "/api/v1/nodes") {
+      if (req.target.find("watch=") != std::string::npos) {
+        FakeReply r = FakeApiServer::WatchReply({});
+        r.delay = 50ms;
+        return r;
+      }
+      return HttpReply(200, std::string(kEmptyNodeList));
+    }
+    if (path.starts_with("/api/v1/namespaces/") &&
+        path.find('/', std::string_view("/api/v1/namespaces/").size()) == std::string::npos) {
+      const std::string ns = path.substr(std::string_view("/api/v1/namespaces/").size());
+      if (ns == "ns") {
+        return HttpReply(200, R"({"kind":"Namespace","apiVersion":"v1","metadata":{"name":"ns"}})");
+      }
+      return HttpReply(404, R"({"kind":"Status","code":404,"reason":"NotFound"})");
+    }
+    if (path.find("/events") != std::string::npos) {
+      events_.push_back(req.body);
+      return HttpReply(201, req.body);
+    }
+    if ((path == "/api/v1/pods" || path.ends_with("/pods")) && pods_broken_) {
+      ++broken_answers_;
+      return HttpReply(500, R"({"kind":"Status","code":500,"message":"etcd is away"})");
+    }
+    const std::string prefix = "/api/v1/namespaces/ns/pods/";
+    if (path.starts_with(prefix)) {
+      const std::string name = path.substr(prefix.size());
+      if (req.method == "DELETE") {
+        deleted_.push_back(name);
+        return HttpReply(200, R"({"kind":"Status","status":"Success"})");
+      }
+      if (req.method == "GET") {
+        if (auto it = hidden_.find(name); it != hidden_.end()) return HttpReply(200, it->second);
+        std::string json = api_.PodJson("ns", name);
+        if (json.empty()) {
+          return HttpReply(404, R"({"kind":"Status","code":404,"reason":"NotFound"})");
+        }
+        return HttpReply(200, json);
+      }
+    }
+    return std::nullopt;
+  }
+
+  void Start(PodControllerOptions options = {}) {
+    options.sweep_interval = 1000ms;
+    options.orphan_min_age = 0s;
+    controller_ = std::make_unique<PodController>(io_.get_executor(), *kube_, slurm_, clock_,
+                                                  bridge::Config{}, options);
+    asio::co_spawn(io_, controller_->Run(), [this](std::exception_ptr e) {
+      EXPECT_FALSE(e);
+      done_ = true;
+    });
+    // Run() looks for the informers' first LIST every 20 ms of the fake clock.
+    ASSERT_TRUE(RunUntil([&] {
+      if (controller_->Ready()) return true;
+      clock_.Advance(20ms);
+      return false;
+    }));
+  }
+
+  // Drives the loop until `pred` holds (a guard against a hang, not a timed assertion).
+  bool RunUntil(const std::function<bool()>& pred) {
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (!pred()) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      if (io_.stopped()) io_.restart();
+      io_.run_one_for(5ms);
+    }
+    return true;
+  }
+
+  // Advances the fake clock one sweep interval and waits for that sweep (run or skipped).
+  bool OneSweep() {
+    const std::uint64_t before = controller_->stats().sweeps + controller_->stats().sweeps_skipped;
+    clock_.Advance(1000ms);
+    return RunUntil(
+        [&] { return controller_->stats().sweeps + controller_->stats().sweeps_skipped > before; });
+  }
+
+  // The next UID FakeApiServer gives pod `name` ("uid-ns-<name>-<rv>").
+  std::string NextUid(const std::string& name) {
+    return "uid-ns-" + name + "-" + std::to_string(api_.rv() + 1);
+  }
+
+  std::string TagFor(const std::string& name, const std::string& uid,
+                     const std::string& cluster = "kubernetes") {
+    return bridge::EncodeJobTag({.pods = {"ns/" + name},
+                                 .uids = {uid},
+                                 .group = "Pod/ns/" + name,
+                                 .cluster = cluster,
+                                 .scheduler = "slurm-bridge-scheduler"});
+  }
+
+  int EventsWith(const std::string& reason) {
+    int n = 0;
+    for (const std::string& e : events_) {
+      n += e.find("\"reason\":\"" + reason + "\"") != std::string::npos ? 1 : 0;
+    }
+    return n;
+  }
+
+  asio::io_context io_;
+  FakeApiServer api_{io_};
+  std::unique_ptr<net::HttpClient> http_;
+  std::unique_ptr<kube::Client> kube_;
+  sb::testing::FakeSlurmClient slurm_;
+  kube::FakeClock clock_;
+  std::unique_ptr<PodController> controller_;
+  bool done_ = false;
+  bool pods_broken_ = false;
+  int broken_answers_ = 0;
+  std::vector<std::string> events_;
+  std::vector<std::string> deleted_;
+  std::map<std::string, std::string> hidden_;  // pods only a GET shows
+};
+
+// Review item 1: a user labels a pending bridge pod with another user's job (untagged) and
+// deletes it. The job used to be cancelled ("its pods are gone").
+TEST_F(PodControllerTest, ForgedLabelThenDeletedPodNeverCancelsAnUntaggedJob) {
+  slurm_.next_job_id = 77;
+  const std::int64_t job = slurm_.AddJob("RUNNING", "");
+  api_.AddPod("ns", "forger", {{std::string(bridge::kJobIdLabel), "77"}});
+  Start();
+  ASSERT_TRUE(RunUntil([&] { return controller_->stats().reconciles >= 1; }));
+  ASSERT_TRUE(RunUntil([&] { return EventsWith("SlurmJobNotOurs") == 1; }));
+  api_.DeletePod("ns", "forger");
+  ASSERT_TRUE(RunUntil([&] { return controller_->stats().reconciles >= 2; }));
+  ASSERT_TRUE(OneSweep());
+  EXPECT_TRUE(slurm_.cancels().empty());
+  EXPECT_EQ(slurm_.Job(job)->BaseState(), "RUNNING");
+  EXPECT_EQ(EventsWith("SlurmJobNotOurs"), 1) << "reported once";
+}
+
+// The same with a job of this bridge submitted for the pod: that one is cancelled (the rule
+// above is about the tag, not a controller that never cancels).
+TEST_F(PodControllerTest, DeletedPodCancelsTheJobTaggedForIt) {
+  const std::string uid = NextUid("mine");
+  api_.AddPod("ns", "mine", {{std::string(bridge::kJobIdLabel), "1"}});
+  slurm_.AddJob("RUNNING", TagFor("mine", uid));
+  Start();
+  ASSERT_TRUE(RunUntil([&] { return controller_->stats().reconciles >= 1; }));
+  EXPECT_TRUE(slurm_.cancels().empty());
+  api_.DeletePod("ns", "mine");
+  ASSERT_TRUE(RunUntil([&] { return !slurm_.cancels().empty(); }));
+  EXPECT_EQ(slurm_.cancels(), (std::vector<std::int64_t>{1}));
+  EXPECT_EQ(EventsWith("SlurmJobNotOurs"), 0);
+}
+
+// A job of another cluster (same scheduler name) named by a label: left alone as well.
+TEST_F(PodControllerTest, ForgedLabelNeverCancelsAnotherClustersJob) {
+  const std::string uid = NextUid("p");
+  slurm_.AddJob("PENDING", TagFor("p", uid, "elsewhere"));
+  api_.AddPod("ns", "p", {{std::string(bridge::kJobIdLabel), "1"}});
+  Start();
+  ASSERT_TRUE(RunUntil([&] { return EventsWith("SlurmJobNotOurs") == 1; }));
+  api_.DeletePod("ns", "p");
+  ASSERT_TRUE(RunUntil([&] { return controller_->stats().reconciles >= 2; }));
+  ASSERT_TRUE(OneSweep());
+  EXPECT_TRUE(slurm_.cancels().empty());
+}
+
+// Review item 8: while the pod watch is broken (watch and relists fail), the cache misses new
+// pods; the sweep must not take their jobs for orphans.
+TEST_F(PodControllerTest, SweepSkippedWhileThePodWatchIsBroken) {
+  Start();
+  pods_broken_ = true;
+  ASSERT_TRUE(RunUntil([&] { return broken_answers_ >= 2; }));
+  // A pod created meanwhile, and the scheduler's job for it.
+  const std::string uid = NextUid("new");
+  api_.AddPod("ns", "new");
+  slurm_.AddJob("RUNNING", TagFor("new", uid));
+  ASSERT_TRUE(OneSweep());
+  EXPECT_GE(controller_->stats().sweeps_skipped, 1u);
+  EXPECT_TRUE(slurm_.cancels().empty());
+  // Once the watch is back (a LIST succeeded) sweeps run again; the pod is seen, its job kept.
+  pods_broken_ = false;
+  const std::uint64_t sweeps = controller_->stats().sweeps;
+  ASSERT_TRUE(RunUntil([&] {
+    if (controller_->stats().sweeps > sweeps) return true;
+    clock_.Advance(1000ms);
+    return false;
+  }));
+  EXPECT_TRUE(slurm_.cancels().empty());
+}
+
+// Review item 8: an orphan candidate is confirmed with a GET of the pod: a pod the cache lacks
+// but the apiserver has (same UID) keeps its job; one the apiserver lacks does not.
+TEST_F(PodControllerTest, OrphanSweepConfirmsWithAGetOfThePod) {
+  hidden_["hidden"] =
+      R"({"kind":"Pod","apiVersion":"v1","metadata":{"name":"hidden","namespace":"ns",)"
+      R"("uid":"uid-hidden"},"spec":{"nodeName":"n1"},"status":{"phase":"Running"}})";
+  const std::int64_t kept = slurm_.AddJob("RUNNING", TagFor("hidden", "uid-hidden"));
+  const std::int64_t orphan = slurm_.AddJob("RUNNING", TagFor("gone", "uid-gone"));
+  // Same name, another UID: the pod was re-created; the job is an orphan.
+  const std::int64_t recreated = slurm_.AddJob("RUNNING", TagFor("hidden", "uid-old"));
+  Start();
+  ASSERT_TRUE(OneSweep());
+  EXPECT_EQ(slurm_.cancels(), (std::vector<std::int64_t>{orphan, recreated}));
+  EXPECT_EQ(slurm_.Job(kept)->BaseState(), "RUNNING");
+}
+
+// Review item 10: a bound pod whose job was requeued (PENDING) is deleted once the confirmation
+// period has passed, with a Warning event.
+TEST_F(PodControllerTest, RequeuedJobDeletesTheBoundPodAfterConfirmation) {
+  const std::string uid = NextUid("bound");
+  api_.AddPod("ns", "bound", {{std::string(bridge::kJobIdLabel), "1"}}, "n1");
+  const std::int64_t job = slurm_.AddJob("RUNNING", TagFor("bound", uid));
+  Start();
+  ASSERT_TRUE(RunUntil([&] { return controller_->stats().reconciles >= 1; }));
+  slurm_.SetJobState(job, "PENDING");
+  clock_.Advance(500ms);  // the state poll sees it
+  ASSERT_TRUE(RunUntil([&] { return controller_->stats().reconciles >= 2; }));
+  EXPECT_TRUE(deleted_.empty()) << "not before the confirmation period";
+  clock_.Advance(LifecycleOptions{}.confirm_after + 1s);
+  ASSERT_TRUE(RunUntil([&] { return !deleted_.empty(); }));
+  EXPECT_EQ(deleted_, (std::vector<std::string>{"bound"}));
+  EXPECT_TRUE(RunUntil([&] { return EventsWith("SlurmJobNotRunning") == 1; }));
+  EXPECT_TRUE(slurm_.cancels().empty());
+}
+
+// Review item 11: a bound pod with no job label is reported, then deleted by a later sweep.
+TEST_F(PodControllerTest, BoundPodWithoutAJobIsDeletedAfterConfirmation) {
+  api_.AddPod("ns", "squatter", {}, "n1");
+  api_.AddPod("ns", "waiting");  // unbound: the scheduler's
+  Start();
+  ASSERT_TRUE(OneSweep());
+  EXPECT_TRUE(RunUntil([&] { return EventsWith("NoSlurmJob") == 1; }));
+  EXPECT_TRUE(deleted_.empty()) << "not before the confirmation period";
+  for (int i = 0; i < 11 && deleted_.empty(); ++i) ASSERT_TRUE(OneSweep());
+  EXPECT_EQ(deleted_, (std::vector<std::string>{"squatter"}));
+  EXPECT_EQ(controller_->stats().strays_deleted, 1u);
+}
+
+// Review item 9: live jobs tagged with this clusterName whose pods and namespaces this cluster
+// lacks are counted (and warned about) at start-up; orphans of an existing namespace are not.
+TEST_F(PodControllerTest, StartUpCountsJobsThatLookLikeAnotherClusters) {
+  bridge::JobTag other{.pods = {"team-b/train-0"},
+                       .uids = {"uid-b"},
+                       .group = "Pod/team-b/train-0",
+                       .cluster = "kubernetes",
+                       .scheduler = "slurm-bridge-scheduler"};
+  slurm_.AddJob("RUNNING", bridge::EncodeJobTag(other));
+  slurm_.AddJob("PENDING", TagFor("orphan", "uid-orphan"));  // namespace ns exists here
+  Start();
+  ASSERT_TRUE(RunUntil([&] { return controller_->stats().cluster_name_checks == 1; }));
+  EXPECT_EQ(controller_->stats().foreign_looking_jobs, 1u);
+}
+
+}  // namespace
+}  // namespace sb::controllers

@@ -1,0 +1,264 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "testing/fake_slurm_client.h"
+
+#include <algorithm>
+#include <set>
+#include <utility>
+
+namespace sb::testing {
+namespace {
+
+// Slurm's base states after which a job holds nothing.
+bool Ended(std::string_view state) {
+  static const std::set<std::string_view> kEnded = {"COMPLETED", "CANCELLED", "FAILED",
+                                                    "TIMEOUT",   "NODE_FAIL", "PREEMPTED",
+                                                    "BOOT_FAIL", "DEADLINE",  "OUT_OF_MEMORY"};
+  return kEnded.contains(state);
+}
+
+Error NotFound(std::string what) {
+  Error e{ErrorCode::kNotFound, std::move(what), 200};
+  e.details.push_back({.number = 2017, .error = "Invalid job id specified"});
+  return e;
+}
+
+}  // namespace
+
+std::int64_t FakeSlurmClient::AddJob(slurm::JobInfo job) {
+  const std::int64_t id = job.job_id;
+  next_job_id = std::max(next_job_id, id + 1);
+  jobs_[id] = std::move(job);
+  return id;
+}
+
+std::int64_t FakeSlurmClient::AddJob(const std::string& state, const std::string& admin_comment,
+                                     const std::string& nodes) {
+  slurm::JobInfo j;
+  j.job_id = next_job_id;
+  j.name = "fake";
+  j.job_state = {state};
+  j.admin_comment = admin_comment;
+  j.nodes = nodes;
+  return AddJob(std::move(j));
+}
+
+bool FakeSlurmClient::SetJobState(std::int64_t id, std::vector<std::string> state) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return false;
+  it->second.job_state = std::move(state);
+  return true;
+}
+
+bool FakeSlurmClient::SetJobTag(std::int64_t id, std::string admin_comment) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return false;
+  it->second.admin_comment = std::move(admin_comment);
+  return true;
+}
+
+void FakeSlurmClient::Forget(std::int64_t id) { jobs_.erase(id); }
+
+const slurm::JobInfo* FakeSlurmClient::Job(std::int64_t id) const {
+  auto it = jobs_.find(id);
+  return it == jobs_.end() ? nullptr : &it->second;
+}
+
+std::vector<std::int64_t> FakeSlurmClient::JobIds() const {
+  std::vector<std::int64_t> ids;
+  for (const auto& [id, j] : jobs_) ids.push_back(id);
+  return ids;
+}
+
+void FakeSlurmClient::AddNode(slurm::NodeInfo node) {
+  std::string name = node.name;
+  nodes_[name] = std::move(node);
+}
+
+bool FakeSlurmClient::SetNodeState(const std::string& name, std::vector<std::string> state) {
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return false;
+  it->second.state = std::move(state);
+  return true;
+}
+
+void FakeSlurmClient::FailNext(const std::string& call, Error error, int times, bool apply) {
+  for (int i = 0; i < times; ++i) failures_[call].push_back({error, apply});
+}
+
+int FakeSlurmClient::calls(const std::string& name) const {
+  auto it = calls_.find(name);
+  return it == calls_.end() ? 0 : it->second;
+}
+
+std::optional<FakeSlurmClient::Failure> FakeSlurmClient::Enter(const std::string& call) {
+  ++calls_[call];
+  ++stats_.requests;
+  auto it = failures_.find(call);
+  if (it == failures_.end() || it->second.empty()) return std::nullopt;
+  Failure f = std::move(it->second.front());
+  it->second.pop_front();
+  return f;
+}
+
+slurm::Task<slurm::ApiVersion> FakeSlurmClient::Version() {
+  if (auto f = Enter("Version")) co_return tl::unexpected(f->error);
+  co_return slurm::kNewestApiVersion;
+}
+
+slurm::Task<std::vector<slurm::PingResult>> FakeSlurmClient::Ping() {
+  if (auto f = Enter("Ping")) co_return tl::unexpected(f->error);
+  co_return std::vector<slurm::PingResult>{
+      {.hostname = "fake", .pinged = "UP", .responding = true, .mode = "primary"}};
+}
+
+slurm::Task<slurm::JobSubmitResult> FakeSlurmClient::SubmitJob(slurm::JobDescription job) {
+  std::optional<Failure> f = Enter("SubmitJob");
+  if (f && !f->apply) co_return tl::unexpected(f->error);
+  submitted_.push_back(job);
+  slurm::JobInfo info;
+  info.job_id = next_job_id;
+  info.name = job.name;
+  info.job_state = {"PENDING"};
+  info.state_reason = "None";
+  info.partition = job.partition;
+  info.account = job.account;
+  info.qos = job.qos;
+  info.admin_comment = job.admin_comment;
+  info.comment = job.comment;
+  info.flags = job.flags;
+  info.tres_per_node = job.tres_per_node;
+  const std::int64_t id = AddJob(std::move(info));
+  if (f) co_return tl::unexpected(f->error);
+  co_return slurm::JobSubmitResult{.job_id = id};
+}
+
+slurm::Task<slurm::JobInfo> FakeSlurmClient::GetJob(std::int64_t job_id) {
+  if (auto f = Enter("GetJob")) co_return tl::unexpected(f->error);
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) co_return tl::unexpected(NotFound("job " + std::to_string(job_id)));
+  co_return it->second;
+}
+
+slurm::Task<std::vector<slurm::JobInfo>> FakeSlurmClient::ListJobs() {
+  if (auto f = Enter("ListJobs")) co_return tl::unexpected(f->error);
+  std::vector<slurm::JobInfo> out;
+  for (const auto& [id, j] : jobs_) out.push_back(j);
+  co_return out;
+}
+
+slurm::Task<std::vector<slurm::JobStateEntry>> FakeSlurmClient::JobStates(
+    std::vector<std::int64_t> job_ids) {
+  if (auto f = Enter("JobStates")) co_return tl::unexpected(f->error);
+  std::vector<slurm::JobStateEntry> out;
+  for (const auto& [id, j] : jobs_) {
+    if (job_ids.empty() || std::ranges::find(job_ids, id) != job_ids.end()) {
+      out.push_back({.job_id = id, .state = j.job_state});
+    }
+  }
+  co_return out;
+}
+
+slurm::Task<bool> FakeSlurmClient::UpdateJob(std::int64_t job_id, slurm::JobDescription changes) {
+  if (auto f = Enter("UpdateJob")) co_return tl::unexpected(f->error);
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) co_return tl::unexpected(NotFound("job " + std::to_string(job_id)));
+  slurm::JobInfo& j = it->second;
+  if (j.BaseState() != "PENDING") {
+    Error e{ErrorCode::kFailedPrecondition, "job is no longer pending", 200};
+    e.details.push_back({.number = 2073, .error = "Job is no longer pending execution"});
+    co_return tl::unexpected(std::move(e));
+  }
+  if (!changes.name.empty()) j.name = changes.name;
+  if (!changes.partition.empty()) j.partition = changes.partition;
+  if (!changes.admin_comment.empty()) j.admin_comment = changes.admin_comment;
+  if (!changes.comment.empty()) j.comment = changes.comment;
+  if (!changes.nodes.empty()) j.nodes = changes.nodes;
+  co_return true;
+}
+
+slurm::Task<bool> FakeSlurmClient::CancelJob(std::int64_t job_id, slurm::CancelOptions options) {
+  (void)options;
+  std::optional<Failure> f = Enter("CancelJob");
+  cancels_.push_back(job_id);
+  if (f && !f->apply) co_return tl::unexpected(f->error);
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) co_return tl::unexpected(NotFound("job " + std::to_string(job_id)));
+  if (!Ended(it->second.BaseState())) it->second.job_state = {"CANCELLED"};
+  if (f) co_return tl::unexpected(f->error);
+  co_return true;
+}
+
+slurm::Task<std::vector<slurm::NodeAllocation>> FakeSlurmClient::JobResources(std::int64_t job_id) {
+  if (auto f = Enter("JobResources")) co_return tl::unexpected(f->error);
+  if (!jobs_.contains(job_id)) {
+    co_return tl::unexpected(NotFound("job " + std::to_string(job_id)));
+  }
+  co_return std::vector<slurm::NodeAllocation>{};
+}
+
+slurm::Task<std::vector<slurm::NodeInfo>> FakeSlurmClient::ListNodes() {
+  if (auto f = Enter("ListNodes")) co_return tl::unexpected(f->error);
+  std::vector<slurm::NodeInfo> out;
+  for (const auto& [name, n] : nodes_) out.push_back(n);
+  co_return out;
+}
+
+slurm::Task<slurm::NodeInfo> FakeSlurmClient::GetNode(std::string name) {
+  if (auto f = Enter("GetNode")) co_return tl::unexpected(f->error);
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) {
+    co_return tl::unexpected(Error{ErrorCode::kNotFound, "node " + name + " not found", 200});
+  }
+  co_return it->second;
+}
+
+slurm::Task<bool> FakeSlurmClient::UpdateNode(std::string name, slurm::NodeUpdate update) {
+  if (auto f = Enter("UpdateNode")) co_return tl::unexpected(f->error);
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) {
+    co_return tl::unexpected(Error{ErrorCode::kNotFound, "node " + name + " not found", 200});
+  }
+  if (!update.state.empty()) it->second.state = update.state;
+  if (!update.reason.empty()) it->second.reason = update.reason;
+  if (update.features) it->second.features = *update.features;
+  if (update.features_act) it->second.active_features = *update.features_act;
+  if (!update.comment.empty()) it->second.comment = update.comment;
+  co_return true;
+}
+
+slurm::Task<bool> FakeSlurmClient::CreateNode(std::string node_conf) {
+  if (auto f = Enter("CreateNode")) co_return tl::unexpected(f->error);
+  // "NodeName=k1 ...": the name is enough for the fake.
+  std::string name = node_conf.substr(0, node_conf.find(' '));
+  if (name.starts_with("NodeName=")) name = name.substr(9);
+  slurm::NodeInfo n;
+  n.name = name;
+  n.state = {"IDLE"};
+  AddNode(std::move(n));
+  co_return true;
+}
+
+slurm::Task<bool> FakeSlurmClient::DeleteNode(std::string name) {
+  if (auto f = Enter("DeleteNode")) co_return tl::unexpected(f->error);
+  if (nodes_.erase(name) == 0) {
+    co_return tl::unexpected(Error{ErrorCode::kNotFound, "node " + name + " not found", 200});
+  }
+  co_return true;
+}
+
+slurm::Task<std::vector<slurm::PartitionInfo>> FakeSlurmClient::ListPartitions() {
+  if (auto f = Enter("ListPartitions")) co_return tl::unexpected(f->error);
+  co_return std::vector<slurm::PartitionInfo>{};
+}
+
+slurm::Task<slurm::PartitionInfo> FakeSlurmClient::GetPartition(std::string name) {
+  if (auto f = Enter("GetPartition")) co_return tl::unexpected(f->error);
+  co_return tl::unexpected(Error{ErrorCode::kNotFound, "partition " + name + " not found", 200});
+}
+
+slurm::Task<std::vector<slurm::ReservationInfo>> FakeSlurmClient::ListReservations() {
+  if (auto f = Enter("ListReservations")) co_return tl::unexpected(f->error);
+  co_return std::vector<slurm::ReservationInfo>{};
+}
+
+}  // namespace sb::testing
