@@ -178,9 +178,10 @@ awaitable<Result<void>> PodController::Reconcile(std::int64_t job_id) {
   auto gather = [&] {
     held = pods_.cache().ByIndex(kJobIndex, std::to_string(job_id));
     if (rec.tag && rec.tag->BelongsTo(owner_.cluster, owner_.scheduler)) {
-      for (std::size_t i = 0; i < rec.tag->pods.size() && i < rec.tag->uids.size(); ++i) {
+      for (std::size_t i = 0; i < rec.tag->pods.size(); ++i) {
         std::shared_ptr<const Pod> p = pods_.cache().Get(rec.tag->pods[i]);
-        if (p && p->metadata.uid == rec.tag->uids[i] && std::ranges::find(held, p) == held.end()) {
+        if (p && (i >= rec.tag->uids.size() || p->metadata.uid == rec.tag->uids[i]) &&
+            std::ranges::find(held, p) == held.end()) {
           held.push_back(p);
         }
       }
@@ -234,13 +235,13 @@ awaitable<Result<void>> PodController::Reconcile(std::int64_t job_id) {
   if (plan.cancel_job && strays.size() == pods.size() && rec.tag) {
     // No pod of the job in the cache: the apiserver must agree before the job goes (a cache
     // that lags behind the scheduler's must not cancel a job whose pod it has not seen yet).
-    for (std::size_t i = 0; i < rec.tag->pods.size() && i < rec.tag->uids.size(); ++i) {
+    for (std::size_t i = 0; i < rec.tag->pods.size(); ++i) {
       const std::string& key = rec.tag->pods[i];
       const std::size_t slash = key.find('/');
       if (slash == std::string::npos) continue;
       Result<Pod> p = co_await kube::GetPod(kube_, key.substr(0, slash), key.substr(slash + 1));
       if (!p && p.error().code != ErrorCode::kNotFound) co_return tl::unexpected(p.error());
-      if (p && p->metadata.uid == rec.tag->uids[i]) {
+      if (p && (i >= rec.tag->uids.size() || p->metadata.uid == rec.tag->uids[i])) {
         spdlog::info("Slurm job {}: its pod {} exists, though not seen yet; job kept", job_id, key);
         plan.cancel_job = false;
         queue_.AddAfter(job_id, std::chrono::seconds(1));

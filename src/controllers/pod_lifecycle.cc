@@ -110,11 +110,17 @@ std::string WhyNotMember(std::int64_t job_id, const JobFacts& job, const kube::P
     return fmt::format("Slurm job {} belongs to cluster \"{}\", scheduler \"{}\"", job_id,
                        tag.cluster, tag.scheduler);
   }
-  if (pod.metadata.uid.empty() || std::ranges::find(tag.uids, pod.metadata.uid) == tag.uids.end()) {
-    return fmt::format("Slurm job {} was not submitted for this pod (its tag does not list UID {})",
-                       job_id, pod.metadata.uid);
+  if (!pod.metadata.uid.empty() &&
+      std::ranges::find(tag.uids, pod.metadata.uid) != tag.uids.end()) {
+    return "";
   }
-  return "";
+  // A tag without UIDs for some of its pods (not this bridge's writing) names those by name.
+  const std::string key = pod.metadata.namespace_ + "/" + pod.metadata.name;
+  for (std::size_t i = tag.uids.size(); i < tag.pods.size(); ++i) {
+    if (tag.pods[i] == key) return "";
+  }
+  return fmt::format("Slurm job {} was not submitted for this pod (its tag does not list UID {})",
+                     job_id, pod.metadata.uid);
 }
 
 JobPlan PlanJob(std::int64_t job_id, const JobFacts& job, const Owner& owner,

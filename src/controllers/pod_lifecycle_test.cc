@@ -215,6 +215,12 @@ TEST(PlanJobTest, ActsOnlyOnJobsWhoseTagListsThePod) {
             std::string::npos);
   JobFacts mine{.state = "RUNNING", .tag = ours};
   EXPECT_EQ(WhyNotMember(5, mine, done, kOwner), "");
+  // A tag without UIDs (not written by this bridge) names its pods by name only.
+  bridge::JobTag no_uids = ours;
+  no_uids.uids.clear();
+  JobFacts by_name{.state = "RUNNING", .tag = no_uids};
+  EXPECT_EQ(WhyNotMember(5, by_name, done, kOwner), "");
+  EXPECT_NE(WhyNotMember(5, by_name, MakePod("stranger", "Running"), kOwner), "");
   // An unbound stray is the scheduler's: nothing to do but report.
   JobPlan plan = PlanJob(5, JobFacts{.state = "RUNNING"}, kOwner, {&unbound}, nodes, kNow, {});
   EXPECT_FALSE(plan.cancel_job);
