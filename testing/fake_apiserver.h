@@ -7,6 +7,10 @@
 //   GET /api/v1/pods, /api/v1/namespaces/{ns}/pods          paged LIST (limit/continue)
 //   GET ...?watch=1&resourceVersion=RV                      the logged events after RV as one
 //                                                           chunked reply, then a clean end
+// LIST and WATCH honour fieldSelector (=, ==, != on metadata.name, metadata.namespace,
+// spec.nodeName, spec.schedulerName; another field answers 400 as the apiserver does) and
+// labelSelector (=, ==, !=, in, notin, exists, !exists); a watch sees an object that starts to
+// match as ADDED and one that stops matching as DELETED, as the apiserver's watch cache sends.
 // A watch from an RV older than the compaction point gets 410 (as the HTTP status, or as an
 // ERROR event when gone_as_event). Faults are injected with Intercept(): the hook sees every
 // request first and may answer it with raw bytes (WatchReply/Cut helpers below).

@@ -125,6 +125,8 @@ struct ClientOptions {
   std::chrono::seconds max_retry_after{30};  // longest Retry-After honoured
   std::chrono::milliseconds default_retry_after{1000};  // 429 without Retry-After
   std::chrono::seconds watch_idle_timeout{0};           // 0: timeoutSeconds + 60 s, or 10 min
+  // Waits before a throttled (429) retry; empty: a steady_timer. Tests record the waits with it.
+  std::function<boost::asio::awaitable<void>(std::chrono::milliseconds)> throttle_wait;
 };
 
 // The production Client over `http` (which it does not own and which must outlive it).
