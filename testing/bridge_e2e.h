@@ -80,7 +80,7 @@ class BridgeE2e : public ::testing::Test, protected E2eEnv {
     // A namespace left by an earlier run: start without its events.
     (void)RunSync(io_, kube_->Delete(kube::EventsRef(ns_), {}));
     dir_ = env_.dir() + "/" + ns_;
-    Shell("mkdir -p " + dir_);
+    Shell("mkdir -p " + dir_ + " && rm -f " + dir_ + "/*.log");  // logs of this run only
     config_path_ = dir_ + "/config.yaml";
     std::ofstream(config_path_) << fmt::format(
         "slurmRestApi: {}\npartition: {}\nmcsLabel: kubernetes\njobPollInterval: 200ms\n"
@@ -160,15 +160,13 @@ class BridgeE2e : public ::testing::Test, protected E2eEnv {
   // The invariants of this namespace, re-checked until none is violated or `settle` passed.
   std::vector<bridge::Violation> Violations(std::chrono::milliseconds settle) {
     bridge::InvariantOptions o{.namespace_ = ns_};
-    auto v = RunSync(io_, check::CheckUntilSettled(*kube_, *slurm_, o,
-                                                   {.settle = settle, .interval = 250ms}));
+    auto v = RunSync(
+        io_, check::CheckUntilSettled(*kube_, *slurm_, o, {.settle = settle, .interval = 250ms}));
     EXPECT_TRUE(v) << "the invariant check could not read a server: " << v.error().ToString();
     return v ? *v : std::vector<bridge::Violation>{};
   }
   // Violations of `kind` are expected at the end of this test, for the reason given (printed).
-  void ExemptInvariant(bridge::Invariant kind, const std::string& why) {
-    exempt_[kind] = why;
-  }
+  void ExemptInvariant(bridge::Invariant kind, const std::string& why) { exempt_[kind] = why; }
   void ExpectInvariants() {
     for (const bridge::Violation& v : Violations(CheckSettle())) {
       auto e = exempt_.find(v.invariant);

@@ -186,8 +186,10 @@ bool Matches(const Selector& sel, const bj::object& pod) {
   for (const Requirement& r : sel.labels) {
     std::optional<std::string> v;
     if (const bj::value* m = pod.if_contains("metadata"); m != nullptr && m->is_object()) {
-      if (const bj::value* l = m->as_object().if_contains("labels"); l != nullptr && l->is_object()) {
-        if (const bj::value* x = l->as_object().if_contains(r.key); x != nullptr && x->is_string()) {
+      if (const bj::value* l = m->as_object().if_contains("labels");
+          l != nullptr && l->is_object()) {
+        if (const bj::value* x = l->as_object().if_contains(r.key);
+            x != nullptr && x->is_string()) {
           v = std::string(x->as_string());
         }
       }
@@ -218,6 +220,11 @@ struct FakeApiServer::Impl {
     std::optional<bj::object> prev;  // before the change; nullopt for ADDED
   };
   std::vector<LoggedEvent> log;
+  struct Snapshot {
+    std::int64_t rv;
+    std::vector<bj::object> items;
+  };
+  std::vector<Snapshot> snapshots;  // of each paged LIST, by continue token
   Hook hook;
   int lists = 0;
   int watches = 0;
@@ -276,25 +283,34 @@ struct FakeApiServer::Impl {
     ++lists;
     std::size_t limit = t.query.contains("limit") ? std::stoul(t.query["limit"]) : 0;
     std::size_t offset = 0;
-    std::string list_rv = std::to_string(rv);
+    std::size_t snapshot = 0;
     if (auto it = t.query.find("continue"); it != t.query.end() && !it->second.empty()) {
-      if (owner->expire_continue_tokens) {
+      // "<snapshot>:<offset>": the pages of one LIST serve the state of its first page.
+      std::size_t colon = it->second.find(':');
+      snapshot = std::stoul(it->second.substr(0, colon));
+      offset = std::stoul(it->second.substr(colon + 1));
+      if (owner->expire_continue_tokens || snapshot >= snapshots.size() ||
+          snapshots[snapshot].rv < compacted) {
         return HttpReply(410, StatusJson(410, "Expired", "continue token expired"));
       }
-      std::size_t colon = it->second.find(':');
-      offset = std::stoul(it->second.substr(0, colon));
-      list_rv = it->second.substr(colon + 1);
+    } else {
+      Snapshot snap{rv, {}};
+      for (const auto& [key, obj] : pods) {
+        if ((ns.empty() || key.starts_with(ns + "/")) && Matches(sel, obj)) {
+          snap.items.push_back(obj);
+        }
+      }
+      snapshot = snapshots.size();
+      snapshots.push_back(std::move(snap));
     }
-    std::vector<const bj::object*> match;
-    for (const auto& [key, obj] : pods) {
-      if ((ns.empty() || key.starts_with(ns + "/")) && Matches(sel, obj)) match.push_back(&obj);
-    }
+    const std::vector<bj::object>& match = snapshots[snapshot].items;
+    const std::string list_rv = std::to_string(snapshots[snapshot].rv);
     bj::array items;
     std::size_t end = limit == 0 ? match.size() : std::min(match.size(), offset + limit);
-    for (std::size_t i = offset; i < end; ++i) items.push_back(*match[i]);
+    for (std::size_t i = offset; i < end; ++i) items.push_back(match[i]);
     bj::object meta{{"resourceVersion", list_rv}};
     if (end < match.size()) {
-      meta["continue"] = std::to_string(end) + ":" + list_rv;
+      meta["continue"] = std::to_string(snapshot) + ":" + std::to_string(end);
       meta["remainingItemCount"] = match.size() - end;
     }
     bj::object body{
@@ -308,8 +324,8 @@ struct FakeApiServer::Impl {
   static std::string Filtered(const LoggedEvent& e, const Selector& sel) {
     if (sel.fields.empty() && sel.labels.empty()) return e.line;
     const bool now = e.type != "DELETED" && Matches(sel, e.object);
-    const bool before = e.type == "DELETED" ? Matches(sel, e.object)
-                                            : e.prev.has_value() && Matches(sel, *e.prev);
+    const bool before =
+        e.type == "DELETED" ? Matches(sel, e.object) : e.prev.has_value() && Matches(sel, *e.prev);
     std::string type;
     bj::object obj = e.object;
     if (now && before) {
@@ -332,7 +348,17 @@ struct FakeApiServer::Impl {
     ++watches;
     std::string from_text = t.query["resourceVersion"];
     watch_rvs.push_back(from_text);
-    std::int64_t from = from_text.empty() ? rv : std::stoll(from_text);
+    std::vector<std::string> lines;
+    if (from_text.empty() || from_text == "0") {
+      // As the apiserver: the current state as ADDED events, then what happens next.
+      for (const auto& [key, obj] : pods) {
+        if ((ns.empty() || key.starts_with(ns + "/")) && Matches(sel, obj)) {
+          lines.push_back(bj::serialize(bj::object{{"type", "ADDED"}, {"object", obj}}));
+        }
+      }
+      from_text = std::to_string(rv);
+    }
+    std::int64_t from = std::stoll(from_text);
     if (from < compacted) {
       std::string msg =
           "too old resource version: " + from_text + " (" + std::to_string(compacted) + ")";
@@ -343,13 +369,13 @@ struct FakeApiServer::Impl {
                     {"object", bj::parse(StatusJson(410, "Expired", msg)).as_object()}};
       return WatchReply({bj::serialize(ev)});
     }
-    std::vector<std::string> lines;
     for (const LoggedEvent& e : log) {
       if (e.rv > from && (ns.empty() || e.ns == ns)) {
         if (std::string line = Filtered(e, sel); !line.empty()) lines.push_back(std::move(line));
       }
     }
-    if (owner->send_bookmarks) {
+    const bool bookmarks = owner->send_bookmarks && t.query["allowWatchBookmarks"] == "true";
+    if (bookmarks) {
       bj::object ev{{"type", "BOOKMARK"},
                     {"object",
                      {{"kind", "Pod"},
@@ -358,7 +384,7 @@ struct FakeApiServer::Impl {
       lines.push_back(bj::serialize(ev));
     }
     FakeReply r = WatchReply(lines);
-    if (lines.size() <= (owner->send_bookmarks ? 1u : 0u)) {
+    if (lines.size() <= (bookmarks ? 1u : 0u)) {
       r.delay = owner->empty_watch_delay;
     }
     return r;

@@ -39,7 +39,8 @@ T RunSync(boost::asio::io_context& io, boost::asio::awaitable<T> task) {
     std::rethrow_exception(error);
   }
   if (!result) {
-    throw std::runtime_error("RunSync: the io_context ran out of work before the coroutine finished");
+    throw std::runtime_error(
+        "RunSync: the io_context ran out of work before the coroutine finished");
   }
   return std::move(*result);
 }

@@ -55,9 +55,7 @@ bool NodeReady(const kube::Node& n) {
   });
 }
 
-std::string PodKey(const kube::Pod& p) {
-  return p.metadata.namespace_ + "/" + p.metadata.name;
-}
+std::string PodKey(const kube::Pod& p) { return p.metadata.namespace_ + "/" + p.metadata.name; }
 
 // Why `p` no longer holds its job; "" while it is alive.
 std::string NotAlive(const kube::Pod& p, const std::map<std::string, const kube::Node*>& nodes,
@@ -95,8 +93,7 @@ std::string_view InvariantName(Invariant i) {
   return "?";
 }
 
-std::vector<Violation> CheckInvariants(const Snapshot& s, WallTime now,
-                                       const InvariantOptions& o) {
+std::vector<Violation> CheckInvariants(const Snapshot& s, WallTime now, const InvariantOptions& o) {
   std::vector<Violation> out;
   auto add = [&](Invariant i, std::string subject, std::string text) {
     out.push_back({i, std::move(subject), fmt::format("{}: {}", InvariantName(i), text)});
@@ -180,8 +177,7 @@ std::vector<Violation> CheckInvariants(const Snapshot& s, WallTime now,
                         subject, node, id, job.admin_comment));
         continue;
       }
-      if (std::ranges::find(our->second.tag.uids, p->metadata.uid) ==
-          our->second.tag.uids.end()) {
+      if (std::ranges::find(our->second.tag.uids, p->metadata.uid) == our->second.tag.uids.end()) {
         add(Invariant::kUnboundJob, subject,
             fmt::format("{} is bound to node {} but the tag of Slurm job {} does not list its "
                         "UID {}",
@@ -199,8 +195,8 @@ std::vector<Violation> CheckInvariants(const Snapshot& s, WallTime now,
     }
     // Invariant 5: an unbound pod whose job (by label or by tag) is RUNNING.
     std::set<std::int64_t> running;
-    if (auto j = by_id.find(id); id > 0 && j != by_id.end() && ours.contains(id) &&
-                                 j->second->BaseState() == "RUNNING") {
+    if (auto j = by_id.find(id);
+        id > 0 && j != by_id.end() && ours.contains(id) && j->second->BaseState() == "RUNNING") {
       running.insert(id);
     }
     for (const auto& [jid, our] : ours) {

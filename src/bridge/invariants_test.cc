@@ -88,16 +88,18 @@ std::vector<Row> Rows() {
     Row r{.name = "bound, its job cancelled", .snapshot = Base()};
     r.snapshot.pods = {MakePod("a", "n1", 7)};
     r.snapshot.jobs = {MakeJob(7, "CANCELLED", "n1", {"a"})};
-    r.want = {"bound-without-running-job: pod ns/a is bound to node n1 but its Slurm job 7 is "
-              "CANCELLED"};
+    r.want = {
+        "bound-without-running-job: pod ns/a is bound to node n1 but its Slurm job 7 is "
+        "CANCELLED"};
     rows.push_back(r);
   }
   {
     Row r{.name = "bound, its job pending", .snapshot = Base()};
     r.snapshot.pods = {MakePod("a", "n1", 7)};
     r.snapshot.jobs = {MakeJob(7, "PENDING", "", {"a"})};
-    r.want = {"bound-without-running-job: pod ns/a is bound to node n1 but its Slurm job 7 is "
-              "PENDING"};
+    r.want = {
+        "bound-without-running-job: pod ns/a is bound to node n1 but its Slurm job 7 is "
+        "PENDING"};
     rows.push_back(r);
   }
   {
@@ -105,10 +107,11 @@ std::vector<Row> Rows() {
     r.snapshot.pods = {MakePod("a", "n1", 7)};
     r.snapshot.pods[0].metadata.uid = "uid-new";
     r.snapshot.jobs = {MakeJob(7, "RUNNING", "n1", {"a"})};
-    r.want = {"bound-without-running-job: pod ns/a is bound to node n1 but the tag of Slurm job "
-              "7 does not list its UID uid-new",
-              "orphan-job: Slurm job 7 (group Pod/ns/a) is RUNNING but none of its pods is "
-              "alive (ns/a gone)"};
+    r.want = {
+        "bound-without-running-job: pod ns/a is bound to node n1 but the tag of Slurm job "
+        "7 does not list its UID uid-new",
+        "orphan-job: Slurm job 7 (group Pod/ns/a) is RUNNING but none of its pods is "
+        "alive (ns/a gone)"};
     rows.push_back(r);
   }
   {
@@ -116,16 +119,18 @@ std::vector<Row> Rows() {
     r.snapshot.pods = {MakePod("a", "n1", 7)};
     r.snapshot.jobs = {MakeJob(7, "RUNNING", "n1", {"a"})};
     r.snapshot.jobs[0].admin_comment = R"({"pods":["ns/a"]})";
-    r.want = {"bound-without-running-job: pod ns/a is bound to node n1 but Slurm job 7 is not "
-              "this bridge's (tag {\"pods\":[\"ns/a\"]})"};
+    r.want = {
+        "bound-without-running-job: pod ns/a is bound to node n1 but Slurm job 7 is not "
+        "this bridge's (tag {\"pods\":[\"ns/a\"]})"};
     rows.push_back(r);
   }
   {
     Row r{.name = "bound on a node the job does not hold", .snapshot = Base()};
     r.snapshot.pods = {MakePod("a", "n2", 7)};
     r.snapshot.jobs = {MakeJob(7, "RUNNING", "n1", {"a"})};
-    r.want = {"bound-without-allocation: pod ns/a is bound to node n2 (Slurm node n2) but Slurm "
-              "job 7 runs on 'n1'"};
+    r.want = {
+        "bound-without-allocation: pod ns/a is bound to node n2 (Slurm node n2) but Slurm "
+        "job 7 runs on 'n1'"};
     rows.push_back(r);
   }
   {
@@ -138,8 +143,9 @@ std::vector<Row> Rows() {
   {
     Row r{.name = "bound without a job id", .snapshot = Base()};
     r.snapshot.pods = {MakePod("a", "n1", 0)};
-    r.want = {"bound-without-allocation: pod ns/a is bound to node n1 but carries no Slurm job "
-              "id"};
+    r.want = {
+        "bound-without-allocation: pod ns/a is bound to node n1 but carries no Slurm job "
+        "id"};
     rows.push_back(r);
   }
   {
@@ -186,8 +192,9 @@ std::vector<Row> Rows() {
     r.snapshot.pods = {MakePod("b", "n1", 7)};
     r.snapshot.pods[0].status.phase = "Failed";
     r.snapshot.jobs = {MakeJob(7, "RUNNING", "n1", {"a", "b"}, "Job/ns/g")};
-    r.want = {"orphan-job: Slurm job 7 (group Job/ns/g) is RUNNING but none of its pods is alive "
-              "(ns/a gone; ns/b Failed)"};
+    r.want = {
+        "orphan-job: Slurm job 7 (group Job/ns/g) is RUNNING but none of its pods is alive "
+        "(ns/a gone; ns/b Failed)"};
     rows.push_back(r);
   }
   {
@@ -211,8 +218,9 @@ std::vector<Row> Rows() {
     r.snapshot.pods[0].metadata.deletion_timestamp = "2026-01-01T00:00:30Z";
     r.snapshot.nodes[0] = MakeNode("n1", false);
     r.snapshot.jobs = {MakeJob(7, "RUNNING", "n1", {"a"})};
-    r.want = {"orphan-job: Slurm job 7 (group Pod/ns/a) is RUNNING but none of its pods is alive "
-              "(ns/a grace period over, node n1 not Ready)"};
+    r.want = {
+        "orphan-job: Slurm job 7 (group Pod/ns/a) is RUNNING but none of its pods is alive "
+        "(ns/a grace period over, node n1 not Ready)"};
     rows.push_back(r);
   }
   {
@@ -228,8 +236,9 @@ std::vector<Row> Rows() {
     r.snapshot.pods = {MakePod("a", "n4", 7)};
     r.snapshot.pods[0].metadata.deletion_timestamp = "2026-01-01T00:00:30Z";
     r.snapshot.jobs = {MakeJob(7, "RUNNING", "n4", {"a"})};
-    r.want = {"orphan-job: Slurm job 7 (group Pod/ns/a) is RUNNING but none of its pods is alive "
-              "(ns/a grace period over, node n4 gone)"};
+    r.want = {
+        "orphan-job: Slurm job 7 (group Pod/ns/a) is RUNNING but none of its pods is alive "
+        "(ns/a grace period over, node n4 gone)"};
     rows.push_back(r);
   }
   {
@@ -238,8 +247,9 @@ std::vector<Row> Rows() {
     r.snapshot.pods[0].metadata.deletion_timestamp = "2026-01-01T00:02:00Z";
     r.snapshot.pods[0].metadata.finalizers.clear();
     r.snapshot.jobs = {MakeJob(7, "RUNNING", "n1", {"a"})};
-    r.want = {"orphan-job: Slurm job 7 (group Pod/ns/a) is RUNNING but none of its pods is alive "
-              "(ns/a being deleted, released by the bridge)"};
+    r.want = {
+        "orphan-job: Slurm job 7 (group Pod/ns/a) is RUNNING but none of its pods is alive "
+        "(ns/a being deleted, released by the bridge)"};
     rows.push_back(r);
   }
   {
@@ -247,8 +257,9 @@ std::vector<Row> Rows() {
     r.snapshot.pods = {MakePod("a", "n1", 7)};
     r.snapshot.pods[0].metadata.deletion_timestamp = "2025-12-31T23:55:00Z";
     r.snapshot.jobs = {MakeJob(7, "RUNNING", "n1", {"a"})};
-    r.want = {"orphan-job: Slurm job 7 (group Pod/ns/a) is RUNNING but none of its pods is alive "
-              "(ns/a stuck past its grace period)"};
+    r.want = {
+        "orphan-job: Slurm job 7 (group Pod/ns/a) is RUNNING but none of its pods is alive "
+        "(ns/a stuck past its grace period)"};
     rows.push_back(r);
   }
   {
@@ -256,8 +267,9 @@ std::vector<Row> Rows() {
     r.snapshot.pods = {MakePod("a", "", 7)};
     r.snapshot.pods[0].metadata.deletion_timestamp = "2026-01-01T00:02:00Z";
     r.snapshot.jobs = {MakeJob(7, "PENDING", "", {"a"})};
-    r.want = {"orphan-job: Slurm job 7 (group Pod/ns/a) is PENDING but none of its pods is alive "
-              "(ns/a deleted before binding)"};
+    r.want = {
+        "orphan-job: Slurm job 7 (group Pod/ns/a) is PENDING but none of its pods is alive "
+        "(ns/a deleted before binding)"};
     rows.push_back(r);
   }
   {
@@ -273,25 +285,28 @@ std::vector<Row> Rows() {
     t.cluster = "another";
     other.admin_comment = EncodeJobTag(t);
     r.snapshot.jobs = {plain, upstream, other, MakeJob(4, "RUNNING", "n1", {"x"})};
-    r.snapshot.jobs[3].admin_comment = EncodeJobTag(
-        {.pods = {"elsewhere/x"}, .uids = {"u"}, .cluster = "kubernetes",
-         .scheduler = "slurm-bridge-scheduler"});
+    r.snapshot.jobs[3].admin_comment = EncodeJobTag({.pods = {"elsewhere/x"},
+                                                     .uids = {"u"},
+                                                     .cluster = "kubernetes",
+                                                     .scheduler = "slurm-bridge-scheduler"});
     rows.push_back(r);
   }
   {
     Row r{.name = "an unbound pod whose job runs", .snapshot = Base()};
     r.snapshot.pods = {MakePod("a", "", 7)};
     r.snapshot.jobs = {MakeJob(7, "RUNNING", "n2", {"a"})};
-    r.want = {"waiting-on-running-job: pod ns/a waits unbound while its Slurm job 7 is RUNNING "
-              "on n2"};
+    r.want = {
+        "waiting-on-running-job: pod ns/a waits unbound while its Slurm job 7 is RUNNING "
+        "on n2"};
     rows.push_back(r);
   }
   {
     Row r{.name = "an unlabelled unbound pod whose job (by tag) runs", .snapshot = Base()};
     r.snapshot.pods = {MakePod("a", "", 0)};
     r.snapshot.jobs = {MakeJob(7, "RUNNING", "n2", {"a"})};
-    r.want = {"waiting-on-running-job: pod ns/a waits unbound while its Slurm job 7 is RUNNING "
-              "on n2"};
+    r.want = {
+        "waiting-on-running-job: pod ns/a waits unbound while its Slurm job 7 is RUNNING "
+        "on n2"};
     rows.push_back(r);
   }
   return rows;

@@ -29,10 +29,10 @@ tl::unexpected<Error> Context(Error e, const std::string& what) {
 }  // namespace
 
 asio::awaitable<Result<bridge::Snapshot>> ReadSnapshot(kube::Client& kube, slurm::Client& slurm,
-                                                        const bridge::InvariantOptions& options) {
+                                                       const bridge::InvariantOptions& options) {
   bridge::Snapshot s;
-  auto pods = co_await kube::ListAllAs<kube::Pod>(kube, kube::PodsRef(options.namespace_),
-                                                  {.limit = 500});
+  auto pods =
+      co_await kube::ListAllAs<kube::Pod>(kube, kube::PodsRef(options.namespace_), {.limit = 500});
   if (!pods) co_return Context(pods.error(), "listing pods");
   s.pods = std::move(pods->items);
   auto nodes = co_await kube::ListAllAs<kube::Node>(kube, kube::NodesRef(), {.limit = 500});
@@ -138,8 +138,7 @@ int RunCheck(const CheckCmdOptions& options, std::ostream& out, std::ostream& er
   io.run();
   if (!result || !*result) {
     err << "slurm-bridge check: "
-        << (result ? result->error().ToString() : std::string("the check did not finish"))
-        << "\n";
+        << (result ? result->error().ToString() : std::string("the check did not finish")) << "\n";
     return 1;
   }
   for (const bridge::Violation& v : **result) out << v.text << "\n";

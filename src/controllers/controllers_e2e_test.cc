@@ -161,9 +161,9 @@ TEST_F(ControllersE2e, DeletedPodKeepsItsJobUntilTheGracePeriodEnds) {
   // it at once).
   std::optional<std::int64_t> ended = Job(job).end_time.Value();
   ASSERT_TRUE(ended);
-  EXPECT_GE(*ended, std::chrono::duration_cast<std::chrono::seconds>(
-                        grace_end->time_since_epoch())
-                        .count());
+  EXPECT_GE(
+      *ended,
+      std::chrono::duration_cast<std::chrono::seconds>(grace_end->time_since_epoch()).count());
   const std::string why = EventMessage("graceful", "SlurmJobCancelled");
   EXPECT_EQ(why.rfind(fmt::format("cancelled Slurm job {}:", job), 0), 0u) << why;
   EXPECT_NE(why.find("node n3 is not Ready"), std::string::npos) << why;
@@ -179,8 +179,8 @@ TEST_F(ControllersE2e, NodeDeletedUnderATerminatingPodReleasesTheJob) {
   auto d = RunSync(io_, kube::DeletePod(*kube_, ns_, "stranded", {.grace_period_seconds = 2}));
   ASSERT_TRUE(d) << d.error().message;
   Restore reregister{[this] {
-    Shell(fmt::format("{}/testenv/kube/register-nodes.sh {}/env n4 2>&1", SB_SOURCE_DIR,
-                      env_.dir()));
+    Shell(
+        fmt::format("{}/testenv/kube/register-nodes.sh {}/env n4 2>&1", SB_SOURCE_DIR, env_.dir()));
   }};
   auto n = RunSync(io_, kube_->Delete(kube::NodesRef().WithName("n4"), {}));
   ASSERT_TRUE(n) << n.error().message;
@@ -204,7 +204,8 @@ TEST_F(ControllersE2e, OrphanJobIsSweptForeignJobsAreLeftAlone) {
   const std::int64_t plain = SubmitTagged("");
   ASSERT_TRUE(foreign && upstream && plain);
   Restore cancel_foreign{[&] {
-    for (std::int64_t id : {foreign, upstream, plain}) (void)RunSync(io_, slurm_->CancelJob(id, {}));
+    for (std::int64_t id : {foreign, upstream, plain})
+      (void)RunSync(io_, slurm_->CancelJob(id, {}));
   }};
   scheduler_ = StartBridge("controllers");
   ASSERT_TRUE(WaitFor([&] { return CountInLog("scheduler", "pod controller started") > 0; }, 30s));
@@ -269,6 +270,31 @@ TEST_F(ControllersE2e, OnlyTheLeaderActs) {
   EXPECT_EQ(CountInLog("b", cancelled), 0);
   EXPECT_EQ(CountInLog("a", "leading ("), 1);
   EXPECT_EQ(CountInLog("b", "leading ("), 0);
+}
+
+// `slurm-bridge check` as an operator runs it: a live job of ours whose pod never existed is an
+// orphan (no bridge runs here to sweep it); once it is gone, nothing is left to report.
+TEST_F(ControllersE2e, CheckCommandReportsViolations) {
+  bridge::JobTag ours{.pods = {ns_ + "/nobody"},
+                      .uids = {"22222222-0000-0000-0000-000000000000"},
+                      .group = "Pod/" + ns_ + "/nobody",
+                      .cluster = "kubernetes",
+                      .scheduler = "slurm-bridge-scheduler"};
+  const std::int64_t orphan = SubmitTagged(bridge::EncodeJobTag(ours));
+  ASSERT_GT(orphan, 0);
+  const std::string check =
+      fmt::format("SLURM_JWT_FILE={} KUBECONFIG={} {} check --config {} -n {} --settle 0 2>&1",
+                  env_.Get("SLURM_JWT_FILE"), env_.Get("KUBECONFIG"), SB_BINARY, config_path_, ns_);
+  std::string out;
+  int rc = sb::testing::RunCommand(check, &out);
+  EXPECT_NE(rc, 0) << out;
+  EXPECT_NE(out.find(fmt::format("orphan-job: Slurm job {} (group Pod/{}/nobody)", orphan, ns_)),
+            std::string::npos)
+      << out;
+  ASSERT_TRUE(RunSync(io_, slurm_->CancelJob(orphan, {})));
+  rc = sb::testing::RunCommand(check, &out);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("no violations"), std::string::npos) << out;
 }
 
 }  // namespace

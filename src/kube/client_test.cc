@@ -166,8 +166,8 @@ TEST_F(ClientTest, RetriesAfter429WithRetryAfter) {
   Start(
       [&](const FakeRequest&) {
         if (++calls == 1) {
-          return HttpReply(429, StatusBody(429, "TooManyRequests", "slow down"),
-                           "application/json", {{"Retry-After", "7"}});
+          return HttpReply(429, StatusBody(429, "TooManyRequests", "slow down"), "application/json",
+                           {{"Retry-After", "7"}});
         }
         return HttpReply(200, R"({"metadata":{"name":"n1"}})");
       },
@@ -185,15 +185,15 @@ TEST_F(ClientTest, RetryAfterIsBoundedAndDefaulted) {
       [&](const FakeRequest&) {
         ++calls;
         if (calls == 1) {
-          return HttpReply(429, StatusBody(429, "TooManyRequests", "slow down"),
-                           "application/json", {{"Retry-After", "86400"}});
+          return HttpReply(429, StatusBody(429, "TooManyRequests", "slow down"), "application/json",
+                           {{"Retry-After", "86400"}});
         }
         if (calls == 2) {
           return HttpReply(429, StatusBody(429, "TooManyRequests", "slow down"));
         }
         if (calls == 3) {
-          return HttpReply(429, StatusBody(429, "TooManyRequests", "slow down"),
-                           "application/json", {{"Retry-After", "soon"}});
+          return HttpReply(429, StatusBody(429, "TooManyRequests", "slow down"), "application/json",
+                           {{"Retry-After", "soon"}});
         }
         return HttpReply(200, R"({"metadata":{"name":"n1"}})");
       },
@@ -202,8 +202,9 @@ TEST_F(ClientTest, RetryAfterIsBoundedAndDefaulted) {
   ASSERT_TRUE(n) << n.error().message;
   EXPECT_EQ(calls, 4);
   // A day is cut to max_retry_after (30 s); no header or an unreadable one: 1 s.
-  EXPECT_EQ(waits, (std::vector<std::chrono::milliseconds>{
-                       std::chrono::seconds(30), std::chrono::seconds(1), std::chrono::seconds(1)}));
+  EXPECT_EQ(waits,
+            (std::vector<std::chrono::milliseconds>{
+                std::chrono::seconds(30), std::chrono::seconds(1), std::chrono::seconds(1)}));
 }
 
 TEST_F(ClientTest, Persistent429BecomesTooManyRequests) {

@@ -215,12 +215,54 @@ TEST_F(InformerTest, UnsupportedFieldSelectorIsRefused) {
   EXPECT_EQ(r.error().http_status, 400);
 }
 
+// Pods added and deleted between two pages of the LIST: the pages still serve one state (the
+// first page's), and the watch from its RV brings the changes; nothing skipped or doubled.
+TEST_F(InformerTest, PagesOfOneListServeOneState) {
+  for (int i = 0; i < 5; ++i) api_.AddPod("ns", "p" + std::to_string(i));
+  bool changed = false;
+  api_.Intercept([&](const FakeRequest& r) -> std::optional<FakeReply> {
+    if (!changed && r.target.find("continue=") != std::string::npos) {
+      changed = true;
+      api_.DeletePod("ns", "p0");
+      api_.AddPod("ns", "zz");
+    }
+    return std::nullopt;
+  });
+  StartInformer();
+  ASSERT_TRUE(changed);
+  ASSERT_TRUE(RunUntil([&] { return rec_.deletes.size() == 1 && rec_.adds.size() == 6; }, 5s));
+  EXPECT_EQ(Keys(), (std::vector<std::string>{"ns/p1", "ns/p2", "ns/p3", "ns/p4", "ns/zz"}));
+  std::multiset<std::string> adds(rec_.adds.begin(), rec_.adds.end());
+  EXPECT_EQ(adds,
+            (std::multiset<std::string>{"ns/p0", "ns/p1", "ns/p2", "ns/p3", "ns/p4", "ns/zz"}));
+  EXPECT_EQ(rec_.deletes, std::vector<std::string>{"ns/p0"});
+}
+
+TEST_F(InformerTest, WatchFromResourceVersionZeroStartsWithTheState) {
+  api_.AddPod("ns", "a");
+  api_.AddPod("ns", "b");
+  api_.DeletePod("ns", "b");
+  api_.Compact();
+  std::vector<std::string> lines;
+  auto r = RunSync(
+      io_, client_->Watch(PodsRef("ns"), {.resource_version = "0"}, [&](std::string_view l) {
+        lines.emplace_back(l);
+        return true;
+      }));
+  ASSERT_TRUE(r) << r.error().ToString();  // never 410
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].find(R"("type":"ADDED")"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find(R"("name":"a")"), std::string::npos) << lines[0];
+}
+
 TEST_F(InformerTest, BookmarkAdvancesResourceVersion) {
   api_.AddPod("ns", "a");
   bool sent = false;
   api_.Intercept([&](const FakeRequest& r) -> std::optional<FakeReply> {
     if (sent || r.target.find("watch=1") == std::string::npos) return std::nullopt;
     sent = true;
+    // The server sends bookmarks only to a watch that asks for them.
+    EXPECT_NE(r.target.find("allowWatchBookmarks=true"), std::string::npos) << r.target;
     return FakeApiServer::WatchReply(
         {R"({"type":"BOOKMARK","object":{"kind":"Pod","metadata":{"resourceVersion":"777"}}})"});
   });

@@ -261,12 +261,13 @@ TEST_F(HttpClientTest, StreamHandsOnEachPieceWithoutWaitingForMore) {
   // ends the call (no clock in the assertion; the loop below just bounds a hang).
   std::optional<Result<int>> r;
   boost::asio::co_spawn(io_,
-                        client->Stream({.target = "/watch", .timeout = std::chrono::hours(1)},
-                                       [](const HttpResponse&) { return true; },
-                                       [&](std::string_view data) {
-                                         got.append(data);
-                                         return false;
-                                       }),
+                        client->Stream(
+                            {.target = "/watch", .timeout = std::chrono::hours(1)},
+                            [](const HttpResponse&) { return true; },
+                            [&](std::string_view data) {
+                              got.append(data);
+                              return false;
+                            }),
                         [&](std::exception_ptr, Result<int> v) { r = std::move(v); });
   io_.restart();
   for (int i = 0; i < 6000 && !r; ++i) io_.run_for(std::chrono::milliseconds(10));

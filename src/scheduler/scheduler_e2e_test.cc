@@ -255,8 +255,8 @@ TEST_F(SchedulerE2e, BadAnnotationIsReportedOnThePod) {
 
 TEST_F(SchedulerE2e, NodeSelectorKeepsPodsOffExcludedNode) {
   Restore unlabel{[this] {
-    Shell(fmt::format("KUBECONFIG={} kubectl label node n1 n2 n3 n4 zone-",
-                      env_.Get("KUBECONFIG")));
+    Shell(
+        fmt::format("KUBECONFIG={} kubectl label node n1 n2 n3 n4 zone-", env_.Get("KUBECONFIG")));
   }};
   for (const char* n : {"n1", "n3", "n4"}) {
     Shell(fmt::format("KUBECONFIG={} kubectl label node {} --overwrite zone=a",
@@ -429,6 +429,70 @@ TEST_F(SchedulerE2e, KilledAndRestartedSchedulerMakesNoDuplicateJobs) {
     ASSERT_NE(a, p.metadata.annotations.end()) << p.metadata.name;
     EXPECT_EQ(a->second, p.spec.node_name);
   }
+}
+
+TEST_F(SchedulerE2e, SlurmRefusalIsReportedOnThePod) {
+  StartScheduler();
+  CreatePod("refused", R"({"limits":{"cpu":"1"}})",
+            R"({"slurmjob.slinky.slurm.net/partition":"no-such-partition"})");
+  std::string message;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        for (const kube::Event& e : Events("refused")) {
+          if (e.reason == "FailedScheduling") message = e.message;
+        }
+        return !message.empty();
+      },
+      30s));
+  EXPECT_EQ(message.rfind("Slurm refused the job: ", 0), 0u) << message;
+  EXPECT_NE(message.find("Invalid partition name specified"), std::string::npos) << message;
+  AssertAlive(*scheduler_, "the scheduler");
+  auto pod = RunSync(io_, kube::GetPod(*kube_, ns_, "refused"));
+  ASSERT_TRUE(pod) << pod.error().message;
+  EXPECT_FALSE(IsBound(*pod));
+  EXPECT_EQ(JobId(*pod), 0);
+}
+
+TEST_F(SchedulerE2e, PodDeletedBeforeBindingHasItsJobCancelled) {
+  auto drained = DrainAllNodes();
+  StartScheduler();
+  CreatePod("short-lived", R"({"limits":{"cpu":"1"}})");
+  std::optional<kube::Pod> pod = WaitForPod("short-lived", HasJob, 30s);
+  ASSERT_TRUE(pod);
+  const std::int64_t job = JobId(*pod);
+  auto d = RunSync(io_, kube::DeletePod(*kube_, ns_, "short-lived", {}));
+  ASSERT_TRUE(d) << d.error().message;
+  // The pending pod loses the finalizer and goes; its pending job is cancelled.
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        auto p = RunSync(io_, kube::GetPod(*kube_, ns_, "short-lived"));
+        return !p && p.error().code == ErrorCode::kNotFound;
+      },
+      30s));
+  std::string state;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        auto j = RunSync(io_, slurm_->GetJob(job));
+        state = j ? std::string(j->BaseState()) : j.error().ToString();
+        return state == "CANCELLED";
+      },
+      30s))
+      << state;
+}
+
+TEST_F(SchedulerE2e, SigtermReleasesTheLeaseAndExitsZero) {
+  const std::string lease = "e2e-" + ns_;
+  scheduler_ = StartBridge("scheduler", {"--leader-elect", "--leader-election-namespace", ns_,
+                                         "--leader-election-id", lease});
+  auto holder = [&] {
+    auto l = RunSync(io_, kube::GetAs<kube::Lease>(*kube_, kube::LeasesRef(ns_).WithName(lease)));
+    return l ? l->holder_identity.value_or("") : std::string("?");
+  };
+  ASSERT_TRUE(WaitFor([&] { return CountInLog("scheduler", "leading (") == 1; }, 30s));
+  EXPECT_NE(holder(), "");
+  const int status = scheduler_->Kill(SIGTERM);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << scheduler_->HowItEnded();
+  EXPECT_EQ(holder(), "") << "the Lease was not released";
 }
 
 }  // namespace

@@ -152,7 +152,7 @@ struct LeaseSeen {
 };
 
 asio::awaitable<std::optional<LeaseSeen>> ReadLease(ClientLeaseStore* store,
-                                                   const std::string& name) {
+                                                    const std::string& name) {
   Result<Lease> l = co_await store->Get("default", name);
   if (!l) co_return std::nullopt;
   co_return LeaseSeen{.holder = l->holder_identity.value_or(""),
