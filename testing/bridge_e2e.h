@@ -15,7 +15,8 @@
 // namespace, re-checking while the bridge catches up (CheckSettle()); what remains fails the
 // test. A test that ends with a violation on purpose says so with ExemptInvariant(kind, why).
 // The e2e tests share n1..n4 (ctest RESOURCE_LOCK testenv-nodes): a test that changes a node
-// restores it with a guard (NodeGuard) so that a failed assertion does not leak the change.
+// restores it with a guard (Restore, DrainAllNodes) so that a failed assertion does not leak
+// the change. Bridge processes die with the test process.
 // Needs SB_SOURCE_DIR and SB_BINARY defined by the build.
 #pragma once
 

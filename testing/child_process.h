@@ -5,10 +5,12 @@
 // ChildProcess: runs a program (the slurm-bridge binary, in e2e tests) with extra environment
 // variables and its output appended to a log file; killed (SIGKILL) when destroyed. Alive()
 // tells a process that still runs from one that exited or crashed on its own (e2e tests check it
-// before each "X did not happen" assertion: a dead bridge does nothing either).
+// before each "X did not happen" assertion: a dead bridge does nothing either). The child is
+// killed when the test process dies (PR_SET_PDEATHSIG).
 #pragma once
 
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -26,6 +28,9 @@ class ChildProcess {
                const std::string& log) {
     pid_ = ::fork();
     if (pid_ == 0) {
+      // Dies with the test: a test binary that crashes must not leave a bridge running that
+      // acts on the environment during the next tests.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       FILE* f = std::fopen(log.c_str(), "a");
       if (f != nullptr) {
         ::dup2(::fileno(f), 1);

@@ -31,11 +31,13 @@ tl::unexpected<Error> Context(Error e, const std::string& what) {
 asio::awaitable<Result<bridge::Snapshot>> ReadSnapshot(kube::Client& kube, slurm::Client& slurm,
                                                        const bridge::InvariantOptions& options) {
   bridge::Snapshot s;
-  auto pods =
-      co_await kube::ListAllAs<kube::Pod>(kube, kube::PodsRef(options.namespace_), {.limit = 500});
+  // Named, not a braced temporary in the co_await: GCC 12 destroys such a temporary twice.
+  kube::ListOptions paged;
+  paged.limit = 500;
+  auto pods = co_await kube::ListAllAs<kube::Pod>(kube, kube::PodsRef(options.namespace_), paged);
   if (!pods) co_return Context(pods.error(), "listing pods");
   s.pods = std::move(pods->items);
-  auto nodes = co_await kube::ListAllAs<kube::Node>(kube, kube::NodesRef(), {.limit = 500});
+  auto nodes = co_await kube::ListAllAs<kube::Node>(kube, kube::NodesRef(), paged);
   if (!nodes) co_return Context(nodes.error(), "listing nodes");
   s.nodes = std::move(nodes->items);
   auto jobs = co_await slurm.ListJobs();
