@@ -37,30 +37,51 @@ stop_pids() {
   for p in "${pids[@]}"; do while alive "$p"; do sleep 0.05; done; done
 }
 
-# Every process whose mount namespace is `ns` (the Slurm daemons, slurmstepd, job processes).
+# True when process $1 descends from process $2.
+descends_from() {
+  local p=$1
+  while [ -n "$p" ] && [ "$p" -gt 1 ]; do
+    [ "$p" = "$2" ] && return 0
+    p=$(awk '/^PPid:/{print $2}' "/proc/$p/status" 2>/dev/null)
+  done
+  return 1
+}
+
+# Every process whose mount namespace is `ns` and that descends from `root` (the unshare that
+# made the namespace): the Slurm daemons, slurmstepd, job processes. A namespace's inode number
+# is reused once the namespace is gone, so the number alone may name another environment's
+# namespace (a second down.sh, or a down.sh after a failed start, would stop that one).
 pids_in_ns() {
-  local ns=$1 p
+  local ns=$1 root=$2 p
+  [ -n "$root" ] || return 0
   for p in /proc/[0-9]*; do
-    [ "$(readlink "$p/ns/mnt" 2>/dev/null)" = "$ns" ] && echo "${p#/proc/}"
+    [ "$(readlink "$p/ns/mnt" 2>/dev/null)" = "$ns" ] && descends_from "${p#/proc/}" "$root" &&
+      echo "${p#/proc/}"
   done
 }
 
 S="$run_dir/slurm"
+root=$(cat "$S/unshare.pid" 2>/dev/null || true)
+# A recorded pid may belong to someone else by now: the unshare only while it runs unshare.
+[ -n "$root" ] && [ "$(cat "/proc/$root/comm" 2>/dev/null)" = unshare ] || root=""
 if [ -f "$S/mntns" ]; then
   ns=$(cat "$S/mntns")
   # The daemons first (slurmrestd, slurmd, slurmctld save state on TERM), then anything left.
   if [ -f "$S/pids" ]; then
-    stop_pids 10 $(awk '{print $2}' "$S/pids")
+    mapfile -t daemons < <(for p in $(awk '{print $2}' "$S/pids"); do
+      [ "$(readlink "/proc/$p/ns/mnt" 2>/dev/null)" = "$ns" ] && descends_from "$p" "$root" && echo "$p"
+    done)
+    [ ${#daemons[@]} -eq 0 ] || stop_pids 10 "${daemons[@]}"
   fi
-  mapfile -t rest < <(pids_in_ns "$ns")
+  mapfile -t rest < <(pids_in_ns "$ns" "$root")
   [ ${#rest[@]} -eq 0 ] || stop_pids 5 "${rest[@]}"
 fi
 # The supervisor and the unshare parent (also when the namespace was never written down).
-for f in "$S/supervisor.pid" "$S/unshare.pid"; do
-  [ -f "$f" ] && stop_pids 5 "$(cat "$f")"
-done
+sup=$(cat "$S/supervisor.pid" 2>/dev/null || true)
+[ -n "$sup" ] && [ -n "$root" ] && descends_from "$sup" "$root" && stop_pids 5 "$sup"
+[ -n "$root" ] && stop_pids 5 "$root"
 if [ -f "$S/mntns" ]; then
-  left=$(pids_in_ns "$(cat "$S/mntns")" | wc -l)
+  left=$(pids_in_ns "$(cat "$S/mntns")" "$root" | wc -l)
   [ "$left" = 0 ] || log "warning: $left processes still in the Slurm namespace"
 fi
 

@@ -11,10 +11,15 @@ check() {
   local name=$1; shift
   if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fails=$((fails + 1)); fi
 }
-procs_in_ns() { # count processes in the mount namespace named in $1/slurm/mntns
+# Count the environment's Slurm processes (supervisor and daemons, as recorded) still running
+# in its mount namespace. Not every process in a namespace with that inode number: the number
+# is reused once the namespace is gone, by another environment's namespace.
+procs_in_ns() {
   local ns p n=0
   ns=$(cat "$1/slurm/mntns" 2>/dev/null) || { echo 0; return; }
-  for p in /proc/[0-9]*; do [ "$(readlink "$p/ns/mnt" 2>/dev/null)" = "$ns" ] && n=$((n + 1)); done
+  for p in $(cat "$1/slurm/supervisor.pid" 2>/dev/null) $(awk '{print $2}' "$1/slurm/pids" 2>/dev/null); do
+    [ "$(readlink "/proc/$p/ns/mnt" 2>/dev/null)" = "$ns" ] && n=$((n + 1))
+  done
   echo $n
 }
 mounts_under_chroot() { grep -c " $SB_CHROOT/" /proc/self/mountinfo; }
