@@ -37,59 +37,61 @@ stop_pids() {
   for p in "${pids[@]}"; do while alive "$p"; do sleep 0.05; done; done
 }
 
-# True when process $1 descends from process $2.
-descends_from() {
-  local p=$1
-  while [ -n "$p" ] && [ "$p" -gt 1 ]; do
-    [ "$p" = "$2" ] && return 0
-    p=$(awk '/^PPid:/{print $2}' "/proc/$p/status" 2>/dev/null)
-  done
-  return 1
-}
-
-# Every process whose mount namespace is `ns` and that descends from `root` (the unshare that
-# made the namespace): the Slurm daemons, slurmstepd, job processes. A namespace's inode number
-# is reused once the namespace is gone, so the number alone may name another environment's
-# namespace (a second down.sh, or a down.sh after a failed start, would stop that one).
+# Every process whose mount namespace is `ns` (the Slurm daemons, slurmstepd, job processes).
 pids_in_ns() {
-  local ns=$1 root=$2 p
-  [ -n "$root" ] || return 0
+  local ns=$1 p
   for p in /proc/[0-9]*; do
-    [ "$(readlink "$p/ns/mnt" 2>/dev/null)" = "$ns" ] && descends_from "${p#/proc/}" "$root" &&
-      echo "${p#/proc/}"
+    [ "$(readlink "$p/ns/mnt" 2>/dev/null)" = "$ns" ] && echo "${p#/proc/}"
   done
 }
 
 S="$run_dir/slurm"
-root=$(cat "$S/unshare.pid" 2>/dev/null || true)
-# A recorded pid may belong to someone else by now: the unshare only while it runs unshare.
-[ -n "$root" ] && [ "$(cat "/proc/$root/comm" 2>/dev/null)" = unshare ] || root=""
+# The recorded pids still in the recorded namespace. A namespace's inode number is reused once
+# the namespace is gone, and pids are reused too: a namespace is this environment's only while
+# a process it recorded runs in it (two live namespaces never share a number). Without that
+# check a second down.sh, or the one up.sh runs before a start, stops whichever environment
+# holds the number now.
+recorded_in_ns() {
+  local p
+  for p in $(cat "$S/supervisor.pid" 2>/dev/null) $(awk '{print $2}' "$S/pids" 2>/dev/null); do
+    [ "$(readlink "/proc/$p/ns/mnt" 2>/dev/null)" = "$1" ] && echo "$p"
+  done
+}
 if [ -f "$S/mntns" ]; then
   ns=$(cat "$S/mntns")
-  # The daemons first (slurmrestd, slurmd, slurmctld save state on TERM), then anything left.
-  if [ -f "$S/pids" ]; then
-    mapfile -t daemons < <(for p in $(awk '{print $2}' "$S/pids"); do
-      [ "$(readlink "/proc/$p/ns/mnt" 2>/dev/null)" = "$ns" ] && descends_from "$p" "$root" && echo "$p"
-    done)
-    [ ${#daemons[@]} -eq 0 ] || stop_pids 10 "${daemons[@]}"
+  mapfile -t ours < <(recorded_in_ns "$ns")
+  if [ ${#ours[@]} -gt 0 ]; then
+    # The daemons first (slurmrestd, slurmd, slurmctld save state on TERM), then anything left.
+    stop_pids 10 "${ours[@]}"
+    mapfile -t rest < <(pids_in_ns "$ns")
+    [ ${#rest[@]} -eq 0 ] || stop_pids 5 "${rest[@]}"
   fi
-  mapfile -t rest < <(pids_in_ns "$ns" "$root")
-  [ ${#rest[@]} -eq 0 ] || stop_pids 5 "${rest[@]}"
 fi
-# The supervisor and the unshare parent (also when the namespace was never written down).
-sup=$(cat "$S/supervisor.pid" 2>/dev/null || true)
-[ -n "$sup" ] && [ -n "$root" ] && descends_from "$sup" "$root" && stop_pids 5 "$sup"
-[ -n "$root" ] && stop_pids 5 "$root"
-if [ -f "$S/mntns" ]; then
-  left=$(pids_in_ns "$(cat "$S/mntns")" "$root" | wc -l)
-  [ "$left" = 0 ] || log "warning: $left processes still in the Slurm namespace"
+# A supervisor whose namespace was never written down: while it is the unshare's child.
+if [ ! -f "$S/mntns" ] && [ -f "$S/supervisor.pid" ] && [ -f "$S/unshare.pid" ]; then
+  sup=$(cat "$S/supervisor.pid")
+  [ "$(awk '/^PPid:/{print $2}' "/proc/$sup/status" 2>/dev/null)" = "$(cat "$S/unshare.pid")" ] &&
+    stop_pids 5 "$sup"
+fi
+# The unshare parent (also when the namespace was never written down), while it is one.
+if [ -f "$S/unshare.pid" ]; then
+  u=$(cat "$S/unshare.pid")
+  [ "$(cat "/proc/$u/comm" 2>/dev/null)" = unshare ] && stop_pids 5 "$u"
+fi
+if [ -f "$S/mntns" ] && [ -n "$(recorded_in_ns "$(cat "$S/mntns")")" ]; then
+  left=$(pids_in_ns "$(cat "$S/mntns")" | wc -l)
+  log "warning: $left processes still in the Slurm namespace"
 fi
 
 K="$run_dir/kube"
 if [ -f "$K/pids" ]; then
-  # Controller manager and apiserver before etcd.
-  stop_pids 10 $(awk '$1!="etcd"{print $2}' "$K/pids")
-  stop_pids 10 $(awk '$1=="etcd"{print $2}' "$K/pids")
+  # Controller manager and apiserver before etcd; a recorded pid only while it runs what was
+  # recorded (pids are reused).
+  same() { while read -r name pid; do
+    [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "${name:0:15}" ] && echo "$pid"
+  done; }
+  stop_pids 10 $(awk '$1!="etcd"' "$K/pids" | same)
+  stop_pids 10 $(awk '$1=="etcd"' "$K/pids" | same)
 fi
 [ $keep = 1 ] || rm -rf "$K/etcd"
 rm -f "$S/ready"

@@ -164,7 +164,9 @@ TEST_F(ControllersE2e, DeletedPodKeepsItsJobUntilTheGracePeriodEnds) {
   EXPECT_GE(
       *ended,
       std::chrono::duration_cast<std::chrono::seconds>(grace_end->time_since_epoch()).count());
-  const std::string why = EventMessage("graceful", "SlurmJobCancelled");
+  std::string why;  // the event follows the cancel
+  EXPECT_TRUE(
+      WaitFor([&] { return !(why = EventMessage("graceful", "SlurmJobCancelled")).empty(); }, 10s));
   EXPECT_EQ(why.rfind(fmt::format("cancelled Slurm job {}:", job), 0), 0u) << why;
   EXPECT_NE(why.find("node n3 is not Ready"), std::string::npos) << why;
   // The finalizer is released (upstream #49 kept it for ever without a kubelet).
@@ -185,7 +187,9 @@ TEST_F(ControllersE2e, NodeDeletedUnderATerminatingPodReleasesTheJob) {
   auto n = RunSync(io_, kube_->Delete(kube::NodesRef().WithName("n4"), {}));
   ASSERT_TRUE(n) << n.error().message;
   ASSERT_TRUE(WaitFor([&] { return JobState(job) == "CANCELLED"; }, 30s)) << JobState(job);
-  const std::string why = EventMessage("stranded", "SlurmJobCancelled");
+  std::string why;  // the event follows the cancel
+  EXPECT_TRUE(
+      WaitFor([&] { return !(why = EventMessage("stranded", "SlurmJobCancelled")).empty(); }, 10s));
   EXPECT_EQ(why.rfind(fmt::format("cancelled Slurm job {}:", job), 0), 0u) << why;
   EXPECT_NE(why.find("node n4 is gone"), std::string::npos) << why;
   EXPECT_TRUE(WaitFor([&] { return Released("stranded"); }, 30s));
