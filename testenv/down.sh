@@ -37,32 +37,34 @@ stop_pids() {
   for p in "${pids[@]}"; do while alive "$p"; do sleep 0.05; done; done
 }
 
-# Every process whose mount namespace is `ns` (the Slurm daemons, slurmstepd, job processes).
+# Every process of this environment's Slurm (the daemons, slurmstepd, job processes): in the
+# recorded mount namespace and with this environment's slurm.conf mounted. The namespace's
+# number alone is not enough: numbers are reused (and here not even unique among live
+# namespaces), so it may name other environments' namespaces too.
+S_REAL=$(cd "$run_dir" && pwd -P)/slurm
+ours() { grep -qF " $S_REAL/etc " "/proc/$1/mountinfo" 2>/dev/null; }
 pids_in_ns() {
   local ns=$1 p
   for p in /proc/[0-9]*; do
-    [ "$(readlink "$p/ns/mnt" 2>/dev/null)" = "$ns" ] && echo "${p#/proc/}"
+    [ "$(readlink "$p/ns/mnt" 2>/dev/null)" = "$ns" ] && ours "${p#/proc/}" && echo "${p#/proc/}"
   done
 }
 
 S="$run_dir/slurm"
-# The recorded pids still in the recorded namespace. A namespace's inode number is reused once
-# the namespace is gone, and pids are reused too: a namespace is this environment's only while
-# a process it recorded runs in it (two live namespaces never share a number). Without that
-# check a second down.sh, or the one up.sh runs before a start, stops whichever environment
-# holds the number now.
+# The recorded pids that are still this environment's (pids are reused): without the check, a
+# second down.sh, or the one up.sh runs before a start, stopped whichever Slurm had them now.
 recorded_in_ns() {
   local p
   for p in $(cat "$S/supervisor.pid" 2>/dev/null) $(awk '{print $2}' "$S/pids" 2>/dev/null); do
-    [ "$(readlink "/proc/$p/ns/mnt" 2>/dev/null)" = "$1" ] && echo "$p"
+    [ "$(readlink "/proc/$p/ns/mnt" 2>/dev/null)" = "$1" ] && ours "$p" && echo "$p"
   done
 }
 if [ -f "$S/mntns" ]; then
   ns=$(cat "$S/mntns")
-  mapfile -t ours < <(recorded_in_ns "$ns")
-  if [ ${#ours[@]} -gt 0 ]; then
+  mapfile -t mine < <(recorded_in_ns "$ns")
+  if [ ${#mine[@]} -gt 0 ]; then
     # The daemons first (slurmrestd, slurmd, slurmctld save state on TERM), then anything left.
-    stop_pids 10 "${ours[@]}"
+    stop_pids 10 "${mine[@]}"
     mapfile -t rest < <(pids_in_ns "$ns")
     [ ${#rest[@]} -eq 0 ] || stop_pids 5 "${rest[@]}"
   fi

@@ -11,14 +11,15 @@ check() {
   local name=$1; shift
   if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fails=$((fails + 1)); fi
 }
-# Count the environment's Slurm processes (supervisor and daemons, as recorded) still running
-# in its mount namespace. Not every process in a namespace with that inode number: the number
-# is reused once the namespace is gone, by another environment's namespace.
+# Count the environment's Slurm processes: in its mount namespace and with its slurm.conf
+# mounted (the namespace's number alone may name other environments' namespaces too).
 procs_in_ns() {
-  local ns p n=0
+  local ns p n=0 etc
   ns=$(cat "$1/slurm/mntns" 2>/dev/null) || { echo 0; return; }
-  for p in $(cat "$1/slurm/supervisor.pid" 2>/dev/null) $(awk '{print $2}' "$1/slurm/pids" 2>/dev/null); do
-    [ "$(readlink "/proc/$p/ns/mnt" 2>/dev/null)" = "$ns" ] && n=$((n + 1))
+  etc=$(cd "$1/slurm" && pwd -P)/etc
+  for p in /proc/[0-9]*; do
+    [ "$(readlink "$p/ns/mnt" 2>/dev/null)" = "$ns" ] && grep -qF " $etc " "$p/mountinfo" 2>/dev/null &&
+      n=$((n + 1))
   done
   echo $n
 }
