@@ -7,6 +7,10 @@
 # Every e2e test requires the `testenv` fixture: ctest starts one environment (testenv/up.sh)
 # before the first e2e test and stops it (testenv/down.sh) after the last, even on failure.
 # Tests find it through SB_TESTENV, the env file that up.sh writes.
+#
+# The e2e tests share the environment's nodes n1..n4 (drains, taints, labels, readiness) and
+# its Slurm queue: they hold RESOURCE_LOCK testenv-nodes, so that `ctest -j` never runs two of
+# them at once (unit tests still run beside them).
 
 set(SB_TESTENV_DIR ${CMAKE_BINARY_DIR}/testenv)
 set(SB_TESTENV_FILE ${SB_TESTENV_DIR}/env)
@@ -32,12 +36,12 @@ function(sb_e2e_gtest name)
   sb_set_warnings(${name})
   target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gmock GTest::gtest_main)
   gtest_discover_tests(${name} PROPERTIES LABELS e2e FIXTURES_REQUIRED testenv TIMEOUT 600
-    ENVIRONMENT SB_TESTENV=${SB_TESTENV_FILE} DISCOVERY_TIMEOUT 60)
+    RESOURCE_LOCK testenv-nodes ENVIRONMENT SB_TESTENV=${SB_TESTENV_FILE} DISCOVERY_TIMEOUT 60)
 endfunction()
 
 # sb_e2e_script(<name> <script> [args...]): a shell test against the real daemons.
 function(sb_e2e_script name script)
   add_test(NAME ${name} COMMAND bash ${script} ${ARGN})
   set_tests_properties(${name} PROPERTIES LABELS e2e FIXTURES_REQUIRED testenv TIMEOUT 600
-    ENVIRONMENT SB_TESTENV=${SB_TESTENV_FILE})
+    RESOURCE_LOCK testenv-nodes ENVIRONMENT SB_TESTENV=${SB_TESTENV_FILE})
 endfunction()

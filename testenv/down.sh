@@ -37,38 +37,63 @@ stop_pids() {
   for p in "${pids[@]}"; do while alive "$p"; do sleep 0.05; done; done
 }
 
-# Every process whose mount namespace is `ns` (the Slurm daemons, slurmstepd, job processes).
+# Every process of this environment's Slurm (the daemons, slurmstepd, job processes): in the
+# recorded mount namespace and with this environment's slurm.conf mounted. The namespace's
+# number alone is not enough: numbers are reused (and here not even unique among live
+# namespaces), so it may name other environments' namespaces too.
+S_REAL=$(cd "$run_dir" && pwd -P)/slurm
+ours() { grep -qF " $S_REAL/etc " "/proc/$1/mountinfo" 2>/dev/null; }
 pids_in_ns() {
   local ns=$1 p
   for p in /proc/[0-9]*; do
-    [ "$(readlink "$p/ns/mnt" 2>/dev/null)" = "$ns" ] && echo "${p#/proc/}"
+    [ "$(readlink "$p/ns/mnt" 2>/dev/null)" = "$ns" ] && ours "${p#/proc/}" && echo "${p#/proc/}"
   done
 }
 
 S="$run_dir/slurm"
+# The recorded pids that are still this environment's (pids are reused): without the check, a
+# second down.sh, or the one up.sh runs before a start, stopped whichever Slurm had them now.
+recorded_in_ns() {
+  local p
+  for p in $(cat "$S/supervisor.pid" 2>/dev/null) $(awk '{print $2}' "$S/pids" 2>/dev/null); do
+    [ "$(readlink "/proc/$p/ns/mnt" 2>/dev/null)" = "$1" ] && ours "$p" && echo "$p"
+  done
+}
 if [ -f "$S/mntns" ]; then
   ns=$(cat "$S/mntns")
-  # The daemons first (slurmrestd, slurmd, slurmctld save state on TERM), then anything left.
-  if [ -f "$S/pids" ]; then
-    stop_pids 10 $(awk '{print $2}' "$S/pids")
+  mapfile -t mine < <(recorded_in_ns "$ns")
+  if [ ${#mine[@]} -gt 0 ]; then
+    # The daemons first (slurmrestd, slurmd, slurmctld save state on TERM), then anything left.
+    stop_pids 10 "${mine[@]}"
+    mapfile -t rest < <(pids_in_ns "$ns")
+    [ ${#rest[@]} -eq 0 ] || stop_pids 5 "${rest[@]}"
   fi
-  mapfile -t rest < <(pids_in_ns "$ns")
-  [ ${#rest[@]} -eq 0 ] || stop_pids 5 "${rest[@]}"
 fi
-# The supervisor and the unshare parent (also when the namespace was never written down).
-for f in "$S/supervisor.pid" "$S/unshare.pid"; do
-  [ -f "$f" ] && stop_pids 5 "$(cat "$f")"
-done
-if [ -f "$S/mntns" ]; then
+# A supervisor whose namespace was never written down: while it is the unshare's child.
+if [ ! -f "$S/mntns" ] && [ -f "$S/supervisor.pid" ] && [ -f "$S/unshare.pid" ]; then
+  sup=$(cat "$S/supervisor.pid")
+  [ "$(awk '/^PPid:/{print $2}' "/proc/$sup/status" 2>/dev/null)" = "$(cat "$S/unshare.pid")" ] &&
+    stop_pids 5 "$sup"
+fi
+# The unshare parent (also when the namespace was never written down), while it is one.
+if [ -f "$S/unshare.pid" ]; then
+  u=$(cat "$S/unshare.pid")
+  [ "$(cat "/proc/$u/comm" 2>/dev/null)" = unshare ] && stop_pids 5 "$u"
+fi
+if [ -f "$S/mntns" ] && [ -n "$(recorded_in_ns "$(cat "$S/mntns")")" ]; then
   left=$(pids_in_ns "$(cat "$S/mntns")" | wc -l)
-  [ "$left" = 0 ] || log "warning: $left processes still in the Slurm namespace"
+  log "warning: $left processes still in the Slurm namespace"
 fi
 
 K="$run_dir/kube"
 if [ -f "$K/pids" ]; then
-  # Controller manager and apiserver before etcd.
-  stop_pids 10 $(awk '$1!="etcd"{print $2}' "$K/pids")
-  stop_pids 10 $(awk '$1=="etcd"{print $2}' "$K/pids")
+  # Controller manager and apiserver before etcd; a recorded pid only while it runs what was
+  # recorded (pids are reused).
+  same() { while read -r name pid; do
+    [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "${name:0:15}" ] && echo "$pid"
+  done; }
+  stop_pids 10 $(awk '$1!="etcd"' "$K/pids" | same)
+  stop_pids 10 $(awk '$1=="etcd"' "$K/pids" | same)
 fi
 [ $keep = 1 ] || rm -rf "$K/etcd"
 rm -f "$S/ready"

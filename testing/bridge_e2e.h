@@ -8,6 +8,15 @@
 // gets a namespace of its own and a folder for its config and logs; TearDown removes the test's
 // pods (finalizers first), its batch Jobs and every Slurm job tagged with its namespace, resumes
 // the Slurm nodes and runs the Slurm commands queued in cleanup_.
+//
+// Before that cleanup, TearDown checks (1) that every bridge process the test started and did
+// not stop itself is still running (a dead bridge passes every "X did not happen" check), and
+// (2) the invariants between Kubernetes and Slurm (bridge/invariants.h) in the test's
+// namespace, re-checking while the bridge catches up (CheckSettle()); what remains fails the
+// test. A test that ends with a violation on purpose says so with ExemptInvariant(kind, why).
+// The e2e tests share n1..n4 (ctest RESOURCE_LOCK testenv-nodes): a test that changes a node
+// restores it with a guard (Restore, DrainAllNodes) so that a failed assertion does not leak
+// the change. Bridge processes die with the test process.
 // Needs SB_SOURCE_DIR and SB_BINARY defined by the build.
 #pragma once
 
@@ -28,8 +37,10 @@
 #include <gtest/gtest.h>
 #include <boost/asio/io_context.hpp>
 
+#include "bridge/invariants.h"
 #include "bridge/names.h"
 #include "bridge/tag.h"
+#include "check/check.h"
 #include "kube/client.h"
 #include "kube/config.h"
 #include "slurm/client.h"
@@ -70,7 +81,7 @@ class BridgeE2e : public ::testing::Test, protected E2eEnv {
     // A namespace left by an earlier run: start without its events.
     (void)RunSync(io_, kube_->Delete(kube::EventsRef(ns_), {}));
     dir_ = env_.dir() + "/" + ns_;
-    Shell("mkdir -p " + dir_);
+    Shell("mkdir -p " + dir_ + " && rm -f " + dir_ + "/*.log");  // logs of this run only
     config_path_ = dir_ + "/config.yaml";
     std::ofstream(config_path_) << fmt::format(
         "slurmRestApi: {}\npartition: {}\nmcsLabel: kubernetes\njobPollInterval: 200ms\n"
@@ -79,6 +90,10 @@ class BridgeE2e : public ::testing::Test, protected E2eEnv {
   }
 
   void TearDown() override {
+    if (kube_) {
+      ExpectBridgesAlive();
+      ExpectInvariants();
+    }
     scheduler_.reset();
     others_.clear();
     if (!kube_) return;
@@ -116,11 +131,90 @@ class BridgeE2e : public ::testing::Test, protected E2eEnv {
       if (!out.empty()) std::cerr << c << ": " << out;
     }
     if (HasFailure()) {
-      for (const char* log : {"scheduler", "a", "b"}) {
+      for (const std::string& log : logs_) {
         std::ifstream in(dir_ + "/" + log + ".log");
         if (in) std::cerr << "--- " << log << " log ---\n" << in.rdbuf() << "\n";
       }
     }
+  }
+
+  // Every bridge process the test started and did not Kill() still runs; else a failure with
+  // how it ended. Call it before a check that something did NOT happen.
+  void ExpectBridgesAlive() {
+    auto one = [&](ChildProcess* p) {
+      if (p != nullptr && p->Exited()) {
+        ADD_FAILURE() << "a slurm-bridge process (pid gone) ended on its own: " << p->HowItEnded();
+      }
+    };
+    one(scheduler_.get());
+    for (auto& o : others_) one(o.get());
+  }
+  static void AssertAlive(ChildProcess& p, const std::string& what) {
+    ASSERT_TRUE(p.Alive()) << what << " is not running: " << p.HowItEnded();
+  }
+
+  // How long TearDown's invariant check waits for violations to go (the fixture's config:
+  // sweeps every 1 s, orphans older than 5 s; plus a margin for a loaded machine).
+  static std::chrono::milliseconds CheckSettle() {
+    return check::DefaultSettle(std::chrono::seconds(1)) + std::chrono::seconds(5);
+  }
+  // The invariants of this namespace, re-checked until none is violated or `settle` passed.
+  std::vector<bridge::Violation> Violations(std::chrono::milliseconds settle) {
+    bridge::InvariantOptions o{.namespace_ = ns_};
+    auto v = RunSync(
+        io_, check::CheckUntilSettled(*kube_, *slurm_, o, {.settle = settle, .interval = 250ms}));
+    EXPECT_TRUE(v) << "the invariant check could not read a server: " << v.error().ToString();
+    return v ? *v : std::vector<bridge::Violation>{};
+  }
+  // Violations of `kind` are expected at the end of this test, for the reason given (printed).
+  void ExemptInvariant(bridge::Invariant kind, const std::string& why) { exempt_[kind] = why; }
+  void ExpectInvariants() {
+    for (const bridge::Violation& v : Violations(CheckSettle())) {
+      auto e = exempt_.find(v.invariant);
+      if (e != exempt_.end()) {
+        std::cerr << "invariant exempted (" << e->second << "): " << v.text << "\n";
+      } else {
+        ADD_FAILURE() << "invariant violated at the end of the test: " << v.text;
+      }
+    }
+  }
+
+  // Runs its function when the scope ends, however it ends (node changes, labels, taints).
+  struct Restore {
+    explicit Restore(std::function<void()> f) : undo(std::move(f)) {}
+    std::function<void()> undo;
+    Restore(const Restore&) = delete;
+    Restore& operator=(const Restore&) = delete;
+    ~Restore() {
+      if (undo) undo();
+    }
+  };
+  // Drains every Slurm node (a job stays pending) until the guard goes.
+  [[nodiscard]] std::unique_ptr<Restore> DrainAllNodes() {
+    Slurm("scontrol update nodename=" + env_.Get("SLURM_NODES") + " state=drain reason=e2e-hold");
+    return std::make_unique<Restore>([this] { ResumeAllNodes(); });
+  }
+  void ResumeAllNodes() {
+    Slurm("scontrol update nodename=" + env_.Get("SLURM_NODES") + " state=resume");
+  }
+
+  // Lines of <dir>/<log>.log that contain `what`.
+  int CountInLog(const std::string& log, const std::string& what) {
+    std::ifstream in(dir_ + "/" + log + ".log");
+    std::string line;
+    int n = 0;
+    while (std::getline(in, line)) n += line.find(what) != std::string::npos ? 1 : 0;
+    return n;
+  }
+
+  // Takes `pod` out of the picture as its kubelet would after its workload ended (phase
+  // Succeeded): the scheduler-only tests end jobs to free capacity, and a bound pod whose job
+  // ended must not look like a live one to the invariant check (the pod controller, not
+  // running there, would have deleted it).
+  void FinishPod(const std::string& pod) {
+    auto r = RunSync(io_, kube::PatchPodStatus(*kube_, ns_, pod, kube::PatchType::kJsonMerge,
+                                               R"({"status":{"phase":"Succeeded"}})"));
+    EXPECT_TRUE(r) << r.error().message;
   }
 
   // Starts `slurm-bridge <subcommand> --config ...` (log: <dir>/<log>.log).
@@ -136,6 +230,7 @@ class BridgeE2e : public ::testing::Test, protected E2eEnv {
       extra.insert(extra.end(), {"--health-probe-bind-address", "0"});
     }
     argv.insert(argv.end(), extra.begin(), extra.end());
+    logs_.insert(log);
     return std::make_unique<ChildProcess>(
         argv,
         std::map<std::string, std::string>{{"SLURM_JWT_FILE", env_.Get("SLURM_JWT_FILE")},
@@ -185,10 +280,13 @@ class BridgeE2e : public ::testing::Test, protected E2eEnv {
         std::ranges::count_if(pods, [](const kube::Pod& p) { return !p.spec.node_name.empty(); }));
   }
 
+  // The events of `pod`; a test failure when they cannot be read (an empty list then proves
+  // nothing).
   std::vector<kube::Event> Events(const std::string& pod) {
     kube::ListOptions o;
     o.field_selector = "involvedObject.name=" + pod;
     auto ev = RunSync(io_, kube::ListAs<kube::Event>(*kube_, kube::EventsRef(ns_), o));
+    EXPECT_TRUE(ev) << "listing the events of " << pod << ": " << ev.error().message;
     return ev ? ev->items : std::vector<kube::Event>{};
   }
 
@@ -217,6 +315,8 @@ class BridgeE2e : public ::testing::Test, protected E2eEnv {
   std::unique_ptr<ChildProcess> scheduler_;
   std::vector<std::string> cleanup_;                   // Slurm commands TearDown runs
   std::vector<std::unique_ptr<ChildProcess>> others_;  // more bridge processes
+  std::map<bridge::Invariant, std::string> exempt_;    // ExemptInvariant
+  std::set<std::string> logs_;                         // of the processes started
 };
 
 }  // namespace sb::testing

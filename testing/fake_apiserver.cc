@@ -57,6 +57,148 @@ Target ParseTarget(const std::string& t) {
   return out;
 }
 
+std::string Trim(std::string_view s) {
+  while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
+  while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
+  return std::string(s);
+}
+
+// Splits at commas outside parentheses ("a in (x,y),b=c" -> "a in (x,y)", "b=c").
+std::vector<std::string> SplitTerms(std::string_view s) {
+  std::vector<std::string> out;
+  int depth = 0;
+  std::size_t start = 0;
+  for (std::size_t i = 0; i <= s.size(); ++i) {
+    if (i == s.size() || (s[i] == ',' && depth == 0)) {
+      std::string t = Trim(s.substr(start, i - start));
+      if (!t.empty()) out.push_back(t);
+      start = i + 1;
+    } else if (s[i] == '(') {
+      ++depth;
+    } else if (s[i] == ')') {
+      --depth;
+    }
+  }
+  return out;
+}
+
+// One term of a label or field selector.
+struct Requirement {
+  enum class Op { kEq, kNe, kIn, kNotIn, kExists, kNotExists };
+  std::string key;
+  Op op = Op::kEq;
+  std::vector<std::string> values;
+};
+
+struct Selector {
+  std::vector<Requirement> fields;
+  std::vector<Requirement> labels;
+};
+
+// "k=v", "k==v", "k!=v"; for labels also "k in (a,b)", "k notin (a,b)", "k", "!k". An error
+// text for anything else.
+std::optional<std::string> ParseTerm(const std::string& t, bool label, Requirement* r) {
+  if (std::size_t ne = t.find("!="); ne != std::string::npos) {
+    *r = {Trim(t.substr(0, ne)), Requirement::Op::kNe, {Trim(t.substr(ne + 2))}};
+    return std::nullopt;
+  }
+  if (std::size_t eq = t.find('='); eq != std::string::npos) {
+    const std::size_t skip = t.compare(eq, 2, "==") == 0 ? 2 : 1;
+    *r = {Trim(t.substr(0, eq)), Requirement::Op::kEq, {Trim(t.substr(eq + skip))}};
+    return std::nullopt;
+  }
+  if (!label) return "invalid field selector term: " + t;
+  for (const auto& [word, op] : {std::pair{std::string(" notin "), Requirement::Op::kNotIn},
+                                 std::pair{std::string(" in "), Requirement::Op::kIn}}) {
+    std::size_t at = t.find(word);
+    if (at == std::string::npos) continue;
+    std::string set = Trim(t.substr(at + word.size()));
+    if (set.size() < 2 || set.front() != '(' || set.back() != ')') {
+      return "invalid label selector term: " + t;
+    }
+    *r = {Trim(t.substr(0, at)), op, {}};
+    for (std::string v : SplitTerms(std::string_view(set).substr(1, set.size() - 2))) {
+      r->values.push_back(std::move(v));
+    }
+    return std::nullopt;
+  }
+  if (t.starts_with("!")) {
+    *r = {Trim(t.substr(1)), Requirement::Op::kNotExists, {}};
+  } else {
+    *r = {t, Requirement::Op::kExists, {}};
+  }
+  return std::nullopt;
+}
+
+// The selectors of a LIST or WATCH query; an error text (answered 400) when malformed or when
+// a field is one the apiserver does not index for pods.
+std::optional<std::string> ParseSelectors(std::map<std::string, std::string>& query,
+                                          Selector* out) {
+  for (const std::string& t : SplitTerms(query["fieldSelector"])) {
+    Requirement r;
+    if (auto e = ParseTerm(t, false, &r)) return e;
+    static const std::vector<std::string> kFields = {"metadata.name", "metadata.namespace",
+                                                     "spec.nodeName", "spec.schedulerName"};
+    if (std::ranges::find(kFields, r.key) == kFields.end()) {
+      return "field label not supported: " + r.key;
+    }
+    out->fields.push_back(std::move(r));
+  }
+  for (const std::string& t : SplitTerms(query["labelSelector"])) {
+    Requirement r;
+    if (auto e = ParseTerm(t, true, &r)) return e;
+    out->labels.push_back(std::move(r));
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> StringAt(const bj::object& o, std::string_view a, std::string_view b) {
+  const bj::value* x = o.if_contains(a);
+  if (x == nullptr || !x->is_object()) return std::nullopt;
+  const bj::value* y = x->as_object().if_contains(b);
+  if (y == nullptr || !y->is_string()) return std::nullopt;
+  return std::string(y->as_string());
+}
+
+bool Holds(const Requirement& r, const std::optional<std::string>& value) {
+  switch (r.op) {
+    case Requirement::Op::kEq:
+      return value.value_or("") == r.values[0];
+    case Requirement::Op::kNe:
+      return value.value_or("") != r.values[0];
+    case Requirement::Op::kIn:
+      return value && std::ranges::find(r.values, *value) != r.values.end();
+    case Requirement::Op::kNotIn:
+      return !value || std::ranges::find(r.values, *value) == r.values.end();
+    case Requirement::Op::kExists:
+      return value.has_value();
+    case Requirement::Op::kNotExists:
+      return !value.has_value();
+  }
+  return false;
+}
+
+bool Matches(const Selector& sel, const bj::object& pod) {
+  for (const Requirement& r : sel.fields) {
+    const std::size_t dot = r.key.find('.');
+    if (!Holds(r, StringAt(pod, r.key.substr(0, dot), r.key.substr(dot + 1)))) return false;
+  }
+  for (const Requirement& r : sel.labels) {
+    std::optional<std::string> v;
+    if (const bj::value* m = pod.if_contains("metadata"); m != nullptr && m->is_object()) {
+      if (const bj::value* l = m->as_object().if_contains("labels");
+          l != nullptr && l->is_object()) {
+        if (const bj::value* x = l->as_object().if_contains(r.key);
+            x != nullptr && x->is_string()) {
+          v = std::string(x->as_string());
+        }
+      }
+    }
+    if (!Holds(r, v)) return false;
+  }
+  return true;
+}
+
 std::string StatusJson(int code, const std::string& reason, const std::string& message) {
   bj::object o{{"kind", "Status"},   {"apiVersion", "v1"}, {"status", "Failure"},
                {"message", message}, {"reason", reason},   {"code", code}};
@@ -73,8 +215,16 @@ struct FakeApiServer::Impl {
     std::int64_t rv;
     std::string ns;
     std::string line;
+    std::string type;
+    bj::object object;               // after the change (DELETED: as it was)
+    std::optional<bj::object> prev;  // before the change; nullopt for ADDED
   };
   std::vector<LoggedEvent> log;
+  struct Snapshot {
+    std::int64_t rv;
+    std::vector<bj::object> items;
+  };
+  std::vector<Snapshot> snapshots;  // of each paged LIST, by continue token
   Hook hook;
   int lists = 0;
   int watches = 0;
@@ -87,7 +237,9 @@ struct FakeApiServer::Impl {
     obj["metadata"].as_object()["resourceVersion"] = std::to_string(rv);
     std::string ns(obj["metadata"].as_object()["namespace"].as_string());
     bj::object ev{{"type", type}, {"object", obj}};
-    log.push_back({rv, ns, bj::serialize(ev)});
+    std::optional<bj::object> prev;
+    if (auto it = pods.find(key); it != pods.end()) prev = it->second;
+    log.push_back({rv, ns, bj::serialize(ev), type, obj, std::move(prev)});
     if (type == "DELETED") {
       pods.erase(key);
     } else {
@@ -117,35 +269,48 @@ struct FakeApiServer::Impl {
     if (req.method != "GET") {
       return HttpReply(405, StatusJson(405, "MethodNotAllowed", "read-only fake"));
     }
-    if (t.query.contains("watch")) {
-      return Watch(t, ns);
+    Selector sel;
+    if (std::optional<std::string> bad = ParseSelectors(t.query, &sel)) {
+      return HttpReply(400, StatusJson(400, "BadRequest", *bad));
     }
-    return List(t, ns);
+    if (t.query.contains("watch")) {
+      return Watch(t, ns, sel);
+    }
+    return List(t, ns, sel);
   }
 
-  FakeReply List(Target& t, const std::string& ns) {
+  FakeReply List(Target& t, const std::string& ns, const Selector& sel) {
     ++lists;
     std::size_t limit = t.query.contains("limit") ? std::stoul(t.query["limit"]) : 0;
     std::size_t offset = 0;
-    std::string list_rv = std::to_string(rv);
+    std::size_t snapshot = 0;
     if (auto it = t.query.find("continue"); it != t.query.end() && !it->second.empty()) {
-      if (owner->expire_continue_tokens) {
+      // "<snapshot>:<offset>": the pages of one LIST serve the state of its first page.
+      std::size_t colon = it->second.find(':');
+      snapshot = std::stoul(it->second.substr(0, colon));
+      offset = std::stoul(it->second.substr(colon + 1));
+      if (owner->expire_continue_tokens || snapshot >= snapshots.size() ||
+          snapshots[snapshot].rv < compacted) {
         return HttpReply(410, StatusJson(410, "Expired", "continue token expired"));
       }
-      std::size_t colon = it->second.find(':');
-      offset = std::stoul(it->second.substr(0, colon));
-      list_rv = it->second.substr(colon + 1);
+    } else {
+      Snapshot snap{rv, {}};
+      for (const auto& [key, obj] : pods) {
+        if ((ns.empty() || key.starts_with(ns + "/")) && Matches(sel, obj)) {
+          snap.items.push_back(obj);
+        }
+      }
+      snapshot = snapshots.size();
+      snapshots.push_back(std::move(snap));
     }
-    std::vector<const bj::object*> match;
-    for (const auto& [key, obj] : pods) {
-      if (ns.empty() || key.starts_with(ns + "/")) match.push_back(&obj);
-    }
+    const std::vector<bj::object>& match = snapshots[snapshot].items;
+    const std::string list_rv = std::to_string(snapshots[snapshot].rv);
     bj::array items;
     std::size_t end = limit == 0 ? match.size() : std::min(match.size(), offset + limit);
-    for (std::size_t i = offset; i < end; ++i) items.push_back(*match[i]);
+    for (std::size_t i = offset; i < end; ++i) items.push_back(match[i]);
     bj::object meta{{"resourceVersion", list_rv}};
     if (end < match.size()) {
-      meta["continue"] = std::to_string(end) + ":" + list_rv;
+      meta["continue"] = std::to_string(snapshot) + ":" + std::to_string(end);
       meta["remainingItemCount"] = match.size() - end;
     }
     bj::object body{
@@ -153,11 +318,47 @@ struct FakeApiServer::Impl {
     return HttpReply(200, bj::serialize(body));
   }
 
-  FakeReply Watch(Target& t, const std::string& ns) {
+  // The event `e` as a watch with `sel` sees it: an object that starts to match is ADDED, one
+  // that stops matching is DELETED (its last matching state, at the event's RV); "" when the
+  // watch does not see it at all.
+  static std::string Filtered(const LoggedEvent& e, const Selector& sel) {
+    if (sel.fields.empty() && sel.labels.empty()) return e.line;
+    const bool now = e.type != "DELETED" && Matches(sel, e.object);
+    const bool before =
+        e.type == "DELETED" ? Matches(sel, e.object) : e.prev.has_value() && Matches(sel, *e.prev);
+    std::string type;
+    bj::object obj = e.object;
+    if (now && before) {
+      type = "MODIFIED";
+    } else if (now) {
+      type = "ADDED";
+    } else if (before) {
+      type = "DELETED";
+      if (e.type != "DELETED") {
+        obj = *e.prev;
+        obj["metadata"].as_object()["resourceVersion"] = std::to_string(e.rv);
+      }
+    } else {
+      return "";
+    }
+    return bj::serialize(bj::object{{"type", type}, {"object", std::move(obj)}});
+  }
+
+  FakeReply Watch(Target& t, const std::string& ns, const Selector& sel) {
     ++watches;
     std::string from_text = t.query["resourceVersion"];
     watch_rvs.push_back(from_text);
-    std::int64_t from = from_text.empty() ? rv : std::stoll(from_text);
+    std::vector<std::string> lines;
+    if (from_text.empty() || from_text == "0") {
+      // As the apiserver: the current state as ADDED events, then what happens next.
+      for (const auto& [key, obj] : pods) {
+        if ((ns.empty() || key.starts_with(ns + "/")) && Matches(sel, obj)) {
+          lines.push_back(bj::serialize(bj::object{{"type", "ADDED"}, {"object", obj}}));
+        }
+      }
+      from_text = std::to_string(rv);
+    }
+    std::int64_t from = std::stoll(from_text);
     if (from < compacted) {
       std::string msg =
           "too old resource version: " + from_text + " (" + std::to_string(compacted) + ")";
@@ -168,11 +369,13 @@ struct FakeApiServer::Impl {
                     {"object", bj::parse(StatusJson(410, "Expired", msg)).as_object()}};
       return WatchReply({bj::serialize(ev)});
     }
-    std::vector<std::string> lines;
     for (const LoggedEvent& e : log) {
-      if (e.rv > from && (ns.empty() || e.ns == ns)) lines.push_back(e.line);
+      if (e.rv > from && (ns.empty() || e.ns == ns)) {
+        if (std::string line = Filtered(e, sel); !line.empty()) lines.push_back(std::move(line));
+      }
     }
-    if (owner->send_bookmarks) {
+    const bool bookmarks = owner->send_bookmarks && t.query["allowWatchBookmarks"] == "true";
+    if (bookmarks) {
       bj::object ev{{"type", "BOOKMARK"},
                     {"object",
                      {{"kind", "Pod"},
@@ -181,7 +384,7 @@ struct FakeApiServer::Impl {
       lines.push_back(bj::serialize(ev));
     }
     FakeReply r = WatchReply(lines);
-    if (lines.size() <= (owner->send_bookmarks ? 1u : 0u)) {
+    if (lines.size() <= (bookmarks ? 1u : 0u)) {
       r.delay = owner->empty_watch_delay;
     }
     return r;

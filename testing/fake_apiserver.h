@@ -4,9 +4,17 @@
 //
 // A small fake kube-apiserver for unit tests, on top of FakeHttpServer: it holds pods in memory
 // with a global resourceVersion counter and an event log, and serves
-//   GET /api/v1/pods, /api/v1/namespaces/{ns}/pods          paged LIST (limit/continue)
+//   GET /api/v1/pods, /api/v1/namespaces/{ns}/pods          paged LIST (limit/continue); the
+//                                                           pages serve the first page's state;
+//                                                           a token older than Compact(): 410
 //   GET ...?watch=1&resourceVersion=RV                      the logged events after RV as one
-//                                                           chunked reply, then a clean end
+//                                                           chunked reply, then a clean end;
+//                                                           RV "" or "0": the current state as
+//                                                           ADDED events (never 410)
+// LIST and WATCH honour fieldSelector (=, ==, != on metadata.name, metadata.namespace,
+// spec.nodeName, spec.schedulerName; another field answers 400 as the apiserver does) and
+// labelSelector (=, ==, !=, in, notin, exists, !exists); a watch sees an object that starts to
+// match as ADDED and one that stops matching as DELETED, as the apiserver's watch cache sends.
 // A watch from an RV older than the compaction point gets 410 (as the HTTP status, or as an
 // ERROR event when gone_as_event). Faults are injected with Intercept(): the hook sees every
 // request first and may answer it with raw bytes (WatchReply/Cut helpers below).
@@ -55,7 +63,8 @@ class FakeApiServer {
   bool expire_continue_tokens = false;
   // How long an empty watch waits before ending cleanly.
   std::chrono::milliseconds empty_watch_delay{20};
-  // Send a BOOKMARK with the current RV at the end of every watch.
+  // Send a BOOKMARK with the current RV at the end of every watch that asks for bookmarks
+  // (allowWatchBookmarks=true).
   bool send_bookmarks = true;
 
   // The hook sees each request first; a reply it returns is sent instead.

@@ -3,11 +3,14 @@
 // testing/run.h
 //
 // RunSync(io, awaitable): runs one coroutine to completion on `io` (driving anything else
-// spawned there, such as a FakeHttpServer) and returns its result. For tests only.
+// spawned there, such as a FakeHttpServer) and returns its result. For tests only. Throws
+// std::runtime_error when the loop runs out of work before the coroutine finishes (a lost
+// handler or a hang in the code under test), so the test fails with a message, not a crash.
 #pragma once
 
 #include <exception>
 #include <optional>
+#include <stdexcept>
 #include <utility>
 
 #include <boost/asio/awaitable.hpp>
@@ -34,6 +37,10 @@ T RunSync(boost::asio::io_context& io, boost::asio::awaitable<T> task) {
   }
   if (error) {
     std::rethrow_exception(error);
+  }
+  if (!result) {
+    throw std::runtime_error(
+        "RunSync: the io_context ran out of work before the coroutine finished");
   }
   return std::move(*result);
 }

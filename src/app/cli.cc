@@ -13,6 +13,7 @@
 #include "app/admission_cmd.h"
 #include "app/logging.h"
 #include "app/run_cmd.h"
+#include "check/check.h"
 #include "common/version.h"
 
 namespace sb::app {
@@ -118,6 +119,20 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   all->add_option("--key-file", adm_opts.key_file, "Its private key (PEM)")->capture_default_str();
   add_log_flags(adm);
 
+  check::CheckCmdOptions check_opts;
+  CLI::App* chk = app.add_subcommand(
+      "check",
+      "Check the invariants between Kubernetes and Slurm; print the violations, exit 1 if any");
+  chk->add_option("--config", check_opts.config_path, "Bridge config file (YAML)")
+      ->capture_default_str();
+  chk->add_option("--kubeconfig", check_opts.kubeconfig,
+                  "kubeconfig file (default: $KUBECONFIG, else in-cluster)");
+  chk->add_option("--namespace,-n", check_opts.namespace_,
+                  "Only this namespace's pods and the jobs that list them (default: all)");
+  chk->add_option("--settle", check_opts.settle,
+                  "Re-check this long while violations remain (default: jobSweepInterval, at "
+                  "least 5s, plus two jobSweepIntervals; 0: one look)");
+
   try {
     // Let --version work without a subcommand.
     for (int i = 1; i < argc; ++i) {
@@ -167,6 +182,9 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   }
   if (adm->parsed()) {
     return RunAdmission(adm_opts);
+  }
+  if (chk->parsed()) {
+    return check::RunCheck(check_opts, out, err);
   }
   err << "slurm-bridge: no subcommand\n";
   return 2;

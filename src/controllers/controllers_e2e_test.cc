@@ -29,9 +29,35 @@ class ControllersE2e : public sb::testing::BridgeE2e {
     return pod.value_or(kube::Pod{});
   }
 
+  // Slurm's base state of job `id`; "NOTFOUND" when Slurm no longer knows it. Any other error
+  // fails the test (and reads "ERROR"): a slurmrestd hiccup is not a cancelled job.
   std::string JobState(std::int64_t id) {
     auto j = RunSync(io_, slurm_->GetJob(id));
-    return j ? std::string(j->BaseState()) : "GONE";
+    if (j) return std::string(j->BaseState());
+    if (j.error().code == ErrorCode::kNotFound) return "NOTFOUND";
+    ADD_FAILURE() << "reading Slurm job " << id << ": " << j.error().ToString();
+    return "ERROR";
+  }
+
+  slurm::JobInfo Job(std::int64_t id) {
+    auto j = RunSync(io_, slurm_->GetJob(id));
+    EXPECT_TRUE(j) << "reading Slurm job " << id << ": " << j.error().ToString();
+    return j ? *j : slurm::JobInfo{};
+  }
+
+  // The message of `pod`'s last event with `reason`; "" when none.
+  std::string EventMessage(const std::string& pod, const std::string& reason) {
+    std::string message;
+    for (const kube::Event& e : Events(pod)) {
+      if (e.reason == reason) message = e.message;
+    }
+    return message;
+  }
+
+  // Sets node `node`'s Ready condition until the guard goes (then Ready again).
+  [[nodiscard]] std::unique_ptr<Restore> NodeNotReady(const std::string& node) {
+    SetNodeReady(node, false);
+    return std::make_unique<Restore>([this, node] { SetNodeReady(node, true); });
   }
 
   // Gone, or left only for its kubelet (or the pod garbage collector) to remove: the bridge's
@@ -80,11 +106,16 @@ TEST_F(ControllersE2e, ScancelDeletesTheBoundPodWithAnEvent) {
   scheduler_ = StartBridge("all");
   kube::Pod pod = BoundPod("victim");
   const std::int64_t job = JobId(pod);
+  ASSERT_GT(job, 0);
   Slurm(fmt::format("scancel {}", job));
   ASSERT_TRUE(WaitFor(
       [&] {
         auto p = RunSync(io_, kube::GetPod(*kube_, ns_, "victim"));
-        return !p || !p->metadata.deletion_timestamp.empty();
+        if (!p) {
+          EXPECT_EQ(p.error().code, ErrorCode::kNotFound) << p.error().ToString();
+          return p.error().code == ErrorCode::kNotFound;
+        }
+        return !p->metadata.deletion_timestamp.empty();
       },
       30s));
   std::string message;
@@ -115,33 +146,53 @@ TEST_F(ControllersE2e, DeletedPodKeepsItsJobUntilTheGracePeriodEnds) {
   scheduler_ = StartBridge("all");
   kube::Pod pod = BoundPod("graceful", "n3");
   const std::int64_t job = JobId(pod);
+  ASSERT_GT(job, 0);
   // Its kubelet is gone (NotReady): only the grace period decides.
-  SetNodeReady("n3", false);
-  const auto deleted_at = std::chrono::steady_clock::now();
+  auto not_ready = NodeNotReady("n3");
   auto d = RunSync(io_, kube::DeletePod(*kube_, ns_, "graceful", {.grace_period_seconds = 6}));
   ASSERT_TRUE(d) << d.error().message;
-  // Within the grace period the job stays (upstream #16 cancelled it at once).
-  std::this_thread::sleep_for(3s);
-  EXPECT_EQ(JobState(job), "RUNNING");
-  ASSERT_TRUE(WaitFor([&] { return JobState(job) != "RUNNING"; }, 30s));
-  // deletionTimestamp (whole seconds, truncated) marks the end of the grace period.
-  EXPECT_GE(std::chrono::steady_clock::now() - deleted_at, 5s);
+  auto deleting = RunSync(io_, kube::GetPod(*kube_, ns_, "graceful"));
+  ASSERT_TRUE(deleting) << deleting.error().message;
+  // deletionTimestamp is the end of the grace period (whole seconds, as the apiserver writes).
+  std::optional<WallTime> grace_end = ParseTime(deleting->metadata.deletion_timestamp);
+  ASSERT_TRUE(grace_end) << deleting->metadata.deletion_timestamp;
+  ASSERT_TRUE(WaitFor([&] { return JobState(job) == "CANCELLED"; }, 30s)) << JobState(job);
+  // Slurm's own clock: the job ended no earlier than the grace period (upstream #16 cancelled
+  // it at once).
+  std::optional<std::int64_t> ended = Job(job).end_time.Value();
+  ASSERT_TRUE(ended);
+  EXPECT_GE(
+      *ended,
+      std::chrono::duration_cast<std::chrono::seconds>(grace_end->time_since_epoch()).count());
+  std::string why;  // the event follows the cancel
+  EXPECT_TRUE(
+      WaitFor([&] { return !(why = EventMessage("graceful", "SlurmJobCancelled")).empty(); }, 10s));
+  EXPECT_EQ(why.rfind(fmt::format("cancelled Slurm job {}:", job), 0), 0u) << why;
+  EXPECT_NE(why.find("node n3 is not Ready"), std::string::npos) << why;
   // The finalizer is released (upstream #49 kept it for ever without a kubelet).
   EXPECT_TRUE(WaitFor([&] { return Released("graceful"); }, 30s));
-  SetNodeReady("n3", true);
 }
 
 TEST_F(ControllersE2e, NodeDeletedUnderATerminatingPodReleasesTheJob) {
   scheduler_ = StartBridge("all");
   kube::Pod pod = BoundPod("stranded", "n4");
   const std::int64_t job = JobId(pod);
+  ASSERT_GT(job, 0);
   auto d = RunSync(io_, kube::DeletePod(*kube_, ns_, "stranded", {.grace_period_seconds = 2}));
   ASSERT_TRUE(d) << d.error().message;
+  Restore reregister{[this] {
+    Shell(
+        fmt::format("{}/testenv/kube/register-nodes.sh {}/env n4 2>&1", SB_SOURCE_DIR, env_.dir()));
+  }};
   auto n = RunSync(io_, kube_->Delete(kube::NodesRef().WithName("n4"), {}));
   ASSERT_TRUE(n) << n.error().message;
-  ASSERT_TRUE(WaitFor([&] { return JobState(job) != "RUNNING"; }, 30s));
+  ASSERT_TRUE(WaitFor([&] { return JobState(job) == "CANCELLED"; }, 30s)) << JobState(job);
+  std::string why;  // the event follows the cancel
+  EXPECT_TRUE(
+      WaitFor([&] { return !(why = EventMessage("stranded", "SlurmJobCancelled")).empty(); }, 10s));
+  EXPECT_EQ(why.rfind(fmt::format("cancelled Slurm job {}:", job), 0), 0u) << why;
+  EXPECT_NE(why.find("node n4 is gone"), std::string::npos) << why;
   EXPECT_TRUE(WaitFor([&] { return Released("stranded"); }, 30s));
-  Shell(fmt::format("{}/testenv/kube/register-nodes.sh {}/env n4 2>&1", SB_SOURCE_DIR, env_.dir()));
 }
 
 TEST_F(ControllersE2e, OrphanJobIsSweptForeignJobsAreLeftAlone) {
@@ -152,13 +203,20 @@ TEST_F(ControllersE2e, OrphanJobIsSweptForeignJobsAreLeftAlone) {
                       .scheduler = "slurm-bridge-scheduler"};
   bridge::JobTag other_cluster = ours;
   other_cluster.cluster = "another-cluster";
-  const std::int64_t orphan = SubmitTagged(bridge::EncodeJobTag(ours));
   const std::int64_t foreign = SubmitTagged(bridge::EncodeJobTag(other_cluster));
   const std::int64_t upstream = SubmitTagged(R"({"pods":[")" + ns_ + R"(/never-existed"]})");
   const std::int64_t plain = SubmitTagged("");
-  ASSERT_TRUE(orphan && foreign && upstream && plain);
+  ASSERT_TRUE(foreign && upstream && plain);
+  Restore cancel_foreign{[&] {
+    for (std::int64_t id : {foreign, upstream, plain})
+      (void)RunSync(io_, slurm_->CancelJob(id, {}));
+  }};
   scheduler_ = StartBridge("controllers");
-  // Jobs younger than the minimum age (5 s here) are not swept; then the orphan goes.
+  ASSERT_TRUE(WaitFor([&] { return CountInLog("scheduler", "pod controller started") > 0; }, 30s));
+  // The orphan comes when the controller already sweeps (every second): one that ignored the
+  // minimum age (5 s here) would cancel it within a sweep or two.
+  const std::int64_t orphan = SubmitTagged(bridge::EncodeJobTag(ours));
+  ASSERT_GT(orphan, 0);
   // One read per check: the job may go from PENDING to RUNNING between two reads.
   std::string orphan_state;
   ASSERT_TRUE(WaitFor(
@@ -168,11 +226,20 @@ TEST_F(ControllersE2e, OrphanJobIsSweptForeignJobsAreLeftAlone) {
       },
       60s));
   EXPECT_EQ(orphan_state, "CANCELLED");
-  std::this_thread::sleep_for(2s);  // two more sweeps
+  // Slurm's clock: submitted and ended at least the minimum age apart.
+  slurm::JobInfo o = Job(orphan);
+  ASSERT_TRUE(o.submit_time.Value() && o.end_time.Value());
+  EXPECT_GE(*o.end_time.Value() - *o.submit_time.Value(), 5) << "swept younger than 5 s";
+  EXPECT_EQ(CountInLog("scheduler", fmt::format("cancelled orphan Slurm job {}:", orphan)), 1);
+  // A second orphan, cancelled by a later sweep: the sweep that cancelled the first one has
+  // gone through the whole job list, the foreign jobs (older than 5 s by then) included.
+  const std::int64_t second = SubmitTagged(bridge::EncodeJobTag(ours));
+  ASSERT_GT(second, 0);
+  ASSERT_TRUE(WaitFor([&] { return JobState(second) == "CANCELLED"; }, 60s)) << JobState(second);
+  AssertAlive(*scheduler_, "the controllers");
   for (std::int64_t id : {foreign, upstream, plain}) {
     const std::string s = JobState(id);
     EXPECT_TRUE(s == "RUNNING" || s == "PENDING") << "job " << id << " was touched: " << s;
-    (void)RunSync(io_, slurm_->CancelJob(id, {}));
   }
 }
 
@@ -189,6 +256,8 @@ TEST_F(ControllersE2e, OnlyTheLeaderActs) {
       },
       30s));
   others_.push_back(StartBridge("controllers", le, "b"));
+  // b is a live standby: it has seen the Lease and who holds it.
+  ASSERT_TRUE(WaitFor([&] { return CountInLog("b", "leader: ") >= 1; }, 30s));
   // Orphans for both to find: only the leader may cancel them.
   bridge::JobTag ours{.pods = {ns_ + "/gone"},
                       .uids = {"11111111-0000-0000-0000-000000000000"},
@@ -198,19 +267,38 @@ TEST_F(ControllersE2e, OnlyTheLeaderActs) {
   const std::int64_t orphan = SubmitTagged(bridge::EncodeJobTag(ours));
   ASSERT_GT(orphan, 0);
   ASSERT_TRUE(WaitFor([&] { return JobState(orphan) == "CANCELLED"; }, 60s));
-  std::this_thread::sleep_for(2s);
-  auto count = [&](const std::string& log, const std::string& what) {
-    std::ifstream in(dir_ + "/" + log + ".log");
-    std::string line;
-    int n = 0;
-    while (std::getline(in, line)) n += line.find(what) != std::string::npos ? 1 : 0;
-    return n;
-  };
+  AssertAlive(*others_[0], "replica a");
+  AssertAlive(*others_[1], "replica b");
   const std::string cancelled = fmt::format("cancelled orphan Slurm job {}", orphan);
-  EXPECT_EQ(count("a", cancelled), 1);
-  EXPECT_EQ(count("b", cancelled), 0);
-  EXPECT_EQ(count("a", "leading ("), 1);
-  EXPECT_EQ(count("b", "leading ("), 0);
+  EXPECT_EQ(CountInLog("a", cancelled), 1);
+  EXPECT_EQ(CountInLog("b", cancelled), 0);
+  EXPECT_EQ(CountInLog("a", "leading ("), 1);
+  EXPECT_EQ(CountInLog("b", "leading ("), 0);
+}
+
+// `slurm-bridge check` as an operator runs it: a live job of ours whose pod never existed is an
+// orphan (no bridge runs here to sweep it); once it is gone, nothing is left to report.
+TEST_F(ControllersE2e, CheckCommandReportsViolations) {
+  bridge::JobTag ours{.pods = {ns_ + "/nobody"},
+                      .uids = {"22222222-0000-0000-0000-000000000000"},
+                      .group = "Pod/" + ns_ + "/nobody",
+                      .cluster = "kubernetes",
+                      .scheduler = "slurm-bridge-scheduler"};
+  const std::int64_t orphan = SubmitTagged(bridge::EncodeJobTag(ours));
+  ASSERT_GT(orphan, 0);
+  const std::string check =
+      fmt::format("SLURM_JWT_FILE={} KUBECONFIG={} {} check --config {} -n {} --settle 0 2>&1",
+                  env_.Get("SLURM_JWT_FILE"), env_.Get("KUBECONFIG"), SB_BINARY, config_path_, ns_);
+  std::string out;
+  int rc = sb::testing::RunCommand(check, &out);
+  EXPECT_NE(rc, 0) << out;
+  EXPECT_NE(out.find(fmt::format("orphan-job: Slurm job {} (group Pod/{}/nobody)", orphan, ns_)),
+            std::string::npos)
+      << out;
+  ASSERT_TRUE(RunSync(io_, slurm_->CancelJob(orphan, {})));
+  rc = sb::testing::RunCommand(check, &out);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("no violations"), std::string::npos) << out;
 }
 
 }  // namespace

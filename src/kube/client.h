@@ -141,6 +141,8 @@ struct ClientOptions {
   // Longest watch event line; a longer one (or a line that never ends) fails the watch with
   // kInternal ("over the limit") so that the caller relists, instead of growing a buffer.
   std::size_t max_watch_line = std::size_t{16} << 20;
+  // Waits before a throttled (429) retry; empty: a steady_timer. Tests record the waits with it.
+  std::function<boost::asio::awaitable<void>(std::chrono::milliseconds)> throttle_wait;
 };
 
 // The production Client over `http` (which it does not own and which must outlive it).

@@ -348,8 +348,12 @@ class ClientImpl final : public Client {
       }
       if (r->status == 429 && throttled < options_.max_throttle_retries) {
         ++throttled;
-        asio::steady_timer timer(co_await asio::this_coro::executor, RetryAfter(*r, options_));
-        co_await timer.async_wait(kTuple);
+        if (options_.throttle_wait) {
+          co_await options_.throttle_wait(RetryAfter(*r, options_));
+        } else {
+          asio::steady_timer timer(co_await asio::this_coro::executor, RetryAfter(*r, options_));
+          co_await timer.async_wait(kTuple);
+        }
         continue;
       }
       Error e = ErrorFromResponse(r->status, r->body, what);

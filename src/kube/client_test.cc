@@ -152,21 +152,61 @@ TEST_F(ClientTest, UpdateConflictIsKConflict) {
   EXPECT_NE(r.error().message.find("has been modified"), std::string::npos);
 }
 
+// The waits the client asks for before its throttled retries (none really taken).
+ClientOptions RecordThrottleWaits(std::vector<std::chrono::milliseconds>* waits) {
+  ClientOptions o;
+  o.throttle_wait = [waits](std::chrono::milliseconds d) -> boost::asio::awaitable<void> {
+    waits->push_back(d);
+    co_return;
+  };
+  return o;
+}
+
 TEST_F(ClientTest, RetriesAfter429WithRetryAfter) {
   int calls = 0;
-  Start([&](const FakeRequest&) {
-    if (++calls == 1) {
-      return HttpReply(429, StatusBody(429, "TooManyRequests", "slow down"), "application/json",
-                       {{"Retry-After", "1"}});
-    }
-    return HttpReply(200, R"({"metadata":{"name":"n1"}})");
-  });
-  auto start = std::chrono::steady_clock::now();
+  std::vector<std::chrono::milliseconds> waits;
+  Start(
+      [&](const FakeRequest&) {
+        if (++calls == 1) {
+          return HttpReply(429, StatusBody(429, "TooManyRequests", "slow down"), "application/json",
+                           {{"Retry-After", "7"}});
+        }
+        return HttpReply(200, R"({"metadata":{"name":"n1"}})");
+      },
+      std::make_shared<TokenSource>(), RecordThrottleWaits(&waits));
   Result<Node> n = RunSync(io_, GetNode(*client_, "n1"));
-  auto waited = std::chrono::steady_clock::now() - start;
   ASSERT_TRUE(n) << n.error().message;
   EXPECT_EQ(calls, 2);
-  EXPECT_GE(waited, std::chrono::milliseconds(950));
+  EXPECT_EQ(waits, std::vector<std::chrono::milliseconds>{std::chrono::seconds(7)});
+}
+
+TEST_F(ClientTest, RetryAfterIsBoundedAndDefaulted) {
+  int calls = 0;
+  std::vector<std::chrono::milliseconds> waits;
+  Start(
+      [&](const FakeRequest&) {
+        ++calls;
+        if (calls == 1) {
+          return HttpReply(429, StatusBody(429, "TooManyRequests", "slow down"), "application/json",
+                           {{"Retry-After", "86400"}});
+        }
+        if (calls == 2) {
+          return HttpReply(429, StatusBody(429, "TooManyRequests", "slow down"));
+        }
+        if (calls == 3) {
+          return HttpReply(429, StatusBody(429, "TooManyRequests", "slow down"), "application/json",
+                           {{"Retry-After", "soon"}});
+        }
+        return HttpReply(200, R"({"metadata":{"name":"n1"}})");
+      },
+      std::make_shared<TokenSource>(), RecordThrottleWaits(&waits));
+  Result<Node> n = RunSync(io_, GetNode(*client_, "n1"));
+  ASSERT_TRUE(n) << n.error().message;
+  EXPECT_EQ(calls, 4);
+  // A day is cut to max_retry_after (30 s); no header or an unreadable one: 1 s.
+  EXPECT_EQ(waits,
+            (std::vector<std::chrono::milliseconds>{
+                std::chrono::seconds(30), std::chrono::seconds(1), std::chrono::seconds(1)}));
 }
 
 TEST_F(ClientTest, Persistent429BecomesTooManyRequests) {

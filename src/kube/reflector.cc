@@ -69,7 +69,9 @@ struct Reflector<T>::State {
     std::uniform_int_distribution<std::int64_t> jitter(backoff.count() / 2,
                                                        std::max<std::int64_t>(backoff.count(), 1));
     auto ex = co_await asio::this_coro::executor;
-    sleep.emplace(ex, std::chrono::milliseconds(jitter(rng)));
+    const std::chrono::milliseconds wait(jitter(rng));
+    if (options.on_backoff) options.on_backoff(wait);
+    sleep.emplace(ex, wait);
     if (!stopped) {
       co_await sleep->async_wait(kTuple);
     }

@@ -45,6 +45,9 @@ struct ReflectorOptions {
   std::chrono::seconds min_watch_timeout{300};
   std::chrono::milliseconds backoff_initial{800};
   std::chrono::milliseconds backoff_max{30000};
+  // Called with every backoff wait (jitter applied) just before it starts; optional (tests
+  // check the waits with it instead of timing them).
+  std::function<void(std::chrono::milliseconds)> on_backoff;
 };
 
 struct ReflectorStats {

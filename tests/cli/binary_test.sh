@@ -10,13 +10,13 @@ out=$("$bin" version) || { echo "FAIL: version exited $?"; fail=1; }
 "$bin" no-such-subcommand >/dev/null 2>&1
 rc=$?
 [ $rc = 2 ] || { echo "FAIL: unknown subcommand exited $rc, want 2"; fail=1; }
-for sub in scheduler controllers admission all; do
+for sub in scheduler controllers admission all check; do
   "$bin" "$sub" --help >/dev/null 2>&1 || { echo "FAIL: $sub --help exited $?"; fail=1; }
 done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 printf 'slurmRestApi: http://127.0.0.1:1\njobPollInterval: fast\n' >"$tmp/bad.yaml"
-for sub in scheduler controllers; do
+for sub in scheduler controllers check; do
   out=$(SLURM_JWT_FILE=/dev/null "$bin" "$sub" --config "$tmp/bad.yaml" 2>&1)
   rc=$?
   [ $rc = 1 ] || { echo "FAIL: $sub with a bad config exited $rc, want 1"; fail=1; }

@@ -61,7 +61,7 @@ for _ in $(seq 1 100); do
   sleep 0.1
 done
 check "external job RUNNING (was $state)" [ "$state" = RUNNING ]
-check "external job has a node" grep -q . <<<"$(jq -r '.jobs[0].nodes' "$tmp/job")"
+check "external job has a node" grep -Eq '^n[0-9]+$' <<<"$(jq -r '.jobs[0].nodes // empty' "$tmp/job")"
 check "external job has a GPU index" grep -Eq '^gpu:fake:1\(IDX:[0-3]\)$' <<<"$(jq -r '.jobs[0].gres_detail[0]' "$tmp/job")"
 code=$(curl -s -o /dev/null -w '%{http_code}' "${H[@]}" -X DELETE "$U/job/$id")
 check "cancel answers 200" [ "$code" = 200 ]

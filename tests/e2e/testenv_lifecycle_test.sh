@@ -11,10 +11,16 @@ check() {
   local name=$1; shift
   if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fails=$((fails + 1)); fi
 }
-procs_in_ns() { # count processes in the mount namespace named in $1/slurm/mntns
-  local ns p n=0
+# Count the environment's Slurm processes: in its mount namespace and with its slurm.conf
+# mounted (the namespace's number alone may name other environments' namespaces too).
+procs_in_ns() {
+  local ns p n=0 etc
   ns=$(cat "$1/slurm/mntns" 2>/dev/null) || { echo 0; return; }
-  for p in /proc/[0-9]*; do [ "$(readlink "$p/ns/mnt" 2>/dev/null)" = "$ns" ] && n=$((n + 1)); done
+  etc=$(cd "$1/slurm" && pwd -P)/etc
+  for p in /proc/[0-9]*; do
+    [ "$(readlink "$p/ns/mnt" 2>/dev/null)" = "$ns" ] && grep -qF " $etc " "$p/mountinfo" 2>/dev/null &&
+      n=$((n + 1))
+  done
   echo $n
 }
 mounts_under_chroot() { grep -c " $SB_CHROOT/" /proc/self/mountinfo; }

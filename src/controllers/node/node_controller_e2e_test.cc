@@ -357,6 +357,19 @@ TEST_F(NodeControllerE2e, AdminDrainIsKept) {
 TEST_F(NodeControllerE2e, SlurmDownTaintsAndConditions) {
   StartController();
   ASSERT_TRUE(WaitFor([&] { return Managed("n4"); }, 10s));
+  // The condition as it was (Ready), and a clock past its whole second, so that a new
+  // lastTransitionTime can be told from the old one.
+  std::string ready_since;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto node = Node("n4");
+        auto c = node ? ReadyCondition(*node) : std::nullopt;
+        if (c && c->status == "True") ready_since = c->last_transition_time;
+        return !ready_since.empty();
+      },
+      10s));
+  ASSERT_TRUE(WaitFor(
+      [&] { return kube::FormatTime(std::chrono::system_clock::now()) > ready_since; }, 3s));
   Slurm("scontrol update nodename=n4 state=down reason=broken");
   std::string last_transition;
   EXPECT_TRUE(WaitFor(
@@ -370,7 +383,8 @@ TEST_F(NodeControllerE2e, SlurmDownTaintsAndConditions) {
       },
       10s))
       << "n4 down not reported";
-  EXPECT_FALSE(last_transition.empty());
+  // The status flipped, so the transition time moved.
+  EXPECT_GT(last_transition, ready_since);
   EXPECT_TRUE(WaitFor([&] { return HasEvent("n4", kReasonSlurmNodeDown, "broken"); }, 10s));
 
   Slurm("scontrol update nodename=n4 state=resume");
