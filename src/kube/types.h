@@ -105,6 +105,9 @@ struct PodSpec {
   StringMap node_selector;
   std::vector<NodeSelectorTerm> required_node_affinity;
   ResourceList overhead;
+  // spec.schedulingGates[].name (GA in Kubernetes 1.30): no scheduler may place the pod while
+  // any is left.
+  std::vector<std::string> scheduling_gates;
   bool operator==(const PodSpec&) const = default;
 };
 

@@ -1,0 +1,155 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Gangs end to end (review items 3 and 7): the `slurm-bridge scheduler` binary against the test
+// environment's real slurmctld/slurmrestd, kube-apiserver and kube-controller-manager (whose Job
+// controller makes the pods). Nothing runs the pods: the test plays the kubelet by patching a
+// pod's phase.
+#include <set>
+#include <string>
+#include <vector>
+
+#include "testing/bridge_e2e.h"
+
+namespace sb::scheduler {
+namespace {
+using namespace std::chrono_literals;
+using sb::testing::RunSync;
+
+class SchedulerGangE2e : public sb::testing::BridgeE2e {
+ protected:
+  void CreateGangJob(const std::string& name, int parallelism, int completions) {
+    std::string manifest = fmt::format(
+        R"({{"apiVersion":"batch/v1","kind":"Job","metadata":{{"name":"{}","namespace":"{}",
+        "annotations":{{"slurmjob.slinky.slurm.net/gang":"true"}}}},
+        "spec":{{"parallelism":{},"completions":{},"backoffLimit":6,"template":{{"spec":{{
+        "schedulerName":"slurm-bridge-scheduler","restartPolicy":"Never",
+        "containers":[{{"name":"c","image":"busybox","resources":{{"limits":{{"cpu":"1"}}}}}}]}}}}}}}})",
+        name, ns_, parallelism, completions);
+    auto created = RunSync(io_, kube_->Create(kube::JobsRef(ns_), manifest));
+    ASSERT_TRUE(created) << created.error().message;
+  }
+
+  void PatchPhase(const std::string& pod, const std::string& phase) {
+    auto r = RunSync(io_, kube::PatchPodStatus(*kube_, ns_, pod, kube::PatchType::kJsonMerge,
+                                               R"({"status":{"phase":")" + phase + "\"}}"));
+    ASSERT_TRUE(r) << r.error().message;
+  }
+
+  // The pods of this namespace not being deleted.
+  std::vector<kube::Pod> LivePods() {
+    std::vector<kube::Pod> out;
+    for (kube::Pod& p : Pods()) {
+      if (p.metadata.deletion_timestamp.empty()) out.push_back(std::move(p));
+    }
+    return out;
+  }
+
+  std::optional<bridge::JobTag> Tag(std::int64_t job) {
+    auto j = RunSync(io_, slurm_->GetJob(job));
+    if (!j) return std::nullopt;
+    return bridge::ParseJobTag(j->admin_comment);
+  }
+};
+
+// Item 3: a member deleted after its gang was bound is re-created by the Job controller and
+// binds to the node it left, in the same Slurm job.
+TEST_F(SchedulerGangE2e, ReplacementOfADeletedMemberBindsToTheFreeNodeOfTheSameJob) {
+  StartScheduler();
+  CreateGangJob("pair", 2, 2);
+  std::vector<kube::Pod> pods;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        pods = Pods();
+        return pods.size() == 2 && CountBound(pods) == 2;
+      },
+      90s))
+      << "bound: " << CountBound(pods) << " of " << pods.size();
+  const std::int64_t job = JobId(pods[0]);
+  ASSERT_GT(job, 0);
+  ASSERT_EQ(JobId(pods[1]), job);
+  const kube::Pod gone = pods[1];
+  // Deleted (the finalizer keeps it Terminating: there is no kubelet); the Job makes another.
+  auto del = RunSync(io_, kube_->Delete(kube::PodsRef(ns_).WithName(gone.metadata.name), {}));
+  ASSERT_TRUE(del) << del.error().message;
+  std::optional<kube::Pod> replacement;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        for (const kube::Pod& p : LivePods()) {
+          if (p.metadata.uid != pods[0].metadata.uid && !p.spec.node_name.empty()) {
+            replacement = p;
+          }
+        }
+        return replacement.has_value();
+      },
+      90s))
+      << "the replacement was not bound";
+  EXPECT_EQ(replacement->spec.node_name, gone.spec.node_name);
+  EXPECT_EQ(JobId(*replacement), job);
+  auto state = RunSync(io_, slurm_->GetJob(job));
+  ASSERT_TRUE(state);
+  EXPECT_EQ(state->BaseState(), "RUNNING");
+  // The job's tag lists the replacement, so that the controllers know it as the job's.
+  std::optional<bridge::JobTag> tag = Tag(job);
+  ASSERT_TRUE(tag);
+  EXPECT_NE(std::ranges::find(tag->uids, replacement->metadata.uid), tag->uids.end());
+  // No second job was submitted for the group.
+  std::set<std::int64_t> all;
+  for (const auto& [uid, ids] : JobsByUid()) all.insert(ids.begin(), ids.end());
+  EXPECT_EQ(all, std::set<std::int64_t>{job});
+}
+
+// Item 3: completions 3, parallelism 2: the third pod (a smaller last wave) runs and the Job
+// completes.
+TEST_F(SchedulerGangE2e, JobWithALastSmallerWaveCompletes) {
+  StartScheduler();
+  CreateGangJob("waves", 2, 3);
+  std::vector<kube::Pod> pods;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        pods = Pods();
+        return pods.size() == 2 && CountBound(pods) == 2;
+      },
+      90s))
+      << "bound: " << CountBound(pods) << " of " << pods.size();
+  std::set<std::string> done;
+  // The kubelet's part: every bound pod succeeds, until the Job has its three completions.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        for (const kube::Pod& p : Pods()) {
+          if (!p.spec.node_name.empty() && p.status.phase != "Succeeded" &&
+              done.insert(p.metadata.name).second) {
+            PatchPhase(p.metadata.name, "Succeeded");
+            break;  // one at a time: the Job controller makes the third pod meanwhile
+          }
+        }
+        auto j = RunSync(io_, kube::GetAs<kube::Job>(*kube_, kube::JobsRef(ns_).WithName("waves")));
+        return j && j->succeeded >= 3;
+      },
+      120s))
+      << done.size() << " pod(s) succeeded";
+  std::vector<kube::Pod> all = Pods();
+  EXPECT_EQ(all.size(), 3u);
+  EXPECT_EQ(CountBound(all), 3u);
+}
+
+// Item 7: max-nodes "2" on a single pod on an idle cluster: Slurm would give two nodes for one
+// pod. The job asks for one node, says so in an event, and the pod binds.
+TEST_F(SchedulerGangE2e, SinglePodWithMaxNodesTwoBindsOnOneNode) {
+  StartScheduler();
+  CreatePod(
+      "ranged", R"({"limits":{"cpu":"1"}})",
+      R"({"slurmjob.slinky.slurm.net/max-nodes":"2","slurmjob.slinky.slurm.net/min-nodes":"1"})");
+  std::optional<kube::Pod> bound = WaitForPod("ranged", IsBound);
+  ASSERT_TRUE(bound) << "ranged not bound";
+  const std::string show = Slurm(fmt::format("scontrol show job -o {}", JobId(*bound)));
+  EXPECT_NE(show.find("NumNodes=1 "), std::string::npos) << show;
+  bool said = false;
+  for (const kube::Event& e : Events("ranged")) {
+    said = said || (e.reason == "SlurmNodeCountSet" &&
+                    e.message.find("ask for 1-2 node(s)") != std::string::npos);
+  }
+  EXPECT_TRUE(said);
+}
+
+}  // namespace
+}  // namespace sb::scheduler
