@@ -44,6 +44,36 @@ class SchedulerGangE2e : public sb::testing::BridgeE2e {
     return out;
   }
 
+  // An external job of one CPU tagged `tag`, submitted straight to Slurm (as a lost submit
+  // reply or an old leader would have left it).
+  std::int64_t SubmitTagged(const bridge::JobTag& tag) {
+    slurm::JobDescription j;
+    j.name = "dup-test";
+    j.partition = env_.Get("SLURM_PARTITION");
+    j.flags = {"EXTERNAL_JOB"};
+    j.nodes = "1";
+    j.cpus_per_task = 1;
+    j.memory_per_node = slurm::NoValNumber::Of(64);
+    j.current_working_directory = "/tmp";
+    j.admin_comment = bridge::EncodeJobTag(tag);
+    auto r = RunSync(io_, slurm_->SubmitJob(j));
+    EXPECT_TRUE(r) << r.error().message;
+    return r ? r->job_id : 0;
+  }
+
+  std::string State(std::int64_t job) {
+    auto j = RunSync(io_, slurm_->GetJob(job));
+    return j ? std::string(j->BaseState()) : "?" + j.error().message;
+  }
+
+  bridge::JobTag TagFor(const kube::Pod& pod) {
+    return bridge::JobTag{.pods = {ns_ + "/" + pod.metadata.name},
+                          .uids = {pod.metadata.uid},
+                          .group = "Pod/" + ns_ + "/" + pod.metadata.name,
+                          .cluster = "kubernetes",
+                          .scheduler = "slurm-bridge-scheduler"};
+  }
+
   std::optional<bridge::JobTag> Tag(std::int64_t job) {
     auto j = RunSync(io_, slurm_->GetJob(job));
     if (!j) return std::nullopt;
@@ -149,6 +179,51 @@ TEST_F(SchedulerGangE2e, SinglePodWithMaxNodesTwoBindsOnOneNode) {
                     e.message.find("ask for 1-2 node(s)") != std::string::npos);
   }
   EXPECT_TRUE(said);
+}
+
+// Items 2 and 16: a second live job tagged for a group that has one (a submit whose reply was
+// lost, an old leader's late submit) is cancelled by the next job list; the group keeps its own.
+TEST_F(SchedulerGangE2e, SecondJobTaggedForATrackedGroupIsCancelled) {
+  Slurm("scontrol update nodename=" + env_.Get("SLURM_NODES") + " state=drain reason=e2e-hold");
+  StartScheduler();
+  CreatePod("dup", R"({"limits":{"cpu":"1"}})");
+  std::optional<kube::Pod> pod = WaitForPod("dup", HasJob, 30s);
+  ASSERT_TRUE(pod);
+  const std::int64_t own = JobId(*pod);
+  const std::int64_t second = SubmitTagged(TagFor(*pod));
+  ASSERT_GT(second, 0);
+  EXPECT_TRUE(WaitFor([&] { return State(second) == "CANCELLED"; }, 30s)) << State(second);
+  EXPECT_EQ(State(own), "PENDING");
+  Slurm("scontrol update nodename=" + env_.Get("SLURM_NODES") + " state=resume");
+  std::optional<kube::Pod> bound = WaitForPod("dup", IsBound);
+  ASSERT_TRUE(bound);
+  EXPECT_EQ(JobId(*bound), own);
+}
+
+// Items 2 and 16 at start-up: two live jobs tagged for one waiting pod. One is adopted, the other
+// cancelled (not "first wins" with the other left to run for ever).
+TEST_F(SchedulerGangE2e, StartupKeepsOneOfTwoJobsTaggedForAPod) {
+  Slurm("scontrol update nodename=" + env_.Get("SLURM_NODES") + " state=drain reason=e2e-hold");
+  CreatePod("twice", R"({"limits":{"cpu":"1"}})");
+  std::optional<kube::Pod> pod = WaitForPod("twice", [](const kube::Pod&) { return true; });
+  ASSERT_TRUE(pod);
+  const std::int64_t first = SubmitTagged(TagFor(*pod));
+  const std::int64_t second = SubmitTagged(TagFor(*pod));
+  ASSERT_GT(first, 0);
+  ASSERT_GT(second, 0);
+  StartScheduler();
+  std::optional<kube::Pod> labelled = WaitForPod("twice", HasJob, 30s);
+  ASSERT_TRUE(labelled);
+  const std::int64_t kept = JobId(*labelled);
+  ASSERT_TRUE(kept == first || kept == second) << kept;
+  const std::int64_t other = kept == first ? second : first;
+  EXPECT_TRUE(WaitFor([&] { return State(other) == "CANCELLED"; }, 30s)) << State(other);
+  EXPECT_EQ(State(kept), "PENDING");
+  Slurm("scontrol update nodename=" + env_.Get("SLURM_NODES") + " state=resume");
+  std::optional<kube::Pod> bound = WaitForPod("twice", IsBound);
+  ASSERT_TRUE(bound);
+  EXPECT_EQ(JobId(*bound), kept);
+  EXPECT_EQ(State(other), "CANCELLED");
 }
 
 }  // namespace
