@@ -1064,6 +1064,7 @@ awaitable<void> Scheduler::ConfirmMissing() {
 awaitable<void> Scheduler::PollSlurm() {
   kube::Clock::TimePoint next_list = clock_.Now() + config_.job_list_interval;
   kube::Clock::TimePoint next_nodes = clock_.Now() + config_.node_list_interval;
+  kube::Clock::TimePoint next_cancel = clock_.Now();
   while (co_await tasks_.Sleep(config_.job_poll_interval)) {
     if (!jobs_.empty()) {
       // One call for every job Slurm knows: the cost does not depend on how many pods wait.
@@ -1090,8 +1091,11 @@ awaitable<void> Scheduler::PollSlurm() {
       }
       co_await ConfirmMissing();
     }
-    if (!to_cancel_.empty()) co_await RetryCancels();
     const kube::Clock::TimePoint now = clock_.Now();
+    if (!to_cancel_.empty() && now >= next_cancel) {
+      next_cancel = now + std::chrono::seconds(5);
+      co_await RetryCancels();
+    }
     if (now >= next_list) {
       next_list = now + config_.job_list_interval;
       if (!jobs_.empty()) (void)co_await RefreshJobs();

@@ -226,5 +226,39 @@ TEST_F(SchedulerGangE2e, StartupKeepsOneOfTwoJobsTaggedForAPod) {
   EXPECT_EQ(State(other), "CANCELLED");
 }
 
+// Item 6: a pod of a coscheduling PodGroup that cannot be read (here NotFound: this apiserver
+// has no PodGroup resource at all) is reported and waits; it never becomes a job of its own.
+TEST_F(SchedulerGangE2e, PodOfAnUnreadablePodGroupIsNeverScheduledAlone) {
+  StartScheduler();
+  std::string manifest = fmt::format(
+      R"({{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"member","namespace":"{}",
+      "labels":{{"scheduling.x-k8s.io/pod-group":"pg"}}}},"spec":{{
+      "schedulerName":"slurm-bridge-scheduler","restartPolicy":"Never",
+      "containers":[{{"name":"c","image":"busybox","resources":{{"limits":{{"cpu":"1"}}}}}}]}}}})",
+      ns_);
+  auto r = RunSync(io_, kube_->Create(kube::PodsRef(ns_), manifest));
+  ASSERT_TRUE(r) << r.error().message;
+  std::string message;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        for (const kube::Event& e : Events("member")) {
+          if (e.reason == "FailedScheduling") message = e.message;
+        }
+        return !message.empty();
+      },
+      30s));
+  EXPECT_EQ(message.rfind("PodGroup pg cannot be read (", 0), 0u) << message;
+  EXPECT_NE(message.find("never scheduled alone"), std::string::npos) << message;
+  // A plain pod created afterwards is scheduled: the scheduler has moved on, and still the
+  // member has no job.
+  CreatePod("plain", R"({"limits":{"cpu":"1"}})");
+  ASSERT_TRUE(WaitForPod("plain", IsBound));
+  std::optional<kube::Pod> pod = WaitForPod("member", [](const kube::Pod&) { return true; });
+  ASSERT_TRUE(pod);
+  EXPECT_FALSE(HasJob(*pod));
+  EXPECT_TRUE(pod->spec.node_name.empty());
+  EXPECT_EQ(JobsByUid().count(pod->metadata.uid), 0u);
+}
+
 }  // namespace
 }  // namespace sb::scheduler
