@@ -371,9 +371,14 @@ std::map<std::string, const kube::Node*> Scheduler::NodesBySlurmName() const {
   std::vector<const kube::Node*> nodes;
   for (const auto& n : all) nodes.push_back(n.get());
   NodeMapping m = MapSlurmNodes(nodes);
-  if (!m.duplicates.empty()) {
-    spdlog::warn("several Kubernetes nodes map to Slurm node(s) {}: the one labelled {} is used",
-                 fmt::join(m.duplicates, ", "), bridge::kSlurmNodeNameLabel);
+  if (m.duplicates != logged_duplicates_) {  // said once per change, not on every call
+    logged_duplicates_ = m.duplicates;
+    if (!m.duplicates.empty()) {
+      spdlog::warn(
+          "several Kubernetes nodes map to Slurm node(s) {}: the one labelled {} is used (else "
+          "the first by name)",
+          fmt::join(m.duplicates, ", "), bridge::kSlurmNodeNameLabel);
+    }
   }
   return std::move(m.by_slurm_name);
 }
@@ -509,11 +514,21 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
       jobs_.erase(it);
     }
   }
+  // Before the list below: the list is asked for once, for the pods short since then.
+  if (plan.incomplete) {
+    incomplete_since_.try_emplace(group_key, now);
+  } else {
+    incomplete_since_.erase(group_key);
+  }
   if (plan.list_jobs) {
     // A lost submit reply, or a member that may belong to a running job: read Slurm first.
-    const bool listed = co_await RefreshJobs();
-    queue_.AddAfter(std::string(kGroupItem) + group_key,
-                    listed ? kube::Clock::Duration::zero() : std::chrono::milliseconds(200));
+    if (listing_) {  // another worker reads them: look again after it
+      queue_.AddAfter(std::string(kGroupItem) + group_key, std::chrono::milliseconds(200));
+      co_return Result<void>{};
+    }
+    Result<void> listed = co_await ListJobs(false);
+    if (!listed) co_return tl::unexpected(listed.error());  // with the queue's backoff
+    queue_.Add(std::string(kGroupItem) + group_key);
     co_return Result<void>{};
   }
   if (plan.adopt) {
@@ -532,11 +547,6 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
     ++stats_.jobs_adopted;
     spdlog::info("{}: adopted Slurm job {} ({}{})", group_key, v.id, v.state,
                  v.refill ? ", pods of the group run in it" : "");
-  }
-  if (plan.incomplete) {
-    incomplete_since_.try_emplace(group_key, now);
-  } else {
-    incomplete_since_.erase(group_key);
   }
 
   for (const auto& pod : deleting) co_await DropFinalizer(*pod);

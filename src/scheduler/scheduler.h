@@ -201,9 +201,10 @@ class Scheduler {
   };
   std::unordered_map<std::string, CachedOwner> owners_;
   std::vector<std::string> slurm_nodes_;
-  bool slurm_nodes_known_ = false;  // a Slurm node list succeeded
-  bool nodes_refresh_ = false;      // read Slurm's nodes at the next poll
-  std::set<std::int64_t> missing_;  // tracked jobs a list left out, to confirm
+  bool slurm_nodes_known_ = false;                      // a Slurm node list succeeded
+  bool nodes_refresh_ = false;                          // read Slurm's nodes at the next poll
+  mutable std::vector<std::string> logged_duplicates_;  // Slurm names two K8s nodes claim
+  std::set<std::int64_t> missing_;                      // tracked jobs a list left out, to confirm
   // Slurm's last job list: live jobs tagged by this scheduler, by group key; when it was asked.
   std::map<std::string, std::vector<JobView>> listed_;
   std::optional<kube::Clock::TimePoint> listed_at_;
