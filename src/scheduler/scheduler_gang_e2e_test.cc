@@ -4,11 +4,20 @@
 // environment's real slurmctld/slurmrestd, kube-apiserver and kube-controller-manager (whose Job
 // controller makes the pods). Nothing runs the pods: the test plays the kubelet by patching a
 // pod's phase.
+#include <atomic>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include <boost/asio/connect.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/write.hpp>
+
 #include "testing/bridge_e2e.h"
+#include "testing/fake_http_server.h"
 
 namespace sb::scheduler {
 namespace {
@@ -258,6 +267,84 @@ TEST_F(SchedulerGangE2e, PodOfAnUnreadablePodGroupIsNeverScheduledAlone) {
   EXPECT_FALSE(HasJob(*pod));
   EXPECT_TRUE(pod->spec.node_name.empty());
   EXPECT_EQ(JobsByUid().count(pod->metadata.uid), 0u);
+}
+
+// A pass-through proxy in front of slurmrestd that loses the reply to the first job submit
+// after slurmrestd made the job (a timeout, a connection lost after the request was written).
+class LossyProxy {
+ public:
+  explicit LossyProxy(std::string upstream_url)
+      : server_(io_, [this](const sb::testing::FakeRequest& r) { return Forward(r); }),
+        guard_(io_.get_executor()) {
+    // "http://127.0.0.1:PORT"
+    const std::size_t colon = upstream_url.rfind(':');
+    port_ = upstream_url.substr(colon + 1);
+    thread_ = std::thread([this] { io_.run(); });
+  }
+  ~LossyProxy() {
+    io_.stop();
+    thread_.join();
+  }
+  [[nodiscard]] std::string url() const { return server_.url(); }
+  [[nodiscard]] int lost() const { return lost_; }
+
+ private:
+  sb::testing::FakeReply Forward(const sb::testing::FakeRequest& r) {
+    namespace asio = boost::asio;
+    std::string raw = r.method + " " + r.target + " HTTP/1.1\r\n";
+    for (const auto& [k, v] : r.headers) {
+      std::string lower = k;
+      std::ranges::transform(lower, lower.begin(),
+                             [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+      if (lower == "connection" || lower == "keep-alive") continue;
+      raw += k + ": " + v + "\r\n";
+    }
+    raw += "Connection: close\r\n\r\n" + r.body;
+    asio::io_context io;
+    asio::ip::tcp::socket socket(io);
+    asio::ip::tcp::resolver resolver(io);
+    boost::system::error_code ec;
+    asio::connect(socket, resolver.resolve("127.0.0.1", port_, ec), ec);
+    if (ec) return {.bytes = "", .close_after = true};
+    asio::write(socket, asio::buffer(raw), ec);
+    std::string reply;
+    std::array<char, 65536> buf{};
+    for (;;) {
+      const std::size_t n = socket.read_some(asio::buffer(buf), ec);
+      reply.append(buf.data(), n);
+      if (ec) break;
+    }
+    if (r.method == "POST" && r.target.find("/job/submit") != std::string::npos && lost_ == 0) {
+      ++lost_;
+      return {.bytes = "", .close_after = true};  // the job exists; its id never arrives
+    }
+    return {.bytes = std::move(reply), .close_after = true};
+  }
+
+  boost::asio::io_context io_;
+  sb::testing::FakeHttpServer server_;
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard_;
+  std::string port_;
+  std::atomic<int> lost_{0};
+  std::thread thread_;
+};
+
+// Item 2: the reply to a submit is lost after Slurm made the job. The scheduler finds that job
+// (tagged for the group) before submitting again: one job, and the pod runs in it.
+TEST_F(SchedulerGangE2e, LostSubmitReplyLeavesOneJob) {
+  LossyProxy proxy(env_.Get("SLURM_REST_URL"));
+  std::ofstream(config_path_) << fmt::format(
+      "slurmRestApi: {}\npartition: {}\nmcsLabel: kubernetes\njobPollInterval: 200ms\n"
+      "jobListInterval: 1s\nnodeListInterval: 2s\njobSweepInterval: 1s\n",
+      proxy.url(), env_.Get("SLURM_PARTITION"));
+  StartScheduler();
+  CreatePod("lost", R"({"limits":{"cpu":"1"}})");
+  std::optional<kube::Pod> bound = WaitForPod("lost", IsBound);
+  ASSERT_TRUE(bound) << "lost not bound";
+  EXPECT_EQ(proxy.lost(), 1);
+  std::map<std::string, std::vector<std::int64_t>> jobs = JobsByUid();
+  ASSERT_EQ(jobs[bound->metadata.uid].size(), 1u) << "a second job was submitted";
+  EXPECT_EQ(jobs[bound->metadata.uid][0], JobId(*bound));
 }
 
 }  // namespace
