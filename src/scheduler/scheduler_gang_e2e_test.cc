@@ -83,6 +83,14 @@ class SchedulerGangE2e : public sb::testing::BridgeE2e {
                           .scheduler = "slurm-bridge-scheduler"};
   }
 
+  // The scheduler talks to Slurm at `url` (a proxy).
+  void UseSlurmAt(const std::string& url) {
+    std::ofstream(config_path_) << fmt::format(
+        "slurmRestApi: {}\npartition: {}\nmcsLabel: kubernetes\njobPollInterval: 200ms\n"
+        "jobListInterval: 1s\nnodeListInterval: 2s\njobSweepInterval: 1s\n",
+        url, env_.Get("SLURM_PARTITION"));
+  }
+
   std::optional<bridge::JobTag> Tag(std::int64_t job) {
     auto j = RunSync(io_, slurm_->GetJob(job));
     if (!j) return std::nullopt;
@@ -269,12 +277,16 @@ TEST_F(SchedulerGangE2e, PodOfAnUnreadablePodGroupIsNeverScheduledAlone) {
   EXPECT_EQ(JobsByUid().count(pod->metadata.uid), 0u);
 }
 
-// A pass-through proxy in front of slurmrestd that loses the reply to the first job submit
-// after slurmrestd made the job (a timeout, a connection lost after the request was written).
+// A pass-through proxy in front of slurmrestd that breaks the first request of one kind:
+// kLoseSubmitReply forwards the first job submit and loses its reply (a timeout, a connection
+// lost after the request was written); kFailCancel answers the first job cancel 503 without
+// forwarding it (slurmrestd briefly down).
 class LossyProxy {
  public:
-  explicit LossyProxy(std::string upstream_url)
-      : server_(io_, [this](const sb::testing::FakeRequest& r) { return Forward(r); }),
+  enum class Fault { kLoseSubmitReply, kFailCancel };
+  LossyProxy(std::string upstream_url, Fault fault)
+      : fault_(fault),
+        server_(io_, [this](const sb::testing::FakeRequest& r) { return Forward(r); }),
         guard_(io_.get_executor()) {
     // "http://127.0.0.1:PORT"
     const std::size_t colon = upstream_url.rfind(':');
@@ -291,6 +303,11 @@ class LossyProxy {
  private:
   sb::testing::FakeReply Forward(const sb::testing::FakeRequest& r) {
     namespace asio = boost::asio;
+    if (fault_ == Fault::kFailCancel && r.method == "DELETE" &&
+        r.target.find("/job/") != std::string::npos && lost_ == 0) {
+      ++lost_;
+      return sb::testing::HttpReply(503, R"({"errors":[{"error":"proxy: unavailable"}]})");
+    }
     std::string raw = r.method + " " + r.target + " HTTP/1.1\r\n";
     for (const auto& [k, v] : r.headers) {
       std::string lower = k;
@@ -314,13 +331,15 @@ class LossyProxy {
       reply.append(buf.data(), n);
       if (ec) break;
     }
-    if (r.method == "POST" && r.target.find("/job/submit") != std::string::npos && lost_ == 0) {
+    if (fault_ == Fault::kLoseSubmitReply && r.method == "POST" &&
+        r.target.find("/job/submit") != std::string::npos && lost_ == 0) {
       ++lost_;
       return {.bytes = "", .close_after = true};  // the job exists; its id never arrives
     }
     return {.bytes = std::move(reply), .close_after = true};
   }
 
+  Fault fault_;
   boost::asio::io_context io_;
   sb::testing::FakeHttpServer server_;
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard_;
@@ -332,11 +351,8 @@ class LossyProxy {
 // Item 2: the reply to a submit is lost after Slurm made the job. The scheduler finds that job
 // (tagged for the group) before submitting again: one job, and the pod runs in it.
 TEST_F(SchedulerGangE2e, LostSubmitReplyLeavesOneJob) {
-  LossyProxy proxy(env_.Get("SLURM_REST_URL"));
-  std::ofstream(config_path_) << fmt::format(
-      "slurmRestApi: {}\npartition: {}\nmcsLabel: kubernetes\njobPollInterval: 200ms\n"
-      "jobListInterval: 1s\nnodeListInterval: 2s\njobSweepInterval: 1s\n",
-      proxy.url(), env_.Get("SLURM_PARTITION"));
+  LossyProxy proxy(env_.Get("SLURM_REST_URL"), LossyProxy::Fault::kLoseSubmitReply);
+  UseSlurmAt(proxy.url());
   StartScheduler();
   CreatePod("lost", R"({"limits":{"cpu":"1"}})");
   std::optional<kube::Pod> bound = WaitForPod("lost", IsBound);
@@ -345,6 +361,24 @@ TEST_F(SchedulerGangE2e, LostSubmitReplyLeavesOneJob) {
   std::map<std::string, std::vector<std::int64_t>> jobs = JobsByUid();
   ASSERT_EQ(jobs[bound->metadata.uid].size(), 1u) << "a second job was submitted";
   EXPECT_EQ(jobs[bound->metadata.uid][0], JobId(*bound));
+}
+
+// Item 14: the scheduler's cancel of a job whose pod is gone fails once (slurmrestd briefly
+// down); it is tried again until Slurm has cancelled the job.
+TEST_F(SchedulerGangE2e, FailedCancelIsRetriedUntilSlurmConfirms) {
+  Slurm("scontrol update nodename=" + env_.Get("SLURM_NODES") + " state=drain reason=e2e-hold");
+  LossyProxy proxy(env_.Get("SLURM_REST_URL"), LossyProxy::Fault::kFailCancel);
+  UseSlurmAt(proxy.url());
+  StartScheduler();
+  CreatePod("short", R"({"limits":{"cpu":"1"}})");
+  std::optional<kube::Pod> pod = WaitForPod("short", HasJob, 30s);
+  ASSERT_TRUE(pod);
+  const std::int64_t job = JobId(*pod);
+  ASSERT_EQ(State(job), "PENDING");
+  auto del = RunSync(io_, kube_->Delete(kube::PodsRef(ns_).WithName("short"), {}));
+  ASSERT_TRUE(del) << del.error().message;
+  EXPECT_TRUE(WaitFor([&] { return State(job) == "CANCELLED"; }, 30s)) << State(job);
+  EXPECT_EQ(proxy.lost(), 1);
 }
 
 }  // namespace
