@@ -279,8 +279,8 @@ TEST_F(SchedulerGangE2e, PodOfAnUnreadablePodGroupIsNeverScheduledAlone) {
 
 // A pass-through proxy in front of slurmrestd that breaks the first request of one kind:
 // kLoseSubmitReply forwards the first job submit and loses its reply (a timeout, a connection
-// lost after the request was written); kFailCancel answers the first job cancel 503 without
-// forwarding it (slurmrestd briefly down).
+// lost after the request was written); kFailCancel answers the first job cancel call (its three
+// HTTP attempts) 503 without forwarding it (slurmrestd briefly down).
 class LossyProxy {
  public:
   enum class Fault { kLoseSubmitReply, kFailCancel };
@@ -303,8 +303,9 @@ class LossyProxy {
  private:
   sb::testing::FakeReply Forward(const sb::testing::FakeRequest& r) {
     namespace asio = boost::asio;
+    // Three times: the HTTP client's own attempts at one call (net::ClientOptions::max_attempts).
     if (fault_ == Fault::kFailCancel && r.method == "DELETE" &&
-        r.target.find("/job/") != std::string::npos && lost_ == 0) {
+        r.target.find("/job/") != std::string::npos && lost_ < 3) {
       ++lost_;
       return sb::testing::HttpReply(503, R"({"errors":[{"error":"proxy: unavailable"}]})");
     }
@@ -378,7 +379,7 @@ TEST_F(SchedulerGangE2e, FailedCancelIsRetriedUntilSlurmConfirms) {
   auto del = RunSync(io_, kube_->Delete(kube::PodsRef(ns_).WithName("short"), {}));
   ASSERT_TRUE(del) << del.error().message;
   EXPECT_TRUE(WaitFor([&] { return State(job) == "CANCELLED"; }, 30s)) << State(job);
-  EXPECT_EQ(proxy.lost(), 1);
+  EXPECT_EQ(proxy.lost(), 3);
 }
 
 }  // namespace
