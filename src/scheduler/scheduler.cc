@@ -624,9 +624,11 @@ Scheduler::Wanted Scheduler::Describe(const GroupSpec& spec,
   }
   for (const bridge::Exclusion& e : excluded) desc->excluded_nodes.push_back(e.slurm_node);
   // Slurm nodes an earlier job of the group was allocated but Kubernetes lacks.
+  // (Only names Slurm still has: Slurm refuses a job that excludes a node it does not know.)
   if (auto it = excluded_.find(spec.key); it != excluded_.end()) {
     for (const std::string& n : it->second) {
-      if (std::ranges::find(desc->excluded_nodes, n) == desc->excluded_nodes.end()) {
+      if (std::ranges::find(slurm_nodes_, n) != slurm_nodes_.end() &&
+          std::ranges::find(desc->excluded_nodes, n) == desc->excluded_nodes.end()) {
         desc->excluded_nodes.push_back(n);
       }
     }

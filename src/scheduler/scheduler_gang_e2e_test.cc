@@ -280,10 +280,11 @@ TEST_F(SchedulerGangE2e, PodOfAnUnreadablePodGroupIsNeverScheduledAlone) {
 // A pass-through proxy in front of slurmrestd that breaks the first request of one kind:
 // kLoseSubmitReply forwards the first job submit and loses its reply (a timeout, a connection
 // lost after the request was written); kFailCancel answers the first job cancel call (its three
-// HTTP attempts) 503 without forwarding it (slurmrestd briefly down).
+// HTTP attempts) 503 without forwarding it (slurmrestd briefly down); kFailNodeListUntilReleased
+// answers every node list 503 until Release().
 class LossyProxy {
  public:
-  enum class Fault { kLoseSubmitReply, kFailCancel };
+  enum class Fault { kLoseSubmitReply, kFailCancel, kFailNodeListUntilReleased };
   LossyProxy(std::string upstream_url, Fault fault)
       : fault_(fault),
         server_(io_, [this](const sb::testing::FakeRequest& r) { return Forward(r); }),
@@ -299,10 +300,16 @@ class LossyProxy {
   }
   [[nodiscard]] std::string url() const { return server_.url(); }
   [[nodiscard]] int lost() const { return lost_; }
+  void Release() { released_ = true; }
 
  private:
   sb::testing::FakeReply Forward(const sb::testing::FakeRequest& r) {
     namespace asio = boost::asio;
+    if (fault_ == Fault::kFailNodeListUntilReleased && r.method == "GET" &&
+        r.target.find("/nodes") != std::string::npos && !released_) {
+      ++lost_;
+      return sb::testing::HttpReply(503, R"({"errors":[{"error":"proxy: unavailable"}]})");
+    }
     // Three times: the HTTP client's own attempts at one call (net::ClientOptions::max_attempts).
     if (fault_ == Fault::kFailCancel && r.method == "DELETE" &&
         r.target.find("/job/") != std::string::npos && lost_ < 3) {
@@ -346,6 +353,7 @@ class LossyProxy {
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard_;
   std::string port_;
   std::atomic<int> lost_{0};
+  std::atomic<bool> released_{false};
   std::thread thread_;
 };
 
@@ -380,6 +388,30 @@ TEST_F(SchedulerGangE2e, FailedCancelIsRetriedUntilSlurmConfirms) {
   ASSERT_TRUE(del) << del.error().message;
   EXPECT_TRUE(WaitFor([&] { return State(job) == "CANCELLED"; }, 30s)) << State(job);
   EXPECT_EQ(proxy.lost(), 3);
+}
+
+// Item 5: until a Slurm node list succeeded, the Kubernetes-side exclusions cannot be computed:
+// nothing is submitted, the pod says why, and it is scheduled once the list works.
+TEST_F(SchedulerGangE2e, NothingIsSubmittedBeforeSlurmsNodesAreKnown) {
+  LossyProxy proxy(env_.Get("SLURM_REST_URL"), LossyProxy::Fault::kFailNodeListUntilReleased);
+  UseSlurmAt(proxy.url());
+  StartScheduler();
+  CreatePod("early", R"({"limits":{"cpu":"1"}})");
+  std::string message;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        for (const kube::Event& e : Events("early")) {
+          if (e.reason == "FailedScheduling") message = e.message;
+        }
+        return !message.empty();
+      },
+      30s));
+  EXPECT_EQ(message.rfind("waiting for Slurm's node list", 0), 0u) << message;
+  EXPECT_TRUE(JobsByUid().empty());
+  proxy.Release();
+  std::optional<kube::Pod> bound = WaitForPod("early", IsBound);
+  ASSERT_TRUE(bound) << "early not bound";
+  EXPECT_GT(proxy.lost(), 0);
 }
 
 }  // namespace
