@@ -5,6 +5,7 @@
 // controller makes the pods). Nothing runs the pods: the test plays the kubelet by patching a
 // pod's phase.
 #include <atomic>
+#include <regex>
 #include <set>
 #include <string>
 #include <thread>
@@ -281,10 +282,16 @@ TEST_F(SchedulerGangE2e, PodOfAnUnreadablePodGroupIsNeverScheduledAlone) {
 // kLoseSubmitReply forwards the first job submit and loses its reply (a timeout, a connection
 // lost after the request was written); kFailCancel answers the first job cancel call (its three
 // HTTP attempts) 503 without forwarding it (slurmrestd briefly down); kFailNodeListUntilReleased
-// answers every node list 503 until Release().
+// answers every node list 503 until Release(); kUnmappedFirstJob shows the nodes of jobs as
+// x1..x4 until a second job is submitted.
 class LossyProxy {
  public:
-  enum class Fault { kLoseSubmitReply, kFailCancel, kFailNodeListUntilReleased };
+  enum class Fault {
+    kLoseSubmitReply,
+    kFailCancel,
+    kFailNodeListUntilReleased,
+    kUnmappedFirstJob,
+  };
   LossyProxy(std::string upstream_url, Fault fault)
       : fault_(fault),
         server_(io_, [this](const sb::testing::FakeRequest& r) { return Forward(r); }),
@@ -339,6 +346,18 @@ class LossyProxy {
       reply.append(buf.data(), n);
       if (ec) break;
     }
+    if (fault_ == Fault::kUnmappedFirstJob) {
+      // Jobs seem allocated on x1..x4 (Slurm names no Kubernetes node has) until a second job is
+      // submitted.
+      if (r.method == "POST" && r.target.find("/job/submit") != std::string::npos) ++submits_;
+      if (submits_ < 2 && r.method == "GET" && r.target.find("/job") != std::string::npos) {
+        static const std::regex kNodes(R"re(("nodes"\s*:\s*")n([0-9]))re");
+        std::string rewritten = std::regex_replace(reply, kNodes, "$1x$2");
+        if (rewritten != reply) ++lost_;
+        // The body's length is unchanged: the header stays right.
+        reply = std::move(rewritten);
+      }
+    }
     if (fault_ == Fault::kLoseSubmitReply && r.method == "POST" &&
         r.target.find("/job/submit") != std::string::npos && lost_ == 0) {
       ++lost_;
@@ -354,6 +373,7 @@ class LossyProxy {
   std::string port_;
   std::atomic<int> lost_{0};
   std::atomic<bool> released_{false};
+  int submits_ = 0;
   std::thread thread_;
 };
 
@@ -411,6 +431,30 @@ TEST_F(SchedulerGangE2e, NothingIsSubmittedBeforeSlurmsNodesAreKnown) {
   proxy.Release();
   std::optional<kube::Pod> bound = WaitForPod("early", IsBound);
   ASSERT_TRUE(bound) << "early not bound";
+  EXPECT_GT(proxy.lost(), 0);
+}
+
+// Item 5: a job allocated a Slurm node that no Kubernetes node maps to is cancelled after a
+// bounded time (30 s), with an event, and the pod gets a new job.
+TEST_F(SchedulerGangE2e, JobOnANodeKubernetesLacksIsCancelledAndReplaced) {
+  LossyProxy proxy(env_.Get("SLURM_REST_URL"), LossyProxy::Fault::kUnmappedFirstJob);
+  UseSlurmAt(proxy.url());
+  StartScheduler();
+  CreatePod("stray", R"({"limits":{"cpu":"1"}})");
+  std::optional<kube::Pod> first = WaitForPod("stray", HasJob, 30s);
+  ASSERT_TRUE(first);
+  const std::int64_t stray_job = JobId(*first);
+  std::optional<kube::Pod> bound = WaitForPod("stray", IsBound, 90s);
+  ASSERT_TRUE(bound) << "stray not bound";
+  EXPECT_NE(JobId(*bound), stray_job);
+  EXPECT_EQ(State(stray_job), "CANCELLED");
+  bool said = false;
+  for (const kube::Event& e : Events("stray")) {
+    said = said || (e.reason == "SlurmNodeNotInKubernetes" &&
+                    e.message.find(fmt::format("Slurm job {} was allocated node(s) x",
+                                               stray_job)) != std::string::npos);
+  }
+  EXPECT_TRUE(said);
   EXPECT_GT(proxy.lost(), 0);
 }
 
