@@ -154,7 +154,14 @@ Result<GroupSpec> ResolveGroup(const kube::Pod& pod, const std::vector<kube::Gen
     if (!spec) return tl::unexpected(spec.error());
     std::int64_t par = IntAt(*spec, {"parallelism"}).value_or(1);
     if (std::optional<std::int64_t> comp = IntAt(*spec, {"completions"})) {
-      par = std::min(par, *comp);
+      // The work left: the last wave of completions 5, parallelism 4 is one pod, not four.
+      std::int64_t succeeded = 0;
+      if (!job->status_json.empty()) {
+        boost::system::error_code ec;
+        json::value status = json::parse(job->status_json, ec);
+        if (!ec) succeeded = std::max<std::int64_t>(0, IntAt(status, {"succeeded"}).value_or(0));
+      }
+      par = std::min(par, *comp - succeeded);
     }
     g.kind = "Job";
     g.key = "Job/" + ns + "/" + job->metadata.name;

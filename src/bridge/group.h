@@ -11,7 +11,8 @@
 //      leaderworkerset.sigs.k8s.io/group-unique-hash label: the pods of the namespace with the
 //      same hash, size spec.leaderWorkerTemplate.size, job name <lws>-<group index>.
 //   3. A pod of a batch Job or JobSet whose annotation slurmjob.slinky.slurm.net/gang is "true":
-//      all its pods as one gang (size: the Job's parallelism, capped by completions; a JobSet's
+//      all its pods as one gang (size: the Job's parallelism, capped by the completions still
+//      to do, completions - status.succeeded, so that a last smaller wave runs; a JobSet's
 //      sum over replicatedJobs of replicas x parallelism).
 //   4. Otherwise the pod alone (a Job's or JobSet's pod is one job each, as upstream).
 // Annotations are read from the root: the highest supported owner (Job, JobSet,

@@ -340,6 +340,17 @@ error_code ReadPodSpec(od::value v, PodSpec& s) {
     if (k == "affinity") return ReadAffinity(val, s.required_node_affinity);
     if (k == "overhead") return ReadResourceList(val, s.overhead);
     if (k == "resources") return ReadResources(val, s.resources);
+    if (k == "schedulingGates") {
+      s.scheduling_gates.clear();
+      return ForEachElement(val, [&](od::value g) -> error_code {
+        std::string name;
+        SB_JSON_TRY(ForEachField(g, [&](std::string_view gk, od::value gv) -> error_code {
+          return gk == "name" ? ReadString(gv, name) : SUCCESS;
+        }));
+        s.scheduling_gates.push_back(std::move(name));
+        return SUCCESS;
+      });
+    }
     return SUCCESS;
   });
 }

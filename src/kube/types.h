@@ -107,6 +107,9 @@ struct PodSpec {
   std::vector<NodeSelectorTerm> required_node_affinity;
   ResourceList overhead;
   ResourceRequirements resources;  // pod-level spec.resources (cpu, memory, hugepages-*)
+  // spec.schedulingGates[].name (GA in Kubernetes 1.30): no scheduler may place the pod while
+  // any is left.
+  std::vector<std::string> scheduling_gates;
   bool operator==(const PodSpec&) const = default;
 };
 

@@ -30,8 +30,6 @@ namespace {
 constexpr std::string_view kPodItem = "p:";
 constexpr std::string_view kGroupItem = "g:";
 constexpr auto kOwnerCacheTtl = std::chrono::seconds(10);
-constexpr auto kGroupFillGrace = std::chrono::seconds(2);
-constexpr auto kQuietStart = std::chrono::seconds(2);
 
 std::string PodKey(const Pod& pod) { return kube::ObjectKey(pod.metadata); }
 
@@ -132,9 +130,10 @@ Scheduler::Scheduler(asio::any_io_executor executor, kube::Client& kube, slurm::
     const std::string& cb = rb == ranks_.end() ? kEmpty : rb->second.created;
     return ca < cb;
   });
-  pods_.cache().AddHandlers({.on_add = [this](const auto& p) { OnPod(p); },
-                             .on_update = [this](const auto&, const auto& p) { OnPod(p); },
-                             .on_delete = [this](const auto& p) { OnPodDeleted(p); }});
+  pods_.cache().AddHandlers(
+      {.on_add = [this](const auto& p) { OnPod(nullptr, p); },
+       .on_update = [this](const auto& old, const auto& p) { OnPod(old.get(), p); },
+       .on_delete = [this](const auto& p) { OnPodDeleted(p); }});
   nodes_.cache().AddHandlers(
       {.on_add = [this](const auto& n) { OnNodeChanged(nullptr, *n); },
        .on_update = [this](const auto& old, const auto& n) { OnNodeChanged(old.get(), *n); },
@@ -154,8 +153,22 @@ void Scheduler::Enqueue(const std::string& key, const Pod& pod) {
   queue_.Add(key);
 }
 
-void Scheduler::OnPod(const std::shared_ptr<const Pod>& pod) {
+void Scheduler::OnPod(const Pod* old, const std::shared_ptr<const Pod>& pod) {
+  // Deleted and re-created under the same name, seen as an update (a relist): the old pod's
+  // entries go.
+  if (old != nullptr && old->metadata.uid != pod->metadata.uid) {
+    reported_.erase(old->metadata.uid);
+    bound_.erase(old->metadata.uid);
+  }
   if (!pod->spec.node_name.empty()) return;
+  // Gated (spec.schedulingGates): no job until the gates are gone; their removal is an update.
+  // A gated pod that was a member leaves its group's count.
+  if (!Schedulable(*pod)) {
+    if (auto it = group_of_pod_.find(PodKey(*pod)); it != group_of_pod_.end()) {
+      queue_.Add(std::string(kGroupItem) + it->second);
+    }
+    return;
+  }
   // Resolved again on every change: the group's description (annotations, members) may have
   // changed. Owners come from a short-lived cache.
   Enqueue(std::string(kPodItem) + PodKey(*pod), *pod);
@@ -215,8 +228,13 @@ awaitable<Result<void>> Scheduler::Run() {
         std::chrono::milliseconds(std::min(5000, 200 << std::min(attempt, 5))));
   }
   if (!stopping_) {
+    // Nothing is submitted before Slurm's nodes are known (the Kubernetes-side exclusions need
+    // them); PollSlurm keeps asking.
     Result<void> nodes = co_await ListSlurmNodes();
-    if (!nodes) spdlog::warn("reading Slurm's nodes failed: {}", nodes.error().ToString());
+    if (!nodes) {
+      spdlog::warn("reading Slurm's nodes failed: {}; no job is submitted until it succeeds",
+                   nodes.error().ToString());
+    }
     ready_ = true;
     spdlog::info("scheduler {} started: {} pending pods, {} adopted jobs", config_.scheduler_name,
                  pods_.cache().size(), jobs_.size());
@@ -246,7 +264,13 @@ awaitable<void> Scheduler::Worker() {
 }
 
 awaitable<Result<void>> Scheduler::Process(const std::string& item) {
-  if (item.starts_with(kPodItem)) co_return co_await Resolve(item.substr(kPodItem.size()));
+  if (item.starts_with(kPodItem)) {
+    Result<void> r = co_await Resolve(item.substr(kPodItem.size()));
+    // Done with the pod (resolved, gone, or waiting to be looked at again later): its rank goes,
+    // whichever way it ended. An error keeps it for the retry.
+    if (r) ranks_.erase(item);
+    co_return r;
+  }
   co_return co_await Reconcile(item.substr(kGroupItem.size()));
 }
 
@@ -276,7 +300,7 @@ awaitable<Result<kube::GenericObject>> Scheduler::GetOwner(std::string api_versi
 
 awaitable<Result<void>> Scheduler::Resolve(const std::string& pod_key) {
   std::shared_ptr<const Pod> pod = pods_.cache().Get(pod_key);
-  if (!pod) co_return Result<void>{};
+  if (!pod || !Schedulable(*pod)) co_return Result<void>{};
   const std::string& ns = pod->metadata.namespace_;
 
   // The controller chain, as far as it can be read (at most 32 levels, as upstream).
@@ -308,7 +332,19 @@ awaitable<Result<void>> Scheduler::Resolve(const std::string& pod_key) {
       it != pod->metadata.labels.end()) {
     Result<kube::GenericObject> pg =
         co_await GetOwner("scheduling.x-k8s.io/v1alpha1", "PodGroup", ns, it->second);
-    if (pg) pod_group = std::move(*pg);
+    if (!pg) {
+      // Never a job of its own: the pod belongs to a gang that cannot be read now.
+      if (OnPodGroupError(pg.error().code) == PodGroupMiss::kRetry) {
+        co_return tl::unexpected(pg.error());
+      }
+      co_await ReportWaiting(
+          *pod, fmt::format("PodGroup {} cannot be read ({}); the pod waits for it and is never "
+                            "scheduled alone",
+                            it->second, ErrorWords(pg.error())));
+      queue_.AddAfter(std::string(kPodItem) + pod_key, std::chrono::seconds(10));
+      co_return Result<void>{};
+    }
+    pod_group = std::move(*pg);
   }
   Result<GroupSpec> spec = bridge::ResolveGroup(*pod, owners, pod_group ? &*pod_group : nullptr);
   if (!spec) {
@@ -327,25 +363,92 @@ awaitable<Result<void>> Scheduler::Resolve(const std::string& pod_key) {
   group_of_pod_[pod_key] = group;
   members_[group].insert(pod_key);
   Enqueue(std::string(kGroupItem) + group, *pod);
-  ranks_.erase(std::string(kPodItem) + pod_key);
   co_return Result<void>{};
 }
 
 std::map<std::string, const kube::Node*> Scheduler::NodesBySlurmName() const {
-  std::map<std::string, const kube::Node*> out;
-  for (const auto& node : nodes_.cache().List()) out[bridge::SlurmNodeName(*node)] = node.get();
-  return out;
+  std::vector<std::shared_ptr<const kube::Node>> all = nodes_.cache().List();
+  std::vector<const kube::Node*> nodes;
+  for (const auto& n : all) nodes.push_back(n.get());
+  NodeMapping m = MapSlurmNodes(nodes);
+  if (m.duplicates != logged_duplicates_) {  // said once per change, not on every call
+    logged_duplicates_ = m.duplicates;
+    if (!m.duplicates.empty()) {
+      spdlog::warn(
+          "several Kubernetes nodes map to Slurm node(s) {}: the one labelled {} is used (else "
+          "the first by name)",
+          fmt::join(m.duplicates, ", "), bridge::kSlurmNodeNameLabel);
+    }
+  }
+  return std::move(m.by_slurm_name);
 }
 
-std::string Scheduler::WaitingMessage(const TrackedJob& job) const {
-  std::string msg = fmt::format("waiting for Slurm job {} in partition {}", job.id,
-                                job.partition.empty() ? "(default)" : job.partition);
-  if (!job.reason.empty() && job.reason != "None") {
-    msg += ": " + job.reason;
-  } else if (job.state != "PENDING") {
-    msg += ": " + job.state;
+void Scheduler::Emit(const std::vector<const Pod*>& pods, const std::string& reason,
+                     const std::string& message) {
+  for (const Pod* pod : pods) {
+    recorder_.Emit(kube::MakeObjectReference("v1", "Pod", pod->metadata), kube::EventType::kWarning,
+                   reason, message);
   }
-  return msg;
+}
+
+JobView Scheduler::View(const TrackedJob& job) {
+  return JobView{.id = job.id,
+                 .state = job.state,
+                 .reason = job.reason,
+                 .partition = job.partition,
+                 .nodes = job.nodes,
+                 .uids = job.uids,
+                 .pods = job.pods,
+                 .submitted = job.submitted,
+                 .refill = job.refill};
+}
+
+void Scheduler::Unlist(std::int64_t id) {
+  for (auto it = listed_.begin(); it != listed_.end();) {
+    std::erase_if(it->second, [&](const JobView& j) { return j.id == id; });
+    it = it->second.empty() ? listed_.erase(it) : std::next(it);
+  }
+}
+
+awaitable<Result<std::vector<Holder>>> Scheduler::ReadHolders(const std::string& ns,
+                                                              std::int64_t id) {
+  kube::ListOptions opts;
+  opts.label_selector = fmt::format("{}={}", bridge::kJobIdLabel, id);
+  Result<kube::List<Pod>> labelled = co_await kube::ListAs<Pod>(kube_, kube::PodsRef(ns), opts);
+  if (!labelled) co_return tl::unexpected(labelled.error());
+  std::vector<Holder> out;
+  for (const Pod& p : labelled->items) {
+    if (p.spec.node_name.empty()) continue;
+    const bool done = p.status.phase == "Succeeded" || p.status.phase == "Failed" ||
+                      !p.metadata.deletion_timestamp.empty();
+    out.push_back({.uid = p.metadata.uid, .node = p.spec.node_name, .active = !done});
+  }
+  co_return out;
+}
+
+awaitable<Result<std::vector<JobView>>> Scheduler::Candidates(const std::string& group,
+                                                              const std::string& ns) {
+  std::vector<JobView> out;
+  auto it = listed_.find(group);
+  if (it == listed_.end()) co_return out;
+  const std::vector<JobView> listed = it->second;  // the awaits below may change listed_
+  for (JobView j : listed) {
+    if (j.state == "RUNNING") {
+      Result<std::vector<Holder>> h = co_await ReadHolders(ns, j.id);
+      if (!h) co_return tl::unexpected(h.error());
+      j.holders = std::move(*h);
+      j.holders_known = true;
+    }
+    out.push_back(std::move(j));
+  }
+  co_return out;
+}
+
+awaitable<bool> Scheduler::RefreshJobs() {
+  if (listing_) co_return false;
+  Result<void> r = co_await ListJobs(false);
+  if (!r) spdlog::warn("reading Slurm's jobs failed: {}", r.error().ToString());
+  co_return static_cast<bool>(r);
 }
 
 awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
@@ -353,7 +456,8 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
   if (spec_it == groups_.end()) co_return Result<void>{};
   const GroupSpec spec = spec_it->second;
 
-  // Members: unbound pods of the group; those being deleted only lose the finalizer.
+  // Members: unbound pods of the group; those being deleted only lose the finalizer; gated ones
+  // wait for their gates to go.
   std::vector<std::shared_ptr<const Pod>> held;
   std::vector<const Pod*> live;
   std::vector<std::shared_ptr<const Pod>> deleting;
@@ -366,108 +470,135 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
       deleting.push_back(pod);
       continue;
     }
+    if (!Schedulable(*pod)) continue;
     held.push_back(pod);
     live.push_back(pod.get());
   }
   std::ranges::sort(live,
                     [](const Pod* a, const Pod* b) { return a->metadata.name < b->metadata.name; });
 
-  auto job_it = jobs_.find(group_key);
-  // A single pod's job is for that pod only: a pod re-created under the same name is another.
-  if (job_it != jobs_.end() && spec.key.starts_with("Pod/") && live.size() == 1 &&
-      !job_it->second.uids.empty() &&
-      std::ranges::find(job_it->second.uids, live.front()->metadata.uid) ==
-          job_it->second.uids.end()) {
-    const std::int64_t old = job_it->second.id;
-    jobs_.erase(job_it);
-    co_await CancelJob(old, "its pod was re-created");
-    job_it = jobs_.end();
+  const kube::Clock::TimePoint now = clock_.Now();
+  GroupInput in{.spec = spec,
+                .pods = live,
+                .jobs_listed_at = listed_at_,
+                .slurm_nodes_known = slurm_nodes_known_,
+                .now = now};
+  if (auto it = jobs_.find(group_key); it != jobs_.end()) {
+    in.tracked = View(it->second);
+  } else if (!live.empty()) {
+    Result<std::vector<JobView>> candidates = co_await Candidates(group_key, spec.namespace_);
+    if (!candidates) co_return tl::unexpected(candidates.error());
+    in.tagged = std::move(*candidates);
+    if (jobs_.contains(group_key)) {  // tracked meanwhile (another worker): look again
+      queue_.Add(std::string(kGroupItem) + group_key);
+      co_return Result<void>{};
+    }
+  }
+  if (auto it = submit_doubt_.find(group_key); it != submit_doubt_.end()) {
+    in.submit_doubt_since = it->second;
+  }
+  if (auto it = incomplete_since_.find(group_key); it != incomplete_since_.end()) {
+    in.incomplete_since = it->second;
+  }
+  const GroupPlan plan = PlanGroup(in, planner_);
+
+  for (const Cancel& c : plan.cancel) {
+    if (auto it = jobs_.find(group_key); it != jobs_.end() && it->second.id == c.id) {
+      jobs_.erase(it);
+    }
+    co_await CancelJob(c.id, c.reason);
+  }
+  if (plan.forget) {
+    if (auto it = jobs_.find(group_key);
+        it != jobs_.end() && in.tracked && it->second.id == in.tracked->id) {
+      jobs_.erase(it);
+    }
+  }
+  // Before the list below: the list is asked for once, for the pods short since then.
+  if (plan.incomplete) {
+    incomplete_since_.try_emplace(group_key, now);
+  } else {
+    incomplete_since_.erase(group_key);
+  }
+  if (plan.list_jobs) {
+    // A lost submit reply, or a member that may belong to a running job: read Slurm first.
+    if (listing_) {  // another worker reads them: look again after it
+      queue_.AddAfter(std::string(kGroupItem) + group_key, std::chrono::milliseconds(200));
+      co_return Result<void>{};
+    }
+    Result<void> listed = co_await ListJobs(false);
+    if (!listed) co_return tl::unexpected(listed.error());  // with the queue's backoff
+    queue_.Add(std::string(kGroupItem) + group_key);
+    co_return Result<void>{};
+  }
+  if (plan.adopt) {
+    const JobView& v = *plan.adopt;
+    TrackedJob t{.id = v.id,
+                 .group = group_key,
+                 .uids = v.uids,
+                 .state = v.state,
+                 .reason = v.reason,
+                 .partition = v.partition,
+                 .pods = v.pods,
+                 .refill = v.refill};
+    // The list may be old: a running job's nodes (and that it still runs) are read on bind.
+    jobs_[group_key] = t;
+    submit_doubt_.erase(group_key);
+    ++stats_.jobs_adopted;
+    spdlog::info("{}: adopted Slurm job {} ({}{})", group_key, v.id, v.state,
+                 v.refill ? ", pods of the group run in it" : "");
   }
 
+  for (const auto& pod : deleting) co_await DropFinalizer(*pod);
   if (live.empty()) {
-    if (job_it != jobs_.end()) {
-      const std::int64_t id = job_it->second.id;
-      jobs_.erase(job_it);
-      co_await CancelJob(id, "its pods are gone");
-    }
-    for (const auto& pod : deleting) co_await DropFinalizer(*pod);
     if (members_[group_key].empty()) {
       members_.erase(group_key);
       groups_.erase(group_key);
       ranks_.erase(std::string(kGroupItem) + group_key);
       incomplete_since_.erase(group_key);
+      submit_doubt_.erase(group_key);
+      excluded_.erase(group_key);
     }
     co_return Result<void>{};
   }
-  for (const auto& pod : deleting) co_await DropFinalizer(*pod);
-
-  if (job_it == jobs_.end()) {
-    if (static_cast<int>(live.size()) < spec.size) {
-      // A workload's pods arrive one by one: say nothing while the group is still filling.
-      const kube::Clock::TimePoint now = clock_.Now();
-      auto [since, first] = incomplete_since_.try_emplace(group_key, now);
-      if (now - since->second < kGroupFillGrace) {
-        queue_.AddAfter(std::string(kGroupItem) + group_key,
-                        kGroupFillGrace - (now - since->second));
-        co_return Result<void>{};
-      }
-      const std::string msg = fmt::format(
-          "waiting for {} more pod(s) of {} {}: Slurm allocates the group of {} as one job",
-          spec.size - static_cast<int>(live.size()), spec.kind, spec.name, spec.size);
-      for (const Pod* pod : live) co_await ReportWaiting(*pod, msg);
-      co_return Result<void>{};
-    }
-    incomplete_since_.erase(group_key);
-    if (static_cast<int>(live.size()) > spec.size && spec.size > 0)
-      live.resize(static_cast<std::size_t>(spec.size));
-    co_return co_await Submit(spec, live);
+  if (!plan.event_reason.empty()) {
+    if (plan.event_reason == "SlurmJobEnded") ++stats_.jobs_replaced;
+    spdlog::info("{}: {}", group_key, plan.event_message);
+    Emit(live, plan.event_reason, plan.event_message);
   }
 
-  TrackedJob job = job_it->second;
-  if (!bridge::JobEnded(job.state)) {
-    // Adopted jobs, or a label patch that failed: every pod names its job.
-    for (const Pod* pod : live) {
-      auto l = pod->metadata.labels.find(std::string(bridge::kJobIdLabel));
-      if (l != pod->metadata.labels.end() && l->second == std::to_string(job.id) &&
-          bridge::HasFinalizer(*pod)) {
-        continue;
-      }
-      std::string patch = LabelPatch(*pod, job.id, config_.scheduler_name, nullptr);
+  if (auto it = jobs_.find(group_key); it != jobs_.end() && !plan.label.empty()) {
+    const std::int64_t id = it->second.id;
+    for (const Pod* pod : plan.label) {
+      std::string patch = LabelPatch(*pod, id, config_.scheduler_name, nullptr);
       Result<Pod> r = co_await kube::PatchAs<Pod>(
           kube_, kube::PodsRef(pod->metadata.namespace_).WithName(pod->metadata.name),
           kube::PatchType::kStrategicMerge, std::move(patch));
       if (!r && r.error().code != ErrorCode::kNotFound) co_return tl::unexpected(r.error());
     }
   }
-  if (bridge::JobEnded(job.state)) {
-    ++stats_.jobs_replaced;
-    jobs_.erase(job_it);
-    const std::string msg =
-        fmt::format("Slurm job {} ended ({}) before the pods were bound; submitting a new job",
-                    job.id, job.state == "GONE" ? "no longer known to Slurm" : job.state);
-    spdlog::info("{}: {}", group_key, msg);
-    for (const Pod* pod : live) {
-      recorder_.Emit(kube::MakeObjectReference("v1", "Pod", pod->metadata),
-                     kube::EventType::kWarning, "SlurmJobEnded", msg);
-    }
-    queue_.Add(std::string(kGroupItem) + group_key);
-    co_return Result<void>{};
+  if (!plan.submit.empty()) co_return co_await Submit(spec, plan.submit);
+  if (plan.bind) {
+    auto it = jobs_.find(group_key);
+    if (it == jobs_.end()) co_return Result<void>{};
+    co_return co_await Bind(spec, live, it->second);
   }
-  if (job.state == "RUNNING") co_return co_await Bind(spec, live, job);
-  if (job.state == "PENDING") {
-    const bool described = co_await UpdatePending(spec, live);
+  if (plan.update_pending) {
+    const bool described = co_await UpdatePending(spec, plan.members);
     if (!described) co_return Result<void>{};
   }
-
-  // Most jobs start within a Slurm scheduling cycle: a just-submitted job without a reason yet is
-  // not worth a condition and an event per pod.
-  const kube::Clock::Duration age = clock_.Now() - job.submitted;
-  if ((job.reason.empty() || job.reason == "None") && age < kQuietStart) {
-    queue_.AddAfter(std::string(kGroupItem) + group_key, kQuietStart - age);
-    co_return Result<void>{};
+  if (!plan.report.empty()) {
+    for (const Pod* pod : live) co_await ReportWaiting(*pod, plan.report);
   }
-  const std::string msg = WaitingMessage(job);
-  for (const Pod* pod : live) co_await ReportWaiting(*pod, msg);
+  if (plan.recheck_at) {
+    const kube::Clock::Duration after =
+        std::max(kube::Clock::Duration::zero(), *plan.recheck_at - clock_.Now());
+    if (plan.recheck_owners) {
+      RetryLater(group_key, live, after);
+    } else {
+      queue_.AddAfter(std::string(kGroupItem) + group_key, after);
+    }
+  }
   co_return Result<void>{};
 }
 
@@ -492,6 +623,21 @@ Scheduler::Wanted Scheduler::Describe(const GroupSpec& spec,
     return w;
   }
   for (const bridge::Exclusion& e : excluded) desc->excluded_nodes.push_back(e.slurm_node);
+  // Slurm nodes an earlier job of the group was allocated but Kubernetes lacks.
+  // (Only names Slurm still has: Slurm refuses a job that excludes a node it does not know.)
+  if (auto it = excluded_.find(spec.key); it != excluded_.end()) {
+    for (const std::string& n : it->second) {
+      if (std::ranges::find(slurm_nodes_, n) != slurm_nodes_.end() &&
+          std::ranges::find(desc->excluded_nodes, n) == desc->excluded_nodes.end()) {
+        desc->excluded_nodes.push_back(n);
+      }
+    }
+  }
+  // One pod per node: a node range from the annotations could never be bound.
+  const int count = std::max(spec.size, static_cast<int>(pods.size()));
+  if (std::optional<std::string> note = FitNodeCount(*desc, count)) {
+    w.note = std::move(*note);
+  }
   w.job = std::move(*desc);
   return w;
 }
@@ -504,11 +650,19 @@ awaitable<Result<void>> Scheduler::Submit(const GroupSpec& spec, std::vector<con
     RetryLater(spec.key, pods, wanted.retry);
     co_return Result<void>{};
   }
+  // A scheduler that stops (lost leadership) submits nothing more: the next leader does.
+  if (stopping_) co_return Result<void>{};
   const std::string partition = wanted.job.partition;
   Result<slurm::JobSubmitResult> submitted = co_await slurm_.SubmitJob(wanted.job);
   if (!submitted) {
     ++stats_.submit_errors;
     const Error& e = submitted.error();
+    if (SubmitOutcomeUnknown(e.code)) {
+      // Slurm may have made the job: Slurm's jobs are read before the group is looked at again.
+      submit_doubt_[spec.key] = clock_.Now();
+      spdlog::warn("{}: submit outcome unknown ({}); Slurm's jobs are read before trying again",
+                   spec.key, e.ToString());
+    }
     const std::string msg = "Slurm refused the job: " + ErrorWords(e);
     spdlog::warn("{}: {}", spec.key, msg);
     for (const Pod* pod : pods) co_await ReportWaiting(*pod, msg);
@@ -519,15 +673,23 @@ awaitable<Result<void>> Scheduler::Submit(const GroupSpec& spec, std::vector<con
     co_return tl::unexpected(e);
   }
   ++stats_.jobs_submitted;
+  submit_doubt_.erase(spec.key);
   TrackedJob job{.id = submitted->job_id,
                  .group = spec.key,
                  .state = "PENDING",
                  .partition = partition,
                  .submitted = clock_.Now(),
                  .sent = std::move(wanted.job)};
-  for (const Pod* pod : pods) job.uids.push_back(pod->metadata.uid);
+  for (const Pod* pod : pods) {
+    job.uids.push_back(pod->metadata.uid);
+    job.pods.push_back(pod->metadata.namespace_ + "/" + pod->metadata.name);
+  }
   jobs_[spec.key] = job;
   spdlog::info("{}: submitted Slurm job {} for {} pod(s)", spec.key, job.id, pods.size());
+  if (!wanted.note.empty()) {
+    spdlog::warn("{}: {}", spec.key, wanted.note);
+    Emit(pods, "SlurmNodeCountSet", wanted.note);
+  }
 
   // The next pass labels the pods (job id, finalizer, toleration).
   queue_.Add(std::string(kGroupItem) + spec.key);
@@ -538,9 +700,7 @@ awaitable<bool> Scheduler::UpdatePending(const GroupSpec& spec, std::vector<cons
   auto it = jobs_.find(spec.key);
   if (it == jobs_.end() || it->second.state != "PENDING") co_return true;
   const std::int64_t id = it->second.id;
-  // As at submit: a group larger than its size (a replacement pod early) is cut to it.
-  if (spec.size > 0 && pods.size() > static_cast<std::size_t>(spec.size))
-    pods.resize(static_cast<std::size_t>(spec.size));
+  // `pods`: the job's own pods first, cut to the group size (PlanGroup's members).
   Wanted wanted = Describe(spec, pods);
   if (!wanted.problem.empty()) {
     const std::string msg =
@@ -552,8 +712,18 @@ awaitable<bool> Scheduler::UpdatePending(const GroupSpec& spec, std::vector<cons
   // Adopted jobs: what they were submitted with is unknown, so every field is sent once.
   bridge::JobUpdate update =
       bridge::PendingJobUpdate(it->second.sent.value_or(slurm::JobDescription{}), wanted.job);
+  // The pods the job is for from now on (its tag follows its members: a re-created one).
+  auto follow = [&](TrackedJob& t) {
+    t.uids.clear();
+    t.pods.clear();
+    for (const Pod* pod : pods) {
+      t.uids.push_back(pod->metadata.uid);
+      t.pods.push_back(pod->metadata.namespace_ + "/" + pod->metadata.name);
+    }
+  };
   if (update.changed.empty()) {
     it->second.sent = std::move(wanted.job);
+    follow(it->second);
     co_return true;
   }
   Result<bool> r = co_await slurm_.UpdateJob(id, std::move(update.changes));
@@ -562,6 +732,7 @@ awaitable<bool> Scheduler::UpdatePending(const GroupSpec& spec, std::vector<cons
   if (r) {
     ++stats_.jobs_updated;
     it->second.sent = std::move(wanted.job);
+    follow(it->second);
     spdlog::info(
         "{}: pending Slurm job {} updated: {}{}", spec.key, id, fmt::join(update.changed, ", "),
         update.kept.empty() ? std::string()
@@ -595,6 +766,7 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
     if (!info) {
       if (info.error().code == ErrorCode::kNotFound) {
         if (auto it = jobs_.find(spec.key); it != jobs_.end()) it->second.state = "GONE";
+        Unlist(job.id);
         queue_.Add(std::string(kGroupItem) + spec.key);
         co_return Result<void>{};
       }
@@ -606,6 +778,7 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
       it->second.nodes = info->nodes;
       ApplyState(it->second, std::string(info->BaseState()));
     }
+    if (bridge::JobEnded(info->BaseState())) Unlist(job.id);
     if (info->BaseState() != "RUNNING" || job.nodes.empty()) {
       queue_.Add(std::string(kGroupItem) + spec.key);
       co_return Result<void>{};
@@ -613,66 +786,82 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
   }
   Result<std::vector<std::string>> slurm_nodes = bridge::ExpandHostlist(job.nodes);
   if (!slurm_nodes) co_return tl::unexpected(slurm_nodes.error());
-  std::map<std::string, const kube::Node*> by_slurm = NodesBySlurmName();
-  std::vector<std::string> targets;
-  for (const std::string& s : *slurm_nodes) {
-    auto it = by_slurm.find(s);
-    if (it == by_slurm.end()) {
-      const std::string msg = fmt::format(
-          "Slurm job {} was allocated node {}, which matches no Kubernetes node", job.id, s);
-      for (const Pod* pod : pods) co_await ReportWaiting(*pod, msg);
-      queue_.AddAfter(std::string(kGroupItem) + spec.key, std::chrono::seconds(5));
+  // Pods of this job bound before (an earlier run, a gang member that is re-created) keep their
+  // nodes while they are active.
+  Result<std::vector<Holder>> holders = co_await ReadHolders(spec.namespace_, job.id);
+  if (!holders) co_return tl::unexpected(holders.error());
+  BindInput in{.job = View(job),
+               .slurm_nodes = std::move(*slurm_nodes),
+               .pods = pods,
+               .holders = std::move(*holders),
+               .kind = spec.kind,
+               .name = spec.name,
+               .now = clock_.Now()};
+  for (const auto& [slurm_name, node] : NodesBySlurmName()) {
+    in.kube_node_of[slurm_name] = node->metadata.name;
+  }
+  if (auto it = unmapped_since_.find(job.id); it != unmapped_since_.end()) {
+    in.unmapped_since = it->second;
+  }
+  const BindPlan plan = PlanBind(in, planner_);
+
+  if (!plan.unmapped.empty()) {
+    unmapped_since_.try_emplace(job.id, in.now);
+    nodes_refresh_ = true;  // Slurm's node list may be behind too
+    if (plan.cancel) {
+      unmapped_since_.erase(job.id);
+      for (const std::string& n : plan.unmapped) excluded_[spec.key].insert(n);
+      if (auto it = jobs_.find(spec.key); it != jobs_.end() && it->second.id == job.id) {
+        jobs_.erase(it);
+      }
+      spdlog::warn("{}: {}", spec.key, plan.event_message);
+      Emit(pods, plan.event_reason, plan.event_message);
+      co_await CancelJob(plan.cancel->id, plan.cancel->reason);
+      queue_.Add(std::string(kGroupItem) + spec.key);
       co_return Result<void>{};
     }
-    targets.push_back(it->second->metadata.name);
+  } else {
+    unmapped_since_.erase(job.id);
   }
-  std::set<std::string> free(targets.begin(), targets.end());
-  if (spec.size > 1 || targets.size() > 1) {
-    // Pods of this job bound before (by an earlier run) keep their nodes.
-    kube::ListOptions opts;
-    opts.label_selector = fmt::format("{}={}", bridge::kJobIdLabel, job.id);
-    Result<kube::List<Pod>> labelled =
-        co_await kube::ListAs<Pod>(kube_, kube::PodsRef(spec.namespace_), opts);
-    if (!labelled) co_return tl::unexpected(labelled.error());
-    for (const Pod& p : labelled->items) {
-      if (!p.spec.node_name.empty()) free.erase(p.spec.node_name);
+  if (!plan.report.empty()) {
+    for (const Pod* pod : pods) co_await ReportWaiting(*pod, plan.report);
+  }
+  if (plan.recheck_at) {
+    queue_.AddAfter(std::string(kGroupItem) + spec.key,
+                    std::max(kube::Clock::Duration::zero(), *plan.recheck_at - clock_.Now()));
+  }
+  if (plan.assign.empty()) co_return Result<void>{};
+
+  // Pods the job was not submitted for (a re-created member) join its tag before they bind, so
+  // that the controllers know them as the job's.
+  if (!plan.retag_uids.empty()) {
+    bridge::JobTag tag{.pods = plan.retag_pods,
+                       .uids = plan.retag_uids,
+                       .group = spec.key,
+                       .cluster = config_.cluster_name,
+                       .scheduler = config_.scheduler_name};
+    slurm::JobDescription change;
+    change.admin_comment = bridge::EncodeJobTag(tag);
+    Result<bool> r = co_await slurm_.UpdateJob(job.id, std::move(change));
+    if (!r) {
+      spdlog::warn("{}: adding pods to the tag of Slurm job {} failed: {}", spec.key, job.id,
+                   r.error().ToString());
+      co_return tl::unexpected(r.error());
     }
-  }
-  // Assignment: a pod annotated earlier with a free node keeps it; the rest in name order.
-  std::vector<std::pair<const Pod*, std::string>> plan;
-  std::vector<const Pod*> rest;
-  for (const Pod* pod : pods) {
-    auto a = pod->metadata.annotations.find(std::string(bridge::kNodeAnnotation));
-    if (a != pod->metadata.annotations.end() && free.contains(a->second)) {
-      plan.emplace_back(pod, a->second);
-      free.erase(a->second);
-    } else {
-      rest.push_back(pod);
+    if (auto it = jobs_.find(spec.key); it != jobs_.end() && it->second.id == job.id) {
+      it->second.uids = plan.retag_uids;
+      it->second.pods = plan.retag_pods;
     }
-  }
-  // A group binds only as a whole: every free node of the job needs its pod.
-  if (rest.size() < free.size()) {
-    const std::string msg = fmt::format(
-        "Slurm job {} is running on {} node(s); waiting for {} more pod(s) of {} {} to bind them "
-        "all at once",
-        job.id, targets.size(), free.size() - rest.size(), spec.kind, spec.name);
-    for (const Pod* pod : pods) co_await ReportWaiting(*pod, msg);
-    co_return Result<void>{};
-  }
-  for (const Pod* pod : rest) {
-    if (free.empty()) break;  // more pods than nodes: the rest wait for a job of their own
-    plan.emplace_back(pod, *free.begin());
-    free.erase(free.begin());
   }
   // The whole group is annotated first, then bound.
-  for (const auto& [pod, node] : plan) {
+  for (const auto& [pod, node] : plan.assign) {
     std::string patch = LabelPatch(*pod, job.id, config_.scheduler_name, &node);
     Result<Pod> r = co_await kube::PatchAs<Pod>(
         kube_, kube::PodsRef(pod->metadata.namespace_).WithName(pod->metadata.name),
         kube::PatchType::kStrategicMerge, std::move(patch));
     if (!r && r.error().code != ErrorCode::kNotFound) co_return tl::unexpected(r.error());
   }
-  for (const auto& [pod, node] : plan) {
+  for (const auto& [pod, node] : plan.assign) {
     Result<void> b = co_await kube::BindPod(kube_, pod->metadata.namespace_, pod->metadata.name,
                                             pod->metadata.uid, node);
     if (!b) {
@@ -696,22 +885,33 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
     spdlog::info("{}/{}: bound to {} (Slurm job {})", pod->metadata.namespace_, pod->metadata.name,
                  node, job.id);
   }
-  if (free.empty()) {
-    // Every node of the job has its pod: from here on the controllers own pods and job.
-    jobs_.erase(spec.key);
+  // From here on the controllers own the pods and the job. A member re-created later finds the
+  // job again in Slurm's job list.
+  if (auto it = jobs_.find(spec.key); it != jobs_.end() && it->second.id == job.id) {
+    jobs_.erase(it);
   }
   co_return Result<void>{};
 }
 
 awaitable<void> Scheduler::CancelJob(std::int64_t id, std::string why) {
+  Unlist(id);
   slurm::CancelOptions opts;
   Result<bool> r = co_await slurm_.CancelJob(id, opts);
   if (r || r.error().code == ErrorCode::kNotFound) {
+    to_cancel_.erase(id);
     ++stats_.jobs_cancelled;
     spdlog::info("cancelled Slurm job {}: {}", id, why);
   } else {
-    spdlog::warn("cancelling Slurm job {} ({}) failed: {}", id, why, r.error().ToString());
+    // Tried again by PollSlurm until Slurm confirms.
+    to_cancel_[id] = why;
+    spdlog::warn("cancelling Slurm job {} ({}) failed: {}; trying again", id, why,
+                 r.error().ToString());
   }
+}
+
+awaitable<void> Scheduler::RetryCancels() {
+  const std::map<std::int64_t, std::string> pending = to_cancel_;
+  for (const auto& [id, why] : pending) co_await CancelJob(id, why);
 }
 
 awaitable<void> Scheduler::ReportWaiting(const Pod& pod, std::string message) {
@@ -760,39 +960,39 @@ awaitable<void> Scheduler::DropFinalizer(const Pod& pod) {
 void Scheduler::ApplyState(TrackedJob& job, const std::string& state) {
   if (state.empty() || state == job.state) return;
   job.state = state;
+  if (bridge::JobEnded(state)) Unlist(job.id);
   queue_.Add(std::string(kGroupItem) + job.group);
 }
 
 awaitable<Result<void>> Scheduler::ListJobs(bool startup) {
   const kube::Clock::TimePoint asked = clock_.Now();
+  listing_ = true;
   Result<std::vector<slurm::JobInfo>> jobs = co_await slurm_.ListJobs();
+  listing_ = false;
   if (!jobs) co_return tl::unexpected(jobs.error());
   ++stats_.job_lists;
   std::unordered_map<std::int64_t, const slurm::JobInfo*> by_id;
   for (const slurm::JobInfo& j : *jobs) by_id[j.job_id] = &j;
-  if (startup) {
-    for (const slurm::JobInfo& j : *jobs) {
-      if (bridge::JobEnded(j.BaseState())) continue;
-      std::optional<bridge::JobTag> tag = bridge::ParseJobTag(j.admin_comment);
-      if (!tag || !tag->BelongsTo(config_.cluster_name, config_.scheduler_name)) continue;
-      if (tag->group.empty() || jobs_.contains(tag->group)) continue;
-      // Adopted only while a pod of it waits; bound groups are the controllers'.
-      bool waiting = false;
-      for (const std::string& p : tag->pods) waiting = waiting || pods_.cache().Get(p) != nullptr;
-      if (!waiting) continue;
-      TrackedJob t{.id = j.job_id,
-                   .group = tag->group,
-                   .uids = tag->uids,
-                   .state = std::string(j.BaseState()),
-                   .reason = j.state_reason,
-                   .partition = j.partition,
-                   .nodes = j.nodes};
-      jobs_[tag->group] = t;
-      ++stats_.jobs_adopted;
-      spdlog::info("adopted Slurm job {} for {}", j.job_id, tag->group);
-    }
-    co_return Result<void>{};
+  // This scheduler's live jobs by group: adopted when a group has no job (PlanGroup), and the
+  // duplicates of a tracked group's job are cancelled (PlanDuplicates).
+  std::map<std::string, std::vector<JobView>> listed;
+  for (const slurm::JobInfo& j : *jobs) {
+    if (bridge::JobEnded(j.BaseState())) continue;
+    std::optional<bridge::JobTag> tag = bridge::ParseJobTag(j.admin_comment);
+    if (!tag || !tag->BelongsTo(config_.cluster_name, config_.scheduler_name)) continue;
+    if (tag->group.empty()) continue;
+    listed[tag->group].push_back(JobView{.id = j.job_id,
+                                         .state = std::string(j.BaseState()),
+                                         .reason = j.state_reason,
+                                         .partition = j.partition,
+                                         .nodes = j.nodes,
+                                         .uids = tag->uids,
+                                         .pods = tag->pods});
   }
+  listed_ = std::move(listed);
+  listed_at_ = asked;
+  if (startup) co_return Result<void>{};
+
   for (auto& [group, t] : jobs_) {
     auto it = by_id.find(t.id);
     if (it == by_id.end()) {
@@ -809,6 +1009,36 @@ awaitable<Result<void>> Scheduler::ListJobs(bool startup) {
     if (!j.nodes.empty() && j.BaseState() == "RUNNING") t.nodes = j.nodes;
     ApplyState(t, std::string(j.BaseState()));
   }
+
+  // A second live job of a tracked group (a submit whose reply was lost, an old leader's
+  // submit): cancelled unless pods are bound to it.
+  std::map<std::string, std::int64_t> tracked;
+  for (const auto& [group, t] : jobs_) {
+    if (listed_.contains(group)) tracked[group] = t.id;
+  }
+  if (tracked.empty()) co_return Result<void>{};
+  std::map<std::string, std::vector<JobView>> others;
+  for (const auto& [group, id] : tracked) {
+    const std::vector<JobView> views = listed_[group];
+    for (JobView j : views) {
+      if (j.id == id) continue;
+      if (j.state == "RUNNING") {
+        auto spec = groups_.find(group);
+        if (spec == groups_.end()) continue;
+        Result<std::vector<Holder>> h = co_await ReadHolders(spec->second.namespace_, j.id);
+        if (!h) continue;  // unknown: left alone this time
+        j.holders = std::move(*h);
+        j.holders_known = true;
+      }
+      others[group].push_back(std::move(j));
+    }
+  }
+  for (const Cancel& c : PlanDuplicates(tracked, others)) {
+    // Tracked meanwhile (an await above): never the job a group works with.
+    bool tracked_now = false;
+    for (const auto& [group, t] : jobs_) tracked_now = tracked_now || t.id == c.id;
+    if (!tracked_now) co_await CancelJob(c.id, c.reason);
+  }
   co_return Result<void>{};
 }
 
@@ -818,6 +1048,7 @@ awaitable<Result<void>> Scheduler::ListSlurmNodes() {
   std::vector<std::string> names;
   for (const slurm::NodeInfo& n : *nodes) names.push_back(n.name);
   slurm_nodes_ = std::move(names);
+  slurm_nodes_known_ = true;
   co_return Result<void>{};
 }
 
@@ -832,6 +1063,7 @@ awaitable<void> Scheduler::ConfirmMissing() {
       spdlog::info("Slurm job {} was missing from a job list but is {}", id, state);
     } else if (j.error().code == ErrorCode::kNotFound) {
       state = "GONE";
+      Unlist(id);
     } else {
       continue;  // ask again next time
     }
@@ -844,6 +1076,7 @@ awaitable<void> Scheduler::ConfirmMissing() {
 awaitable<void> Scheduler::PollSlurm() {
   kube::Clock::TimePoint next_list = clock_.Now() + config_.job_list_interval;
   kube::Clock::TimePoint next_nodes = clock_.Now() + config_.node_list_interval;
+  kube::Clock::TimePoint next_cancel = clock_.Now();
   while (co_await tasks_.Sleep(config_.job_poll_interval)) {
     if (!jobs_.empty()) {
       // One call for every job Slurm knows: the cost does not depend on how many pods wait.
@@ -871,14 +1104,17 @@ awaitable<void> Scheduler::PollSlurm() {
       co_await ConfirmMissing();
     }
     const kube::Clock::TimePoint now = clock_.Now();
+    if (!to_cancel_.empty() && now >= next_cancel) {
+      next_cancel = now + std::chrono::seconds(5);
+      co_await RetryCancels();
+    }
     if (now >= next_list) {
       next_list = now + config_.job_list_interval;
-      if (!jobs_.empty()) {
-        Result<void> r = co_await ListJobs(false);
-        if (!r) spdlog::warn("reading Slurm's jobs failed: {}", r.error().ToString());
-      }
+      if (!jobs_.empty()) (void)co_await RefreshJobs();
     }
-    if (now >= next_nodes) {
+    // Until a node list succeeded nothing is submitted: asked at every poll until then.
+    if (now >= next_nodes || !slurm_nodes_known_ || nodes_refresh_) {
+      nodes_refresh_ = false;
       next_nodes = now + config_.node_list_interval;
       Result<void> r = co_await ListSlurmNodes();
       if (!r) spdlog::warn("reading Slurm's nodes failed: {}", r.error().ToString());

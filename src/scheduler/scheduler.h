@@ -8,11 +8,14 @@
 //     and all nodes. Each pod is resolved to its group (bridge/group.h: owners are read once and
 //     cached briefly); groups are worked on by up to maxConcurrentSubmits workers, the group with
 //     the highest pod priority, then the oldest, first. A slow group holds up one worker only.
+//   - The decisions are scheduler/planner.h's (pure); this class gathers their input and acts.
 //   - A complete group without a job gets one Slurm job (bridge/translate.h), tagged in
-//     admin_comment (bridge/tag.h); the pods get the job-id label, the finalizer and the
-//     managed-node toleration. Before the first submit, every job Slurm knows is read and the
-//     jobs tagged by this cluster's scheduler are adopted, so a restart never submits a second
-//     job for a group.
+//     admin_comment (bridge/tag.h); the pods it is for get the job-id label, the finalizer and
+//     the managed-node toleration. Before the first submit, every job Slurm knows is read; a
+//     group without a job adopts a live one tagged for it (one; the other unbound ones are
+//     cancelled), so a restart never submits a second job for a group. A submit whose outcome
+//     is unknown is followed by a job list before the group is looked at again; every job list
+//     cancels a tracked group's second unbound job.
 //   - Slurm is watched at a cost that does not grow with the number of waiting pods: one
 //     GET /jobs/state/ every jobPollInterval (all jobs, one call), one GET /jobs/ every
 //     jobListInterval (state reasons), one GET /nodes/ every nodeListInterval, and a GET /job/{id}
@@ -23,7 +26,8 @@
 //   - When the job runs, each pod gets the node annotation and is bound to its node (one pod per
 //     node; nodes mapped through slinky.slurm.net/slurm-nodename), a group as a whole; a Normal
 //     Scheduled event says "Successfully assigned ns/pod to node-1 (Slurm job 12)". From then on
-//     the pods and the job belong to the controllers.
+//     the pods and the job belong to the controllers; a member re-created later binds to the
+//     node its predecessor left in that job (found again in Slurm's job list).
 //   - A job that ends before its pods are bound is replaced by a new one; a group whose pods are
 //     all gone has its job cancelled; pending pods being deleted lose the finalizer.
 //
@@ -53,6 +57,7 @@
 #include "kube/runtime/kube_adapters.h"
 #include "kube/runtime/task_group.h"
 #include "kube/runtime/work_queue.h"
+#include "scheduler/planner.h"
 #include "slurm/client.h"
 
 namespace sb::scheduler {
@@ -98,6 +103,8 @@ class Scheduler {
     std::string reason;             // Slurm's state_reason
     std::string partition;
     std::string nodes;                   // hostlist, once allocated
+    std::vector<std::string> pods;       // "ns/name" of `uids`, same order
+    bool refill = false;                 // adopted with pods of the group bound to it
     kube::Clock::TimePoint submitted{};  // by this process (adopted jobs: the epoch)
     // The description Slurm has, as far as this process knows (unset for adopted jobs).
     std::optional<slurm::JobDescription> sent;
@@ -106,6 +113,7 @@ class Scheduler {
   // be described (`problem`, for the pods) and when to look again.
   struct Wanted {
     slurm::JobDescription job;
+    std::string note;  // a change made to what the annotations asked (FitNodeCount)
     std::string problem;
     std::chrono::seconds retry{0};
   };
@@ -114,7 +122,7 @@ class Scheduler {
     std::string created;
   };
 
-  void OnPod(const std::shared_ptr<const kube::Pod>& pod);
+  void OnPod(const kube::Pod* old, const std::shared_ptr<const kube::Pod>& pod);
   void OnPodDeleted(const std::shared_ptr<const kube::Pod>& pod);
   void Enqueue(const std::string& key, const kube::Pod& pod);
 
@@ -135,7 +143,20 @@ class Scheduler {
                   kube::Clock::Duration after);
   boost::asio::awaitable<Result<void>> Bind(const bridge::GroupSpec& spec,
                                             std::vector<const kube::Pod*> pods, TrackedJob job);
+  // Cancels until Slurm confirms: a failed cancel is tried again by PollSlurm.
   boost::asio::awaitable<void> CancelJob(std::int64_t id, std::string why);
+  boost::asio::awaitable<void> RetryCancels();
+  // Bound pods labelled with job `id` in `ns`.
+  boost::asio::awaitable<Result<std::vector<Holder>>> ReadHolders(const std::string& ns,
+                                                                  std::int64_t id);
+  // Live jobs of Slurm's last job list tagged for `group` (RUNNING ones with their holders).
+  boost::asio::awaitable<Result<std::vector<JobView>>> Candidates(const std::string& group,
+                                                                  const std::string& ns);
+  // Reads Slurm's jobs unless another worker is at it; false when it did not.
+  boost::asio::awaitable<bool> RefreshJobs();
+  // A job that ended or was cancelled leaves the last job list.
+  void Unlist(std::int64_t id);
+  static JobView View(const TrackedJob& job);
   boost::asio::awaitable<void> ReportWaiting(const kube::Pod& pod, std::string message);
   boost::asio::awaitable<void> DropFinalizer(const kube::Pod& pod);
   boost::asio::awaitable<Result<kube::GenericObject>> GetOwner(std::string api_version,
@@ -149,8 +170,9 @@ class Scheduler {
   boost::asio::awaitable<Result<void>> ListSlurmNodes();
   void ApplyState(TrackedJob& job, const std::string& state);
 
-  std::string WaitingMessage(const TrackedJob& job) const;
   std::map<std::string, const kube::Node*> NodesBySlurmName() const;
+  void Emit(const std::vector<const kube::Pod*>& pods, const std::string& reason,
+            const std::string& message);
 
   boost::asio::any_io_executor executor_;
   kube::Client& kube_;
@@ -171,16 +193,28 @@ class Scheduler {
   std::unordered_map<std::string, bridge::GroupSpec> groups_;  // group key -> spec
   std::map<std::string, TrackedJob> jobs_;                     // group key -> job
   std::unordered_map<std::string, std::string> reported_;      // pod uid -> last message
-  std::set<std::string> bound_;
-  std::unordered_map<std::string, kube::Clock::TimePoint>
-      incomplete_since_;  // group key  // uids of pods bound and not yet gone from the watch
+  std::set<std::string> bound_;  // uids of pods bound and not yet gone from the watch
+  std::unordered_map<std::string, kube::Clock::TimePoint> incomplete_since_;  // group key
   struct CachedOwner {
     kube::GenericObject object;
     kube::Clock::TimePoint fetched;
   };
   std::unordered_map<std::string, CachedOwner> owners_;
   std::vector<std::string> slurm_nodes_;
-  std::set<std::int64_t> missing_;  // tracked jobs a list left out, to confirm
+  bool slurm_nodes_known_ = false;                      // a Slurm node list succeeded
+  bool nodes_refresh_ = false;                          // read Slurm's nodes at the next poll
+  mutable std::vector<std::string> logged_duplicates_;  // Slurm names two K8s nodes claim
+  std::set<std::int64_t> missing_;                      // tracked jobs a list left out, to confirm
+  // Slurm's last job list: live jobs tagged by this scheduler, by group key; when it was asked.
+  std::map<std::string, std::vector<JobView>> listed_;
+  std::optional<kube::Clock::TimePoint> listed_at_;
+  bool listing_ = false;
+  // Groups whose last submit had an unknown outcome (timeout, lost connection), since when.
+  std::unordered_map<std::string, kube::Clock::TimePoint> submit_doubt_;
+  std::map<std::int64_t, std::string> to_cancel_;  // cancels Slurm has not confirmed, why
+  std::unordered_map<std::int64_t, kube::Clock::TimePoint> unmapped_since_;  // job id
+  std::map<std::string, std::set<std::string>> excluded_;  // group -> Slurm nodes K8s lacks
+  PlannerOptions planner_;
 
   Stats stats_;
   bool ready_ = false;

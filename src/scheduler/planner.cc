@@ -1,0 +1,395 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "scheduler/planner.h"
+
+#include <algorithm>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "bridge/names.h"
+#include "bridge/pods.h"
+
+namespace sb::scheduler {
+namespace {
+
+bool Contains(const std::vector<std::string>& v, const std::string& s) {
+  return std::ranges::find(v, s) != v.end();
+}
+
+std::vector<const kube::Pod*> ByName(std::vector<const kube::Pod*> pods) {
+  std::ranges::sort(pods, [](const kube::Pod* a, const kube::Pod* b) {
+    return a->metadata.name < b->metadata.name;
+  });
+  return pods;
+}
+
+// The pods a job is for first (those in its tag), then the rest; each part in name order.
+std::vector<const kube::Pod*> TaggedFirst(const std::vector<const kube::Pod*>& pods,
+                                          const std::vector<std::string>& uids) {
+  std::vector<const kube::Pod*> out;
+  for (const kube::Pod* p : pods) {
+    if (Contains(uids, p->metadata.uid)) out.push_back(p);
+  }
+  for (const kube::Pod* p : pods) {
+    if (!Contains(uids, p->metadata.uid)) out.push_back(p);
+  }
+  return out;
+}
+
+bool AnyActive(const std::vector<Holder>& holders) {
+  return std::ranges::any_of(holders, [](const Holder& h) { return h.active; });
+}
+
+std::string WaitingMessage(const JobView& job) {
+  std::string msg = fmt::format("waiting for Slurm job {} in partition {}", job.id,
+                                job.partition.empty() ? "(default)" : job.partition);
+  if (!job.reason.empty() && job.reason != "None") {
+    msg += ": " + job.reason;
+  } else if (job.state != "PENDING") {
+    msg += ": " + job.state;
+  }
+  return msg;
+}
+
+// A live tagged job the group may take over, and how.
+enum class Kind {
+  kRefill,     // running with pods of the group bound and active: bind into its free nodes
+  kUnbound,    // pending, or running with no pod bound: a job the group may use as a whole
+  kFinishing,  // running, its pods done: the controllers end it; not ours to touch
+};
+
+Kind Classify(const JobView& j) {
+  if (j.state != "RUNNING") return Kind::kUnbound;
+  if (!j.holders_known) return Kind::kFinishing;  // cannot tell: leave it alone
+  if (j.holders.empty()) return Kind::kUnbound;
+  return AnyActive(j.holders) ? Kind::kRefill : Kind::kFinishing;
+}
+
+std::size_t Overlap(const JobView& j, const std::vector<const kube::Pod*>& pods) {
+  return static_cast<std::size_t>(std::ranges::count_if(
+      pods, [&](const kube::Pod* p) { return Contains(j.uids, p->metadata.uid); }));
+}
+
+}  // namespace
+
+bool Schedulable(const kube::Pod& pod) { return pod.spec.scheduling_gates.empty(); }
+
+GroupPlan PlanGroup(const GroupInput& in, const PlannerOptions& options) {
+  GroupPlan plan;
+  const std::vector<const kube::Pod*> pods = ByName(in.pods);
+  std::optional<JobView> job = in.tracked;
+  const bridge::GroupSpec& spec = in.spec;
+
+  // A single pod's job is for that pod only: a pod re-created under the same name is another.
+  if (job && spec.key.starts_with("Pod/") && pods.size() == 1 && !job->uids.empty() &&
+      !Contains(job->uids, pods.front()->metadata.uid)) {
+    plan.cancel.push_back({job->id, "its pod was re-created"});
+    plan.forget = true;
+    job.reset();
+  }
+  if (pods.empty()) {
+    if (job) {
+      if (!job->refill) plan.cancel.push_back({job->id, "its pods are gone"});
+      plan.forget = true;
+    }
+    return plan;
+  }
+  if (job && bridge::JobEnded(job->state)) {
+    plan.forget = true;
+    plan.event_reason = "SlurmJobEnded";
+    plan.event_message =
+        fmt::format("Slurm job {} ended ({}) before the pods were bound; submitting a new job",
+                    job->id, job->state == "GONE" ? "no longer known to Slurm" : job->state);
+    plan.recheck_at = in.now;
+    return plan;
+  }
+
+  if (!job) {
+    // A submit whose reply was lost may have made a job: look before submitting again.
+    if (in.submit_doubt_since &&
+        (!in.jobs_listed_at || *in.jobs_listed_at <= *in.submit_doubt_since)) {
+      plan.list_jobs = true;
+      return plan;
+    }
+    // A single pod's job is for that pod only (its UID): one for a pod of the same name before
+    // is never taken over; cancelled while pending, left to the controllers once running.
+    std::vector<JobView> tagged;
+    for (const JobView& j : in.tagged) {
+      if (bridge::JobEnded(j.state)) continue;
+      if (spec.key.starts_with("Pod/") && !j.uids.empty() &&
+          !Contains(j.uids, pods.front()->metadata.uid)) {
+        if (j.state == "PENDING") plan.cancel.push_back({j.id, "its pod was re-created"});
+        continue;
+      }
+      tagged.push_back(j);
+    }
+    const JobView* keep = nullptr;
+    for (const JobView& j : tagged) {
+      if (Classify(j) != Kind::kRefill) continue;
+      if (keep == nullptr || j.id < keep->id) keep = &j;
+    }
+    if (keep == nullptr) {
+      // A running one (its allocation is there already), then the one for most of these pods,
+      // then the oldest.
+      auto better = [&](const JobView& x, const JobView& y) {
+        const bool xr = x.state == "RUNNING";
+        const bool yr = y.state == "RUNNING";
+        if (xr != yr) return xr;
+        if (Overlap(x, pods) != Overlap(y, pods)) return Overlap(x, pods) > Overlap(y, pods);
+        return x.id < y.id;
+      };
+      for (const JobView& j : tagged) {
+        if (Classify(j) != Kind::kUnbound) continue;
+        if (keep == nullptr || better(j, *keep)) keep = &j;
+      }
+    }
+    if (keep != nullptr) {
+      for (const JobView& j : tagged) {
+        if (j.id == keep->id || Classify(j) != Kind::kUnbound) continue;
+        plan.cancel.push_back(
+            {j.id, fmt::format("a second Slurm job of {} (job {} is kept)", spec.key, keep->id)});
+      }
+      plan.adopt = *keep;
+      plan.adopt->refill = Classify(*keep) == Kind::kRefill;
+      job = *keep;
+    }
+  }
+
+  if (!job) {
+    const int have = static_cast<int>(pods.size());
+    if (have < spec.size) {
+      plan.incomplete = true;
+      const TimePoint since = in.incomplete_since.value_or(in.now);
+      // A member re-created after its gang was bound finds the gang's job in a list read after
+      // it came.
+      if (!in.jobs_listed_at || *in.jobs_listed_at < since) {
+        plan.list_jobs = true;
+        return plan;
+      }
+      // A workload's pods arrive one by one: say nothing while the group is still filling.
+      if (in.now - since < options.fill_grace) {
+        plan.recheck_at = since + options.fill_grace;
+        return plan;
+      }
+      plan.report = fmt::format(
+          "waiting for {} more pod(s) of {} {}: Slurm allocates the group of {} as one job",
+          spec.size - have, spec.kind, spec.name, spec.size);
+      // The group's size may shrink (a Job's last wave), and its job may appear in a list.
+      plan.recheck_at = in.now + options.owner_recheck;
+      plan.recheck_owners = true;
+      return plan;
+    }
+    if (!in.slurm_nodes_known) {
+      plan.report = "waiting for Slurm's node list (needed to place the job on Kubernetes nodes)";
+      plan.recheck_at = in.now + std::chrono::seconds(2);
+      return plan;
+    }
+    plan.submit = pods;
+    if (spec.size > 0 && plan.submit.size() > static_cast<std::size_t>(spec.size)) {
+      plan.submit.resize(static_cast<std::size_t>(spec.size));
+    }
+    return plan;
+  }
+
+  if (job->state == "RUNNING") {
+    plan.bind = true;
+    return plan;
+  }
+  // Alive, not running: the pods it is for carry its id (adopted jobs, a failed label patch).
+  plan.members = TaggedFirst(pods, job->uids);
+  if (spec.size > 0 && plan.members.size() > static_cast<std::size_t>(spec.size)) {
+    plan.members.resize(static_cast<std::size_t>(spec.size));
+  }
+  const std::string id = std::to_string(job->id);
+  for (const kube::Pod* p : pods) {
+    if (!Contains(job->uids, p->metadata.uid)) continue;
+    auto l = p->metadata.labels.find(std::string(bridge::kJobIdLabel));
+    if (l != p->metadata.labels.end() && l->second == id && bridge::HasFinalizer(*p)) continue;
+    plan.label.push_back(p);
+  }
+  plan.update_pending = job->state == "PENDING";
+  // Most jobs start within a Slurm scheduling cycle: a just-submitted job without a reason yet is
+  // not worth a condition and an event per pod.
+  if ((job->reason.empty() || job->reason == "None") &&
+      in.now - job->submitted < options.quiet_start) {
+    plan.recheck_at = job->submitted + options.quiet_start;
+    return plan;
+  }
+  plan.report = WaitingMessage(*job);
+  return plan;
+}
+
+BindPlan PlanBind(const BindInput& in, const PlannerOptions& options) {
+  BindPlan plan;
+  const JobView& job = in.job;
+  std::vector<std::string> targets;
+  for (const std::string& s : in.slurm_nodes) {
+    auto it = in.kube_node_of.find(s);
+    if (it == in.kube_node_of.end()) {
+      plan.unmapped.push_back(s);
+    } else {
+      targets.push_back(it->second);
+    }
+  }
+  if (!plan.unmapped.empty()) {
+    const std::string names = fmt::format("{}", fmt::join(plan.unmapped, ","));
+    const TimePoint since = in.unmapped_since.value_or(in.now);
+    if (in.now - since >= options.unmapped_grace) {
+      plan.cancel = Cancel{job.id, fmt::format("allocated node(s) {}, which match no Kubernetes "
+                                               "node",
+                                               names)};
+      plan.event_reason = "SlurmNodeNotInKubernetes";
+      plan.event_message = fmt::format(
+          "Slurm job {} was allocated node(s) {}, which match no Kubernetes node; cancelled it, "
+          "the next job excludes them",
+          job.id, names);
+      plan.recheck_at = in.now;
+      return plan;
+    }
+    plan.report = fmt::format(
+        "Slurm job {} was allocated node {}, which matches no Kubernetes node", job.id, names);
+    plan.recheck_at = std::min(since + options.unmapped_grace, in.now + std::chrono::seconds(5));
+    return plan;
+  }
+
+  std::set<std::string> free(targets.begin(), targets.end());
+  for (const Holder& h : in.holders) {
+    if (h.active) free.erase(h.node);
+  }
+  // Bound before (a re-created member, or a binding cut short): fill what is free. Never bound:
+  // the group binds as a whole.
+  const bool refill = !in.holders.empty();
+  const std::vector<const kube::Pod*> pods = TaggedFirst(ByName(in.pods), job.uids);
+
+  // A pod annotated earlier with a free node keeps it; the rest in order.
+  std::vector<const kube::Pod*> rest;
+  for (const kube::Pod* pod : pods) {
+    auto a = pod->metadata.annotations.find(std::string(bridge::kNodeAnnotation));
+    if (a != pod->metadata.annotations.end() && free.contains(a->second) &&
+        (refill || Contains(job.uids, pod->metadata.uid))) {
+      plan.assign.emplace_back(pod, a->second);
+      free.erase(a->second);
+    } else {
+      rest.push_back(pod);
+    }
+  }
+  if (!refill && rest.size() < free.size()) {
+    // Pods beyond the job's node count are neither bound nor labelled: they wait for their own.
+    const std::size_t have = plan.assign.size() + rest.size();
+    plan.assign.clear();
+    plan.report = fmt::format(
+        "Slurm job {} is running on {} node(s); waiting for {} more pod(s) of {} {} to bind them "
+        "all at once",
+        job.id, targets.size(), targets.size() - std::min(have, targets.size()), in.kind, in.name);
+    return plan;
+  }
+  for (const kube::Pod* pod : rest) {
+    if (free.empty()) break;
+    plan.assign.emplace_back(pod, *free.begin());
+    free.erase(free.begin());
+  }
+  if (plan.assign.empty()) {
+    if (!free.empty()) return plan;  // nothing to bind (cannot happen with pods waiting)
+    plan.report = fmt::format(
+        "Slurm job {} of {} {} has a pod on each of its {} node(s); waiting for one to be free",
+        job.id, in.kind, in.name, targets.size());
+    plan.recheck_at = in.now + options.full_recheck;
+    return plan;
+  }
+  std::vector<std::string> uids = job.uids;
+  std::vector<std::string> names = job.pods;
+  names.resize(uids.size());
+  bool retag = false;
+  for (const auto& [pod, node] : plan.assign) {
+    if (!Contains(uids, pod->metadata.uid)) {
+      uids.push_back(pod->metadata.uid);
+      names.push_back(pod->metadata.namespace_ + "/" + pod->metadata.name);
+      retag = true;
+    }
+  }
+  if (retag) {
+    plan.retag_uids = std::move(uids);
+    plan.retag_pods = std::move(names);
+  }
+  plan.done = free.empty();
+  return plan;
+}
+
+std::vector<Cancel> PlanDuplicates(const std::map<std::string, std::int64_t>& tracked,
+                                   const std::map<std::string, std::vector<JobView>>& listed) {
+  std::vector<Cancel> out;
+  for (const auto& [group, id] : tracked) {
+    auto it = listed.find(group);
+    if (it == listed.end()) continue;
+    for (const JobView& j : it->second) {
+      if (j.id == id || bridge::JobEnded(j.state) || Classify(j) != Kind::kUnbound) continue;
+      out.push_back({j.id, fmt::format("a second Slurm job of {} (job {} is kept)", group, id)});
+    }
+  }
+  return out;
+}
+
+std::optional<std::string> FitNodeCount(slurm::JobDescription& job, int pods) {
+  const std::int32_t n = std::max(1, pods);
+  const std::string want = std::to_string(n);
+  const bool same =
+      job.nodes == want && job.minimum_nodes.value_or(n) == n && job.maximum_nodes.value_or(n) == n;
+  if (same) return std::nullopt;
+  std::string asked = job.nodes;
+  if (job.minimum_nodes.value_or(n) != job.maximum_nodes.value_or(n) || asked == want) {
+    asked = fmt::format("{}-{}", job.minimum_nodes.value_or(n), job.maximum_nodes.value_or(n));
+  }
+  job.nodes = want;
+  job.minimum_nodes = n;
+  job.maximum_nodes = n;
+  return fmt::format(
+      "annotations {0}min-nodes/{0}max-nodes ask for {1} node(s); the bridge binds one pod per "
+      "node, so the job of {2} pod(s) asks Slurm for {2} node(s)",
+      bridge::kJobAnnotationPrefix, asked, n);
+}
+
+NodeMapping MapSlurmNodes(const std::vector<const kube::Node*>& nodes) {
+  NodeMapping out;
+  std::map<std::string, bool> labelled;  // Slurm name -> the mapped node has the label
+  for (const kube::Node* node : nodes) {
+    auto l = node->metadata.labels.find(std::string(bridge::kSlurmNodeNameLabel));
+    const bool has_label = l != node->metadata.labels.end() && !l->second.empty();
+    const std::string name = bridge::SlurmNodeName(*node);
+    auto it = out.by_slurm_name.find(name);
+    if (it == out.by_slurm_name.end()) {
+      out.by_slurm_name[name] = node;
+      labelled[name] = has_label;
+      continue;
+    }
+    if (!Contains(out.duplicates, name)) out.duplicates.push_back(name);
+    // The label wins; between equals, the first name in order (stable whatever the cache order).
+    const bool other_label = labelled[name];
+    if ((has_label && !other_label) ||
+        (has_label == other_label && node->metadata.name < it->second->metadata.name)) {
+      it->second = node;
+      labelled[name] = has_label;
+    }
+  }
+  return out;
+}
+
+PodGroupMiss OnPodGroupError(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kNotFound:
+    case ErrorCode::kPermissionDenied:
+    case ErrorCode::kUnauthenticated:
+    case ErrorCode::kInvalidArgument:
+    case ErrorCode::kUnimplemented:
+      return PodGroupMiss::kReportAndWait;
+    default:
+      return PodGroupMiss::kRetry;
+  }
+}
+
+bool SubmitOutcomeUnknown(ErrorCode code) {
+  return code == ErrorCode::kUnavailable || code == ErrorCode::kDeadlineExceeded ||
+         code == ErrorCode::kInternal || code == ErrorCode::kCancelled;
+}
+
+}  // namespace sb::scheduler

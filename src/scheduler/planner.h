@@ -1,0 +1,179 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// scheduler/planner.h
+//
+// Pure decisions of the scheduler: what to do with one group (its waiting pods, the Slurm job it
+// tracks, the live jobs Slurm's last job list shows tagged for it) and with a running job's nodes.
+// No I/O: the scheduler gathers the input, calls these, and acts on the plan.
+//
+//   - A group without a tracked job first looks for a live job tagged for it (a restart, a submit
+//     whose outcome was unknown, a leader hand-over, a member re-created after its gang was bound):
+//     it keeps one and cancels the other unbound ones (never a job with bound pods: those are the
+//     controllers'). After a submit whose outcome is unknown, Slurm's jobs are read before anything
+//     else, so a group never gets a second job because a reply was lost.
+//   - A running job whose pods were bound before is refilled: a re-created member binds to the node
+//     its predecessor left (its UID is added to the job's tag first). A job never bound binds only
+//     as a whole (all-or-nothing).
+//   - Only the pods a job was submitted for (its tag's UIDs) are labelled with it or bound to it;
+//     pods beyond the group size wait for a job of their own.
+//   - A job allocated a Slurm node that no Kubernetes node maps to is cancelled after
+//     `unmapped_grace`, and the group's next job excludes that node.
+//   - Nothing is submitted before a Slurm node list succeeded.
+//   - A job's node count is the number of its pods (one pod per node): min-nodes/max-nodes
+//     annotations asking for another count are overridden, with a warning (FitNodeCount).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bridge/translate.h"
+#include "common/error.h"
+#include "kube/runtime/clock.h"
+#include "kube/types.h"
+#include "slurm/types.h"
+
+namespace sb::scheduler {
+
+using TimePoint = kube::Clock::TimePoint;
+
+// A pod bound to a node of a job (labelled with its id).
+struct Holder {
+  std::string uid;
+  std::string node;    // Kubernetes node name
+  bool active = true;  // false: Succeeded, Failed or being deleted (its node is free again)
+};
+
+// A Slurm job of a group, as the scheduler knows it.
+struct JobView {
+  std::int64_t id = 0;
+  std::string state;   // base state: PENDING, RUNNING, ...; "GONE" when Slurm no longer knows it
+  std::string reason;  // Slurm's state_reason
+  std::string partition;
+  std::string nodes;              // hostlist, once allocated
+  std::vector<std::string> uids;  // the pods it holds places for (its tag)
+  std::vector<std::string> pods;  // their "ns/name", same order
+  TimePoint submitted{};          // by this process (the epoch for adopted jobs)
+  // Bound pods labelled with the job; read for RUNNING jobs the scheduler does not track.
+  std::vector<Holder> holders;
+  bool holders_known = false;
+  // Pods of the group were bound to it before (a refill): the controllers own it, so the
+  // scheduler never cancels it, even when no pod of the group waits any more.
+  bool refill = false;
+};
+
+struct PlannerOptions {
+  std::chrono::seconds fill_grace{2};       // a group filling up says nothing this long
+  std::chrono::seconds quiet_start{2};      // a new job without a reason says nothing this long
+  std::chrono::seconds unmapped_grace{30};  // then a job on a node Kubernetes lacks is cancelled
+  std::chrono::seconds owner_recheck{10};   // an incomplete group reads its owners again
+  std::chrono::seconds full_recheck{10};    // a refilled job with no free node looks again
+};
+
+// Whether the pod may be scheduled at all (no spec.schedulingGates left).
+[[nodiscard]] bool Schedulable(const kube::Pod& pod);
+
+struct GroupInput {
+  bridge::GroupSpec spec;
+  // The group's unbound pods that are not being deleted and not gated.
+  std::vector<const kube::Pod*> pods;
+  std::optional<JobView> tracked;
+  // Other live jobs tagged for the group in Slurm's last job list (RUNNING ones with holders).
+  std::vector<JobView> tagged;
+  std::optional<TimePoint> jobs_listed_at;  // when that list was read; nullopt: never
+  // Set while the outcome of the group's last submit is unknown (timeout, connection lost).
+  std::optional<TimePoint> submit_doubt_since;
+  bool slurm_nodes_known = true;
+  std::optional<TimePoint> incomplete_since;  // the group has been short of pods since
+  TimePoint now;
+};
+
+struct Cancel {
+  std::int64_t id = 0;
+  std::string reason;
+  bool operator==(const Cancel&) const = default;
+};
+
+struct GroupPlan {
+  std::vector<Cancel> cancel;             // first
+  bool forget = false;                    // stop tracking the tracked job
+  std::optional<JobView> adopt;           // track this job from now on
+  bool list_jobs = false;                 // read Slurm's jobs, then plan again; nothing else
+  std::vector<const kube::Pod*> label;    // label with the tracked job (its UIDs only)
+  std::vector<const kube::Pod*> submit;   // one job for these (cut to the group size)
+  std::vector<const kube::Pod*> members;  // the pods the tracked job is for (pending update)
+  bool bind = false;                      // the tracked job runs: PlanBind
+  bool update_pending = false;            // send the pending job what changed
+  bool incomplete = false;                // short of pods (keep incomplete_since)
+  std::string event_reason;               // a Warning event to every pod of the group
+  std::string event_message;
+  std::string report;                   // FailedScheduling to every pod of the group
+  std::optional<TimePoint> recheck_at;  // look at the group again
+  bool recheck_owners = false;          // ... reading the pod's owners again
+};
+
+[[nodiscard]] GroupPlan PlanGroup(const GroupInput& in, const PlannerOptions& options);
+
+struct BindInput {
+  JobView job;                                      // RUNNING, nodes known
+  std::vector<std::string> slurm_nodes;             // the job's nodes, expanded
+  std::map<std::string, std::string> kube_node_of;  // Slurm node name -> Kubernetes node name
+  std::vector<const kube::Pod*> pods;               // the group's waiting pods
+  std::vector<Holder> holders;                      // bound pods labelled with the job
+  std::string kind;                                 // for messages: the group's kind and name
+  std::string name;
+  std::optional<TimePoint> unmapped_since;  // first seen on a node Kubernetes lacks
+  TimePoint now;
+};
+
+struct BindPlan {
+  std::vector<std::pair<const kube::Pod*, std::string>> assign;  // pod -> Kubernetes node
+  // Set: the job's tag must list these UIDs (the job's and the assigned pods') before binding.
+  std::vector<std::string> retag_uids;
+  std::vector<std::string> retag_pods;  // their "ns/name"
+  bool done = false;                    // every node of the job has its pod after `assign`
+  std::vector<std::string> unmapped;    // Slurm nodes no Kubernetes node maps to
+  std::optional<Cancel> cancel;         // the job, after `unmapped_grace`
+  std::string event_reason;
+  std::string event_message;
+  std::string report;
+  std::optional<TimePoint> recheck_at;
+};
+
+[[nodiscard]] BindPlan PlanBind(const BindInput& in, const PlannerOptions& options);
+
+// The periodic check for a second job of a group (a lost submit reply, an old leader's submit):
+// live jobs tagged for a tracked group, with another id and no bound pod, are cancelled.
+// `tracked`: group key -> tracked job id; `listed`: group key -> live tagged jobs (RUNNING ones
+// with holders known; without, they are left alone).
+[[nodiscard]] std::vector<Cancel> PlanDuplicates(
+    const std::map<std::string, std::int64_t>& tracked,
+    const std::map<std::string, std::vector<JobView>>& listed);
+
+// One pod per node: the job gets exactly `pods` nodes. A description asking for another count
+// (min-nodes / max-nodes annotations) is set to it; the message says what was overridden.
+[[nodiscard]] std::optional<std::string> FitNodeCount(slurm::JobDescription& job, int pods);
+
+// Kubernetes nodes by Slurm node name: a node labelled slinky.slurm.net/slurm-nodename wins over
+// one merely named so; `duplicates` lists the Slurm names claimed twice (for a log line).
+struct NodeMapping {
+  std::map<std::string, const kube::Node*> by_slurm_name;
+  std::vector<std::string> duplicates;
+};
+[[nodiscard]] NodeMapping MapSlurmNodes(const std::vector<const kube::Node*>& nodes);
+
+// What to do when the coscheduling PodGroup named by a pod's label could not be read: a
+// transient error is retried (the pod is never scheduled alone meanwhile); NotFound and
+// Forbidden are reported on the pod, which waits.
+enum class PodGroupMiss { kRetry, kReportAndWait };
+[[nodiscard]] PodGroupMiss OnPodGroupError(ErrorCode code);
+
+// Whether a submit error leaves the job's existence unknown (the request may have reached
+// slurmctld): timeouts, lost connections, server errors.
+[[nodiscard]] bool SubmitOutcomeUnknown(ErrorCode code);
+
+}  // namespace sb::scheduler

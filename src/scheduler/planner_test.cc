@@ -1,0 +1,584 @@
+// SPDX-License-Identifier: Apache-2.0
+// The scheduler's decisions, one reviewed scenario per row (review items 2-7, 16, 17).
+#include "scheduler/planner.h"
+
+#include <gtest/gtest.h>
+
+#include "bridge/group.h"
+#include "bridge/names.h"
+#include "kube/codec.h"
+#include "testing/testdata.h"
+
+namespace sb::scheduler {
+namespace {
+using namespace std::chrono_literals;
+
+const TimePoint kT0 = TimePoint{} + 1000h;
+
+kube::Pod MakePod(std::string name, std::string uid = "") {
+  kube::Pod p;
+  p.metadata.name = name;
+  p.metadata.namespace_ = "ns";
+  p.metadata.uid = uid.empty() ? "uid-" + name : uid;
+  return p;
+}
+
+kube::Pod Labelled(kube::Pod p, std::int64_t job) {
+  p.metadata.labels[std::string(bridge::kJobIdLabel)] = std::to_string(job);
+  p.metadata.finalizers.push_back(std::string(bridge::kFinalizer));
+  return p;
+}
+
+bridge::GroupSpec Gang(int size, std::string key = "Job/ns/train") {
+  return bridge::GroupSpec{
+      .key = key, .kind = "Job", .namespace_ = "ns", .name = "train", .size = size};
+}
+
+JobView Job(std::int64_t id, std::string state, std::vector<std::string> uids,
+            std::vector<Holder> holders = {}, bool holders_known = true) {
+  return JobView{.id = id,
+                 .state = std::move(state),
+                 .reason = "Resources",
+                 .partition = "p",
+                 .uids = std::move(uids),
+                 .holders = std::move(holders),
+                 .holders_known = holders_known};
+}
+
+std::vector<std::string> Names(const std::vector<const kube::Pod*>& pods) {
+  std::vector<std::string> out;
+  for (const kube::Pod* p : pods) out.push_back(p->metadata.name);
+  return out;
+}
+
+// ---- PlanGroup ---------------------------------------------------------------------------
+
+}  // namespace
+
+void PrintTo(const Cancel& c, std::ostream* os) { *os << "{" << c.id << ", " << c.reason << "}"; }
+
+namespace {
+
+struct GroupRow {
+  std::string name;
+  GroupInput in;
+  // Expected:
+  std::vector<Cancel> cancel;
+  bool forget = false;
+  std::optional<std::int64_t> adopt;
+  bool list_jobs = false;
+  std::vector<std::string> submit;
+  std::vector<std::string> label;
+  bool bind = false;
+  std::string report_prefix;  // "" : no report
+  bool recheck = false;
+};
+
+TEST(PlanGroupTest, Table) {
+  kube::Pod a = MakePod("a"), b = MakePod("b"), c = MakePod("c"), b2 = MakePod("b", "uid-b2");
+  kube::Pod la = Labelled(a, 7), lb = Labelled(b, 7);
+  const GroupInput base{.spec = Gang(2), .jobs_listed_at = kT0 - 1s, .now = kT0};
+  auto with = [&](auto&& edit) {
+    GroupInput in = base;
+    edit(in);
+    return in;
+  };
+  std::vector<GroupRow> rows = {
+      {.name = "complete group, no job: submit",
+       .in = with([&](GroupInput& in) {
+         in.pods = {&b, &a};
+       }),
+       .submit = {"a", "b"}},
+      // Item 4: pods beyond the group size wait for a job of their own.
+      {.name = "more pods than the size: submit the first size",
+       .in = with([&](GroupInput& in) {
+         in.pods = {&c, &b, &a};
+       }),
+       .submit = {"a", "b"}},
+      {.name = "short of pods, within the fill grace: quiet recheck",
+       .in = with([&](GroupInput& in) {
+         in.pods = {&a};
+         in.incomplete_since = kT0 - 1s;
+       }),
+       .recheck = true},
+      {.name = "short of pods past the grace: report, read the owners again (item 3: size shrinks)",
+       .in = with([&](GroupInput& in) {
+         in.pods = {&a};
+         in.incomplete_since = kT0 - 2min;
+       }),
+       .report_prefix = "waiting for 1 more pod(s) of Job train",
+       .recheck = true},
+      // Item 3: a member re-created after binding: the running job is found in a list read after.
+      {.name = "short of pods, no job list since: read Slurm's jobs first",
+       .in = with([&](GroupInput& in) {
+         in.pods = {&b2};
+         in.incomplete_since = kT0;
+       }),
+       .list_jobs = true},
+      {.name = "re-created member: the running gang job with an active member is refilled",
+       .in = with([&](GroupInput& in) {
+         in.pods = {&b2};
+         in.incomplete_since = kT0 - 1min;
+         in.tagged = {Job(7, "RUNNING", {"uid-a", "uid-b"},
+                          {{"uid-a", "n1", true}, {"uid-b", "n2", false}})};
+       }),
+       .adopt = 7,
+       .bind = true},
+      {.name = "finishing job (its pods done) is not refilled nor cancelled: a new job",
+       .in = with([&](GroupInput& in) {
+         in.spec = Gang(1);
+         in.pods = {&c};
+         in.tagged = {Job(7, "RUNNING", {"uid-a", "uid-b"},
+                          {{"uid-a", "n1", false}, {"uid-b", "n2", false}})};
+       }),
+       .submit = {"c"}},
+      {.name = "running job, holders unknown: left alone",
+       .in = with([&](GroupInput& in) {
+         in.pods = {&a, &b};
+         in.tagged = {Job(7, "RUNNING", {"uid-a", "uid-b"}, {}, /*holders_known=*/false)};
+       }),
+       .submit = {"a", "b"}},
+      // Item 2: after a submit with an unknown outcome, look before submitting again.
+      {.name = "submit outcome unknown, no list since: read Slurm's jobs",
+       .in = with([&](GroupInput& in) {
+         in.pods = {&a, &b};
+         in.submit_doubt_since = kT0 - 1s;
+         in.jobs_listed_at = kT0 - 2s;
+       }),
+       .list_jobs = true},
+      {.name = "submit outcome unknown, the job exists: adopt it, never submit",
+       .in = with([&](GroupInput& in) {
+         in.pods = {&a, &b};
+         in.submit_doubt_since = kT0 - 2s;
+         in.jobs_listed_at = kT0 - 1s;
+         in.tagged = {Job(9, "PENDING", {"uid-a", "uid-b"})};
+       }),
+       .adopt = 9,
+       .label = {"a", "b"},
+       .report_prefix = "waiting for Slurm job 9"},
+      {.name = "submit outcome unknown, no job in a fresh list: submit",
+       .in = with([&](GroupInput& in) {
+         in.pods = {&a, &b};
+         in.submit_doubt_since = kT0 - 2s;
+         in.jobs_listed_at = kT0 - 1s;
+       }),
+       .submit = {"a", "b"}},
+      // Item 2 / 16 at start-up: one job kept, the other unbound ones cancelled.
+      {.name = "three unbound jobs tagged for the group: the running one is kept",
+       .in = with([&](GroupInput& in) {
+         in.pods = {&a, &b};
+         in.tagged = {Job(5, "PENDING", {"uid-x", "uid-y"}), Job(8, "PENDING", {"uid-a", "uid-b"}),
+                      Job(6, "RUNNING", {"uid-a", "uid-b"}, {})};
+       }),
+       .cancel = {{5, "a second Slurm job of Job/ns/train (job 6 is kept)"},
+                  {8, "a second Slurm job of Job/ns/train (job 6 is kept)"}},
+       .adopt = 6,
+       .bind = true},
+      {.name = "two pending jobs tagged for the group: keep the one for these pods",
+       .in = with([&](GroupInput& in) {
+         in.pods = {&a, &b};
+         in.tagged = {Job(5, "PENDING", {"uid-x", "uid-y"}), Job(8, "PENDING", {"uid-a", "uid-b"})};
+       }),
+       .cancel = {{5, "a second Slurm job of Job/ns/train (job 8 is kept)"}},
+       .adopt = 8,
+       .label = {"a", "b"},
+       .report_prefix = "waiting for Slurm job 8"},
+      {.name = "a refill job beside an unbound one: refill kept, unbound cancelled",
+       .in = with([&](GroupInput& in) {
+         in.pods = {&b2};
+         in.tagged = {Job(4, "RUNNING", {"uid-a", "uid-b"}, {{"uid-a", "n1", true}}),
+                      Job(9, "PENDING", {"uid-b2"})};
+       }),
+       .cancel = {{9, "a second Slurm job of Job/ns/train (job 4 is kept)"}},
+       .adopt = 4,
+       .bind = true},
+      // Item 4: only the pods the job is for are labelled.
+      {.name = "pending job: label only its pods; the extra pod is left alone",
+       .in = with([&](GroupInput& in) {
+         in.pods = {&a, &b, &c};
+         in.tracked = Job(7, "PENDING", {"uid-a", "uid-b"});
+       }),
+       .label = {"a", "b"},
+       .report_prefix = "waiting for Slurm job 7 in partition p: Resources"},
+      {.name = "pending job, pods labelled already: no label patch",
+       .in = with([&](GroupInput& in) {
+         in.pods = {&la, &lb};
+         in.tracked = Job(7, "PENDING", {"uid-a", "uid-b"});
+       }),
+       .report_prefix = "waiting for Slurm job 7"},
+      {.name = "running tracked job: bind",
+       .in = with([&](GroupInput& in) {
+         in.pods = {&la, &lb};
+         in.tracked = Job(7, "RUNNING", {"uid-a", "uid-b"});
+       }),
+       .bind = true},
+      {.name = "tracked job ended before binding: forget, event, look again",
+       .in = with([&](GroupInput& in) {
+         in.pods = {&a, &b};
+         in.tracked = Job(7, "CANCELLED", {"uid-a", "uid-b"});
+       }),
+       .forget = true,
+       .recheck = true},
+      {.name = "pods gone: cancel the tracked job",
+       .in = with([&](GroupInput& in) {
+         in.tracked = Job(7, "PENDING", {"uid-a", "uid-b"});
+       }),
+       .cancel = {{7, "its pods are gone"}},
+       .forget = true},
+      {.name = "single pod re-created: its old job is cancelled, a new one submitted",
+       .in = with([&](GroupInput& in) {
+         in.spec = bridge::GroupSpec{
+             .key = "Pod/ns/b", .kind = "Pod", .namespace_ = "ns", .name = "b", .size = 1};
+         in.pods = {&b2};
+         in.tracked = Job(7, "PENDING", {"uid-b"});
+       }),
+       .cancel = {{7, "its pod was re-created"}},
+       .forget = true,
+       .submit = {"b"}},
+      {.name = "single pod re-created, its old pod's jobs listed: pending one cancelled, a new job",
+       .in = with([&](GroupInput& in) {
+         in.spec = bridge::GroupSpec{
+             .key = "Pod/ns/b", .kind = "Pod", .namespace_ = "ns", .name = "b", .size = 1};
+         in.pods = {&b2};
+         in.tagged = {Job(7, "PENDING", {"uid-b"}), Job(8, "RUNNING", {"uid-b"}, {})};
+       }),
+       .cancel = {{7, "its pod was re-created"}},
+       .submit = {"b"}},
+      {.name = "refilled job, no pod waits any more: forgotten, never cancelled",
+       .in = with([&](GroupInput& in) {
+         in.tracked = Job(7, "RUNNING", {"uid-a", "uid-b"}, {{"uid-a", "n1", true}});
+         in.tracked->refill = true;
+       }),
+       .forget = true},
+      // Item 5: no submit before a Slurm node list succeeded.
+      {.name = "Slurm's nodes unknown: wait",
+       .in = with([&](GroupInput& in) {
+         in.pods = {&a, &b};
+         in.slurm_nodes_known = false;
+       }),
+       .report_prefix = "waiting for Slurm's node list",
+       .recheck = true},
+  };
+  for (const GroupRow& row : rows) {
+    SCOPED_TRACE(row.name);
+    GroupPlan plan = PlanGroup(row.in, PlannerOptions{});
+    EXPECT_EQ(plan.cancel, row.cancel);
+    EXPECT_EQ(plan.forget, row.forget);
+    EXPECT_EQ(plan.adopt ? std::optional<std::int64_t>(plan.adopt->id) : std::nullopt, row.adopt);
+    EXPECT_EQ(plan.list_jobs, row.list_jobs);
+    EXPECT_EQ(Names(plan.submit), row.submit);
+    EXPECT_EQ(Names(plan.label), row.label);
+    EXPECT_EQ(plan.bind, row.bind);
+    if (row.report_prefix.empty()) {
+      EXPECT_EQ(plan.report, "");
+    } else {
+      EXPECT_EQ(plan.report.rfind(row.report_prefix, 0), 0u) << plan.report;
+    }
+    EXPECT_EQ(plan.recheck_at.has_value(), row.recheck);
+  }
+}
+
+TEST(PlanGroupTest, EndedJobSaysWhyInAnEvent) {
+  kube::Pod a = MakePod("a");
+  GroupPlan plan = PlanGroup({.spec = Gang(1),
+                              .pods = {&a},
+                              .tracked = Job(7, "GONE", {"uid-a"}),
+                              .jobs_listed_at = kT0,
+                              .now = kT0},
+                             {});
+  EXPECT_EQ(plan.event_reason, "SlurmJobEnded");
+  EXPECT_EQ(plan.event_message,
+            "Slurm job 7 ended (no longer known to Slurm) before the pods were bound; submitting a "
+            "new job");
+}
+
+TEST(PlanGroupTest, NewJobIsQuietUntilSlurmGivesAReason) {
+  kube::Pod a = Labelled(MakePod("a"), 7);
+  JobView job = Job(7, "PENDING", {"uid-a"});
+  job.reason = "None";
+  job.submitted = kT0 - 1s;
+  GroupPlan plan = PlanGroup(
+      {.spec = Gang(1), .pods = {&a}, .tracked = job, .jobs_listed_at = kT0, .now = kT0}, {});
+  EXPECT_EQ(plan.report, "");
+  EXPECT_EQ(plan.recheck_at, kT0 + 1s);
+  EXPECT_TRUE(plan.update_pending);
+}
+
+TEST(PlanGroupTest, GatedPodsAreNotSchedulable) {
+  // A pod as Kubernetes 1.30+ sends it, with two scheduling gates.
+  Result<kube::Pod> pod =
+      kube::Decode<kube::Pod>(sb::testing::ReadTestData("kube/pod_scheduling_gates.json"));
+  ASSERT_TRUE(pod) << pod.error().message;
+  EXPECT_EQ(pod->spec.scheduling_gates,
+            (std::vector<std::string>{"kueue.x-k8s.io/admission", "example.com/quota"}));
+  EXPECT_FALSE(Schedulable(*pod));
+  pod->spec.scheduling_gates.clear();
+  EXPECT_TRUE(Schedulable(*pod));
+  EXPECT_TRUE(Schedulable(MakePod("plain")));
+}
+
+// ---- PlanBind ----------------------------------------------------------------------------
+
+std::vector<std::pair<std::string, std::string>> Assigned(const BindPlan& plan) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& [pod, node] : plan.assign) out.emplace_back(pod->metadata.name, node);
+  return out;
+}
+
+TEST(PlanBindTest, Table) {
+  kube::Pod a = MakePod("a"), b = MakePod("b"), c = MakePod("c"), b2 = MakePod("b", "uid-b2");
+  const std::map<std::string, std::string> map = {
+      {"s1", "n1"}, {"s2", "n2"}, {"s3", "n3"}, {"s4", "n4"}};
+  const BindInput base{.job = Job(7, "RUNNING", {"uid-a", "uid-b"}),
+                       .slurm_nodes = {"s1", "s2"},
+                       .kube_node_of = map,
+                       .kind = "Job",
+                       .name = "train",
+                       .now = kT0};
+  struct Row {
+    std::string name;
+    BindInput in;
+    std::vector<std::pair<std::string, std::string>> assign;
+    std::vector<std::string> retag;
+    bool done = false;
+    std::string report_prefix;
+  };
+  auto with = [&](auto&& edit) {
+    BindInput in = base;
+    edit(in);
+    return in;
+  };
+  std::vector<Row> rows = {
+      {.name = "whole gang: one pod per node",
+       .in = with([&](BindInput& in) {
+         in.pods = {&b, &a};
+       }),
+       .assign = {{"a", "n1"}, {"b", "n2"}},
+       .done = true},
+      {.name = "gang not complete and never bound: wait, bind nothing",
+       .in = with([&](BindInput& in) { in.pods = {&a}; }),
+       .report_prefix = "Slurm job 7 is running on 2 node(s); waiting for 1 more pod(s) of Job "
+                        "train"},
+      // Item 4: a pod beyond the job's pods is not bound or labelled.
+      {.name = "extra pod: only the job's pods bind",
+       .in = with([&](BindInput& in) {
+         in.pods = {&c, &b, &a};
+       }),
+       .assign = {{"a", "n1"}, {"b", "n2"}},
+       .done = true},
+      // Item 3: a member re-created after binding takes its predecessor's node.
+      {.name = "re-created member: bound into the free node, the tag gets its UID",
+       .in = with([&](BindInput& in) {
+         in.pods = {&b2};
+         in.holders = {{"uid-a", "n1", true}, {"uid-b", "n2", false}};
+       }),
+       .assign = {{"b", "n2"}},
+       .retag = {"uid-a", "uid-b", "uid-b2"},
+       .done = true},
+      {.name = "Job's last wave: one new pod into a two-node job, one node still busy",
+       .in = with([&](BindInput& in) {
+         in.pods = {&c};
+         in.holders = {{"uid-a", "n1", false}, {"uid-b", "n2", true}};
+       }),
+       .assign = {{"c", "n1"}},
+       .retag = {"uid-a", "uid-b", "uid-c"},
+       .done = true},
+      {.name = "refill with every node busy: wait for one",
+       .in = with([&](BindInput& in) {
+         in.pods = {&c};
+         in.holders = {{"uid-a", "n1", true}, {"uid-b", "n2", true}};
+       }),
+       .report_prefix = "Slurm job 7 of Job train has a pod on each of its 2 node(s)"},
+      {.name = "binding cut short earlier: the rest binds",
+       .in = with([&](BindInput& in) {
+         in.pods = {&b};
+         in.holders = {{"uid-a", "n1", true}};
+       }),
+       .assign = {{"b", "n2"}},
+       .done = true},
+      {.name = "pod annotated with a free node keeps it",
+       .in = with([&](BindInput& in) {
+         static kube::Pod annotated = [] {
+           kube::Pod p = MakePod("a");
+           p.metadata.annotations[std::string(bridge::kNodeAnnotation)] = "n2";
+           return p;
+         }();
+         in.pods = {&annotated, &b};
+       }),
+       .assign = {{"a", "n2"}, {"b", "n1"}},
+       .done = true},
+      // Item 7 (when Slurm gave more nodes than pods, e.g. an adopted job): all-or-nothing.
+      {.name = "more nodes than pods: wait",
+       .in = with([&](BindInput& in) {
+         in.job.uids = {"uid-a"};
+         in.pods = {&a};
+       }),
+       .report_prefix = "Slurm job 7 is running on 2 node(s); waiting for 1 more pod(s)"},
+  };
+  for (const Row& row : rows) {
+    SCOPED_TRACE(row.name);
+    BindPlan plan = PlanBind(row.in, {});
+    EXPECT_EQ(Assigned(plan), row.assign);
+    EXPECT_EQ(plan.retag_uids, row.retag);
+    EXPECT_EQ(plan.done, row.done);
+    EXPECT_FALSE(plan.cancel);
+    if (row.report_prefix.empty()) {
+      EXPECT_EQ(plan.report, "");
+    } else {
+      EXPECT_EQ(plan.report.rfind(row.report_prefix, 0), 0u) << plan.report;
+    }
+  }
+}
+
+// Item 5: a node Slurm allocated that Kubernetes lacks.
+TEST(PlanBindTest, UnmappedNodeIsCancelledAfterTheGrace) {
+  kube::Pod a = MakePod("a");
+  BindInput in{.job = Job(7, "RUNNING", {"uid-a"}),
+               .slurm_nodes = {"x9"},
+               .kube_node_of = {{"s1", "n1"}},
+               .pods = {&a},
+               .kind = "Pod",
+               .name = "a",
+               .now = kT0};
+  BindPlan first = PlanBind(in, {});
+  EXPECT_EQ(first.unmapped, std::vector<std::string>{"x9"});
+  EXPECT_FALSE(first.cancel);
+  EXPECT_TRUE(first.assign.empty());
+  EXPECT_EQ(first.report, "Slurm job 7 was allocated node x9, which matches no Kubernetes node");
+  EXPECT_EQ(first.recheck_at, kT0 + 5s);
+  in.unmapped_since = kT0 - 29s;
+  EXPECT_FALSE(PlanBind(in, {}).cancel);
+  EXPECT_EQ(PlanBind(in, {}).recheck_at, kT0 + 1s);
+  in.unmapped_since = kT0 - 30s;
+  BindPlan late = PlanBind(in, {});
+  ASSERT_TRUE(late.cancel);
+  EXPECT_EQ(late.cancel->id, 7);
+  EXPECT_EQ(late.event_reason, "SlurmNodeNotInKubernetes");
+  EXPECT_EQ(late.event_message,
+            "Slurm job 7 was allocated node(s) x9, which match no Kubernetes node; cancelled it, "
+            "the next job excludes them");
+}
+
+// ---- PlanDuplicates (items 2, 16) --------------------------------------------------------
+
+TEST(PlanDuplicatesTest, SecondUnboundJobOfATrackedGroupIsCancelled) {
+  std::map<std::string, std::vector<JobView>> listed = {
+      {"Job/ns/a",
+       {Job(1, "PENDING", {"u"}), Job(2, "PENDING", {"u"}), Job(3, "RUNNING", {"u"}, {}),
+        Job(4, "RUNNING", {"u"}, {{"u", "n1", true}}),          // bound pods: controllers'
+        Job(5, "RUNNING", {"u"}, {}, /*holders_known=*/false),  // unknown: left alone
+        Job(6, "COMPLETED", {"u"})}},
+      {"Job/ns/untracked", {Job(10, "PENDING", {"v"})}},
+  };
+  std::vector<Cancel> c = PlanDuplicates({{"Job/ns/a", 1}}, listed);
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_EQ(c[0].id, 2);
+  EXPECT_EQ(c[1].id, 3);
+  EXPECT_EQ(c[0].reason, "a second Slurm job of Job/ns/a (job 1 is kept)");
+  EXPECT_TRUE(PlanDuplicates({}, listed).empty());
+}
+
+// ---- FitNodeCount (item 7) ---------------------------------------------------------------
+
+TEST(FitNodeCountTest, RangeIsSetToThePodCount) {
+  slurm::JobDescription j;
+  j.nodes = "2";
+  j.minimum_nodes = 2;
+  j.maximum_nodes = 2;
+  EXPECT_FALSE(FitNodeCount(j, 2));
+  EXPECT_EQ(j.nodes, "2");
+
+  // A single pod with max-nodes 2 would get two nodes and never bind: it gets one.
+  j = {};
+  j.nodes = "1-2";
+  j.minimum_nodes = 1;
+  j.maximum_nodes = 2;
+  std::optional<std::string> why = FitNodeCount(j, 1);
+  ASSERT_TRUE(why);
+  EXPECT_EQ(*why,
+            "annotations slurmjob.slinky.slurm.net/min-nodes/slurmjob.slinky.slurm.net/max-nodes "
+            "ask for 1-2 node(s); the bridge binds one pod per node, so the job of 1 pod(s) asks "
+            "Slurm for 1 node(s)");
+  EXPECT_EQ(j.nodes, "1");
+  EXPECT_EQ(j.minimum_nodes, 1);
+  EXPECT_EQ(j.maximum_nodes, 1);
+
+  // A gang of 4 with min-nodes 2 (only min set: Translate keeps nodes "4") gets exactly 4.
+  j = {};
+  j.nodes = "4";
+  j.minimum_nodes = 2;
+  j.maximum_nodes = 4;
+  ASSERT_TRUE(FitNodeCount(j, 4));
+  EXPECT_EQ(j.nodes, "4");
+  EXPECT_EQ(j.minimum_nodes, 4);
+}
+
+// ---- MapSlurmNodes (item 17) -------------------------------------------------------------
+
+TEST(MapSlurmNodesTest, LabelledNodeWinsWhateverTheOrder) {
+  kube::Node labelled;
+  labelled.metadata.name = "gpu-01";
+  labelled.metadata.labels[std::string(bridge::kSlurmNodeNameLabel)] = "n1";
+  kube::Node named;
+  named.metadata.name = "n1";
+  kube::Node other;
+  other.metadata.name = "n2";
+  for (const auto& order : std::vector<std::vector<const kube::Node*>>{
+           {&labelled, &named, &other}, {&named, &labelled, &other}}) {
+    NodeMapping m = MapSlurmNodes(order);
+    EXPECT_EQ(m.by_slurm_name.at("n1"), &labelled);
+    EXPECT_EQ(m.by_slurm_name.at("n2"), &other);
+    EXPECT_EQ(m.duplicates, std::vector<std::string>{"n1"});
+  }
+}
+
+// ---- PodGroup read errors (item 6) and submit outcomes (item 2) --------------------------
+
+TEST(PodGroupErrorTest, NeverScheduleAlone) {
+  EXPECT_EQ(OnPodGroupError(ErrorCode::kNotFound), PodGroupMiss::kReportAndWait);
+  EXPECT_EQ(OnPodGroupError(ErrorCode::kPermissionDenied), PodGroupMiss::kReportAndWait);
+  for (ErrorCode c : {ErrorCode::kTooManyRequests, ErrorCode::kUnavailable,
+                      ErrorCode::kDeadlineExceeded, ErrorCode::kInternal}) {
+    EXPECT_EQ(OnPodGroupError(c), PodGroupMiss::kRetry);
+  }
+}
+
+TEST(SubmitOutcomeTest, TimeoutsAndLostRepliesAreUnknown) {
+  EXPECT_TRUE(SubmitOutcomeUnknown(ErrorCode::kDeadlineExceeded));
+  EXPECT_TRUE(SubmitOutcomeUnknown(ErrorCode::kUnavailable));
+  EXPECT_TRUE(SubmitOutcomeUnknown(ErrorCode::kInternal));
+  EXPECT_FALSE(SubmitOutcomeUnknown(ErrorCode::kInvalidArgument));
+  EXPECT_FALSE(SubmitOutcomeUnknown(ErrorCode::kPermissionDenied));
+}
+
+// ---- Group size of a gang Job (item 3: the last smaller wave) ----------------------------
+
+TEST(GangJobSizeTest, FromTheWorkLeft) {
+  kube::Pod pod = MakePod("train-x");
+  pod.metadata.owner_references.push_back(
+      {.api_version = "batch/v1", .kind = "Job", .name = "train", .controller = true});
+  kube::GenericObject job;
+  job.api_version = "batch/v1";
+  job.kind = "Job";
+  job.metadata.name = "train";
+  job.metadata.namespace_ = "ns";
+  job.metadata.annotations[std::string(bridge::kGangAnnotation)] = "true";
+  job.spec_json = R"({"parallelism":2,"completions":3})";
+  struct Row {
+    std::string status;
+    int size;
+  };
+  for (const Row& r : std::vector<Row>{{"", 2},
+                                       {R"({"active":2})", 2},
+                                       {R"({"active":1,"succeeded":1})", 2},
+                                       {R"({"succeeded":2})", 1},
+                                       {R"({"succeeded":3})", 1}}) {
+    job.status_json = r.status;
+    Result<bridge::GroupSpec> g = bridge::ResolveGroup(pod, {job}, nullptr);
+    ASSERT_TRUE(g) << g.error().message;
+    EXPECT_EQ(g->size, r.size) << r.status;
+  }
+}
+
+}  // namespace
+}  // namespace sb::scheduler
