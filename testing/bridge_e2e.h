@@ -83,10 +83,7 @@ class BridgeE2e : public ::testing::Test, protected E2eEnv {
     dir_ = env_.dir() + "/" + ns_;
     Shell("mkdir -p " + dir_ + " && rm -f " + dir_ + "/*.log");  // logs of this run only
     config_path_ = dir_ + "/config.yaml";
-    std::ofstream(config_path_) << fmt::format(
-        "slurmRestApi: {}\npartition: {}\nmcsLabel: kubernetes\njobPollInterval: 200ms\n"
-        "jobListInterval: 1s\nnodeListInterval: 2s\njobSweepInterval: 1s\n",
-        env_.Get("SLURM_REST_URL"), env_.Get("SLURM_PARTITION"));
+    UseSlurmAt(env_.Get("SLURM_REST_URL"));
   }
 
   void TearDown() override {
@@ -238,6 +235,13 @@ class BridgeE2e : public ::testing::Test, protected E2eEnv {
         dir_ + "/" + log + ".log");
   }
   void StartScheduler() { scheduler_ = StartBridge("scheduler"); }
+  // The bridge talks to Slurm at `url` (a proxy, testing/slurm_proxy.h): the config rewritten.
+  void UseSlurmAt(const std::string& url) {
+    std::ofstream(config_path_) << fmt::format(
+        "slurmRestApi: {}\npartition: {}\nmcsLabel: kubernetes\njobPollInterval: 200ms\n"
+        "jobListInterval: 1s\nnodeListInterval: 2s\njobSweepInterval: 1s\n",
+        url, env_.Get("SLURM_PARTITION"));
+  }
 
   // Creates a pod for the bridge; `extra` is merged into the manifest's top level as JSON text.
   void CreatePod(const std::string& name, const std::string& resources,

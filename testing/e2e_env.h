@@ -9,6 +9,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <functional>
 #include <memory>
@@ -65,6 +66,23 @@ class E2eEnv {
     RunCommand(fmt::format("{}/testenv/slurm/exec.sh {} {} 2>&1", SB_SOURCE_DIR, env_.dir(), cmd),
                &out);
     return out;
+  }
+
+  // An external job of one CPU named `name` with `admin_comment`, submitted straight to Slurm
+  // (someone else's job, or one the bridge would have left); its id, 0 when Slurm refused it.
+  std::int64_t SubmitExternal(const std::string& name, const std::string& admin_comment) {
+    slurm::JobDescription j;
+    j.name = name;
+    j.partition = env_.Get("SLURM_PARTITION");
+    j.flags = {"EXTERNAL_JOB"};
+    j.nodes = "1";
+    j.cpus_per_task = 1;
+    j.memory_per_node = slurm::NoValNumber::Of(64);
+    j.current_working_directory = "/tmp";
+    j.admin_comment = admin_comment;
+    auto r = RunSync(io_, slurm_->SubmitJob(j));
+    EXPECT_TRUE(r) << r.error().message;
+    return r ? r->job_id : 0;
   }
 
   // Polls `done` every 100 ms until it holds or `limit` has passed; its last answer.

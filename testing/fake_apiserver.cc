@@ -416,7 +416,8 @@ std::int64_t FakeApiServer::AddPod(const std::string& ns, const std::string& nam
         {"namespace", ns},
         {"uid", "uid-" + ns + "-" + name + "-" + std::to_string(impl_->rv + 1)},
         {"labels", l}}},
-      {"spec", {{"schedulerName", "s"}, {"nodeName", node}, {"containers", bj::array{}}}},
+      {"spec",
+       {{"schedulerName", pod_scheduler_name}, {"nodeName", node}, {"containers", bj::array{}}}},
       {"status", {{"phase", "Pending"}}}};
   return impl_->Record("ADDED", ns + "/" + name, std::move(obj));
 }

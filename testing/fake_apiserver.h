@@ -57,6 +57,8 @@ class FakeApiServer {
   // The pod's current JSON; "" when absent.
   [[nodiscard]] std::string PodJson(const std::string& ns, const std::string& name) const;
 
+  // spec.schedulerName of the pods AddPod makes (field selectors match on it).
+  std::string pod_scheduler_name = "s";
   // Answer 410 for an old RV as a 200 stream with an ERROR event instead of an HTTP 410.
   bool gone_as_event = false;
   // Answer every continue token with 410 Expired.

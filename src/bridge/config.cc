@@ -317,4 +317,14 @@ Result<Config> LoadConfig(const std::string& path) {
   return c;
 }
 
+slurm::ClientConfig SlurmClientConfig(const Config& config) {
+  slurm::ClientConfig out{.url = config.slurm_rest_api, .user_name = config.slurm_user_name};
+  if (!config.slurm_api_version.empty()) {
+    out.version = slurm::ParseApiVersion(config.slurm_api_version);
+  }
+  out.http.tls.ca_file = config.slurm_ca_file;
+  out.http.tls.insecure_skip_verify = config.slurm_insecure_skip_verify;
+  return out;
+}
+
 }  // namespace sb::bridge

@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "slurm/client.h"
 
 namespace sb::bridge {
 
@@ -98,5 +99,9 @@ struct Config {
 
 // "500ms", "1.5s", "2m", "1h30m" or a bare integer (milliseconds).
 [[nodiscard]] Result<std::chrono::milliseconds> ParseDuration(std::string_view text);
+
+// The Slurm client settings the config names (URL, pinned API version, user name, TLS); the
+// caller adds its own connection limits. One place for every subcommand that talks to Slurm.
+[[nodiscard]] slurm::ClientConfig SlurmClientConfig(const Config& config);
 
 }  // namespace sb::bridge

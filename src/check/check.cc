@@ -112,13 +112,7 @@ int RunCheck(const CheckCmdOptions& options, std::ostream& out, std::ostream& er
     return 1;
   }
   std::unique_ptr<kube::Client> kube_client = kube::MakeClient(**kube_http, kube_config->token);
-  slurm::ClientConfig slurm_config{.url = config->slurm_rest_api,
-                                   .user_name = config->slurm_user_name};
-  if (!config->slurm_api_version.empty()) {
-    slurm_config.version = slurm::ParseApiVersion(config->slurm_api_version);
-  }
-  slurm_config.http.tls.ca_file = config->slurm_ca_file;
-  slurm_config.http.tls.insecure_skip_verify = config->slurm_insecure_skip_verify;
+  slurm::ClientConfig slurm_config = bridge::SlurmClientConfig(*config);
   Result<slurm::ClientPtr> slurm_client =
       slurm::MakeClient(io.get_executor(), slurm_config, slurm::MakeFileTokenSource(jwt_file));
   if (!slurm_client) {

@@ -76,18 +76,7 @@ class ControllersE2e : public sb::testing::BridgeE2e {
 
   // An external job of one CPU with `comment` as admin_comment, submitted straight to Slurm.
   std::int64_t SubmitTagged(const std::string& comment) {
-    slurm::JobDescription j;
-    j.name = "tag-test";
-    j.partition = env_.Get("SLURM_PARTITION");
-    j.flags = {"EXTERNAL_JOB"};
-    j.nodes = "1";
-    j.cpus_per_task = 1;
-    j.memory_per_node = slurm::NoValNumber::Of(64);
-    j.current_working_directory = "/tmp";
-    j.admin_comment = comment;
-    auto r = RunSync(io_, slurm_->SubmitJob(j));
-    EXPECT_TRUE(r) << r.error().message;
-    return r ? r->job_id : 0;
+    return SubmitExternal("tag-test", comment);
   }
 
   void SetNodeReady(const std::string& node, bool ready) {

@@ -25,18 +25,7 @@ class ControllersSafetyE2e : public sb::testing::BridgeE2e {
   // A plain external job of one CPU (no tag, or `comment` as admin_comment), straight to Slurm:
   // someone else's job as far as the bridge is concerned.
   std::int64_t SubmitPlain(const std::string& comment = "") {
-    slurm::JobDescription j;
-    j.name = "not-the-bridges";
-    j.partition = env_.Get("SLURM_PARTITION");
-    j.flags = {"EXTERNAL_JOB"};
-    j.nodes = "1";
-    j.cpus_per_task = 1;
-    j.memory_per_node = slurm::NoValNumber::Of(64);
-    j.current_working_directory = "/tmp";
-    j.admin_comment = comment;
-    auto r = RunSync(io_, slurm_->SubmitJob(j));
-    EXPECT_TRUE(r) << r.error().message;
-    const std::int64_t id = r ? r->job_id : 0;
+    const std::int64_t id = SubmitExternal("not-the-bridges", comment);
     if (id > 0) cleanup_.push_back(fmt::format("scancel {}", id));
     return id;
   }

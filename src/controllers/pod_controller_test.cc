@@ -41,6 +41,8 @@ class PodControllerTest : public ::testing::Test {
     http_ = std::move(*net::HttpClient::Create(io_.get_executor(), *ep, {}));
     kube_ = kube::MakeClient(*http_, nullptr);
     api_.Intercept([this](const FakeRequest& req) { return Hook(req); });
+    // The controller watches spec.schedulerName=<ours>; the fake filters as the apiserver does.
+    api_.pod_scheduler_name = "slurm-bridge-scheduler";
   }
 
   void TearDown() override {

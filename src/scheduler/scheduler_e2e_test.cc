@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "testing/bridge_e2e.h"
+#include "testing/slurm_proxy.h"
 
 namespace sb::scheduler {
 namespace {
@@ -375,8 +376,13 @@ TEST_F(SchedulerE2e, PendingJobFollowsEditsOfItsPodAndNodes) {
 }
 
 TEST_F(SchedulerE2e, KilledAndRestartedSchedulerMakesNoDuplicateJobs) {
-  // Hold the pods in Slurm's queue while the scheduler is killed in the middle of them; one
-  // submit at a time, so that the kill lands while most pods still wait for their job.
+  // Hold the pods in Slurm's queue while the scheduler is killed in the middle of them: one
+  // submit at a time, each reply held 150 ms by a proxy after Slurm made the job, so that the
+  // kill lands while most pods still wait for their job and, likely, while a job exists whose
+  // submitter never heard of it.
+  sb::testing::LossyProxy proxy(env_.Get("SLURM_REST_URL"),
+                                sb::testing::LossyProxy::Fault::kSlowSubmitReply);
+  UseSlurmAt(proxy.url());
   std::ofstream(config_path_, std::ios::app) << "maxConcurrentSubmits: 1\n";
   auto drained = DrainAllNodes();
   StartScheduler();

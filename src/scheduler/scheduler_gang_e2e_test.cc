@@ -4,21 +4,13 @@
 // environment's real slurmctld/slurmrestd, kube-apiserver and kube-controller-manager (whose Job
 // controller makes the pods). Nothing runs the pods: the test plays the kubelet by patching a
 // pod's phase.
-#include <atomic>
-#include <regex>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include <boost/asio/connect.hpp>
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/read.hpp>
-#include <boost/asio/write.hpp>
-
 #include "testing/bridge_e2e.h"
-#include "testing/fake_http_server.h"
+#include "testing/slurm_proxy.h"
 
 namespace sb::scheduler {
 namespace {
@@ -57,18 +49,7 @@ class SchedulerGangE2e : public sb::testing::BridgeE2e {
   // An external job of one CPU tagged `tag`, submitted straight to Slurm (as a lost submit
   // reply or an old leader would have left it).
   std::int64_t SubmitTagged(const bridge::JobTag& tag) {
-    slurm::JobDescription j;
-    j.name = "dup-test";
-    j.partition = env_.Get("SLURM_PARTITION");
-    j.flags = {"EXTERNAL_JOB"};
-    j.nodes = "1";
-    j.cpus_per_task = 1;
-    j.memory_per_node = slurm::NoValNumber::Of(64);
-    j.current_working_directory = "/tmp";
-    j.admin_comment = bridge::EncodeJobTag(tag);
-    auto r = RunSync(io_, slurm_->SubmitJob(j));
-    EXPECT_TRUE(r) << r.error().message;
-    return r ? r->job_id : 0;
+    return SubmitExternal("dup-test", bridge::EncodeJobTag(tag));
   }
 
   std::string State(std::int64_t job) {
@@ -82,14 +63,6 @@ class SchedulerGangE2e : public sb::testing::BridgeE2e {
                           .group = "Pod/" + ns_ + "/" + pod.metadata.name,
                           .cluster = "kubernetes",
                           .scheduler = "slurm-bridge-scheduler"};
-  }
-
-  // The scheduler talks to Slurm at `url` (a proxy).
-  void UseSlurmAt(const std::string& url) {
-    std::ofstream(config_path_) << fmt::format(
-        "slurmRestApi: {}\npartition: {}\nmcsLabel: kubernetes\njobPollInterval: 200ms\n"
-        "jobListInterval: 1s\nnodeListInterval: 2s\njobSweepInterval: 1s\n",
-        url, env_.Get("SLURM_PARTITION"));
   }
 
   std::optional<bridge::JobTag> Tag(std::int64_t job) {
@@ -149,7 +122,8 @@ TEST_F(SchedulerGangE2e, ReplacementOfADeletedMemberBindsToTheFreeNodeOfTheSameJ
 // Item 3: completions 3, parallelism 2: the third pod (a smaller last wave) runs and the Job
 // completes.
 TEST_F(SchedulerGangE2e, JobWithALastSmallerWaveCompletes) {
-  StartScheduler();
+  // Scheduler and controllers: the jobs of the finished waves are the controllers' to cancel.
+  scheduler_ = StartBridge("all");
   CreateGangJob("waves", 2, 3);
   std::vector<kube::Pod> pods;
   ASSERT_TRUE(WaitFor(
@@ -278,109 +252,11 @@ TEST_F(SchedulerGangE2e, PodOfAnUnreadablePodGroupIsNeverScheduledAlone) {
   EXPECT_EQ(JobsByUid().count(pod->metadata.uid), 0u);
 }
 
-// A pass-through proxy in front of slurmrestd that breaks the first request of one kind:
-// kLoseSubmitReply forwards the first job submit and loses its reply (a timeout, a connection
-// lost after the request was written); kFailCancel answers the first job cancel call (its three
-// HTTP attempts) 503 without forwarding it (slurmrestd briefly down); kFailNodeListUntilReleased
-// answers every node list 503 until Release(); kUnmappedFirstJob shows the nodes of jobs as
-// x1..x4 until a second job is submitted.
-class LossyProxy {
- public:
-  enum class Fault {
-    kLoseSubmitReply,
-    kFailCancel,
-    kFailNodeListUntilReleased,
-    kUnmappedFirstJob,
-  };
-  LossyProxy(std::string upstream_url, Fault fault)
-      : fault_(fault),
-        server_(io_, [this](const sb::testing::FakeRequest& r) { return Forward(r); }),
-        guard_(io_.get_executor()) {
-    // "http://127.0.0.1:PORT"
-    const std::size_t colon = upstream_url.rfind(':');
-    port_ = upstream_url.substr(colon + 1);
-    thread_ = std::thread([this] { io_.run(); });
-  }
-  ~LossyProxy() {
-    io_.stop();
-    thread_.join();
-  }
-  [[nodiscard]] std::string url() const { return server_.url(); }
-  [[nodiscard]] int lost() const { return lost_; }
-  void Release() { released_ = true; }
-
- private:
-  sb::testing::FakeReply Forward(const sb::testing::FakeRequest& r) {
-    namespace asio = boost::asio;
-    if (fault_ == Fault::kFailNodeListUntilReleased && r.method == "GET" &&
-        r.target.find("/nodes") != std::string::npos && !released_) {
-      ++lost_;
-      return sb::testing::HttpReply(503, R"({"errors":[{"error":"proxy: unavailable"}]})");
-    }
-    // Three times: the HTTP client's own attempts at one call (net::ClientOptions::max_attempts).
-    if (fault_ == Fault::kFailCancel && r.method == "DELETE" &&
-        r.target.find("/job/") != std::string::npos && lost_ < 3) {
-      ++lost_;
-      return sb::testing::HttpReply(503, R"({"errors":[{"error":"proxy: unavailable"}]})");
-    }
-    std::string raw = r.method + " " + r.target + " HTTP/1.1\r\n";
-    for (const auto& [k, v] : r.headers) {
-      std::string lower = k;
-      std::ranges::transform(lower, lower.begin(),
-                             [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-      if (lower == "connection" || lower == "keep-alive") continue;
-      raw += k + ": " + v + "\r\n";
-    }
-    raw += "Connection: close\r\n\r\n" + r.body;
-    asio::io_context io;
-    asio::ip::tcp::socket socket(io);
-    asio::ip::tcp::resolver resolver(io);
-    boost::system::error_code ec;
-    asio::connect(socket, resolver.resolve("127.0.0.1", port_, ec), ec);
-    if (ec) return {.bytes = "", .close_after = true};
-    asio::write(socket, asio::buffer(raw), ec);
-    std::string reply;
-    std::array<char, 65536> buf{};
-    for (;;) {
-      const std::size_t n = socket.read_some(asio::buffer(buf), ec);
-      reply.append(buf.data(), n);
-      if (ec) break;
-    }
-    if (fault_ == Fault::kUnmappedFirstJob) {
-      // Jobs seem allocated on x1..x4 (Slurm names no Kubernetes node has) until a second job is
-      // submitted.
-      if (r.method == "POST" && r.target.find("/job/submit") != std::string::npos) ++submits_;
-      if (submits_ < 2 && r.method == "GET" && r.target.find("/job") != std::string::npos) {
-        static const std::regex kNodes(R"re(("nodes"\s*:\s*")n([0-9]))re");
-        std::string rewritten = std::regex_replace(reply, kNodes, "$1x$2");
-        if (rewritten != reply) ++lost_;
-        // The body's length is unchanged: the header stays right.
-        reply = std::move(rewritten);
-      }
-    }
-    if (fault_ == Fault::kLoseSubmitReply && r.method == "POST" &&
-        r.target.find("/job/submit") != std::string::npos && lost_ == 0) {
-      ++lost_;
-      return {.bytes = "", .close_after = true};  // the job exists; its id never arrives
-    }
-    return {.bytes = std::move(reply), .close_after = true};
-  }
-
-  Fault fault_;
-  boost::asio::io_context io_;
-  sb::testing::FakeHttpServer server_;
-  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard_;
-  std::string port_;
-  std::atomic<int> lost_{0};
-  std::atomic<bool> released_{false};
-  int submits_ = 0;
-  std::thread thread_;
-};
-
 // Item 2: the reply to a submit is lost after Slurm made the job. The scheduler finds that job
 // (tagged for the group) before submitting again: one job, and the pod runs in it.
 TEST_F(SchedulerGangE2e, LostSubmitReplyLeavesOneJob) {
-  LossyProxy proxy(env_.Get("SLURM_REST_URL"), LossyProxy::Fault::kLoseSubmitReply);
+  sb::testing::LossyProxy proxy(env_.Get("SLURM_REST_URL"),
+                                sb::testing::LossyProxy::Fault::kLoseSubmitReply);
   UseSlurmAt(proxy.url());
   StartScheduler();
   CreatePod("lost", R"({"limits":{"cpu":"1"}})");
@@ -396,7 +272,8 @@ TEST_F(SchedulerGangE2e, LostSubmitReplyLeavesOneJob) {
 // down); it is tried again until Slurm has cancelled the job.
 TEST_F(SchedulerGangE2e, FailedCancelIsRetriedUntilSlurmConfirms) {
   Slurm("scontrol update nodename=" + env_.Get("SLURM_NODES") + " state=drain reason=e2e-hold");
-  LossyProxy proxy(env_.Get("SLURM_REST_URL"), LossyProxy::Fault::kFailCancel);
+  sb::testing::LossyProxy proxy(env_.Get("SLURM_REST_URL"),
+                                sb::testing::LossyProxy::Fault::kFailCancel);
   UseSlurmAt(proxy.url());
   StartScheduler();
   CreatePod("short", R"({"limits":{"cpu":"1"}})");
@@ -413,7 +290,8 @@ TEST_F(SchedulerGangE2e, FailedCancelIsRetriedUntilSlurmConfirms) {
 // Item 5: until a Slurm node list succeeded, the Kubernetes-side exclusions cannot be computed:
 // nothing is submitted, the pod says why, and it is scheduled once the list works.
 TEST_F(SchedulerGangE2e, NothingIsSubmittedBeforeSlurmsNodesAreKnown) {
-  LossyProxy proxy(env_.Get("SLURM_REST_URL"), LossyProxy::Fault::kFailNodeListUntilReleased);
+  sb::testing::LossyProxy proxy(env_.Get("SLURM_REST_URL"),
+                                sb::testing::LossyProxy::Fault::kFailNodeListUntilReleased);
   UseSlurmAt(proxy.url());
   StartScheduler();
   CreatePod("early", R"({"limits":{"cpu":"1"}})");
@@ -437,7 +315,8 @@ TEST_F(SchedulerGangE2e, NothingIsSubmittedBeforeSlurmsNodesAreKnown) {
 // Item 5: a job allocated a Slurm node that no Kubernetes node maps to is cancelled after a
 // bounded time (30 s), with an event, and the pod gets a new job.
 TEST_F(SchedulerGangE2e, JobOnANodeKubernetesLacksIsCancelledAndReplaced) {
-  LossyProxy proxy(env_.Get("SLURM_REST_URL"), LossyProxy::Fault::kUnmappedFirstJob);
+  sb::testing::LossyProxy proxy(env_.Get("SLURM_REST_URL"),
+                                sb::testing::LossyProxy::Fault::kUnmappedFirstJob);
   UseSlurmAt(proxy.url());
   StartScheduler();
   CreatePod("stray", R"({"limits":{"cpu":"1"}})");
