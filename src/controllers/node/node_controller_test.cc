@@ -1,0 +1,400 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// The node controller's loop against an in-memory Slurm (FakeSlurmClient) and the fake apiserver,
+// whose hook plays the Nodes: LIST and WATCH from a small store, taint PATCHes applied with a
+// resourceVersion precondition (409 on a stale one, or once on request), status PATCHes and Events
+// recorded. Time is a FakeClock: the Slurm node list and the requeue backoff run when the test
+// advances it. Covers the safety rules of node_controller.h.
+#include "controllers/node/node_controller.h"
+
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/json.hpp>
+
+#include "bridge/names.h"
+#include "kube/runtime/clock.h"
+#include "net/http_client.h"
+#include "testing/fake_apiserver.h"
+#include "testing/fake_slurm_client.h"
+
+namespace sb::controllers {
+namespace {
+namespace asio = boost::asio;
+namespace json = boost::json;
+using namespace std::chrono_literals;
+using sb::testing::FakeApiServer;
+using sb::testing::FakeReply;
+using sb::testing::FakeRequest;
+using sb::testing::HttpReply;
+
+constexpr std::string_view kScheduler = "slurm-bridge-scheduler";
+constexpr std::string_view kNodesPath = "/api/v1/nodes";
+
+// One Kubernetes Node as the hook serves it.
+struct FakeNode {
+  bool unschedulable = false;
+  std::vector<kube::Taint> taints;
+  std::int64_t rv = 0;
+};
+
+kube::Taint ManagedTaint() {
+  return {.key = std::string(bridge::kManagedNodeTaint),
+          .value = std::string(kScheduler),
+          .effect = std::string(kManagedNodeEffect)};
+}
+
+slurm::NodeInfo SlurmNode(const std::string& name, std::vector<std::string> state,
+                          const std::string& reason = "") {
+  slurm::NodeInfo n;
+  n.name = name;
+  n.state = std::move(state);
+  n.reason = reason;
+  return n;
+}
+
+class NodeControllerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto ep = net::ParseEndpoint(api_.url());
+    ASSERT_TRUE(ep);
+    http_ = std::move(*net::HttpClient::Create(io_.get_executor(), *ep, {}));
+    kube_ = kube::MakeClient(*http_, nullptr);
+    api_.Intercept([this](const FakeRequest& req) { return Hook(req); });
+    config_.node_list_interval = 10s;
+  }
+
+  void TearDown() override {
+    if (controller_) {
+      controller_->Stop();
+      EXPECT_TRUE(RunUntil([&] { return done_; })) << "Run() did not return after Stop()";
+    }
+  }
+
+  std::string NodeJson(const std::string& name) const {
+    const FakeNode& n = nodes_.at(name);
+    json::array taints;
+    for (const kube::Taint& t : n.taints) {
+      json::object o{{"key", t.key}, {"effect", t.effect}};
+      if (!t.value.empty()) o["value"] = t.value;
+      taints.push_back(std::move(o));
+    }
+    json::object spec;
+    if (n.unschedulable) spec["unschedulable"] = true;
+    if (!taints.empty()) spec["taints"] = std::move(taints);
+    json::object node{{"kind", "Node"},
+                      {"apiVersion", "v1"},
+                      {"metadata",
+                       {{"name", name},
+                        {"uid", "uid-" + name},
+                        {"resourceVersion", std::to_string(n.rv)}}},
+                      {"spec", std::move(spec)},
+                      {"status", json::object{}}};
+    return json::serialize(node);
+  }
+
+  // Store changes: each takes the next resourceVersion and queues a watch event.
+  void PutNode(const std::string& name, FakeNode node) {
+    const bool added = !nodes_.contains(name);
+    node.rv = ++rv_;
+    nodes_[name] = std::move(node);
+    pending_.push_back(R"({"type":")" + std::string(added ? "ADDED" : "MODIFIED") +
+                       R"(","object":)" + NodeJson(name) + "}");
+  }
+
+  std::optional<FakeReply> Hook(const FakeRequest& req) {
+    const std::string path = req.target.substr(0, req.target.find('?'));
+    if (path == kNodesPath && req.method == "GET") {
+      if (req.target.find("watch=") != std::string::npos) {
+        ++node_watches_;
+        std::vector<std::string> lines(pending_.begin(), pending_.end());
+        pending_.clear();
+        FakeReply r = FakeApiServer::WatchReply(lines);
+        if (lines.empty()) r.delay = 20ms;
+        return r;
+      }
+      pending_.clear();  // the list shows them
+      std::string items;
+      for (const auto& [name, n] : nodes_) items += (items.empty() ? "" : ",") + NodeJson(name);
+      return HttpReply(200, R"({"kind":"NodeList","apiVersion":"v1","metadata":{"resourceVersion":")" +
+                                std::to_string(rv_) + R"("},"items":[)" + items + "]}");
+    }
+    if (path.find("/events") != std::string::npos) {
+      events_.push_back(req.body);
+      return HttpReply(201, req.body);
+    }
+    const std::string prefix = std::string(kNodesPath) + "/";
+    if (path.starts_with(prefix) && req.method == "PATCH") {
+      std::string name = path.substr(prefix.size());
+      if (name.ends_with("/status")) {
+        name.resize(name.size() - std::string_view("/status").size());
+        status_patches_.push_back(name);
+        if (!nodes_.contains(name)) return NotFound();
+        return HttpReply(200, NodeJson(name));
+      }
+      taint_patches_.push_back(name);
+      if (!nodes_.contains(name)) return NotFound();
+      if (conflicts_to_answer_ > 0) {
+        --conflicts_to_answer_;
+        return Conflict();
+      }
+      // A JSON merge patch of spec.taints with a resourceVersion precondition.
+      json::value patch = json::parse(req.body);
+      const json::value* rv = patch.find_pointer("/metadata/resourceVersion", ec_);
+      if (rv == nullptr || !rv->is_string() ||
+          std::string(rv->as_string()) != std::to_string(nodes_.at(name).rv)) {
+        return Conflict();
+      }
+      FakeNode updated = nodes_.at(name);
+      updated.taints.clear();
+      if (const json::value* taints = patch.find_pointer("/spec/taints", ec_);
+          taints != nullptr && taints->is_array()) {
+        for (const json::value& t : taints->as_array()) {
+          const json::object& o = t.as_object();
+          kube::Taint taint;
+          taint.key = json::value_to<std::string>(o.at("key"));
+          if (o.contains("value")) taint.value = json::value_to<std::string>(o.at("value"));
+          taint.effect = json::value_to<std::string>(o.at("effect"));
+          updated.taints.push_back(std::move(taint));
+        }
+      }
+      PutNode(name, std::move(updated));
+      return HttpReply(200, NodeJson(name));
+    }
+    return std::nullopt;
+  }
+
+  static FakeReply NotFound() {
+    return HttpReply(404, R"({"kind":"Status","code":404,"reason":"NotFound"})");
+  }
+  static FakeReply Conflict() {
+    return HttpReply(409, R"({"kind":"Status","code":409,"reason":"Conflict",)"
+                          R"("message":"the object has been modified"})");
+  }
+
+  // Starts the controller; waits for the Node informer's first list (not for Ready(): some tests
+  // keep Slurm away).
+  void Start() {
+    controller_ =
+        std::make_unique<NodeController>(io_.get_executor(), *kube_, slurm_, clock_, config_);
+    asio::co_spawn(io_, controller_->Run(), [this](std::exception_ptr e) {
+      EXPECT_FALSE(e);
+      done_ = true;
+    });
+    ASSERT_TRUE(RunUntil([&] { return node_watches_ >= 1; }));
+  }
+
+  // Drives the loop until `pred` holds (a guard against a hang, not a timed assertion).
+  bool RunUntil(const std::function<bool()>& pred) {
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (!pred()) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      if (io_.stopped()) io_.restart();
+      io_.run_one_for(5ms);
+    }
+    return true;
+  }
+
+  // Runs the loop a little with nothing to wait for: before asserting that something did NOT
+  // happen (a guard, not a synchronisation: what is asserted absent would have been sent by now).
+  void Settle() {
+    const auto until = std::chrono::steady_clock::now() + 200ms;
+    while (std::chrono::steady_clock::now() < until) {
+      if (io_.stopped()) io_.restart();
+      io_.run_one_for(5ms);
+    }
+  }
+
+  int EventsWith(const std::string& reason) const {
+    int n = 0;
+    for (const std::string& e : events_) {
+      n += e.find("\"reason\":\"" + reason + "\"") != std::string::npos ? 1 : 0;
+    }
+    return n;
+  }
+  int TaintPatchesOf(const std::string& name) const {
+    return static_cast<int>(std::count(taint_patches_.begin(), taint_patches_.end(), name));
+  }
+  bool HasManagedTaint(const std::string& name) const {
+    const auto& t = nodes_.at(name).taints;
+    return std::find(t.begin(), t.end(), ManagedTaint()) != t.end();
+  }
+
+  asio::io_context io_;
+  FakeApiServer api_{io_};
+  std::unique_ptr<net::HttpClient> http_;
+  std::unique_ptr<kube::Client> kube_;
+  sb::testing::FakeSlurmClient slurm_;
+  kube::FakeClock clock_;
+  bridge::Config config_;
+  std::unique_ptr<NodeController> controller_;
+  bool done_ = false;
+  int node_watches_ = 0;
+  json::error_code ec_;
+
+  std::map<std::string, FakeNode> nodes_;
+  std::deque<std::string> pending_;
+  std::int64_t rv_ = 0;
+  int conflicts_to_answer_ = 0;
+  std::vector<std::string> taint_patches_;
+  std::vector<std::string> status_patches_;
+  std::vector<std::string> events_;
+};
+
+const Error kSlurmDown{ErrorCode::kUnavailable, "slurmrestd: connection refused"};
+
+// While Slurm's node list cannot be read at start-up, nothing is reconciled: a Slurm node keeps
+// its managed-node taint (with no list it would look like a non-Slurm node and lose it), and no
+// node is drained or patched. Once the list is read, the nodes are reconciled.
+TEST_F(NodeControllerTest, NothingIsReconciledBeforeTheFirstSlurmList) {
+  slurm_.AddNode(SlurmNode("n1", {"IDLE"}));
+  PutNode("n1", {.unschedulable = true, .taints = {ManagedTaint()}});
+  PutNode("k1", {.taints = {ManagedTaint()}});  // not a Slurm node: loses the taint, later
+  slurm_.FailNext("ListNodes", kSlurmDown, 4);
+  Start();
+  // Four failed reads (backoff 1 s, 2 s, 4 s), with Node events in between.
+  ASSERT_TRUE(RunUntil([&] {
+    if (slurm_.calls("ListNodes") >= 4) return true;
+    clock_.Advance(1s);
+    return false;
+  }));
+  PutNode("n1", {.unschedulable = true, .taints = {ManagedTaint()}});  // a watch event
+  Settle();
+  EXPECT_FALSE(controller_->Ready());
+  EXPECT_EQ(controller_->stats().slurm_lists, 0u);
+  EXPECT_EQ(controller_->stats().reconciles, 0u);
+  EXPECT_TRUE(taint_patches_.empty());
+  EXPECT_TRUE(status_patches_.empty());
+  EXPECT_EQ(slurm_.calls("GetNode"), 0);
+  EXPECT_EQ(slurm_.calls("UpdateNode"), 0);
+  EXPECT_TRUE(HasManagedTaint("n1"));
+  EXPECT_TRUE(HasManagedTaint("k1"));
+
+  // Slurm answers: the next read reconciles everything.
+  ASSERT_TRUE(RunUntil([&] {
+    if (controller_->Ready() && TaintPatchesOf("k1") >= 1 && slurm_.calls("UpdateNode") >= 1) {
+      return true;
+    }
+    clock_.Advance(1s);
+    return false;
+  }));
+  EXPECT_TRUE(HasManagedTaint("n1"));
+  EXPECT_FALSE(HasManagedTaint("k1"));
+}
+
+// Drain and undrain decide on a fresh GET /node/{name}, not on the last list: an administrator's
+// drain made since the list is never overwritten by the bridge's drain, nor undone by an undrain.
+TEST_F(NodeControllerTest, DrainAndUndrainReReadTheSlurmNodeFirst) {
+  slurm_.AddNode(SlurmNode("n1", {"IDLE"}));
+  PutNode("n1", {.taints = {ManagedTaint()}});
+  Start();
+  ASSERT_TRUE(RunUntil([&] { return controller_->Ready() && status_patches_.size() >= 1; }));
+  EXPECT_EQ(slurm_.calls("GetNode"), 0) << "no drain, no undrain: no GET";
+
+  // Cordon: read again, then drained with the bridge's reason.
+  PutNode("n1", {.unschedulable = true, .taints = {ManagedTaint()}});
+  ASSERT_TRUE(RunUntil([&] { return slurm_.calls("UpdateNode") == 1; }));
+  EXPECT_EQ(slurm_.calls("GetNode"), 1);
+  EXPECT_EQ(slurm_.calls("ListNodes"), 1) << "no list in between";
+
+  // An administrator re-drains the node for a disk (after the list, which still says "ours");
+  // then the node is uncordoned. The bridge must keep the administrator's drain.
+  slurm_.AddNode(SlurmNode("n1", {"IDLE", "DRAIN"}, "admin: disk"));
+  PutNode("n1", {.taints = {ManagedTaint()}});
+  ASSERT_TRUE(RunUntil([&] { return EventsWith(std::string(kEventAdminDrainKept)) == 1; }));
+  EXPECT_EQ(slurm_.calls("GetNode"), 2);
+  EXPECT_EQ(slurm_.calls("UpdateNode"), 1) << "no undrain";
+
+  // The administrator undrains (the next list says IDLE), then drains again for a fan; the node
+  // is cordoned before the next list. The stale list says IDLE: a drain would overwrite the
+  // administrator's reason.
+  slurm_.AddNode(SlurmNode("n1", {"IDLE"}));
+  clock_.Advance(config_.node_list_interval);
+  ASSERT_TRUE(RunUntil([&] { return controller_->stats().slurm_lists == 2; }));
+  slurm_.AddNode(SlurmNode("n1", {"IDLE", "DRAIN"}, "admin: fan"));
+  const std::size_t status_before = status_patches_.size();
+  PutNode("n1", {.unschedulable = true, .taints = {ManagedTaint()}});
+  ASSERT_TRUE(RunUntil([&] { return slurm_.calls("GetNode") == 3; }));
+  // The administrator's drain turns the condition to SlurmNodeDrained: written after the decision.
+  ASSERT_TRUE(RunUntil([&] { return status_patches_.size() > status_before; }));
+  Settle();
+  EXPECT_EQ(slurm_.calls("UpdateNode"), 1) << "no drain over the administrator's";
+  EXPECT_EQ(controller_->stats().drains, 1u);
+  EXPECT_EQ(controller_->stats().undrains, 0u);
+}
+
+// A failed Slurm node list keeps the previous one (a Slurm node does not turn into a non-Slurm
+// node and lose its taint), and the read is retried after 1 s, then 2 s, not after the interval.
+TEST_F(NodeControllerTest, FailedSlurmListKeepsThePreviousOneAndBacksOff) {
+  slurm_.AddNode(SlurmNode("n1", {"IDLE"}));
+  PutNode("n1", {.taints = {ManagedTaint()}});
+  Start();
+  ASSERT_TRUE(RunUntil([&] { return controller_->Ready() && status_patches_.size() >= 1; }));
+  ASSERT_EQ(slurm_.calls("ListNodes"), 1);
+
+  slurm_.FailNext("ListNodes", kSlurmDown, 2);
+  clock_.Advance(config_.node_list_interval);
+  ASSERT_TRUE(RunUntil([&] { return slurm_.calls("ListNodes") == 2; }));
+  EXPECT_EQ(controller_->stats().errors, 1u);
+
+  // A Node event reconciles n1 on the list kept from before.
+  const std::uint64_t reconciles = controller_->stats().reconciles;
+  PutNode("n1", {.taints = {ManagedTaint()}});
+  ASSERT_TRUE(RunUntil([&] { return controller_->stats().reconciles > reconciles; }));
+  Settle();
+  EXPECT_EQ(TaintPatchesOf("n1"), 0);
+  EXPECT_TRUE(HasManagedTaint("n1"));
+
+  // Backoff: 1 s after the first failure, 2 s after the second.
+  clock_.Advance(999ms);
+  Settle();
+  EXPECT_EQ(slurm_.calls("ListNodes"), 2);
+  clock_.Advance(1ms);
+  ASSERT_TRUE(RunUntil([&] { return slurm_.calls("ListNodes") == 3; }));
+  clock_.Advance(1999ms);
+  Settle();
+  EXPECT_EQ(slurm_.calls("ListNodes"), 3);
+  clock_.Advance(1ms);
+  ASSERT_TRUE(RunUntil([&] { return controller_->stats().slurm_lists == 2; }));
+  EXPECT_EQ(controller_->stats().errors, 2u);
+  EXPECT_EQ(TaintPatchesOf("n1"), 0);
+}
+
+// A 409 on the taint patch (the Node changed since the cache saw it) requeues the node, which is
+// patched again after the per-key backoff (250 ms), well before the next Slurm list would queue
+// it; the conflict is counted, not taken for an error.
+TEST_F(NodeControllerTest, ConflictOnTheTaintPatchRequeuesTheNode) {
+  slurm_.AddNode(SlurmNode("n1", {"IDLE"}));
+  PutNode("n1", {});
+  conflicts_to_answer_ = 1;
+  Start();
+  ASSERT_TRUE(RunUntil([&] { return controller_->stats().conflicts == 1; }));
+  EXPECT_EQ(TaintPatchesOf("n1"), 1);
+  EXPECT_FALSE(HasManagedTaint("n1"));
+  // At most 2 s of fake time (the list interval is 10 s).
+  int steps = 0;
+  ASSERT_TRUE(RunUntil([&] {
+    if (controller_->stats().taints_added >= 1) return true;
+    if (steps < 8) {
+      ++steps;
+      clock_.Advance(250ms);
+    }
+    return false;
+  }));
+  EXPECT_EQ(TaintPatchesOf("n1"), 2);
+  EXPECT_TRUE(HasManagedTaint("n1"));
+  EXPECT_EQ(controller_->stats().conflicts, 1u);
+  EXPECT_EQ(controller_->stats().errors, 0u);
+  EXPECT_EQ(controller_->stats().taints_added, 1u);
+  EXPECT_EQ(slurm_.calls("ListNodes"), 1) << "requeued, not picked up by a later list";
+}
+
+}  // namespace
+}  // namespace sb::controllers
