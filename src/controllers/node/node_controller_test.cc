@@ -89,14 +89,13 @@ class NodeControllerTest : public ::testing::Test {
     json::object spec;
     if (n.unschedulable) spec["unschedulable"] = true;
     if (!taints.empty()) spec["taints"] = std::move(taints);
-    json::object node{{"kind", "Node"},
-                      {"apiVersion", "v1"},
-                      {"metadata",
-                       {{"name", name},
-                        {"uid", "uid-" + name},
-                        {"resourceVersion", std::to_string(n.rv)}}},
-                      {"spec", std::move(spec)},
-                      {"status", json::object{}}};
+    json::object node{
+        {"kind", "Node"},
+        {"apiVersion", "v1"},
+        {"metadata",
+         {{"name", name}, {"uid", "uid-" + name}, {"resourceVersion", std::to_string(n.rv)}}},
+        {"spec", std::move(spec)},
+        {"status", json::object{}}};
     return json::serialize(node);
   }
 
@@ -123,8 +122,9 @@ class NodeControllerTest : public ::testing::Test {
       pending_.clear();  // the list shows them
       std::string items;
       for (const auto& [name, n] : nodes_) items += (items.empty() ? "" : ",") + NodeJson(name);
-      return HttpReply(200, R"({"kind":"NodeList","apiVersion":"v1","metadata":{"resourceVersion":")" +
-                                std::to_string(rv_) + R"("},"items":[)" + items + "]}");
+      return HttpReply(200,
+                       R"({"kind":"NodeList","apiVersion":"v1","metadata":{"resourceVersion":")" +
+                           std::to_string(rv_) + R"("},"items":[)" + items + "]}");
     }
     if (path.find("/events") != std::string::npos) {
       events_.push_back(req.body);
