@@ -3,6 +3,7 @@
 // The long-running commands as a process, against the test environment: the health and metrics
 // servers of `scheduler` and `controllers` (/healthz, /readyz, /metrics with every metric the
 // README's table lists), and a replica that loses its Lease exiting with status 1.
+#include <algorithm>
 #include <fstream>
 #include <memory>
 #include <optional>

@@ -7,6 +7,7 @@
 // advances it. Covers the safety rules of node_controller.h.
 #include "controllers/node/node_controller.h"
 
+#include <algorithm>
 #include <deque>
 #include <functional>
 #include <map>
