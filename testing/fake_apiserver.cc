@@ -419,6 +419,7 @@ std::int64_t FakeApiServer::AddPod(const std::string& ns, const std::string& nam
       {"spec",
        {{"schedulerName", pod_scheduler_name}, {"nodeName", node}, {"containers", bj::array{}}}},
       {"status", {{"phase", "Pending"}}}};
+  if (pod_priority) obj["spec"].as_object()["priority"] = *pod_priority;
   return impl_->Record("ADDED", ns + "/" + name, std::move(obj));
 }
 

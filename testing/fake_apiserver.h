@@ -59,6 +59,8 @@ class FakeApiServer {
 
   // spec.schedulerName of the pods AddPod makes (field selectors match on it).
   std::string pod_scheduler_name = "s";
+  // spec.priority of the pods AddPod makes (left out when unset).
+  std::optional<std::int32_t> pod_priority;
   // Answer 410 for an old RV as a 200 stream with an ERROR event instead of an HTTP 410.
   bool gone_as_event = false;
   // Answer every continue token with 410 Expired.

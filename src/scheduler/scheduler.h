@@ -93,6 +93,11 @@ class Scheduler {
   // Groups waiting in the queue.
   [[nodiscard]] std::size_t QueueDepth() { return queue_.Len(); }
   [[nodiscard]] std::size_t TrackedJobs() const { return jobs_.size(); }
+  // Per-pod bookkeeping still held (queue ranks, last reported messages, bound UIDs): returns to
+  // 0 once the pods are bound or gone. For tests and metrics.
+  [[nodiscard]] std::size_t TrackedKeys() const {
+    return ranks_.size() + reported_.size() + bound_.size();
+  }
 
  private:
   struct TrackedJob {
