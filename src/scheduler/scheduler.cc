@@ -877,7 +877,12 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
     }
     ++stats_.pods_bound;
     reported_.erase(pod->metadata.uid);
-    bound_.insert(pod->metadata.uid);
+    // Hidden until the watch drops it; when the watch already has (its DELETED came before the
+    // Binding's answer), nothing would ever erase the entry.
+    if (std::shared_ptr<const Pod> cached = pods_.cache().Get(PodKey(*pod));
+        cached && cached->metadata.uid == pod->metadata.uid) {
+      bound_.insert(pod->metadata.uid);
+    }
     recorder_.Emit(kube::MakeObjectReference("v1", "Pod", pod->metadata), kube::EventType::kNormal,
                    "Scheduled",
                    fmt::format("Successfully assigned {}/{} to {} (Slurm job {})",
