@@ -20,6 +20,7 @@
 #include "net/http_client.h"
 #include "testing/fake_apiserver.h"
 #include "testing/fake_slurm_client.h"
+#include "testing/run.h"
 
 namespace sb::controllers {
 namespace {
@@ -118,13 +119,7 @@ class PodControllerTest : public ::testing::Test {
 
   // Drives the loop until `pred` holds (a guard against a hang, not a timed assertion).
   bool RunUntil(const std::function<bool()>& pred) {
-    const auto deadline = std::chrono::steady_clock::now() + 10s;
-    while (!pred()) {
-      if (std::chrono::steady_clock::now() > deadline) return false;
-      if (io_.stopped()) io_.restart();
-      io_.run_one_for(5ms);
-    }
-    return true;
+    return sb::testing::RunLoopUntil(io_, pred, 10s);
   }
 
   // Advances the fake clock one sweep interval and waits for that sweep (run or skipped).

@@ -20,6 +20,7 @@
 #include "net/http_client.h"
 #include "testing/fake_apiserver.h"
 #include "testing/fake_slurm_client.h"
+#include "testing/run.h"
 
 namespace sb::scheduler {
 namespace {
@@ -119,24 +120,12 @@ class SchedulerTest : public ::testing::Test {
 
   // Drives the loop until `pred` holds (a guard against a hang, not a timed assertion).
   bool RunUntil(const std::function<bool()>& pred, std::chrono::seconds guard = 60s) {
-    const auto deadline = std::chrono::steady_clock::now() + guard;
-    while (!pred()) {
-      if (std::chrono::steady_clock::now() > deadline) return false;
-      if (io_.stopped()) io_.restart();
-      io_.run_one_for(5ms);
-    }
-    return true;
+    return sb::testing::RunLoopUntil(io_, pred, guard);
   }
 
   // As RunUntil, moving the fake clock on by `step` while the loop is idle (retries, polls).
   bool AdvanceUntil(const std::function<bool()>& pred, kube::Clock::Duration step = 100ms) {
-    const auto deadline = std::chrono::steady_clock::now() + 60s;
-    while (!pred()) {
-      if (std::chrono::steady_clock::now() > deadline) return false;
-      if (io_.stopped()) io_.restart();
-      if (io_.run_one_for(5ms) == 0) clock_.Advance(step);
-    }
-    return true;
+    return sb::testing::RunLoopUntil(io_, pred, 60s, [&] { clock_.Advance(step); });
   }
 
   // Slurm jobs not ended.
