@@ -3,7 +3,8 @@
 #
 # Starts a test environment on loopback: a Slurm 26.05 cluster (slurmctld, 4 slurmd nodes with
 # 4 fake GPUs each, slurmrestd with JWT) from the cached chroot, and etcd + kube-apiserver (+
-# kube-controller-manager) from the cached build. Every port is chosen free at start, so several
+# kube-controller-manager) from the cached build, with the CRDs of testenv/kube/crds (PodGroup,
+# LeaderWorkerSet, JobSet). Every port is chosen free at start, so several
 # environments can run side by side. Writes RUN_DIR/env, a shell-sourceable file with what
 # clients need, and prints its path. On any failure it stops what it started (down.sh).
 #
@@ -227,6 +228,16 @@ CONF
   emit KUBE_CA_FILE "$K/certs/apiserver.crt"
   emit KUBE_TOKEN_FILE "$K/token"
   emit ETCD_URL "http://127.0.0.1:$etcd_port"
+
+  # The workload APIs the bridge groups pods by (coscheduling PodGroup, LeaderWorkerSet, JobSet):
+  # their CRDs only, no controllers. Before kube-controller-manager, whose garbage collector then
+  # knows them as owners from its start.
+  log "installing the PodGroup, LeaderWorkerSet and JobSet CRDs"
+  command -v kubectl >/dev/null || die "kubectl missing: run scripts/install-deps.sh"
+  KUBECONFIG="$K/kubeconfig" kubectl apply -f "$here/kube/crds/" >/dev/null ||
+    die "applying testenv/kube/crds failed"
+  KUBECONFIG="$K/kubeconfig" kubectl wait --for condition=established --timeout=60s \
+    -f "$here/kube/crds/" >/dev/null || die "the CRDs of testenv/kube/crds were not established"
 
   if [ $with_kcm = 1 ]; then
     log "starting kube-controller-manager (job, replicaset, garbagecollector)"
