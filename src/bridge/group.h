@@ -8,7 +8,7 @@
 //      (scheduling.x-k8s.io/v1alpha1) could be read: all pods of the namespace with that label,
 //      size spec.minMember; annotations from the PodGroup.
 //   2. A pod of a LeaderWorkerSet (leaderworkerset.x-k8s.io/v1) with the
-//      leaderworkerset.sigs.k8s.io/group-unique-hash label: the pods of the namespace with the
+//      leaderworkerset.sigs.k8s.io/group-key label: the pods of the namespace with the
 //      same hash, size spec.leaderWorkerTemplate.size, job name <lws>-<group index>.
 //   3. A pod of a batch Job or JobSet whose annotation slurmjob.slinky.slurm.net/gang is "true":
 //      all its pods as one gang (size: the Job's parallelism, capped by the completions still

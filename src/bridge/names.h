@@ -31,8 +31,9 @@ inline constexpr std::string_view kLegacyJobAnnotationPrefix = "slinky.slurm.net
 
 // Grouping labels.
 inline constexpr std::string_view kPodGroupLabel = "scheduling.x-k8s.io/pod-group";
-inline constexpr std::string_view kLwsGroupHashLabel =
-    "leaderworkerset.sigs.k8s.io/group-unique-hash";
+// LWS's GroupUniqueHashLabelKey (sigs.k8s.io/lws/api/leaderworkerset/v1): the same on every pod
+// of one leader-worker group (sha1 of "<namespace>/<leader pod>", set by LWS's pod webhook).
+inline constexpr std::string_view kLwsGroupHashLabel = "leaderworkerset.sigs.k8s.io/group-key";
 inline constexpr std::string_view kLwsNameLabel = "leaderworkerset.sigs.k8s.io/name";
 inline constexpr std::string_view kLwsGroupIndexLabel = "leaderworkerset.sigs.k8s.io/group-index";
 inline constexpr std::string_view kJobSetNameLabel = "jobset.sigs.k8s.io/jobset-name";

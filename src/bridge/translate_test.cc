@@ -486,7 +486,7 @@ TEST(GroupTest, JobSetGangSumsReplicatedJobs) {
 
 TEST(GroupTest, LeaderWorkerSetGroup) {
   kube::Pod p = MakePod("lws-1-2");
-  p.metadata.labels = {{"leaderworkerset.sigs.k8s.io/group-unique-hash", "h1"},
+  p.metadata.labels = {{"leaderworkerset.sigs.k8s.io/group-key", "h1"},
                        {"leaderworkerset.sigs.k8s.io/group-index", "1"}};
   kube::GenericObject sts = Owner("StatefulSet", "lws-1", "{}");
   kube::GenericObject lws =
@@ -500,7 +500,7 @@ TEST(GroupTest, LeaderWorkerSetGroup) {
   EXPECT_EQ(g->annotations.at("slurmjob.slinky.slurm.net/qos"), "q");
   EXPECT_TRUE(InGroup(p, *g));
   kube::Pod q = MakePod("lws-0-1");
-  q.metadata.labels = {{"leaderworkerset.sigs.k8s.io/group-unique-hash", "h0"}};
+  q.metadata.labels = {{"leaderworkerset.sigs.k8s.io/group-key", "h0"}};
   EXPECT_FALSE(InGroup(q, *g));
 }
 

@@ -218,8 +218,9 @@ TEST_F(SchedulerGangE2e, StartupKeepsOneOfTwoJobsTaggedForAPod) {
   EXPECT_EQ(State(other), "CANCELLED");
 }
 
-// Item 6: a pod of a coscheduling PodGroup that cannot be read (here NotFound: this apiserver
-// has no PodGroup resource at all) is reported and waits; it never becomes a job of its own.
+// Item 6: a pod of a coscheduling PodGroup that cannot be read (here NotFound: the PodGroup CRD
+// is installed, but no PodGroup pg exists) is reported and waits; it never becomes a job of its
+// own.
 TEST_F(SchedulerGangE2e, PodOfAnUnreadablePodGroupIsNeverScheduledAlone) {
   StartScheduler();
   std::string manifest = fmt::format(
