@@ -101,10 +101,10 @@ class GangKindsE2e : public sb::testing::BridgeE2e {
   // A pod spec for the bridge: one container asking for one CPU.
   static std::string PodSpec(const std::string& restart_policy = "Never",
                              const std::string& extra = "") {
-    return fmt::format(
-        R"({{"schedulerName":"slurm-bridge-scheduler","restartPolicy":"{}",)"
-        R"("containers":[{{"name":"c","image":"busybox","resources":{{"limits":{{"cpu":"1"}}}}}}]{}}})",
-        restart_policy, extra);
+    return fmt::format(R"({{"schedulerName":"slurm-bridge-scheduler","restartPolicy":"{}",)"
+                       R"("containers":[{{"name":"c","image":"busybox",)"
+                       R"("resources":{{"limits":{{"cpu":"1"}}}}}}]{}}})",
+                       restart_policy, extra);
   }
 
   // Creates pod `name` with the given labels, annotations (JSON objects) and owner references
@@ -373,20 +373,20 @@ TEST_F(GangKindsE2e, LeaderWorkerSetGroupIsOneJobEach) {
   // The leader StatefulSet, named after the set, controlled by it.
   kube::GenericObject leader_sts = Create(
       Ref("apps", "v1", "statefulsets", ns_),
-      fmt::format(
-          R"({{"apiVersion":"apps/v1","kind":"StatefulSet","metadata":{{"name":"lws",)"
-          R"("namespace":"{0}","labels":{{"leaderworkerset.sigs.k8s.io/name":"lws",)"
-          R"("leaderworkerset.sigs.k8s.io/template-revision-hash":"{1}"}},)"
-          R"("annotations":{{"leaderworkerset.sigs.k8s.io/replicas":"2"}},"ownerReferences":[{2}]}},)"
-          R"("spec":{{"replicas":2,"serviceName":"lws","podManagementPolicy":"Parallel",)"
-          R"("selector":{{"matchLabels":{{"leaderworkerset.sigs.k8s.io/name":"lws",)"
-          R"("leaderworkerset.sigs.k8s.io/worker-index":"0"}}}},"template":{{"metadata":)"
-          R"({{"labels":{{"leaderworkerset.sigs.k8s.io/name":"lws",)"
-          R"("leaderworkerset.sigs.k8s.io/worker-index":"0",)"
-          R"("leaderworkerset.sigs.k8s.io/template-revision-hash":"{1}"}},)"
-          R"("annotations":{{"leaderworkerset.sigs.k8s.io/size":"2"}}}},"spec":{3}}}}}}})",
-          ns_, rev, ControllerRef("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", lws),
-          PodSpec("Always")));
+      fmt::format(R"({{"apiVersion":"apps/v1","kind":"StatefulSet","metadata":{{"name":"lws",)"
+                  R"("namespace":"{0}","labels":{{"leaderworkerset.sigs.k8s.io/name":"lws",)"
+                  R"("leaderworkerset.sigs.k8s.io/template-revision-hash":"{1}"}},)"
+                  R"("annotations":{{"leaderworkerset.sigs.k8s.io/replicas":"2"}},)"
+                  R"("ownerReferences":[{2}]}},)"
+                  R"("spec":{{"replicas":2,"serviceName":"lws","podManagementPolicy":"Parallel",)"
+                  R"("selector":{{"matchLabels":{{"leaderworkerset.sigs.k8s.io/name":"lws",)"
+                  R"("leaderworkerset.sigs.k8s.io/worker-index":"0"}}}},"template":{{"metadata":)"
+                  R"({{"labels":{{"leaderworkerset.sigs.k8s.io/name":"lws",)"
+                  R"("leaderworkerset.sigs.k8s.io/worker-index":"0",)"
+                  R"("leaderworkerset.sigs.k8s.io/template-revision-hash":"{1}"}},)"
+                  R"("annotations":{{"leaderworkerset.sigs.k8s.io/size":"2"}}}},"spec":{3}}}}}}})",
+                  ns_, rev, ControllerRef("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", lws),
+                  PodSpec("Always")));
   ASSERT_FALSE(leader_sts.metadata.uid.empty());
 
   // The leaders first (the StatefulSet controller makes them; LWS's webhook adds group-index
@@ -422,20 +422,23 @@ TEST_F(GangKindsE2e, LeaderWorkerSetGroupIsOneJobEach) {
   // by the leader pod) and its worker (ordinal 1).
   for (int g = 0; g < 2; ++g) {
     const std::string leader = fmt::format("lws-{}", g);
-    const std::string group_labels = fmt::format(
-        R"("leaderworkerset.sigs.k8s.io/group-index":"{}","leaderworkerset.sigs.k8s.io/name":"lws",)"
-        R"("leaderworkerset.sigs.k8s.io/group-key":"{}")",
-        g, keys[g]);
+    const std::string group_labels =
+        fmt::format(R"("leaderworkerset.sigs.k8s.io/group-index":"{}",)"
+                    R"("leaderworkerset.sigs.k8s.io/name":"lws",)"
+                    R"("leaderworkerset.sigs.k8s.io/group-key":"{}")",
+                    g, keys[g]);
     kube::GenericObject worker_sts = Create(
         Ref("apps", "v1", "statefulsets", ns_),
         fmt::format(
             R"({{"apiVersion":"apps/v1","kind":"StatefulSet","metadata":{{"name":"{0}",)"
             R"("namespace":"{1}","labels":{{{2},)"
-            R"("leaderworkerset.sigs.k8s.io/template-revision-hash":"{3}"}},"ownerReferences":[{4}]}},)"
+            R"("leaderworkerset.sigs.k8s.io/template-revision-hash":"{3}"}},)"
+            R"("ownerReferences":[{4}]}},)"
             R"("spec":{{"replicas":1,"serviceName":"lws","podManagementPolicy":"Parallel",)"
             R"("selector":{{"matchLabels":{{{2}}}}},"template":{{"metadata":{{"labels":{{{2},)"
             R"("leaderworkerset.sigs.k8s.io/template-revision-hash":"{3}"}},"annotations":)"
-            R"({{"leaderworkerset.sigs.k8s.io/size":"2","leaderworkerset.sigs.k8s.io/leader-name":"{0}"}}}},)"
+            R"({{"leaderworkerset.sigs.k8s.io/size":"2",)"
+            R"("leaderworkerset.sigs.k8s.io/leader-name":"{0}"}}}},)"
             R"("spec":{5}}}}}}})",
             leader, ns_, group_labels, rev, ControllerRef("v1", "Pod", leaders[g]),
             PodSpec("Always")));
@@ -524,18 +527,18 @@ TEST_F(GangKindsE2e, OwnerChainReadsTheDeploymentsAnnotations) {
   // annotation of its own that must not win over the Deployment's.
   const std::string hash = "6d4cf56db6";
   const std::string labels = fmt::format(R"({{"app":"web","pod-template-hash":"{}"}})", hash);
-  Create(
-      Ref("apps", "v1", "replicasets", ns_),
-      fmt::format(
-          R"({{"apiVersion":"apps/v1","kind":"ReplicaSet","metadata":{{"name":"web-{0}",)"
-          R"("namespace":"{1}","labels":{2},"annotations":{{)"
-          R"("deployment.kubernetes.io/desired-replicas":"1",)"
-          R"("deployment.kubernetes.io/max-replicas":"2","deployment.kubernetes.io/revision":"1"}},)"
-          R"("ownerReferences":[{3}]}},"spec":{{"replicas":1,"selector":{{"matchLabels":{2}}},)"
-          R"("template":{{"metadata":{{"labels":{2},"annotations":{{)"
-          R"("slurmjob.slinky.slurm.net/job-name":"from-pod"}}}},"spec":{4}}}}}}})",
-          hash, ns_, labels, ControllerRef("apps/v1", "Deployment", deployment),
-          PodSpec("Always")));
+  Create(Ref("apps", "v1", "replicasets", ns_),
+         fmt::format(
+             R"({{"apiVersion":"apps/v1","kind":"ReplicaSet","metadata":{{"name":"web-{0}",)"
+             R"("namespace":"{1}","labels":{2},"annotations":{{)"
+             R"("deployment.kubernetes.io/desired-replicas":"1",)"
+             R"("deployment.kubernetes.io/max-replicas":"2",)"
+             R"("deployment.kubernetes.io/revision":"1"}},)"
+             R"("ownerReferences":[{3}]}},"spec":{{"replicas":1,"selector":{{"matchLabels":{2}}},)"
+             R"("template":{{"metadata":{{"labels":{2},"annotations":{{)"
+             R"("slurmjob.slinky.slurm.net/job-name":"from-pod"}}}},"spec":{4}}}}}}})",
+             hash, ns_, labels, ControllerRef("apps/v1", "Deployment", deployment),
+             PodSpec("Always")));
   std::map<std::string, kube::Pod> pods = WaitAllBound("web-", 1);
   ASSERT_EQ(pods.size(), 1u);
   const kube::Pod& pod = pods.begin()->second;
