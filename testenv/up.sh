@@ -84,7 +84,7 @@ start_slurm() {
   # slurmd ports must be consecutive (Port=[a-b]); find a free run of $slurm_count.
   while :; do
     first_slurmd=$(free_port)
-    last_slurmd=$((first_slurmd + nodes - 1))
+    last_slurmd=$((first_slurmd + slurm_count - 1))
     local p ok=1
     for ((p = first_slurmd; p <= last_slurmd; p++)); do
       if ss -Htan "( sport = :$p )" | grep -q . || [[ "$SB_TAKEN_PORTS" == *" $p "* && $p != "$first_slurmd" ]]; then ok=0; fi

@@ -92,9 +92,12 @@ TEST_F(KubeletE2e, BoundPodRunsToSucceededAndItsJobEnds) {
   EXPECT_EQ(info->nodes, SlurmNames()[bound->spec.node_name]) << bound->spec.node_name;
 
   // The kubelet runs the container, which ends by itself: the phase comes from the kubelet.
-  std::optional<kube::Pod> done =
-      WaitForPod("runs", [](const kube::Pod& p) { return p.status.phase == "Succeeded"; }, 120s);
-  ASSERT_TRUE(done) << "not Succeeded";
+  std::optional<kube::Pod> done = WaitForPod(
+      "runs",
+      [](const kube::Pod& p) { return p.status.phase == "Succeeded" || p.status.phase == "Failed"; },
+      120s);
+  ASSERT_TRUE(done) << "the container did not end";
+  ASSERT_EQ(done->status.phase, "Succeeded") << done->status.message;
   EXPECT_TRUE(HasEvent("runs", "Started"));  // the kubelet's event: the container really ran
   const std::string logs = Logs("runs");
   EXPECT_NE(logs.find("ran on " + bound->spec.node_name + "\n"), std::string::npos) << logs;

@@ -156,9 +156,14 @@ state = "$N/containerd/state"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
   [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "$here/kube/cni"
+    bin_dir = "$N/cni-bin"
     conf_dir = "$N/cni"
 CONF
+  # The CRI always sets up `lo` itself with the `loopback` plugin from bin_dir, then the
+  # configured network.
+  mkdir -p "$N/cni-bin"
+  ln -s /usr/lib/cni/loopback "$N/cni-bin/loopback"
+  ln -s "$here/kube/cni/lo-eth0" "$N/cni-bin/lo-eth0"
   echo '{"cniVersion": "0.4.0", "name": "loopback-only", "plugins": [{"type": "lo-eth0"}]}' \
     >"$N/cni/10-loopback-only.conflist"
   # The values the kubelet wants; shadowing them keeps the host's own.
