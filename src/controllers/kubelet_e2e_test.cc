@@ -94,7 +94,9 @@ TEST_F(KubeletE2e, BoundPodRunsToSucceededAndItsJobEnds) {
   // The kubelet runs the container, which ends by itself: the phase comes from the kubelet.
   std::optional<kube::Pod> done = WaitForPod(
       "runs",
-      [](const kube::Pod& p) { return p.status.phase == "Succeeded" || p.status.phase == "Failed"; },
+      [](const kube::Pod& p) {
+        return p.status.phase == "Succeeded" || p.status.phase == "Failed";
+      },
       120s);
   ASSERT_TRUE(done) << "the container did not end";
   ASSERT_EQ(done->status.phase, "Succeeded") << done->status.message;

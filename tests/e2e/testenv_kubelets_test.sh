@@ -53,6 +53,7 @@ check "failed start kept the kubelet's log" grep -q -- "no-such-flag" "$base/a/n
 "$here/up.sh" --kubelets --nodes 1 --run-dir "$base/b" >/dev/null 2>"$base/b.err" || cat "$base/b.err"
 set -a; . "$base/b/env"; set +a
 k() { kubectl "$@" 2>/dev/null; }
+check "the leftover checks see a running environment" [ "$(leftover_procs "$base/b")" -gt 0 ] && [ "$(leftover_cgroups "$base/b")" -gt 0 ]
 check "env lists the nodes" [ "$KUBE_SLURM_NODES" = "n1=n1,kube-n2=n2" ]
 for n in n1 kube-n2; do
   check "$n Ready" [ "$(k get node $n -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" = True ]
