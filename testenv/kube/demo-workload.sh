@@ -6,8 +6,8 @@
 # Kubernetes and Slurm, runs a short CPU benchmark (integer arithmetic in busybox awk, nothing
 # like YOLO inference), and prints its rate. DEMO_ROUNDS sets the benchmark's size.
 echo "=== slurm-bridge demo workload (stand-in for the seed's YOLO image: no PyTorch, no GPU) ==="
-echo "node:                   ${NODE_NAME:-$(hostname)}"
-echo "pod:                    ${POD_NAME:-unknown}"
+echo "node:                   ${NODE_NAME:-unknown (NODE_NAME unset)}"
+echo "pod:                    ${POD_NAME:-$(hostname)}"
 echo "SLURM_JOB_ID:           ${SLURM_JOB_ID:-unset}"
 echo "SLURM_JOB_GPUS:         ${SLURM_JOB_GPUS:-unset}"
 echo "NVIDIA_VISIBLE_DEVICES: ${NVIDIA_VISIBLE_DEVICES:-unset}"
