@@ -82,7 +82,9 @@ node_pids() {
 daemon_pid() {
   local p
   p=$(awk -v d="$1" '$1 == d { print $2 }' "$N/pids" 2>/dev/null | tail -n1)
-  [ -n "$p" ] && [ "$(cat "/proc/$p/comm" 2>/dev/null)" = "$1" ] && echo "$p"
+  # (a zombie is gone: its parent may be an init that reaps late)
+  [ -n "$p" ] && [ "$(cat "/proc/$p/comm" 2>/dev/null)" = "$1" ] &&
+    [ "$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null)" != Z ] && echo "$p"
   return 0
 }
 
@@ -275,7 +277,7 @@ case "$cmd" in
     done
     # Mount points only: the node's mounts over them are private to its namespace.
     mkdir -p /run/containerd /var/lib/kubelet /var/log/pods /var/log/containers
-    setsid unshare --mount --uts --propagation private --fork -- "$0" inner "$run_dir" "$name" \
+    setsid unshare --mount --uts --propagation private --fork -- "$here/kube/node.sh" inner "$run_dir" "$name" \
       >"$N/log/node.log" 2>&1 </dev/null &
     echo $! >"$N/unshare.pid"
     ;;
@@ -317,7 +319,8 @@ case "$cmd" in
     p=$(daemon_pid kubelet)
     if [ -n "$p" ]; then
       kill -TERM "$p"
-      wait_for 30 sh -c "! kill -0 $p" || kill -KILL "$p" 2>/dev/null || true
+      wait_for 30 sh -c "[ \"\$(awk '{print \$3}' /proc/$p/stat 2>/dev/null)\" = Z ] || ! kill -0 $p" ||
+        kill -KILL "$p" 2>/dev/null || true
     fi
     ;;
   start-kubelet)
@@ -326,7 +329,7 @@ case "$cmd" in
     [ -n "$c" ] || die "containerd of $name is not running: use node.sh up"
     # Into containerd's namespaces and cgroup, then the same start as at node start.
     join_cgroup $$
-    nsenter -t "$c" -m -u -- "$0" start-kubelet-inner "$run_dir" "$name"
+    nsenter -t "$c" -m -u -- "$here/kube/node.sh" start-kubelet-inner "$run_dir" "$name"
     # This shell leaves the node's cgroup, so that `down` does not count it.
     for h in $(hierarchies); do echo $$ >"$h/cgroup.procs"; done
     node_ready

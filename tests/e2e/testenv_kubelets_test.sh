@@ -83,6 +83,14 @@ check "a pod runs to Succeeded" [ "$phase" = Succeeded ]
 logs=$(k logs hello)
 check "kubectl logs reaches the kubelet" grep -q "^hello from hello$" <<<"$logs"
 check "the pod's network has only lo" [ "$(sed -n 2p <<<"$logs")" = 1 ]
+# A hostNetwork pod shares its node's UTS namespace: the node's name, not the machine's.
+k run hostnet --image localhost/busybox:1 --image-pull-policy Never --restart Never \
+  --overrides '{"spec":{"nodeName":"n1","hostNetwork":true}}' -- hostname >/dev/null
+for _ in $(seq 300); do
+  [ "$(k get pod hostnet -o jsonpath='{.status.phase}')" = Succeeded ] && break
+  sleep 0.2
+done
+check "a hostNetwork pod sees its node's hostname" [ "$(k logs hostnet)" = n1 ]
 check "host sysctls untouched" [ "$(sysctls)" = "$sysctls_before" ]
 check "no node listens off loopback" [ -z "$(ss -Htlnp | awk '$4 !~ /^(127\.0\.0\.1|\[::1\]):/' | grep -E 'kubelet|containerd')" ]
 
@@ -94,7 +102,7 @@ for _ in $(seq 600); do
   sleep 0.2
 done
 check "a stopped kubelet's node becomes NotReady (Unknown)" [ "$r" = Unknown ]
-"$here/kube/node.sh" start-kubelet "$base/b" n1 2>/dev/null
+"$here/kube/node.sh" start-kubelet "$base/b" n1 2>"$base/restart.err" || cat "$base/restart.err"
 check "a restarted kubelet's node is Ready again" [ "$(k get node n1 -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" = True ]
 check "and has its GPUs again" [ "$(k get node n1 -o jsonpath='{.status.allocatable.nvidia\.com/gpu}')" = 4 ]
 
@@ -106,6 +114,13 @@ for _ in $(seq 300); do
   sleep 0.2
 done
 check "a long pod runs" [ "$(k get pod sleeper -o jsonpath='{.status.phase}')" = Running ]
+sleeper_cgroups() {
+  local p
+  for p in $(pgrep -x sleep); do
+    tr '\0' ' ' <"/proc/$p/cmdline" | grep -q '^sleep 600 $' && cat "/proc/$p/cgroup"
+  done
+}
+check "its container runs in its node's cgroup subtree" grep -q ":pids:/$(cg_prefix "$base/b")n1/kubepods/" <<<"$(sleeper_cgroups)"
 kill -KILL "$(awk '$1=="containerd"{print $2}' "$base/b/nodes/n1/pids")"
 "$here/down.sh" "$base/b" 2>/dev/null
 check "stop after a killed containerd left no process, cgroup or mount" nothing_left "$base/b"
