@@ -29,7 +29,7 @@ leftover_procs() {
   d=$(cd "$1" && pwd -P)
   for p in /proc/[0-9]*; do
     [ "${p#/proc/}" = $$ ] && continue
-    if tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -qF "$d/" || [[ "$(readlink "$p/cwd" 2>/dev/null)" == "$d"/* ]]; then
+    if { tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null | grep -qF "$d/" || [[ "$(readlink "$p/cwd" 2>/dev/null)" == "$d"/* ]]; then
       [ "$(awk '{print $3}' "$p/stat" 2>/dev/null)" = Z ] || n=$((n + 1))
     fi
   done
