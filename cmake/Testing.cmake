@@ -20,6 +20,20 @@ set_tests_properties(testenv.up PROPERTIES FIXTURES_SETUP testenv LABELS e2e TIM
 add_test(NAME testenv.down COMMAND ${PROJECT_SOURCE_DIR}/testenv/down.sh ${SB_TESTENV_DIR})
 set_tests_properties(testenv.down PROPERTIES FIXTURES_CLEANUP testenv LABELS e2e TIMEOUT 120)
 
+# The fixture `testenv-kubelets`: a second environment whose Slurm nodes have real kubelets
+# (testenv/up.sh --kubelets: n1..n4 and kube-n5 for Slurm's n5), for the tests of the pod
+# lifecycle on real nodes. Its tests hold RESOURCE_LOCK testenv-kubelet-nodes.
+set(SB_TESTENV_KUBELETS_DIR ${CMAKE_BINARY_DIR}/testenv-kubelets)
+set(SB_TESTENV_KUBELETS_FILE ${SB_TESTENV_KUBELETS_DIR}/env)
+add_test(NAME testenv-kubelets.up
+         COMMAND ${PROJECT_SOURCE_DIR}/testenv/up.sh --kubelets --run-dir ${SB_TESTENV_KUBELETS_DIR})
+set_tests_properties(testenv-kubelets.up PROPERTIES FIXTURES_SETUP testenv-kubelets LABELS e2e
+                                                    TIMEOUT 600)
+add_test(NAME testenv-kubelets.down COMMAND ${PROJECT_SOURCE_DIR}/testenv/down.sh
+                                            ${SB_TESTENV_KUBELETS_DIR})
+set_tests_properties(testenv-kubelets.down PROPERTIES FIXTURES_CLEANUP testenv-kubelets LABELS e2e
+                                                      TIMEOUT 120)
+
 # sb_unit_test(<name> SOURCES ... LIBS ...): one GoogleTest binary, each test labelled `unit`.
 function(sb_unit_test name)
   cmake_parse_arguments(ARG "" "" "SOURCES;LIBS" ${ARGN})
@@ -37,6 +51,18 @@ function(sb_e2e_gtest name)
   target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gmock GTest::gtest_main)
   gtest_discover_tests(${name} PROPERTIES LABELS e2e FIXTURES_REQUIRED testenv TIMEOUT 600
     RESOURCE_LOCK testenv-nodes ENVIRONMENT SB_TESTENV=${SB_TESTENV_FILE} DISCOVERY_TIMEOUT 60)
+endfunction()
+
+# sb_e2e_kubelet_gtest(<name> SOURCES ... LIBS ...): as sb_e2e_gtest, against the environment
+# with kubelets (fixture testenv-kubelets).
+function(sb_e2e_kubelet_gtest name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;LIBS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  sb_set_warnings(${name})
+  target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gmock GTest::gtest_main)
+  gtest_discover_tests(${name} PROPERTIES LABELS e2e FIXTURES_REQUIRED testenv-kubelets
+    TIMEOUT 600 RESOURCE_LOCK testenv-kubelet-nodes
+    ENVIRONMENT SB_TESTENV=${SB_TESTENV_KUBELETS_FILE} DISCOVERY_TIMEOUT 60)
 endfunction()
 
 # sb_e2e_script(<name> <script> [args...]): a shell test against the real daemons.

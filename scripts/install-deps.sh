@@ -15,6 +15,9 @@ PACKAGES=(
   # scripts and tests call
   debootstrap etcd-server golang-1.19-go golang-github-modern-go-reflect2-dev
   curl jq openssl ca-certificates util-linux procps psmisc iproute2 xz-utils
+  # the kubelets' nodes (testenv/up.sh --kubelets): a containerd per node, runc, the CNI
+  # loopback plugin, and busybox for the test images (built offline, statically linked)
+  containerd runc containernetworking-plugins busybox-static
 )
 
 # kubectl for the demo and for people: Debian's kubernetes-client, unless a kubectl is already

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 #
-# Makes sure the cached test-environment artifacts exist (the Slurm chroot and the Kubernetes
-# binaries), building what is missing. The two builds run side by side: one waits mostly on the
+# Makes sure the cached test-environment artifacts exist (the Slurm chroot, the Kubernetes
+# binaries with the kubelet, and the nodes' container images), building what is missing. The two builds run side by side: one waits mostly on the
 # network, the other on the CPU.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -10,7 +10,7 @@ start=$SECONDS
 "$root/testenv/slurm/build-chroot.sh" &
 slurm=$!
 kube_rc=0
-"$root/testenv/kube/build.sh" || kube_rc=$?
+"$root/testenv/kube/build.sh" && "$root/testenv/kube/build-images.sh" || kube_rc=$?
 slurm_rc=0
 wait $slurm || slurm_rc=$?
 [ $slurm_rc = 0 ] || { echo "prepare-testenv: Slurm chroot build failed" >&2; exit 1; }

@@ -50,6 +50,19 @@ pids_in_ns() {
   done
 }
 
+# The converged nodes (up.sh --kubelets), side by side: everything in each node's cgroup
+# subtree; the nodes' mounts lived only in their own mount namespaces. Nodes are found by their
+# directories and by their cgroups (named after this run directory), whichever is left.
+cg_prefix="sb-$(printf '%s' "$(cd "$run_dir" && pwd -P)" | sha256sum | cut -c1-10)-"
+node_names=$({
+  for d in "$run_dir"/nodes/*/; do [ -d "$d" ] && basename "$d"; done
+  for d in /sys/fs/cgroup/*/"$cg_prefix"*/; do [ -d "$d" ] && basename "$d" | sed "s/^$cg_prefix//"; done
+} | sort -u)
+if [ -n "$node_names" ]; then
+  for n in $node_names; do "$here/kube/node.sh" down "$run_dir" "$n" & done
+  wait
+fi
+
 S="$run_dir/slurm"
 # The recorded pids that are still this environment's (pids are reused): without the check, a
 # second down.sh, or the one up.sh runs before a start, stopped whichever Slurm had them now.

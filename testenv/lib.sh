@@ -9,6 +9,10 @@ SB_KUBE_DIR="${SB_KUBE_DIR:-$SB_CACHE_DIR/kube-1.20.2}"
 # Bumped when the chroot's content changes, so old caches are rebuilt.
 SB_CHROOT_STAMP=".slurm-bridge-chroot-v1"
 SB_KUBE_STAMP=".slurm-bridge-kube-v4"
+SB_KUBELET_STAMP=".slurm-bridge-kubelet-v1"
+# The container images of the kubelets' nodes (testenv/kube/build-images.sh).
+SB_IMAGES_DIR="${SB_IMAGES_DIR:-$SB_CACHE_DIR/images}"
+SB_IMAGES_STAMP=".slurm-bridge-images-v1"
 DEBIAN_MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }

@@ -8,13 +8,20 @@
 # environments can run side by side. Writes RUN_DIR/env, a shell-sourceable file with what
 # clients need, and prints its path. On any failure it stops what it started (down.sh).
 #
-# Usage: up.sh [--run-dir DIR] [--no-slurm] [--no-kube] [--no-kcm] [--nodes N]
+# With --kubelets the nodes are converged: each Slurm node n1..nN also gets a real kubelet and
+# its own containerd (testenv/kube/node.sh), registered as the Kubernetes Node of the same
+# name, plus one extra Slurm node n(N+1) whose kubelet registers as kube-n(N+1) with the label
+# slinky.slurm.net/slurm-nodename=n(N+1). Every Node advertises nvidia.com/gpu as Slurm's GRES
+# (4), and the controller manager also runs the node lifecycle controller. Without --kubelets
+# there are no kubelets: tests register the Node objects they need (kube/register-nodes.sh).
+#
+# Usage: up.sh [--run-dir DIR] [--no-slurm] [--no-kube] [--no-kcm] [--nodes N] [--kubelets]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
 need_root
 
-run_dir="" with_slurm=1 with_kube=1 with_kcm=1 nodes=4
+run_dir="" with_slurm=1 with_kube=1 with_kcm=1 nodes=4 with_kubelets=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --run-dir) run_dir=$2; shift 2 ;;
@@ -22,11 +29,24 @@ while [ $# -gt 0 ]; do
     --no-kube) with_kube=0; with_kcm=0; shift ;;
     --no-kcm) with_kcm=0; shift ;;
     --nodes) nodes=$2; shift 2 ;;
-    -h|--help) sed -n '3,12p' "$0"; exit 0 ;;
+    --kubelets) with_kubelets=1; shift ;;
+    -h|--help) sed -n '3,19p' "$0"; exit 0 ;;
     *) die "unknown argument: $1" ;;
   esac
 done
 [[ "$nodes" =~ ^[1-9][0-9]?$ ]] || die "--nodes wants 1..99, got '$nodes'"
+if [ $with_kubelets = 1 ]; then
+  [ $with_slurm = 1 ] && [ $with_kube = 1 ] && [ $with_kcm = 1 ] || die "--kubelets needs Slurm, kube and the controller manager"
+fi
+# Every Slurm node has this many (fake) GPUs; a kubelet's Node advertises as many.
+gpus_per_node=4
+# Slurm's nodes, and with --kubelets the Kubernetes name of each (NAME=SLURM_NAME).
+slurm_count=$((nodes + with_kubelets))
+kube_nodes=()
+if [ $with_kubelets = 1 ]; then
+  for ((i = 1; i <= nodes; i++)); do kube_nodes+=("n$i=n$i"); done
+  kube_nodes+=("kube-n$slurm_count=n$slurm_count")
+fi
 if [ -z "$run_dir" ]; then
   run_dir=$(mktemp -d "${TMPDIR:-/tmp}/slurm-bridge-env.XXXXXX")
 else
@@ -62,10 +82,10 @@ start_slurm() {
   local ctld_port rest_port first_slurmd last_slurmd
   ctld_port=$(free_port)
   rest_port=$(free_port)
-  # slurmd ports must be consecutive (Port=[a-b]); find a free run of $nodes.
+  # slurmd ports must be consecutive (Port=[a-b]); find a free run of $slurm_count.
   while :; do
     first_slurmd=$(free_port)
-    last_slurmd=$((first_slurmd + nodes - 1))
+    last_slurmd=$((first_slurmd + slurm_count - 1))
     local p ok=1
     for ((p = first_slurmd; p <= last_slurmd; p++)); do
       if ss -Htan "( sport = :$p )" | grep -q . || [[ "$SB_TAKEN_PORTS" == *" $p "* && $p != "$first_slurmd" ]]; then ok=0; fi
@@ -73,7 +93,7 @@ start_slurm() {
     [ $ok = 1 ] && break
   done
   local node_names
-  node_names=$(seq -f 'n%g' 1 "$nodes" | paste -sd,)
+  node_names=$(seq -f 'n%g' 1 "$slurm_count" | paste -sd,)
   cat >"$S/etc/slurm.conf" <<CONF
 # Written by testenv/up.sh for $run_dir
 ClusterName=lab
@@ -115,15 +135,15 @@ MinJobAge=60
 KillWait=5
 InactiveLimit=0
 Waittime=0
-NodeName=n[1-$nodes] NodeHostname=slurmlab NodeAddr=127.0.0.1 Port=[$first_slurmd-$last_slurmd] CPUs=8 Boards=1 SocketsPerBoard=1 CoresPerSocket=8 ThreadsPerCore=1 RealMemory=16000 Gres=gpu:fake:4 State=UNKNOWN
-PartitionName=batch Nodes=n[1-$nodes] Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
+NodeName=n[1-$slurm_count] NodeHostname=slurmlab NodeAddr=127.0.0.1 Port=[$first_slurmd-$last_slurmd] CPUs=8 Boards=1 SocketsPerBoard=1 CoresPerSocket=8 ThreadsPerCore=1 RealMemory=16000 Gres=gpu:fake:$gpus_per_node State=UNKNOWN
+PartitionName=batch Nodes=n[1-$slurm_count] Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
 # External nodes (no slurmd) register at run time with Feature=ext: POST /new/node/.
 NodeSet=extset Feature=ext
 PartitionName=ext Nodes=extset MaxTime=INFINITE State=UP
 CONF
   cat >"$S/etc/gres.conf" <<CONF
 AutoDetect=off
-NodeName=n[1-$nodes] Name=gpu Type=fake File=/var/lib/fakegpu/nvidia[0-3]
+NodeName=n[1-$slurm_count] Name=gpu Type=fake File=/var/lib/fakegpu/nvidia[0-$((gpus_per_node - 1))]
 CONF
   echo "CgroupPlugin=disabled" >"$S/etc/cgroup.conf"
   head -c 1024 /dev/urandom >"$S/etc/slurm.key"
@@ -137,7 +157,7 @@ CONF
   # A root-readable copy of the JWT key for clients that mint their own tokens.
   install -m 600 "$S/etc/jwt_hs256.key" "$S/jwt_hs256.key"
 
-  log "starting Slurm ($nodes nodes; slurmctld :$ctld_port, slurmd :$first_slurmd-$last_slurmd, slurmrestd :$rest_port)"
+  log "starting Slurm ($slurm_count nodes; slurmctld :$ctld_port, slurmd :$first_slurmd-$last_slurmd, slurmrestd :$rest_port)"
   setsid unshare --mount --uts --fork "$here/slurm/supervise.sh" "$SB_CHROOT" "$S" "127.0.0.1:$rest_port" "$node_names" \
     >"$S/log/supervisor.log" 2>&1 </dev/null &
   echo $! >"$S/unshare.pid"
@@ -172,9 +192,27 @@ start_kube() {
   etcd_port=$(free_port)
   peer_port=$(free_port)
   api_port=$(free_port)
-  token=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
+  mktoken() { head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
+  token=$(mktoken)
   (umask 077; echo "$token,admin,admin,system:masters" >"$K/tokens.csv"; printf '%s\n' "$token" >"$K/token")
   openssl genrsa -out "$K/sa.key" 2048 2>/dev/null
+  # With kubelets: a token per node (system:node:NAME, authorised by the Node authorizer and
+  # NodeRestriction as in production), and the apiserver runs in its own mount namespace whose
+  # /etc/hosts maps every node name to 127.0.0.1. It reaches a kubelet (logs, exec) at the Node's
+  # Hostname address, because a kubelet refuses a loopback InternalIP.
+  local authz=(--authorization-mode RBAC) wrap=() spec kname
+  if [ $with_kubelets = 1 ]; then
+    echo "127.0.0.1 localhost" >"$K/hosts"
+    for spec in "${kube_nodes[@]}"; do
+      kname=${spec%%=*}
+      (umask 077; mktoken >"$K/token.$kname")
+      echo "$(cat "$K/token.$kname"),system:node:$kname,node-$kname,system:nodes" >>"$K/tokens.csv"
+      echo "127.0.0.1 $kname" >>"$K/hosts"
+    done
+    authz=(--authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction
+      --kubelet-preferred-address-types Hostname,InternalIP)
+    wrap=(unshare --mount --propagation private -- sh -c 'mount --bind "$0" /etc/hosts && exec "$@"' "$K/hosts")
+  fi
 
   log "starting etcd :$etcd_port and kube-apiserver :$api_port"
   setsid etcd --name sb --data-dir "$K/etcd/data" \
@@ -183,9 +221,9 @@ start_kube() {
     --initial-cluster "sb=http://127.0.0.1:$peer_port" --log-level warn \
     >"$K/log/etcd.log" 2>&1 </dev/null &
   echo "etcd $!" >>"$K/pids"
-  setsid "$B/kube-apiserver" --etcd-servers "http://127.0.0.1:$etcd_port" \
+  setsid "${wrap[@]}" "$B/kube-apiserver" --etcd-servers "http://127.0.0.1:$etcd_port" \
     --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" --insecure-port 0 \
-    --cert-dir "$K/certs" --token-auth-file "$K/tokens.csv" --authorization-mode RBAC \
+    --cert-dir "$K/certs" --token-auth-file "$K/tokens.csv" "${authz[@]}" \
     --service-account-issuer https://kubernetes.default.svc --service-account-key-file "$K/sa.key" \
     --service-account-signing-key-file "$K/sa.key" --service-cluster-ip-range 10.96.0.0/16 \
     --endpoint-reconciler-type none --allow-privileged \
@@ -202,7 +240,9 @@ start_kube() {
     done <"$K/pids"
     sleep 0.2
   done
-  cat >"$K/kubeconfig" <<CONF
+  # kubeconfig FILE USER TOKEN_FILE
+  kubeconfig() {
+    cat >"$1" <<CONF
 apiVersion: v1
 kind: Config
 clusters:
@@ -211,18 +251,24 @@ clusters:
     server: $url
     certificate-authority: $K/certs/apiserver.crt
 users:
-- name: admin
+- name: $2
   user:
-    tokenFile: $K/token
+    tokenFile: $3
 contexts:
 - name: slurm-bridge-testenv
   context:
     cluster: slurm-bridge-testenv
-    user: admin
+    user: $2
     namespace: default
 current-context: slurm-bridge-testenv
 CONF
-  chmod 600 "$K/kubeconfig"
+    chmod 600 "$1"
+  }
+  kubeconfig "$K/kubeconfig" admin "$K/token"
+  for spec in "${kube_nodes[@]}"; do
+    kname=${spec%%=*}
+    kubeconfig "$K/kubeconfig.$kname" "system:node:$kname" "$K/token.$kname"
+  done
   emit KUBECONFIG "$K/kubeconfig"
   emit KUBE_APISERVER_URL "$url"
   emit KUBE_CA_FILE "$K/certs/apiserver.crt"
@@ -240,9 +286,13 @@ CONF
     -f "$here/kube/crds/" >/dev/null || die "the CRDs of testenv/kube/crds were not established"
 
   if [ $with_kcm = 1 ]; then
-    log "starting kube-controller-manager (job, replicaset, garbagecollector)"
+    # The node lifecycle controller only with kubelets: it would mark the registered Nodes of
+    # the other mode, which no kubelet heartbeats, NotReady.
+    local controllers=job,replicaset,garbagecollector
+    [ $with_kubelets = 0 ] || controllers+=,nodelifecycle
+    log "starting kube-controller-manager ($controllers)"
     setsid "$B/kube-controller-manager" --kubeconfig "$K/kubeconfig" --master "$url" \
-      --controllers job,replicaset,garbagecollector --leader-elect=false \
+      --controllers "$controllers" --leader-elect=false \
       --bind-address 127.0.0.1 --secure-port 0 --port 0 \
       >"$K/log/kube-controller-manager.log" 2>&1 </dev/null &
     echo "kube-controller-manager $!" >>"$K/pids"
@@ -266,5 +316,28 @@ for f in "$run_dir/kube/pids" "$run_dir/slurm/pids"; do
     kill -0 "$pid" 2>/dev/null || die "$name exited right after start"
   done <"$f"
 done
+
+# The converged nodes: all start side by side, then each must be Ready with its GPUs.
+if [ $with_kubelets = 1 ]; then
+  [ -f "$SB_KUBE_DIR/$SB_KUBELET_STAMP" ] || die "no kubelet in $SB_KUBE_DIR: run testenv/kube/build.sh"
+  "$here/kube/build-images.sh" >/dev/null 2>&1 || die "building the node images failed: run testenv/kube/build-images.sh"
+  kubelets_started=$SECONDS
+  log "starting kubelets: ${kube_nodes[*]}"
+  knames=()
+  for spec in "${kube_nodes[@]}"; do
+    knames+=("${spec%%=*}")
+    "$here/kube/node.sh" up "$run_dir" "${spec%%=*}" "${spec#*=}" "$gpus_per_node"
+  done
+  readies=()
+  for k in "${knames[@]}"; do
+    "$here/kube/node.sh" ready "$run_dir" "$k" &
+    readies+=($!)
+  done
+  for r in "${readies[@]}"; do wait "$r" || die "a node did not become Ready (logs: $run_dir/nodes/*/log)"; done
+  log "kubelets Ready in $((SECONDS - kubelets_started)) s"
+  emit KUBE_NODES "$(IFS=,; echo "${knames[*]}")"
+  emit KUBE_SLURM_NODES "$(IFS=,; echo "${kube_nodes[*]}")"
+  emit SB_KUBELETS 1
+fi
 log "environment up in $((SECONDS - started)) s: $env_file"
 echo "$env_file"

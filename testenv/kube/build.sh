@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 #
-# Builds kube-apiserver, kube-controller-manager and kube-scheduler v1.20.2 offline from Debian
-# bookworm's `kubernetes` source package (its orig tarball carries the full tree with vendor/),
-# with Debian's Go 1.19, into the cache, once. Does nothing when the binaries are there.
+# Builds kube-apiserver, kube-controller-manager, kube-scheduler and the kubelet v1.20.2 offline
+# from Debian bookworm's `kubernetes` source package (its orig tarball carries the full tree with
+# vendor/), with Debian's Go 1.19, into the cache, once. Builds only what the cache lacks: the
+# control plane (stamp SB_KUBE_STAMP) and the kubelet (stamp SB_KUBELET_STAMP) separately, so a
+# cache from before the kubelet gets just the kubelet added.
 # The machine's apt sources are left alone: a private APT_CONFIG adds the deb-src line.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -12,10 +14,19 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 KUBE_SRC_VERSION="${KUBE_SRC_VERSION:-1.20.5+really1.20.2-1.1+deb12u1}"
 GO="${GO:-/usr/lib/go-1.19/bin/go}"
 
-if [ -f "$SB_KUBE_DIR/$SB_KUBE_STAMP" ]; then
+# One build at a time per cache (the work dir is shared); a second caller waits, then finds the
+# binaries built.
+mkdir -p "$SB_CACHE_DIR"
+exec 9>"$SB_CACHE_DIR/kube-build.lock"
+flock 9
+want=()
+[ -f "$SB_KUBE_DIR/$SB_KUBE_STAMP" ] || want+=(kube-apiserver kube-controller-manager kube-scheduler)
+[ -f "$SB_KUBE_DIR/$SB_KUBELET_STAMP" ] || want+=(kubelet)
+if [ ${#want[@]} -eq 0 ]; then
   log "kubernetes binaries ready: $SB_KUBE_DIR/bin"
   exit 0
 fi
+log "building ${want[*]}"
 [ -x "$GO" ] || die "$GO missing: run scripts/install-deps.sh (golang-1.19-go)"
 start=$SECONDS
 mkdir -p "$SB_CACHE_DIR/src"
@@ -63,7 +74,9 @@ rm -f "$tree/vendor/github.com/modern-go/reflect2/go.mod"
 
 export GOPATH="$work/gopath" GOCACHE="$work/gocache" GO111MODULE=off GOPROXY=off GOFLAGS= CGO_ENABLED=0
 cd "$tree"
-# The one generated file the tarball lacks (upstream's make generates it).
+# The one generated file the tarball lacks (upstream's make generates it); the apiserver needs
+# it, the kubelet does not.
+if [[ " ${want[*]} " == *" kube-apiserver "* ]]; then
 log "generating pkg/generated/openapi"
 "$GO" build -o "$work/openapi-gen" ./vendor/k8s.io/kube-openapi/cmd/openapi-gen
 pkgs=$(grep -rl --include='*.go' '+k8s:openapi-gen=' --exclude-dir=vendor --exclude-dir=_output . |
@@ -73,6 +86,7 @@ pkgs=$(grep -rl --include='*.go' '+k8s:openapi-gen=' --exclude-dir=vendor --excl
 "$work/openapi-gen" -i "$pkgs" -p k8s.io/kubernetes/pkg/generated/openapi -O zz_generated.openapi \
   -h vendor/k8s.io/code-generator/hack/boilerplate.go.txt -r "$work/openapi-report.txt" >"$work/openapi-gen.log" 2>&1 ||
   { tail -20 "$work/openapi-gen.log" >&2; die "openapi-gen failed"; }
+fi
 
 # /version must say v1.20.2. -X on the vendored package paths does not take in GOPATH mode with
 # staging symlinks, so the defaults in both version packages (component-base's, behind
@@ -86,15 +100,19 @@ for base in "$tree/staging/src/k8s.io/component-base/version/base.go" \
 done
 ldflags="-s -w"
 mkdir -p "$work/bin"
-for cmd in kube-apiserver kube-controller-manager kube-scheduler; do
+for cmd in "${want[@]}"; do
+  t=$SECONDS
   log "go build $cmd"
   "$GO" build -ldflags "$ldflags" -o "$work/bin/$cmd" "./cmd/$cmd"
+  log "$cmd built in $((SECONDS - t)) s"
 done
-"$work/bin/kube-apiserver" --version
-rm -rf "$SB_KUBE_DIR"
-mkdir -p "$SB_KUBE_DIR"
-mv "$work/bin" "$SB_KUBE_DIR/bin"
-"$SB_KUBE_DIR/bin/kube-apiserver" --version >"$SB_KUBE_DIR/$SB_KUBE_STAMP"
+mkdir -p "$SB_KUBE_DIR/bin"
+for cmd in "${want[@]}"; do
+  "$work/bin/$cmd" --version >/dev/null || die "$cmd --version failed"
+  mv -f "$work/bin/$cmd" "$SB_KUBE_DIR/bin/$cmd"
+done
+[ -f "$SB_KUBE_DIR/$SB_KUBE_STAMP" ] || "$SB_KUBE_DIR/bin/kube-apiserver" --version >"$SB_KUBE_DIR/$SB_KUBE_STAMP"
+[ -f "$SB_KUBE_DIR/$SB_KUBELET_STAMP" ] || "$SB_KUBE_DIR/bin/kubelet" --version >"$SB_KUBE_DIR/$SB_KUBELET_STAMP"
 cd /
 rm -rf "$work"
 log "kubernetes binaries ready in $((SECONDS - start)) s: $SB_KUBE_DIR/bin"
