@@ -73,6 +73,7 @@ struct Stats {
   std::uint64_t bind_errors = 0;
   std::uint64_t state_polls = 0;
   std::uint64_t job_lists = 0;
+  std::uint64_t job_lists_unchanged = 0;  // of job_lists: Slurm said no job changed
 };
 
 class Scheduler {
@@ -172,6 +173,11 @@ class Scheduler {
   // Asks Slurm about tracked jobs a list left out (GET /job/{id}): gone, or just newer.
   boost::asio::awaitable<void> ConfirmMissing();
   boost::asio::awaitable<Result<void>> ListJobs(bool startup);
+  // A full list read: listed_ anew, and (after start-up) the tracked jobs' states and reasons.
+  void ApplyJobList(const std::vector<slurm::JobInfo>& jobs, kube::Clock::TimePoint asked,
+                    bool startup);
+  // Cancels a second live job of a tracked group (listed_), unless pods are bound to it.
+  boost::asio::awaitable<void> CancelDuplicates();
   boost::asio::awaitable<Result<void>> ListSlurmNodes();
   void ApplyState(TrackedJob& job, const std::string& state);
 
@@ -213,6 +219,7 @@ class Scheduler {
   // Slurm's last job list: live jobs tagged by this scheduler, by group key; when it was asked.
   std::map<std::string, std::vector<JobView>> listed_;
   std::optional<kube::Clock::TimePoint> listed_at_;
+  std::int64_t jobs_since_ = 0;  // Slurm's last_update of the last full list (update_time)
   bool listing_ = false;
   // Groups whose last submit had an unknown outcome (timeout, lost connection), since when.
   std::unordered_map<std::string, kube::Clock::TimePoint> submit_doubt_;

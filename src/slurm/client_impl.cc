@@ -27,9 +27,6 @@ constexpr int kAlreadyDone = 2021;
 constexpr int kJobNotPending = 2073;
 constexpr int kJobNotRunning = 2085;
 
-// Job ids per /jobs/state/ request: keeps the URL well under slurmrestd's limits.
-constexpr std::size_t kStateBatch = 200;
-
 bool IsOk(int status) { return status >= 200 && status < 300; }
 
 // Slurm's answer for a node it does not know (GET /node/{name}): error number 0 ("No error"),
@@ -123,22 +120,29 @@ class ClientImpl final : public Client {
                              ErrorCode::kInvalidArgument, config_.jobs_body_limit);
   }
 
+  Task<JobList> ListJobsSince(std::int64_t update_time) override {
+    std::string path = "/jobs/";
+    if (update_time > 0) {
+      path += "?update_time=" + std::to_string(update_time);
+    }
+    auto list = co_await Fetch("list jobs", Method::kGet, std::move(path), "", DecodeJobList,
+                               ErrorCode::kInvalidArgument, config_.jobs_body_limit);
+    if (list && update_time <= 0) {
+      list->unchanged = false;  // a full list was asked for: empty means no jobs
+    }
+    co_return list;
+  }
+
   Task<std::vector<JobStateEntry>> JobStates(std::vector<std::int64_t> job_ids) override {
     std::vector<JobStateEntry> out;
-    std::size_t i = 0;
-    do {
-      std::string query;
-      for (std::size_t n = 0; n < kStateBatch && i < job_ids.size(); ++n, ++i) {
-        query += (query.empty() ? "?job_id=" : "&job_id=") + std::to_string(job_ids[i]);
-      }
-      auto part =
-          co_await Fetch("job states", Method::kGet, "/jobs/state/" + query, "", DecodeJobStates,
-                         ErrorCode::kInvalidArgument, config_.jobs_body_limit);
+    for (std::string& path : JobStatePaths(job_ids)) {
+      auto part = co_await Fetch("job states", Method::kGet, std::move(path), "", DecodeJobStates,
+                                 ErrorCode::kInvalidArgument, config_.jobs_body_limit);
       if (!part) {
         co_return tl::unexpected(part.error());
       }
       std::move(part->begin(), part->end(), std::back_inserter(out));
-    } while (i < job_ids.size());
+    }
     co_return out;
   }
 
@@ -377,6 +381,24 @@ class ClientImpl final : public Client {
 };
 
 }  // namespace
+
+std::vector<std::string> JobStatePaths(const std::vector<std::int64_t>& job_ids) {
+  std::vector<std::string> paths;
+  std::string query;
+  for (std::int64_t id : job_ids) {
+    std::string param = (query.empty() ? "?job_id=" : "&job_id=") + std::to_string(id);
+    if (!query.empty() && query.size() + param.size() > kJobStateQueryBytes) {
+      paths.push_back("/jobs/state/" + query);
+      query.clear();
+      param = "?job_id=" + std::to_string(id);
+    }
+    query += param;
+  }
+  if (!query.empty() || paths.empty()) {
+    paths.push_back("/jobs/state/" + query);
+  }
+  return paths;
+}
 
 Error ClassifySlurmError(std::string_view operation, int http_status,
                          std::vector<ErrorDetail> errors, std::string_view body) {
