@@ -16,10 +16,13 @@
 //     cancelled), so a restart never submits a second job for a group. A submit whose outcome
 //     is unknown is followed by a job list before the group is looked at again; every job list
 //     cancels a tracked group's second unbound job.
-//   - Slurm is watched at a cost that does not grow with the number of waiting pods: one
-//     GET /jobs/state/ every jobPollInterval (all jobs, one call), one GET /jobs/ every
-//     jobListInterval (state reasons), one GET /nodes/ every nodeListInterval, and a GET /job/{id}
-//     only when a job changes state.
+//   - Slurm is watched at a cost that follows this scheduler's jobs, not the cluster's: one
+//     GET /jobs/state/?job_id=... of the tracked jobs every jobPollInterval (one request up to
+//     about 2,000 jobs; none while no job is tracked), one GET /jobs/?update_time=... every
+//     jobListInterval while jobs are tracked (state reasons, duplicates; Slurm sends every job
+//     only when one changed since the last list, else "no change" and the last list holds), one
+//     GET /nodes/ every nodeListInterval, and a GET /job/{id} only when a job changes state.
+//     Start-up reads the full job list once (adoption before the first submit).
 //   - While the job waits, each pod has PodScheduled=False (reason Unschedulable) and a Warning
 //     FailedScheduling event with Slurm's words ("waiting for Slurm job 12 in partition gpu:
 //     Resources"), written again only when the words change.

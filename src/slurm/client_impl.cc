@@ -117,7 +117,7 @@ class ClientImpl final : public Client {
 
   Task<std::vector<JobInfo>> ListJobs() override {
     co_return co_await Fetch("list jobs", Method::kGet, "/jobs/", "", DecodeJobs,
-                             ErrorCode::kInvalidArgument, config_.jobs_body_limit);
+                             ErrorCode::kInvalidArgument, /*job_list=*/true);
   }
 
   Task<JobList> ListJobsSince(std::int64_t update_time) override {
@@ -126,7 +126,7 @@ class ClientImpl final : public Client {
       path += "?update_time=" + std::to_string(update_time);
     }
     auto list = co_await Fetch("list jobs", Method::kGet, std::move(path), "", DecodeJobList,
-                               ErrorCode::kInvalidArgument, config_.jobs_body_limit);
+                               ErrorCode::kInvalidArgument, /*job_list=*/true);
     if (list && update_time <= 0) {
       list->unchanged = false;  // a full list was asked for: empty means no jobs
     }
@@ -137,7 +137,7 @@ class ClientImpl final : public Client {
     std::vector<JobStateEntry> out;
     for (std::string& path : JobStatePaths(job_ids)) {
       auto part = co_await Fetch("job states", Method::kGet, std::move(path), "", DecodeJobStates,
-                                 ErrorCode::kInvalidArgument, config_.jobs_body_limit);
+                                 ErrorCode::kInvalidArgument, /*job_list=*/true);
       if (!part) {
         co_return tl::unexpected(part.error());
       }
@@ -287,8 +287,8 @@ class ClientImpl final : public Client {
   template <typename T>
   Task<T> Fetch(std::string op, Method method, std::string path, std::string body,
                 Result<Reply<T>> (*decode)(std::string_view),
-                ErrorCode errors_on_ok = ErrorCode::kInvalidArgument, std::size_t body_limit = 0) {
-    auto r = co_await Call(op, method, std::move(path), std::move(body), body_limit);
+                ErrorCode errors_on_ok = ErrorCode::kInvalidArgument, bool job_list = false) {
+    auto r = co_await Call(op, method, std::move(path), std::move(body), job_list);
     if (!r) {
       co_return tl::unexpected(r.error());
     }
@@ -298,17 +298,17 @@ class ClientImpl final : public Client {
   // Sends one request to /slurm/<version><path> with the token; on 401/511 re-reads the token
   // and tries once more.
   Task<HttpResponse> Call(std::string op, Method method, std::string path, std::string body,
-                          std::size_t body_limit = 0) {
+                          bool job_list = false) {
     Result<ApiVersion> version = co_await Version();
     if (!version) {
       co_return tl::unexpected(version.error());
     }
     std::string target = "/slurm/" + std::string(ApiVersionName(*version)) + path;
-    co_return co_await Send(std::move(op), method, std::move(target), std::move(body), body_limit);
+    co_return co_await Send(std::move(op), method, std::move(target), std::move(body), job_list);
   }
 
   Task<HttpResponse> Send(std::string op, Method method, std::string target, std::string body,
-                          std::size_t body_limit = 0) {
+                          bool job_list = false) {
     for (int attempt = 0;; ++attempt) {
       Result<std::string> token = tokens_->Token();
       if (!token) {
@@ -317,7 +317,10 @@ class ClientImpl final : public Client {
         co_return tl::unexpected(std::move(e));
       }
       HttpRequest req{.method = method, .target = target, .headers = {}, .body = body};
-      req.body_limit = body_limit;
+      if (job_list) {  // every job slurmctld knows: larger and slower than other replies
+        req.body_limit = config_.jobs_body_limit;
+        req.timeout = config_.jobs_timeout;
+      }
       req.headers.push_back({"X-SLURM-USER-TOKEN", *token});
       if (!config_.user_name.empty()) {
         req.headers.push_back({"X-SLURM-USER-NAME", config_.user_name});

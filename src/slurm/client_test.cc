@@ -401,6 +401,28 @@ TEST_F(SlurmClientTest, ListJobsSinceTellsNoChangeFromNoJobs) {
   EXPECT_FALSE(asked_all->unchanged);
 }
 
+// Review item 13: a full job list may take longer than other replies (1.7 s for 2,005 jobs on
+// slurmrestd 26.05): it has its own deadline, jobs_timeout, beside http.timeout.
+TEST_F(SlurmClientTest, JobListsHaveTheirOwnDeadline) {
+  Serve([](const FakeRequest& r) {
+    FakeReply reply =
+        r.target.find("/jobs/") != std::string::npos ? Recorded("jobs") : Recorded("nodes");
+    reply.delay = std::chrono::milliseconds(300);
+    return reply;
+  });
+  ClientConfig config{.version = ApiVersion::kV0044};
+  config.http.timeout = std::chrono::milliseconds(100);
+  config.http.max_attempts = 1;
+  config.jobs_timeout = std::chrono::seconds(10);
+  auto client = Make(config);
+  auto listed = Run(client->ListJobsSince(0));
+  ASSERT_TRUE(listed.has_value()) << listed.error().ToString();
+  auto nodes = Run(client->ListNodes());
+  ASSERT_FALSE(nodes.has_value());
+  EXPECT_EQ(nodes.error().code, ErrorCode::kDeadlineExceeded) << nodes.error().ToString();
+  EXPECT_EQ(ClientConfig{}.jobs_timeout, std::chrono::minutes(5));
+}
+
 TEST_F(SlurmClientTest, CancelWithSignalAndUpdateOfARunningJob) {
   Serve([](const FakeRequest& r) {
     if (r.method == "DELETE") {
