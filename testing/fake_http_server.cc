@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
+#include <limits>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -71,11 +72,16 @@ struct FakeHttpServer::Impl {
     Impl& d = *self;
     boost::beast::flat_buffer buffer;
     for (;;) {
-      http::request<http::string_body> req;
-      auto [ec, n] = co_await http::async_read(socket, buffer, req, kTuple);
+      // Headers as long as slurmrestd takes (about 80 KB: long /jobs/state/ queries), not
+      // Beast's default 8 KiB.
+      http::request_parser<http::string_body> parser;
+      parser.header_limit(128 * 1024);
+      parser.body_limit(std::numeric_limits<std::uint64_t>::max());
+      auto [ec, n] = co_await http::async_read(socket, buffer, parser, kTuple);
       if (ec || d.stopped) {
         co_return;
       }
+      http::request<http::string_body> req = parser.release();
       FakeRequest fr;
       fr.method = std::string(req.method_string());
       fr.target = std::string(req.target());

@@ -28,6 +28,7 @@ std::int64_t FakeSlurmClient::AddJob(slurm::JobInfo job) {
   const std::int64_t id = job.job_id;
   next_job_id = std::max(next_job_id, id + 1);
   jobs_[id] = std::move(job);
+  ++changed_;
   return id;
 }
 
@@ -46,6 +47,7 @@ bool FakeSlurmClient::SetJobState(std::int64_t id, std::vector<std::string> stat
   auto it = jobs_.find(id);
   if (it == jobs_.end()) return false;
   it->second.job_state = std::move(state);
+  ++changed_;
   return true;
 }
 
@@ -53,10 +55,14 @@ bool FakeSlurmClient::SetJobTag(std::int64_t id, std::string admin_comment) {
   auto it = jobs_.find(id);
   if (it == jobs_.end()) return false;
   it->second.admin_comment = std::move(admin_comment);
+  ++changed_;
   return true;
 }
 
-void FakeSlurmClient::Forget(std::int64_t id) { jobs_.erase(id); }
+void FakeSlurmClient::Forget(std::int64_t id) {
+  jobs_.erase(id);
+  ++changed_;
+}
 
 const slurm::JobInfo* FakeSlurmClient::Job(std::int64_t id) const {
   auto it = jobs_.find(id);
@@ -146,9 +152,23 @@ slurm::Task<std::vector<slurm::JobInfo>> FakeSlurmClient::ListJobs() {
   co_return out;
 }
 
+slurm::Task<slurm::JobList> FakeSlurmClient::ListJobsSince(std::int64_t update_time) {
+  if (auto f = Enter("ListJobsSince")) co_return tl::unexpected(f->error);
+  slurm::JobList out;
+  if (update_time > 0 && update_time >= changed_) {
+    out.unchanged = true;
+    co_return out;
+  }
+  for (const auto& [id, j] : jobs_) out.jobs.push_back(j);
+  out.last_update = changed_;
+  co_return out;
+}
+
 slurm::Task<std::vector<slurm::JobStateEntry>> FakeSlurmClient::JobStates(
     std::vector<std::int64_t> job_ids) {
+  state_queries_.push_back(job_ids);
   if (auto f = Enter("JobStates")) co_return tl::unexpected(f->error);
+  stats_.requests += slurm::JobStatePaths(job_ids).size() - 1;  // the real client's batching
   std::vector<slurm::JobStateEntry> out;
   for (const auto& [id, j] : jobs_) {
     if (job_ids.empty() || std::ranges::find(job_ids, id) != job_ids.end()) {
@@ -173,6 +193,7 @@ slurm::Task<bool> FakeSlurmClient::UpdateJob(std::int64_t job_id, slurm::JobDesc
   if (!changes.admin_comment.empty()) j.admin_comment = changes.admin_comment;
   if (!changes.comment.empty()) j.comment = changes.comment;
   if (!changes.nodes.empty()) j.nodes = changes.nodes;
+  ++changed_;
   co_return true;
 }
 
@@ -184,6 +205,7 @@ slurm::Task<bool> FakeSlurmClient::CancelJob(std::int64_t job_id, slurm::CancelO
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) co_return tl::unexpected(NotFound("job " + std::to_string(job_id)));
   if (!Ended(it->second.BaseState())) it->second.job_state = {"CANCELLED"};
+  ++changed_;
   if (f) co_return tl::unexpected(f->error);
   co_return true;
 }

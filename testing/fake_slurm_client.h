@@ -13,7 +13,10 @@
 //     job applies name, partition, admin_comment, comment, nodes, excluded_nodes; of any other
 //     job kFailedPrecondition (Slurm's 2073).
 //   - JobStates with no ids answers every job, with ids the known ones among them (forgotten
-//     jobs are left out, as slurmrestd does).
+//     jobs are left out, as slurmrestd does); state_queries() keeps the id list of every call.
+//   - ListJobsSince(t): every change above (and AddJob, SubmitJob, Forget) moves a logical
+//     clock on; a list answers last_update = that clock, and `unchanged` (no jobs) when t > 0
+//     and nothing changed since the list that gave t, as slurmctld does.
 //   - Nodes: AddNode/SetNodeState; GetNode of an unknown node is kNotFound.
 //   - Failure injection: FailNext(call, error, times) makes the next `times` calls of `call`
 //     ("SubmitJob", "GetJob", "ListJobs", "JobStates", "UpdateJob", "CancelJob", "JobResources",
@@ -23,6 +26,8 @@
 //     returned after: an outcome the caller cannot know (a timeout after the write).
 //   - Counters: calls(name) counts every call of `name`, failed ones included; cancels() lists
 //     the job ids CancelJob was called with, in order; submitted() the descriptions submitted.
+//     http_stats().requests counts the HTTP requests the real client would send: one per call,
+//     and for JobStates one per path of slurm::JobStatePaths (its batching).
 //
 // Thread model: loop-confined, like the real client; the awaitables complete without
 // suspending.
@@ -68,6 +73,10 @@ class FakeSlurmClient final : public slurm::Client {
   [[nodiscard]] int calls(const std::string& name) const;
   [[nodiscard]] const std::vector<std::int64_t>& cancels() const { return cancels_; }
   [[nodiscard]] const std::vector<slurm::JobDescription>& submitted() const { return submitted_; }
+  [[nodiscard]] const std::vector<std::vector<std::int64_t>>& state_queries() const {
+    return state_queries_;
+  }
+  [[nodiscard]] std::uint64_t requests() const { return stats_.requests; }
 
   std::int64_t next_job_id = 1;
 
@@ -77,6 +86,7 @@ class FakeSlurmClient final : public slurm::Client {
   [[nodiscard]] slurm::Task<slurm::JobSubmitResult> SubmitJob(slurm::JobDescription job) override;
   [[nodiscard]] slurm::Task<slurm::JobInfo> GetJob(std::int64_t job_id) override;
   [[nodiscard]] slurm::Task<std::vector<slurm::JobInfo>> ListJobs() override;
+  [[nodiscard]] slurm::Task<slurm::JobList> ListJobsSince(std::int64_t update_time) override;
   [[nodiscard]] slurm::Task<std::vector<slurm::JobStateEntry>> JobStates(
       std::vector<std::int64_t> job_ids) override;
   [[nodiscard]] slurm::Task<bool> UpdateJob(std::int64_t job_id,
@@ -109,6 +119,8 @@ class FakeSlurmClient final : public slurm::Client {
   std::map<std::string, int> calls_;
   std::vector<std::int64_t> cancels_;
   std::vector<slurm::JobDescription> submitted_;
+  std::vector<std::vector<std::int64_t>> state_queries_;
+  std::int64_t changed_ = 1;  // logical clock of the last change (ListJobsSince)
   net::ClientStats stats_;
 };
 

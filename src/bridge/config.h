@@ -20,7 +20,8 @@
 //   slurmCaFile, slurmInsecureSkipVerify   TLS to slurmrestd
 //   jobMode                  "external" (default: EXTERNAL_JOB placeholders) or "batch"
 //   jobPollInterval          how often job states are read (default 500ms)
-//   jobListInterval          how often the full job list (reasons, tags) is read (default 5s)
+//   jobListInterval          how often the scheduler asks for the job list (reasons, duplicates;
+//                            every job only when one changed) (default 30s)
 //   nodeListInterval         how often Slurm's node list is read (default 30s)
 //   jobSweepInterval         how often the controllers look for orphan jobs (default 30s)
 //   maxConcurrentSubmits     groups handled at once (default 16)
@@ -80,7 +81,7 @@ struct Config {
   bool slurm_insecure_skip_verify = false;
   JobMode job_mode = JobMode::kExternal;
   std::chrono::milliseconds job_poll_interval{500};
-  std::chrono::milliseconds job_list_interval{5000};
+  std::chrono::milliseconds job_list_interval{30000};
   std::chrono::milliseconds node_list_interval{30000};
   std::chrono::milliseconds job_sweep_interval{30000};
   int max_concurrent_submits = 16;

@@ -22,9 +22,11 @@
 //     touched.
 //   - at start-up, live jobs tagged for this cluster whose pods and namespaces do not exist here
 //     are warned about: another cluster may share this Slurm with the same clusterName.
-// Slurm is read at a constant cost: one GET /jobs/state/ per jobPollInterval while pods with a
-// job exist, one GET /jobs/ per sweep interval, and a GET /job/{id} when a job is first seen,
-// its state is unknown, or before acting on it.
+// Slurm is read at a cost that follows the bridge's jobs: one GET /jobs/state/?job_id=... of the
+// labelled jobs per jobPollInterval while pods with a job exist (one request up to about 2,000
+// jobs), one GET /jobs/?update_time=... per sweep interval (every job only when a job changed
+// since the last sweep; the last list is kept, reduced to id, state, tag and submit time), and
+// a GET /job/{id} when a job is first seen, its state is unknown, or before acting on it.
 //
 // Thread model: loop-confined.
 #pragma once
@@ -70,8 +72,9 @@ struct PodControllerStats {
   std::uint64_t reconciles = 0;  // Reconcile passes that completed (for tests and metrics)
   std::uint64_t state_polls = 0;
   std::uint64_t sweeps = 0;
-  std::uint64_t sweeps_skipped = 0;  // the pod watch was not healthy
-  std::uint64_t strays_deleted = 0;  // bound pods without a job of this bridge
+  std::uint64_t sweeps_skipped = 0;         // the pod watch was not healthy
+  std::uint64_t sweep_lists_unchanged = 0;  // Slurm said no job changed: the kept list was used
+  std::uint64_t strays_deleted = 0;         // bound pods without a job of this bridge
   // Live jobs tagged for this cluster whose pods and namespaces are not here (start-up check);
   // cluster_name_checks counts the checks that finished.
   std::uint64_t foreign_looking_jobs = 0;
@@ -133,6 +136,10 @@ class PodController {
   kube::EventRecorder recorder_;
   kube::WorkQueue<std::int64_t> queue_;
   std::unordered_map<std::int64_t, JobRecord> jobs_;
+  // The sweep's last full job list (id, state, admin_comment, submit_time) and Slurm's time of
+  // it (the next list's update_time).
+  std::vector<slurm::JobInfo> swept_jobs_;
+  std::int64_t sweep_since_ = 0;
   std::unordered_map<std::int64_t, kube::Clock::TimePoint> first_seen_;  // job id -> first label
   std::unordered_map<std::string, WallTime> stray_since_;   // pod UID -> first sweep that found it
   std::set<std::pair<std::string, std::string>> reported_;  // (pod UID, what) reported once

@@ -167,6 +167,98 @@ class PodControllerTest : public ::testing::Test {
   std::map<std::string, std::string> hidden_;  // pods only a GET shows
 };
 
+// Test audit #8 and review item 13: the state poll asks Slurm about the labelled jobs only, in
+// one request per jobPollInterval whether 10 or 1,000 pods have a job; no GET /job/{id} while
+// nothing changes; the sweep's job list is asked for changes only.
+class PodControllerCostTest : public PodControllerTest,
+                              public ::testing::WithParamInterface<int> {};
+
+TEST_P(PodControllerCostTest, OneStateRequestPerPollForTheLabelledJobsOnly) {
+  const int n = GetParam();
+  for (int i = 0; i < 50; ++i) slurm_.AddJob("RUNNING", "");  // others' jobs: never asked about
+  std::vector<std::int64_t> labelled;
+  for (int i = 0; i < n; ++i) {
+    const std::string name = "p" + std::to_string(i);
+    const std::string uid = NextUid(name);
+    const std::int64_t id = slurm_.AddJob("RUNNING", TagFor(name, uid));
+    api_.AddPod("ns", name, {{std::string(bridge::kJobIdLabel), std::to_string(id)}}, "n1");
+    labelled.push_back(id);
+  }
+  Start();
+  // Every job is read once (GET /job/{id}) when first seen.
+  ASSERT_TRUE(RunUntil([&] {
+    return slurm_.calls("GetJob") == n && controller_->QueueDepth() == 0 &&
+           controller_->stats().reconciles >= static_cast<std::uint64_t>(n);
+  })) << slurm_.calls("GetJob")
+      << " reads";
+  const int gets = slurm_.calls("GetJob");
+  const int polls = slurm_.calls("JobStates");
+  const int lists = slurm_.calls("ListJobsSince");
+  const std::uint64_t requests = slurm_.requests();
+  const std::size_t queries = slurm_.state_queries().size();
+  constexpr int kPolls = 8;
+  for (int k = 1; k <= kPolls; ++k) {
+    const std::uint64_t before = controller_->stats().state_polls;
+    clock_.Advance(500ms);
+    ASSERT_TRUE(RunUntil([&] { return controller_->stats().state_polls > before; }));
+  }
+  EXPECT_EQ(slurm_.calls("JobStates") - polls, kPolls);
+  EXPECT_EQ(slurm_.calls("GetJob"), gets) << "nothing changed";
+  EXPECT_TRUE(slurm_.cancels().empty());
+  // Only state polls and sweep lists (one request each: no batching at this size).
+  const int sweeps = slurm_.calls("ListJobsSince") - lists;
+  EXPECT_EQ(slurm_.requests() - requests, static_cast<std::uint64_t>(kPolls + sweeps));
+  for (std::size_t q = queries; q < slurm_.state_queries().size(); ++q) {
+    EXPECT_EQ(slurm_.state_queries()[q], labelled) << "exactly the labelled jobs";
+  }
+  EXPECT_GE(controller_->stats().sweep_lists_unchanged, 1u) << "nothing changed in Slurm";
+}
+
+INSTANTIATE_TEST_SUITE_P(LabelledPods, PodControllerCostTest, ::testing::Values(10, 1000));
+
+// No pod names a job: no state poll at all.
+TEST_F(PodControllerTest, NoLabelledPodNoStatePoll) {
+  for (int i = 0; i < 20; ++i) slurm_.AddJob("RUNNING", "");
+  api_.AddPod("ns", "waiting");
+  Start();
+  int polls = 0;
+  ASSERT_TRUE(sb::testing::RunLoopUntil(
+      io_, [&] { return polls == 40; }, 10s,
+      [&] {
+        clock_.Advance(500ms);
+        ++polls;
+      }));
+  EXPECT_EQ(slurm_.calls("JobStates"), 0);
+}
+
+// Review item 13: when Slurm says no job changed since the last sweep, the kept list is swept
+// again: a tagged job whose (unlabelled) pod is deleted meanwhile is still found an orphan.
+TEST_F(PodControllerTest, SweepOfAnUnchangedListStillCancelsAnOrphan) {
+  const std::string uid = NextUid("p");
+  api_.AddPod("ns", "p");  // the scheduler made the job, then died before labelling the pod
+  const std::int64_t job = slurm_.AddJob("RUNNING", TagFor("p", uid));
+  Start();
+  ASSERT_TRUE(OneSweep());
+  ASSERT_TRUE(OneSweep());
+  EXPECT_TRUE(slurm_.cancels().empty());
+  const std::uint64_t unchanged = controller_->stats().sweep_lists_unchanged;
+  EXPECT_GE(unchanged, 1u);
+  const std::int64_t gone = api_.DeletePod("ns", "p");
+  // The pod watch has delivered the deletion: a watch from its resourceVersion on was made.
+  ASSERT_TRUE(sb::testing::RunLoopUntil(
+      io_,
+      [&] {
+        for (const std::string& rv : api_.watch_rvs()) {
+          if (!rv.empty() && std::stoll(rv) >= gone) return true;
+        }
+        return false;
+      },
+      10s, [&] { clock_.Advance(20ms); }));
+  ASSERT_TRUE(OneSweep());
+  EXPECT_EQ(slurm_.cancels(), (std::vector<std::int64_t>{job}));
+  EXPECT_GT(controller_->stats().sweep_lists_unchanged, unchanged) << "from the kept list";
+}
+
 // Review item 1: a user labels a pending bridge pod with another user's job (untagged) and
 // deletes it. The job used to be cancelled ("its pods are gone").
 TEST_F(PodControllerTest, ForgedLabelThenDeletedPodNeverCancelsAnUntaggedJob) {

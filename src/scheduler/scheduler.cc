@@ -972,16 +972,32 @@ void Scheduler::ApplyState(TrackedJob& job, const std::string& state) {
 awaitable<Result<void>> Scheduler::ListJobs(bool startup) {
   const kube::Clock::TimePoint asked = clock_.Now();
   listing_ = true;
-  Result<std::vector<slurm::JobInfo>> jobs = co_await slurm_.ListJobs();
+  // After the first list, Slurm sends every job only when one changed since the last list
+  // (update_time); else a few hundred bytes, and the last list still holds.
+  Result<slurm::JobList> list = co_await slurm_.ListJobsSince(startup ? 0 : jobs_since_);
   listing_ = false;
-  if (!jobs) co_return tl::unexpected(jobs.error());
+  if (!list) co_return tl::unexpected(list.error());
   ++stats_.job_lists;
+  if (list->unchanged) {
+    ++stats_.job_lists_unchanged;
+    listed_at_ = asked;
+  } else {
+    jobs_since_ = list->last_update;
+    ApplyJobList(list->jobs, asked, startup);
+  }
+  if (startup) co_return Result<void>{};
+  co_await CancelDuplicates();
+  co_return Result<void>{};
+}
+
+void Scheduler::ApplyJobList(const std::vector<slurm::JobInfo>& jobs, kube::Clock::TimePoint asked,
+                             bool startup) {
   std::unordered_map<std::int64_t, const slurm::JobInfo*> by_id;
-  for (const slurm::JobInfo& j : *jobs) by_id[j.job_id] = &j;
+  for (const slurm::JobInfo& j : jobs) by_id[j.job_id] = &j;
   // This scheduler's live jobs by group: adopted when a group has no job (PlanGroup), and the
   // duplicates of a tracked group's job are cancelled (PlanDuplicates).
   std::map<std::string, std::vector<JobView>> listed;
-  for (const slurm::JobInfo& j : *jobs) {
+  for (const slurm::JobInfo& j : jobs) {
     if (bridge::JobEnded(j.BaseState())) continue;
     std::optional<bridge::JobTag> tag = bridge::ParseJobTag(j.admin_comment);
     if (!tag || !tag->BelongsTo(config_.cluster_name, config_.scheduler_name)) continue;
@@ -996,7 +1012,7 @@ awaitable<Result<void>> Scheduler::ListJobs(bool startup) {
   }
   listed_ = std::move(listed);
   listed_at_ = asked;
-  if (startup) co_return Result<void>{};
+  if (startup) return;
 
   for (auto& [group, t] : jobs_) {
     auto it = by_id.find(t.id);
@@ -1014,14 +1030,16 @@ awaitable<Result<void>> Scheduler::ListJobs(bool startup) {
     if (!j.nodes.empty() && j.BaseState() == "RUNNING") t.nodes = j.nodes;
     ApplyState(t, std::string(j.BaseState()));
   }
+}
 
+awaitable<void> Scheduler::CancelDuplicates() {
   // A second live job of a tracked group (a submit whose reply was lost, an old leader's
   // submit): cancelled unless pods are bound to it.
   std::map<std::string, std::int64_t> tracked;
   for (const auto& [group, t] : jobs_) {
     if (listed_.contains(group)) tracked[group] = t.id;
   }
-  if (tracked.empty()) co_return Result<void>{};
+  if (tracked.empty()) co_return;
   std::map<std::string, std::vector<JobView>> others;
   for (const auto& [group, id] : tracked) {
     const std::vector<JobView> views = listed_[group];
@@ -1044,7 +1062,6 @@ awaitable<Result<void>> Scheduler::ListJobs(bool startup) {
     for (const auto& [group, t] : jobs_) tracked_now = tracked_now || t.id == c.id;
     if (!tracked_now) co_await CancelJob(c.id, c.reason);
   }
-  co_return Result<void>{};
 }
 
 awaitable<Result<void>> Scheduler::ListSlurmNodes() {
@@ -1084,10 +1101,13 @@ awaitable<void> Scheduler::PollSlurm() {
   kube::Clock::TimePoint next_cancel = clock_.Now();
   while (co_await tasks_.Sleep(config_.job_poll_interval)) {
     if (!jobs_.empty()) {
-      // One call for every job Slurm knows: the cost does not depend on how many pods wait.
-      std::vector<std::int64_t> all;
+      // The tracked jobs only, in one request (up to about 2,000 ids, slurm::JobStatePaths):
+      // the cost follows this scheduler's jobs, not every job of the cluster.
+      std::set<std::int64_t> ids;
+      for (const auto& [group, t] : jobs_) ids.insert(t.id);
       const kube::Clock::TimePoint asked = clock_.Now();
-      Result<std::vector<slurm::JobStateEntry>> states = co_await slurm_.JobStates(std::move(all));
+      Result<std::vector<slurm::JobStateEntry>> states =
+          co_await slurm_.JobStates(std::vector<std::int64_t>(ids.begin(), ids.end()));
       if (states) {
         ++stats_.state_polls;
         std::unordered_map<std::int64_t, const slurm::JobStateEntry*> by_id;

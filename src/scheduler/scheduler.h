@@ -16,10 +16,13 @@
 //     cancelled), so a restart never submits a second job for a group. A submit whose outcome
 //     is unknown is followed by a job list before the group is looked at again; every job list
 //     cancels a tracked group's second unbound job.
-//   - Slurm is watched at a cost that does not grow with the number of waiting pods: one
-//     GET /jobs/state/ every jobPollInterval (all jobs, one call), one GET /jobs/ every
-//     jobListInterval (state reasons), one GET /nodes/ every nodeListInterval, and a GET /job/{id}
-//     only when a job changes state.
+//   - Slurm is watched at a cost that follows this scheduler's jobs, not the cluster's: one
+//     GET /jobs/state/?job_id=... of the tracked jobs every jobPollInterval (one request up to
+//     about 2,000 jobs; none while no job is tracked), one GET /jobs/?update_time=... every
+//     jobListInterval while jobs are tracked (state reasons, duplicates; Slurm sends every job
+//     only when one changed since the last list, else "no change" and the last list holds), one
+//     GET /nodes/ every nodeListInterval, and a GET /job/{id} only when a job changes state.
+//     Start-up reads the full job list once (adoption before the first submit).
 //   - While the job waits, each pod has PodScheduled=False (reason Unschedulable) and a Warning
 //     FailedScheduling event with Slurm's words ("waiting for Slurm job 12 in partition gpu:
 //     Resources"), written again only when the words change.
@@ -73,6 +76,7 @@ struct Stats {
   std::uint64_t bind_errors = 0;
   std::uint64_t state_polls = 0;
   std::uint64_t job_lists = 0;
+  std::uint64_t job_lists_unchanged = 0;  // of job_lists: Slurm said no job changed
 };
 
 class Scheduler {
@@ -172,6 +176,11 @@ class Scheduler {
   // Asks Slurm about tracked jobs a list left out (GET /job/{id}): gone, or just newer.
   boost::asio::awaitable<void> ConfirmMissing();
   boost::asio::awaitable<Result<void>> ListJobs(bool startup);
+  // A full list read: listed_ anew, and (after start-up) the tracked jobs' states and reasons.
+  void ApplyJobList(const std::vector<slurm::JobInfo>& jobs, kube::Clock::TimePoint asked,
+                    bool startup);
+  // Cancels a second live job of a tracked group (listed_), unless pods are bound to it.
+  boost::asio::awaitable<void> CancelDuplicates();
   boost::asio::awaitable<Result<void>> ListSlurmNodes();
   void ApplyState(TrackedJob& job, const std::string& state);
 
@@ -213,6 +222,7 @@ class Scheduler {
   // Slurm's last job list: live jobs tagged by this scheduler, by group key; when it was asked.
   std::map<std::string, std::vector<JobView>> listed_;
   std::optional<kube::Clock::TimePoint> listed_at_;
+  std::int64_t jobs_since_ = 0;  // Slurm's last_update of the last full list (update_time)
   bool listing_ = false;
   // Groups whose last submit had an unknown outcome (timeout, lost connection), since when.
   std::unordered_map<std::string, kube::Clock::TimePoint> submit_doubt_;

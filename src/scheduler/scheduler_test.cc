@@ -6,6 +6,7 @@
 // when the test advances it, so its calls can be counted exactly.
 #include "scheduler/scheduler.h"
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <memory>
@@ -181,26 +182,39 @@ class SchedulerTest : public ::testing::Test {
   std::map<std::string, std::string> bindings_;  // pod name -> node
 };
 
-// Test audit #8: watching Slurm costs one GET /jobs/state/ per jobPollInterval, whatever the
-// number of waiting pods, and no GET /job/{id} while no job changes state.
+// Test audit #8 and review item 13: watching Slurm costs one request to /jobs/state/ per
+// jobPollInterval, whatever the number of waiting pods, asking for the tracked jobs only (not
+// every job of the cluster), and no GET /job/{id} while no job changes state.
 class ConstantCostTest : public SchedulerTest, public ::testing::WithParamInterface<int> {};
 
 TEST_P(ConstantCostTest, OneStatePollPerIntervalWhateverThePendingCount) {
   const int n = GetParam();
+  // Jobs of others in the cluster: never asked about.
+  for (int i = 0; i < 50; ++i) slurm_.AddJob("PENDING", "");
   ASSERT_NO_FATAL_FAILURE(StartWithPendingPods(n));
   EXPECT_EQ(slurm_.calls("JobStates"), 0) << "no poll before the first interval";
-  const int lists = slurm_.calls("ListJobs");
-  constexpr int kPolls = 8;  // 4 s: less than jobListInterval (5 s)
+  const int lists = slurm_.calls("ListJobsSince");
+  const std::uint64_t requests = slurm_.requests();
+  std::vector<std::int64_t> tracked;
+  for (int i = 0; i < n; ++i) tracked.push_back(JobOf("p" + std::to_string(i)));
+  std::ranges::sort(tracked);
+  constexpr int kPolls = 8;  // 4 s: less than jobListInterval
   for (int k = 1; k <= kPolls; ++k) {
     const std::uint64_t before = scheduler_->stats().state_polls;
     clock_.Advance(config_.job_poll_interval);
     ASSERT_TRUE(RunUntil([&] { return scheduler_->stats().state_polls > before; }));
   }
   EXPECT_EQ(slurm_.calls("JobStates"), kPolls);
+  EXPECT_EQ(slurm_.requests() - requests, static_cast<std::uint64_t>(kPolls))
+      << "one HTTP request per poll, also with " << n << " ids";
+  ASSERT_EQ(slurm_.state_queries().size(), static_cast<std::size_t>(kPolls));
+  for (const std::vector<std::int64_t>& ids : slurm_.state_queries()) {
+    EXPECT_EQ(ids, tracked) << "exactly the tracked jobs";
+  }
   EXPECT_EQ(slurm_.calls("GetJob"), 0);
-  EXPECT_EQ(slurm_.calls("ListJobs"), lists);
+  EXPECT_EQ(slurm_.calls("ListJobsSince"), lists);
   EXPECT_EQ(slurm_.calls("SubmitJob"), n) << "one job per pod, submitted once";
-  EXPECT_EQ(LiveJobs(), n);
+  EXPECT_EQ(LiveJobs(), n + 50);
   // A state change costs one GET /job/{id}, for that job only.
   const std::int64_t first = JobOf("p0");
   ASSERT_NE(first, 0);
@@ -213,6 +227,48 @@ TEST_P(ConstantCostTest, OneStatePollPerIntervalWhateverThePendingCount) {
 }
 
 INSTANTIATE_TEST_SUITE_P(PendingPods, ConstantCostTest, ::testing::Values(10, 1000));
+
+// Nothing tracked, nothing asked: no /jobs/state/ and no /jobs/ while no pod waits.
+TEST_F(SchedulerTest, NoTrackedJobNoSlurmJobRequests) {
+  for (int i = 0; i < 20; ++i) slurm_.AddJob("RUNNING", "");
+  Start();
+  const int lists = slurm_.calls("ListJobsSince");
+  int polls = 0;  // 100 poll intervals, each run until the loop is idle
+  ASSERT_TRUE(sb::testing::RunLoopUntil(
+      io_, [&] { return polls == 100; }, 60s,
+      [&] {
+        clock_.Advance(config_.job_poll_interval);
+        ++polls;
+      }));
+  EXPECT_EQ(slurm_.calls("JobStates"), 0);
+  EXPECT_EQ(slurm_.calls("ListJobsSince"), lists);
+}
+
+// Review item 13: the periodic job list asks Slurm for changes since the last one
+// (update_time); "no change" keeps the last list, and a second job tagged for a tracked group
+// (review item 2: an old leader's late submit) is still cancelled by the next list.
+TEST_F(SchedulerTest, PeriodicListAsksForChangesAndStillCancelsASecondJob) {
+  ASSERT_NO_FATAL_FAILURE(StartWithPendingPods(1));
+  const std::int64_t first = JobOf("p0");
+  auto next_list = [&] {
+    const std::uint64_t before = scheduler_->stats().job_lists;
+    return AdvanceUntil([&] { return scheduler_->stats().job_lists > before; }, 500ms);
+  };
+  ASSERT_TRUE(next_list());  // the submit was a change: a full list
+  const std::uint64_t unchanged = scheduler_->stats().job_lists_unchanged;
+  ASSERT_TRUE(next_list());
+  ASSERT_TRUE(next_list());
+  EXPECT_EQ(scheduler_->stats().job_lists_unchanged, unchanged + 2) << "nothing changed";
+  EXPECT_TRUE(slurm_.cancels().empty());
+  // Another writer submits a second job for the same pod.
+  slurm::JobInfo dup = *slurm_.Job(first);
+  dup.job_id = slurm_.next_job_id;
+  const std::int64_t second = slurm_.AddJob(dup);
+  ASSERT_TRUE(next_list());
+  ASSERT_TRUE(RunUntil([&] { return !slurm_.cancels().empty(); }));
+  EXPECT_EQ(slurm_.cancels(), (std::vector<std::int64_t>{second}));
+  EXPECT_EQ(slurm_.Job(first)->BaseState(), "PENDING");
+}
 
 // Review item 15: the per-pod bookkeeping (queue ranks, reported messages, bound UIDs) goes when
 // the pods are bound or deleted; it does not grow with every pod ever scheduled.
@@ -253,8 +309,8 @@ TEST_F(SchedulerTest, LostSubmitReplyLeavesOneJobThatIsBound) {
     ASSERT_TRUE(AdvanceUntil([&] { return scheduler_->stats().jobs_adopted > adopted; }));
     const std::int64_t id = JobOf(name);
     // Several passes, polls and a job list later, still the one job.
-    const int lists = slurm_.calls("ListJobs");
-    ASSERT_TRUE(AdvanceUntil([&] { return slurm_.calls("ListJobs") >= lists + 1; }, 500ms));
+    const int lists = slurm_.calls("ListJobsSince");
+    ASSERT_TRUE(AdvanceUntil([&] { return slurm_.calls("ListJobsSince") >= lists + 1; }, 500ms));
     EXPECT_EQ(LiveJobs(), 1);
     Allocate(id);
     ASSERT_TRUE(AdvanceUntil([&] { return bindings_.contains(name); }));

@@ -27,9 +27,6 @@ constexpr int kAlreadyDone = 2021;
 constexpr int kJobNotPending = 2073;
 constexpr int kJobNotRunning = 2085;
 
-// Job ids per /jobs/state/ request: keeps the URL well under slurmrestd's limits.
-constexpr std::size_t kStateBatch = 200;
-
 bool IsOk(int status) { return status >= 200 && status < 300; }
 
 // Slurm's answer for a node it does not know (GET /node/{name}): error number 0 ("No error"),
@@ -120,25 +117,32 @@ class ClientImpl final : public Client {
 
   Task<std::vector<JobInfo>> ListJobs() override {
     co_return co_await Fetch("list jobs", Method::kGet, "/jobs/", "", DecodeJobs,
-                             ErrorCode::kInvalidArgument, config_.jobs_body_limit);
+                             ErrorCode::kInvalidArgument, /*job_list=*/true);
+  }
+
+  Task<JobList> ListJobsSince(std::int64_t update_time) override {
+    std::string path = "/jobs/";
+    if (update_time > 0) {
+      path += "?update_time=" + std::to_string(update_time);
+    }
+    auto list = co_await Fetch("list jobs", Method::kGet, std::move(path), "", DecodeJobList,
+                               ErrorCode::kInvalidArgument, /*job_list=*/true);
+    if (list && update_time <= 0) {
+      list->unchanged = false;  // a full list was asked for: empty means no jobs
+    }
+    co_return list;
   }
 
   Task<std::vector<JobStateEntry>> JobStates(std::vector<std::int64_t> job_ids) override {
     std::vector<JobStateEntry> out;
-    std::size_t i = 0;
-    do {
-      std::string query;
-      for (std::size_t n = 0; n < kStateBatch && i < job_ids.size(); ++n, ++i) {
-        query += (query.empty() ? "?job_id=" : "&job_id=") + std::to_string(job_ids[i]);
-      }
-      auto part =
-          co_await Fetch("job states", Method::kGet, "/jobs/state/" + query, "", DecodeJobStates,
-                         ErrorCode::kInvalidArgument, config_.jobs_body_limit);
+    for (std::string& path : JobStatePaths(job_ids)) {
+      auto part = co_await Fetch("job states", Method::kGet, std::move(path), "", DecodeJobStates,
+                                 ErrorCode::kInvalidArgument, /*job_list=*/true);
       if (!part) {
         co_return tl::unexpected(part.error());
       }
       std::move(part->begin(), part->end(), std::back_inserter(out));
-    } while (i < job_ids.size());
+    }
     co_return out;
   }
 
@@ -283,8 +287,8 @@ class ClientImpl final : public Client {
   template <typename T>
   Task<T> Fetch(std::string op, Method method, std::string path, std::string body,
                 Result<Reply<T>> (*decode)(std::string_view),
-                ErrorCode errors_on_ok = ErrorCode::kInvalidArgument, std::size_t body_limit = 0) {
-    auto r = co_await Call(op, method, std::move(path), std::move(body), body_limit);
+                ErrorCode errors_on_ok = ErrorCode::kInvalidArgument, bool job_list = false) {
+    auto r = co_await Call(op, method, std::move(path), std::move(body), job_list);
     if (!r) {
       co_return tl::unexpected(r.error());
     }
@@ -294,17 +298,17 @@ class ClientImpl final : public Client {
   // Sends one request to /slurm/<version><path> with the token; on 401/511 re-reads the token
   // and tries once more.
   Task<HttpResponse> Call(std::string op, Method method, std::string path, std::string body,
-                          std::size_t body_limit = 0) {
+                          bool job_list = false) {
     Result<ApiVersion> version = co_await Version();
     if (!version) {
       co_return tl::unexpected(version.error());
     }
     std::string target = "/slurm/" + std::string(ApiVersionName(*version)) + path;
-    co_return co_await Send(std::move(op), method, std::move(target), std::move(body), body_limit);
+    co_return co_await Send(std::move(op), method, std::move(target), std::move(body), job_list);
   }
 
   Task<HttpResponse> Send(std::string op, Method method, std::string target, std::string body,
-                          std::size_t body_limit = 0) {
+                          bool job_list = false) {
     for (int attempt = 0;; ++attempt) {
       Result<std::string> token = tokens_->Token();
       if (!token) {
@@ -313,7 +317,10 @@ class ClientImpl final : public Client {
         co_return tl::unexpected(std::move(e));
       }
       HttpRequest req{.method = method, .target = target, .headers = {}, .body = body};
-      req.body_limit = body_limit;
+      if (job_list) {  // every job slurmctld knows: larger and slower than other replies
+        req.body_limit = config_.jobs_body_limit;
+        req.timeout = config_.jobs_timeout;
+      }
       req.headers.push_back({"X-SLURM-USER-TOKEN", *token});
       if (!config_.user_name.empty()) {
         req.headers.push_back({"X-SLURM-USER-NAME", config_.user_name});
@@ -377,6 +384,24 @@ class ClientImpl final : public Client {
 };
 
 }  // namespace
+
+std::vector<std::string> JobStatePaths(const std::vector<std::int64_t>& job_ids) {
+  std::vector<std::string> paths;
+  std::string query;
+  for (std::int64_t id : job_ids) {
+    std::string param = (query.empty() ? "?job_id=" : "&job_id=") + std::to_string(id);
+    if (!query.empty() && query.size() + param.size() > kJobStateQueryBytes) {
+      paths.push_back("/jobs/state/" + query);
+      query.clear();
+      param = "?job_id=" + std::to_string(id);
+    }
+    query += param;
+  }
+  if (!query.empty() || paths.empty()) {
+    paths.push_back("/jobs/state/" + query);
+  }
+  return paths;
+}
 
 Error ClassifySlurmError(std::string_view operation, int http_status,
                          std::vector<ErrorDetail> errors, std::string_view body) {

@@ -350,6 +350,27 @@ Result<Reply<std::vector<JobInfo>>> DecodeJobs(std::string_view json) {
   });
 }
 
+Result<Reply<JobList>> DecodeJobList(std::string_view json) {
+  Result<Reply<JobList>> r = DecodeWith<JobList>(json, [](const object& o, JobList& out) {
+    out.last_update = NoVal(o, "last_update").Value().value_or(0);
+    return EachObject(o, "jobs", out.jobs, DecodeJob);
+  });
+  if (!r) return r;
+  // "No change" is an empty list whose last_update is unset (0), with slurmctld's warning; a
+  // cluster without jobs answers a set last_update.
+  bool no_change_warning = false;
+  for (const std::string& w : r->warnings) {
+    no_change_warning = no_change_warning || w.starts_with("No job changes since");
+  }
+  r->value.unchanged = r->value.jobs.empty() && (r->value.last_update == 0 || no_change_warning);
+  if (r->value.unchanged) {
+    r->value.last_update = 0;
+    std::erase_if(r->warnings,
+                  [](const std::string& w) { return w.starts_with("No job changes since"); });
+  }
+  return r;
+}
+
 Result<Reply<std::vector<JobStateEntry>>> DecodeJobStates(std::string_view json) {
   return DecodeWith<std::vector<JobStateEntry>>(
       json, [](const object& o, std::vector<JobStateEntry>& out) {

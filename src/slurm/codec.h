@@ -31,6 +31,8 @@ struct Reply {
 [[nodiscard]] Result<Reply<bool>> DecodeStatusOnly(std::string_view json);
 [[nodiscard]] Result<Reply<JobSubmitResult>> DecodeSubmit(std::string_view json);
 [[nodiscard]] Result<Reply<std::vector<JobInfo>>> DecodeJobs(std::string_view json);
+// GET /jobs/?update_time=T: the jobs, or `unchanged` (see JobList).
+[[nodiscard]] Result<Reply<JobList>> DecodeJobList(std::string_view json);
 [[nodiscard]] Result<Reply<std::vector<JobStateEntry>>> DecodeJobStates(std::string_view json);
 [[nodiscard]] Result<Reply<std::vector<NodeAllocation>>> DecodeResources(std::string_view json);
 [[nodiscard]] Result<Reply<std::vector<NodeInfo>>> DecodeNodes(std::string_view json);

@@ -137,6 +137,16 @@ struct JobStateEntry {
   std::vector<std::string> state;
 };
 
+// GET /jobs/?update_time=T. slurmctld answers the full list when any job in the cluster changed
+// since T, and otherwise no jobs, last_update unset and the warning "No job changes since
+// update_time[T]=..." (measured on Slurm 26.05): `unchanged` tells that apart from "no jobs".
+struct JobList {
+  std::vector<JobInfo> jobs;
+  bool unchanged = false;  // no job changed since update_time: `jobs` is empty and says nothing
+  // Slurm's time of this list (its clock): the update_time of the next call. 0 when unchanged.
+  std::int64_t last_update = 0;
+};
+
 // What slurmctld allocated on one node (/resources/{job_id}, v0.0.44+).
 struct GresAllocation {
   std::string name;  // "gpu"

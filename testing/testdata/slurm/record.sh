@@ -49,8 +49,12 @@ save resources_pending GET "/v0.0.44/resources/$pid"
 save update_pending POST "/v0.0.44/job/$pid" '{"comment":"updated","time_limit":{"set":true,"infinite":false,"number":30}}'
 save update_running_cpus POST "/v0.0.44/job/$id" '{"cpus_per_task":4}'
 save jobs GET /v0.0.44/jobs/
-# The spec calls job_id a "CSV list", but 26.05 answers 500 "Unspecified error" to any comma;
-# the parameter repeated works, and unknown ids are left out.
+# update_time = that list's last_update, nothing changed since: no jobs, last_update 0 and the
+# warning "No job changes since update_time[...]" (not "no jobs").
+save jobs_unchanged GET "/v0.0.44/jobs/?update_time=$(jq -r .last_update.number "$here/jobs.json")"
+# The spec calls job_id a "CSV list", but 26.05 answers 500 "Unspecified error" to any comma
+# (422 "Failure parsing query" when escaped as %2C); the parameter repeated works, and unknown
+# ids are left out.
 save jobs_state GET "/v0.0.44/jobs/state/?job_id=$id&job_id=$pid"
 save jobs_state_with_unknown GET "/v0.0.44/jobs/state/?job_id=$id&job_id=999999"
 save jobs_state_csv GET "/v0.0.44/jobs/state/?job_id=$id,$pid"
