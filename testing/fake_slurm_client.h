@@ -11,7 +11,7 @@
 //     change or drop one. CancelJob of a live job makes it CANCELLED (kNotFound for an unknown
 //     job, as slurmrestd); of an ended job it does nothing and succeeds. UpdateJob of a PENDING
 //     job applies name, partition, admin_comment, comment, nodes, excluded_nodes; of any other
-//     job kFailedPrecondition (Slurm's 2073).
+//     job kFailedPrecondition (Slurm's 2073). updates() records every UpdateJob call.
 //   - JobStates with no ids answers every job, with ids the known ones among them (forgotten
 //     jobs are left out, as slurmrestd does).
 //   - Nodes: AddNode/SetNodeState; GetNode of an unknown node is kNotFound.
@@ -33,6 +33,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "slurm/client.h"
@@ -68,6 +69,10 @@ class FakeSlurmClient final : public slurm::Client {
   [[nodiscard]] int calls(const std::string& name) const;
   [[nodiscard]] const std::vector<std::int64_t>& cancels() const { return cancels_; }
   [[nodiscard]] const std::vector<slurm::JobDescription>& submitted() const { return submitted_; }
+  // Every UpdateJob call's job id and changes, in order (failed ones included).
+  [[nodiscard]] const std::vector<std::pair<std::int64_t, slurm::JobDescription>>& updates() const {
+    return updates_;
+  }
 
   std::int64_t next_job_id = 1;
 
@@ -109,6 +114,7 @@ class FakeSlurmClient final : public slurm::Client {
   std::map<std::string, int> calls_;
   std::vector<std::int64_t> cancels_;
   std::vector<slurm::JobDescription> submitted_;
+  std::vector<std::pair<std::int64_t, slurm::JobDescription>> updates_;
   net::ClientStats stats_;
 };
 
