@@ -352,10 +352,10 @@ class SchedulerFlowTest : public SchedulerTest {
         R"("uid":"job-{0}","annotations":{{"{1}":"true"}}}},"spec":{{"parallelism":{2},)"
         R"("completions":{2}}},"status":{{}}}})",
         name, bridge::kGangAnnotation, parallelism);
-    api_.pod_merge_patch = fmt::format(
-        R"({{"metadata":{{"ownerReferences":[{{"apiVersion":"batch/v1","kind":"Job",)"
-        R"("name":"{0}","uid":"job-{0}","controller":true}}]}}}})",
-        name);
+    api_.pod_merge_patch =
+        fmt::format(R"({{"metadata":{{"ownerReferences":[{{"apiVersion":"batch/v1","kind":"Job",)"
+                    R"("name":"{0}","uid":"job-{0}","controller":true}}]}}}})",
+                    name);
   }
 
   // The uid FakeApiServer gives pod `name` when it is the next change.
@@ -396,8 +396,8 @@ class SchedulerFlowTest : public SchedulerTest {
   }
 
   std::vector<std::string> kube_nodes_ = {"n1"};
-  std::map<std::string, std::string> owner_jobs_;              // Job name -> JSON
-  std::vector<std::string> events_seen_;                      // event bodies
+  std::map<std::string, std::string> owner_jobs_;                 // Job name -> JSON
+  std::vector<std::string> events_seen_;                          // event bodies
   std::vector<std::pair<std::string, std::string>> pod_patches_;  // "name[/sub]", body
 };
 
@@ -412,8 +412,8 @@ TEST_F(SchedulerFlowTest, GangStillFillingWaitsAndSaysSoAfterTheFillDelay) {
   const kube::Clock::TimePoint since = clock_.Now();
   const std::string waiting =
       "waiting for 1 more pod(s) of Job train: Slurm allocates the group of 3 as one job";
-  ASSERT_TRUE(AdvanceUntil([&] { return StatusSays("w0", waiting) && StatusSays("w1", waiting); },
-                           250ms));
+  ASSERT_TRUE(
+      AdvanceUntil([&] { return StatusSays("w0", waiting) && StatusSays("w1", waiting); }, 250ms));
   EXPECT_GE(clock_.Now() - since, 2s) << "said before the fill delay (README: 2 s)";
   ASSERT_TRUE(AdvanceUntil([&] { return HasEvent("FailedScheduling", waiting); }));
   EXPECT_EQ(slurm_.calls("SubmitJob"), 0);
@@ -480,8 +480,8 @@ TEST_F(SchedulerFlowTest, RefusedUpdateOfAPendingJobIsReportedAndNotRetried) {
                                      .message = "Slurm said no",
                                      .details = {{.number = 2017, .error = "Invalid comment"}}});
   const std::string comment = std::string(bridge::kJobAnnotationPrefix) + "comment";
-  api_.PatchPod("ns", "p0", fmt::format(R"({{"metadata":{{"annotations":{{"{}":"one"}}}}}})",
-                                        comment));
+  api_.PatchPod("ns", "p0",
+                fmt::format(R"({{"metadata":{{"annotations":{{"{}":"one"}}}}}})", comment));
   const std::string refused = fmt::format(
       "Slurm refused to update pending job {} (comment): Slurm said no; Invalid comment", id);
   ASSERT_TRUE(AdvanceUntil([&] { return HasEvent("SlurmJobUpdateFailed", refused); }));
@@ -498,15 +498,15 @@ TEST_F(SchedulerFlowTest, RefusedUpdateOfAPendingJobIsReportedAndNotRetried) {
   EXPECT_EQ(slurm_.calls("UpdateJob"), 1) << "a refused update was sent again unchanged";
 
   // Changed again: sent, and counted (slurm_bridge_jobs_updated_total).
-  api_.PatchPod("ns", "p0", fmt::format(R"({{"metadata":{{"annotations":{{"{}":"two"}}}}}})",
-                                        comment));
+  api_.PatchPod("ns", "p0",
+                fmt::format(R"({{"metadata":{{"annotations":{{"{}":"two"}}}}}})", comment));
   ASSERT_TRUE(AdvanceUntil([&] { return scheduler_->stats().jobs_updated == 1; }));
   EXPECT_EQ(slurm_.calls("UpdateJob"), 2);
   EXPECT_EQ(slurm_.Job(id)->comment, "two");
   EXPECT_EQ(std::ranges::count_if(events_seen_,
-                                 [](const std::string& b) {
-                                   return b.find("SlurmJobUpdateFailed") != std::string::npos;
-                                 }),
+                                  [](const std::string& b) {
+                                    return b.find("SlurmJobUpdateFailed") != std::string::npos;
+                                  }),
             1)
       << "the refusal was reported more than once";
 }
@@ -572,13 +572,14 @@ TEST_F(SchedulerFlowTest, GangWhosePodsAreAllGoneHasItsJobCancelledAndFinalizers
                             bridge::kFinalizer));
   auto released = [&] {
     return std::ranges::any_of(pod_patches_, [](const auto& p) {
-      return p.first == "w0" && p.second.find("\"finalizers\":[\"example.com/other\"]") !=
-                                    std::string::npos;
+      return p.first == "w0" &&
+             p.second.find("\"finalizers\":[\"example.com/other\"]") != std::string::npos;
     });
   };
-  ASSERT_TRUE(AdvanceUntil(
-      [&] { return slurm_.Job(id)->BaseState() == "CANCELLED" && released(); }))
-      << slurm_.Job(id)->BaseState() << "; patches of w0: " << PatchesOf("w0");
+  ASSERT_TRUE(AdvanceUntil([&] {
+    return slurm_.Job(id)->BaseState() == "CANCELLED" && released();
+  })) << slurm_.Job(id)->BaseState()
+      << "; patches of w0: " << PatchesOf("w0");
   EXPECT_EQ(slurm_.cancels(), std::vector<std::int64_t>{id});
   EXPECT_EQ(scheduler_->stats().jobs_cancelled, 1u);
   EXPECT_EQ(scheduler_->TrackedJobs(), 0u);
