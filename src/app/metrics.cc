@@ -57,6 +57,9 @@ std::string RenderMetrics(const MetricsSnapshot& s) {
   m.Family("slurm_bridge_jobs_cancelled_total", "Slurm jobs cancelled, by why", "counter");
   m.Sample("slurm_bridge_jobs_cancelled_total", "reason=\"pods_gone_before_binding\"",
            ss.jobs_cancelled);
+  m.Sample("slurm_bridge_jobs_cancelled_total", "reason=\"duplicate\"", ss.duplicates_cancelled);
+  m.Sample("slurm_bridge_jobs_cancelled_total", "reason=\"node_not_in_kubernetes\"",
+           ss.unmapped_cancelled);
   m.Sample("slurm_bridge_jobs_cancelled_total", "reason=\"pods_done\"", ps.jobs_cancelled);
   m.Sample("slurm_bridge_jobs_cancelled_total", "reason=\"orphan\"", ps.orphans_cancelled);
   m.Family("slurm_bridge_jobs_replaced_total", "Jobs that ended before binding and were replaced",

@@ -19,6 +19,8 @@ TEST(RenderMetricsTest, EachStatIsServedUnderItsName) {
   s.scheduler.jobs_updated = 3;
   s.scheduler.jobs_cancelled = 4;
   s.scheduler.jobs_adopted = 5;
+  s.scheduler.duplicates_cancelled = 12;
+  s.scheduler.unmapped_cancelled = 13;
   s.pods.strays_deleted = 6;
   s.pods.sweeps_skipped = 7;
   s.pods.foreign_looking_jobs = 8;
@@ -41,6 +43,8 @@ TEST(RenderMetricsTest, EachStatIsServedUnderItsName) {
       {R"(slurm_bridge_jobs_cancelled_total{reason="orphan"} 9)", "counter"},
       {R"(slurm_bridge_node_drains_total{op="drain"} 10)", "counter"},
       {"slurm_bridge_tracked_jobs 11", "gauge"},
+      {R"(slurm_bridge_jobs_cancelled_total{reason="duplicate"} 12)", "counter"},
+      {R"(slurm_bridge_jobs_cancelled_total{reason="node_not_in_kubernetes"} 13)", "counter"},
   };
   for (const Row& r : rows) {
     EXPECT_NE(text.find("\n" + r.sample + "\n"), std::string::npos) << r.sample;

@@ -582,6 +582,7 @@ TEST_F(SchedulerFlowTest, GangWhosePodsAreAllGoneHasItsJobCancelledAndFinalizers
       << "; patches of w0: " << PatchesOf("w0");
   EXPECT_EQ(slurm_.cancels(), std::vector<std::int64_t>{id});
   EXPECT_EQ(scheduler_->stats().jobs_cancelled, 1u);
+  EXPECT_EQ(scheduler_->stats().duplicates_cancelled, 0u);
   EXPECT_EQ(scheduler_->TrackedJobs(), 0u);
   EXPECT_EQ(LiveJobs(), 0);
 }
@@ -604,6 +605,20 @@ TEST_F(SchedulerFlowTest, PodRecreatedUnderTheSameNameHasItsOldJobCancelled) {
   EXPECT_EQ(slurm_.cancels(), std::vector<std::int64_t>{old_job});
   EXPECT_NE(slurm_.submitted().back().admin_comment.find(uid), std::string::npos);
   EXPECT_EQ(LiveJobs(), 1);
+}
+
+// slurm_bridge_jobs_cancelled_total{reason="pods_gone_before_binding"} counts the jobs whose pods
+// went: a second job of a group (a lost submit reply, an old leader's submit) cancelled by the
+// periodic job list is a duplicate, not that.
+TEST_F(SchedulerFlowTest, DuplicateJobCancelIsNotCountedAsPodsGone) {
+  ASSERT_NO_FATAL_FAILURE(StartWithPendingPods(1));
+  const std::int64_t kept = JobOf("p0");
+  ASSERT_NE(kept, 0);
+  const std::int64_t second = slurm_.AddJob("PENDING", slurm_.Job(kept)->admin_comment);
+  ASSERT_TRUE(AdvanceUntil([&] { return slurm_.Job(second)->BaseState() == "CANCELLED"; }, 500ms));
+  EXPECT_EQ(slurm_.Job(kept)->BaseState(), "PENDING");
+  EXPECT_EQ(scheduler_->stats().jobs_cancelled, 0u) << "counted as pods gone before binding";
+  EXPECT_EQ(scheduler_->stats().duplicates_cancelled, 1u);
 }
 
 }  // namespace
