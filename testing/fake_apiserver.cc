@@ -34,6 +34,27 @@ std::string PercentDecode(std::string_view s) {
   return out;
 }
 
+// RFC 7386: objects merge key by key, null removes a key, anything else replaces.
+void MergePatch(bj::object& target, const bj::object& patch) {
+  for (const auto& [k, v] : patch) {
+    if (v.is_null()) {
+      target.erase(k);
+    } else if (v.is_object() && target.contains(k) && target.at(k).is_object()) {
+      MergePatch(target.at(k).as_object(), v.as_object());
+    } else {
+      target[k] = v;
+    }
+  }
+}
+
+// The patch as an object; nullopt when it is not one.
+std::optional<bj::object> ParseObject(const std::string& json) {
+  boost::system::error_code ec;
+  bj::value v = bj::parse(json, ec);
+  if (ec || !v.is_object()) return std::nullopt;
+  return v.as_object();
+}
+
 struct Target {
   std::string path;
   std::map<std::string, std::string> query;
@@ -420,7 +441,22 @@ std::int64_t FakeApiServer::AddPod(const std::string& ns, const std::string& nam
        {{"schedulerName", pod_scheduler_name}, {"nodeName", node}, {"containers", bj::array{}}}},
       {"status", {{"phase", "Pending"}}}};
   if (pod_priority) obj["spec"].as_object()["priority"] = *pod_priority;
+  if (!pod_merge_patch.empty()) {
+    std::optional<bj::object> patch = ParseObject(pod_merge_patch);
+    if (!patch) return 0;
+    MergePatch(obj, *patch);
+  }
   return impl_->Record("ADDED", ns + "/" + name, std::move(obj));
+}
+
+std::int64_t FakeApiServer::PatchPod(const std::string& ns, const std::string& name,
+                                     const std::string& merge_patch) {
+  auto it = impl_->pods.find(ns + "/" + name);
+  std::optional<bj::object> patch = ParseObject(merge_patch);
+  if (it == impl_->pods.end() || !patch) return 0;
+  bj::object obj = it->second;
+  MergePatch(obj, *patch);
+  return impl_->Record("MODIFIED", ns + "/" + name, std::move(obj));
 }
 
 std::int64_t FakeApiServer::SetPodNode(const std::string& ns, const std::string& name,

@@ -51,6 +51,10 @@ class FakeApiServer {
                       const std::string& node = "");
   std::int64_t SetPodNode(const std::string& ns, const std::string& name, const std::string& node);
   std::int64_t DeletePod(const std::string& ns, const std::string& name);
+  // Applies a JSON merge patch (RFC 7386) to the pod and logs MODIFIED; 0 when the pod is absent
+  // or the patch is not a JSON object.
+  std::int64_t PatchPod(const std::string& ns, const std::string& name,
+                        const std::string& merge_patch);
   // Forgets the event log up to and including the current RV: older watches get 410.
   void Compact();
   [[nodiscard]] std::int64_t rv() const;
@@ -61,6 +65,9 @@ class FakeApiServer {
   std::string pod_scheduler_name = "s";
   // spec.priority of the pods AddPod makes (left out when unset).
   std::optional<std::int32_t> pod_priority;
+  // A JSON merge patch applied to every pod AddPod makes (owner references, annotations); empty:
+  // none.
+  std::string pod_merge_patch;
   // Answer 410 for an old RV as a 200 stream with an ERROR event instead of an HTTP 410.
   bool gone_as_event = false;
   // Answer every continue token with 410 Expired.

@@ -179,6 +179,7 @@ slurm::Task<std::vector<slurm::JobStateEntry>> FakeSlurmClient::JobStates(
 }
 
 slurm::Task<bool> FakeSlurmClient::UpdateJob(std::int64_t job_id, slurm::JobDescription changes) {
+  updates_.emplace_back(job_id, changes);
   if (auto f = Enter("UpdateJob")) co_return tl::unexpected(f->error);
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) co_return tl::unexpected(NotFound("job " + std::to_string(job_id)));

@@ -11,7 +11,7 @@
 //     change or drop one. CancelJob of a live job makes it CANCELLED (kNotFound for an unknown
 //     job, as slurmrestd); of an ended job it does nothing and succeeds. UpdateJob of a PENDING
 //     job applies name, partition, admin_comment, comment, nodes, excluded_nodes; of any other
-//     job kFailedPrecondition (Slurm's 2073).
+//     job kFailedPrecondition (Slurm's 2073). updates() records every UpdateJob call.
 //   - JobStates with no ids answers every job, with ids the known ones among them (forgotten
 //     jobs are left out, as slurmrestd does); state_queries() keeps the id list of every call.
 //   - ListJobsSince(t): every change above (and AddJob, SubmitJob, Forget) moves a logical
@@ -38,6 +38,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "slurm/client.h"
@@ -77,6 +78,10 @@ class FakeSlurmClient final : public slurm::Client {
     return state_queries_;
   }
   [[nodiscard]] std::uint64_t requests() const { return stats_.requests; }
+  // Every UpdateJob call's job id and changes, in order (failed ones included).
+  [[nodiscard]] const std::vector<std::pair<std::int64_t, slurm::JobDescription>>& updates() const {
+    return updates_;
+  }
 
   std::int64_t next_job_id = 1;
 
@@ -121,6 +126,7 @@ class FakeSlurmClient final : public slurm::Client {
   std::vector<slurm::JobDescription> submitted_;
   std::vector<std::vector<std::int64_t>> state_queries_;
   std::int64_t changed_ = 1;  // logical clock of the last change (ListJobsSince)
+  std::vector<std::pair<std::int64_t, slurm::JobDescription>> updates_;
   net::ClientStats stats_;
 };
 

@@ -1,19 +1,35 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // The long-running commands as a process, against the test environment: the health and metrics
-// servers of `scheduler` and `controllers` (/healthz, /readyz, /metrics with every metric the
-// README's table lists), and a replica that loses its Lease exiting with status 1.
+// servers of `scheduler`, `controllers` and `all` (/healthz, /readyz, /metrics with every metric
+// the README's table lists), a ready standby, a stalled leader failing /healthz, and a replica
+// that loses its Lease exiting with status 1.
+#include <signal.h>
+
 #include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
 #include <fstream>
 #include <memory>
 #include <optional>
 #include <regex>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
 
+#include "app/readme_metrics.h"
 #include "kube/runtime/time_format.h"
 #include "net/http_client.h"
 #include "testing/bridge_e2e.h"
@@ -21,57 +37,79 @@
 namespace sb::app {
 namespace {
 
+namespace asio = boost::asio;
 using namespace std::chrono_literals;
 using sb::testing::ChildProcess;
 using sb::testing::RunSync;
 
-// A metric of README.md's "Metrics and health" table: its name and its label keys.
-struct ListedMetric {
-  std::string name;
-  std::vector<std::string> labels;
-};
+// A TCP proxy on 127.0.0.1 in front of `upstream_url`'s port, on a thread of its own, that can
+// hold every byte on every connection, both ways, until resumed: a network that stops
+// delivering, for the one process that uses it.
+class PausableTcpProxy {
+ public:
+  explicit PausableTcpProxy(const std::string& upstream_url)
+      : upstream_port_(static_cast<unsigned short>(
+            std::stoi(upstream_url.substr(upstream_url.rfind(':') + 1)))),
+        acceptor_(io_, {asio::ip::make_address("127.0.0.1"), 0}),
+        port_(acceptor_.local_endpoint().port()) {
+    asio::co_spawn(io_, Accept(), asio::detached);
+    thread_ = std::thread([this] { io_.run(); });
+  }
+  ~PausableTcpProxy() {
+    io_.stop();
+    thread_.join();
+  }
+  PausableTcpProxy(const PausableTcpProxy&) = delete;
+  PausableTcpProxy& operator=(const PausableTcpProxy&) = delete;
 
-// The metrics README.md's table lists. A row names one or more metrics in backticks; a name that
-// starts with '_' shares the first name's stem ("slurm_bridge_jobs_submitted_total",
-// "_adopted_total" -> "slurm_bridge_jobs_adopted_total"); "{a,b}" gives the label keys.
-std::vector<ListedMetric> ReadmeMetrics() {
-  std::ifstream in(std::string(SB_SOURCE_DIR) + "/README.md");
-  std::string line;
-  bool in_table = false;
-  std::vector<ListedMetric> out;
-  const std::regex code("`([^`]+)`");
-  while (std::getline(in, line)) {
-    if (line.starts_with("| metric | what |")) {
-      in_table = true;
-      continue;
-    }
-    if (!in_table) continue;
-    if (!line.starts_with("|")) break;
-    if (line.starts_with("|---")) continue;
-    const std::string first = line.substr(1, line.find('|', 1) - 1);
-    std::string stem;
-    for (auto it = std::sregex_iterator(first.begin(), first.end(), code);
-         it != std::sregex_iterator(); ++it) {
-      std::string text = (*it)[1];
-      ListedMetric m;
-      if (auto brace = text.find('{'); brace != std::string::npos) {
-        std::stringstream keys(text.substr(brace + 1, text.find('}') - brace - 1));
-        for (std::string k; std::getline(keys, k, ',');) m.labels.push_back(k);
-        text.resize(brace);
-      }
-      if (text.starts_with("_")) {
-        m.name = stem + text;
-      } else {
-        m.name = text;
-        // The stem: the name less as many '_' parts as a suffix in this row has ("_x_total").
-        stem = text.substr(0, text.rfind('_'));
-        stem = stem.substr(0, stem.rfind('_'));
-      }
-      out.push_back(std::move(m));
+  [[nodiscard]] int port() const { return port_; }
+  void Pause() { paused_ = true; }
+  void Resume() { paused_ = false; }
+
+ private:
+  using Socket = asio::ip::tcp::socket;
+
+  asio::awaitable<void> Accept() {
+    for (;;) {
+      auto [ec, client] = co_await acceptor_.async_accept(asio::as_tuple(asio::use_awaitable));
+      if (ec) co_return;
+      auto upstream = std::make_shared<Socket>(io_);
+      auto [cec] =
+          co_await upstream->async_connect({asio::ip::make_address("127.0.0.1"), upstream_port_},
+                                           asio::as_tuple(asio::use_awaitable));
+      if (cec) continue;
+      auto down = std::make_shared<Socket>(std::move(client));
+      asio::co_spawn(io_, Pipe(down, upstream), asio::detached);
+      asio::co_spawn(io_, Pipe(upstream, down), asio::detached);
     }
   }
-  return out;
-}
+
+  asio::awaitable<void> Pipe(std::shared_ptr<Socket> from, std::shared_ptr<Socket> to) {
+    std::array<char, 16384> buf{};
+    asio::steady_timer wait(io_);
+    for (;;) {
+      auto [ec, n] =
+          co_await from->async_read_some(asio::buffer(buf), asio::as_tuple(asio::use_awaitable));
+      if (ec) break;
+      while (paused_) {  // held, not lost
+        wait.expires_after(std::chrono::milliseconds(10));
+        (void)co_await wait.async_wait(asio::as_tuple(asio::use_awaitable));
+      }
+      auto [wec, written] = co_await asio::async_write(*to, asio::buffer(buf.data(), n),
+                                                       asio::as_tuple(asio::use_awaitable));
+      if (wec) break;
+    }
+    boost::system::error_code ignored;
+    to->shutdown(Socket::shutdown_send, ignored);
+  }
+
+  asio::io_context io_;
+  unsigned short upstream_port_;
+  asio::ip::tcp::acceptor acceptor_;
+  int port_;
+  std::atomic<bool> paused_{false};
+  std::thread thread_;
+};
 
 class ServeE2e : public sb::testing::BridgeE2e {
  protected:
@@ -173,6 +211,158 @@ TEST_F(ServeE2e, SchedulerServesHealthReadinessAndTheReadmeMetrics) { CheckServe
 
 TEST_F(ServeE2e, ControllersServeHealthReadinessAndTheReadmeMetrics) {
   CheckServers("controllers");
+}
+
+TEST_F(ServeE2e, AllServesHealthReadinessAndTheReadmeMetrics) { CheckServers("all"); }
+
+// With leader election, a standby replica is ready (/readyz: it can take over at once) and says
+// it does not lead; the leader is ready once its components are.
+TEST_F(ServeE2e, StandbyReplicaIsReadyAndDoesNotLead) {
+  const std::string lease = "e2e-standby-" + ns_;
+  auto start = [&](const std::string& log) {
+    return StartBridge(
+        "all",
+        {"--leader-elect", "--leader-election-namespace", ns_, "--leader-election-id", lease,
+         "--metrics-bind-address", "127.0.0.2:0", "--health-probe-bind-address", "127.0.0.1:0"},
+        log);
+  };
+  others_.push_back(start("a"));
+  ASSERT_TRUE(WaitFor([&] { return CountInLog("a", "leading (") == 1; }, 30s));
+  others_.push_back(start("b"));
+  int health = 0;
+  int metrics = 0;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        health = LoggedPort("b", "health");
+        metrics = LoggedPort("b", "metrics");
+        return health > 0 && metrics > 0 && CountInLog("b", "leader: ") >= 1;
+      },
+      30s));
+  auto readyz = Get("127.0.0.1", health, "/readyz");
+  ASSERT_TRUE(readyz);
+  EXPECT_EQ(readyz->status, 200) << readyz->body;
+  auto healthz = Get("127.0.0.1", health, "/healthz");
+  ASSERT_TRUE(healthz);
+  EXPECT_EQ(healthz->status, 200) << healthz->body;
+  auto m = Get("127.0.0.2", metrics, "/metrics");
+  ASSERT_TRUE(m);
+  EXPECT_NE(m->body.find("\nslurm_bridge_leader 0\n"), std::string::npos);
+  EXPECT_EQ(CountInLog("b", "leading ("), 0);
+  // The leader's /readyz: its components started.
+  const int leader_health = LoggedPort("a", "health");
+  std::optional<net::HttpResponse> leader_ready;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        leader_ready = Get("127.0.0.1", leader_health, "/readyz");
+        return leader_ready && leader_ready->status == 200;
+      },
+      60s));
+  AssertAlive(*others_[0], "the leader");
+  AssertAlive(*others_[1], "the standby");
+}
+
+// A leader that has not renewed its Lease for longer than its duration plus 20 s fails /healthz
+// (so that its liveness probe restarts it), and passes again once it renews. Made here by
+// stopping the process (SIGSTOP) between two renewals until the Lease is that old, and holding
+// its apiserver traffic (a proxy) while it runs again, so that the renewal it starts cannot
+// complete. A stop that falls inside a renewal round (its 10 s deadline passes while stopped)
+// makes the leader give up at once on waking instead, which is right too but shows nothing
+// here: that attempt is made again.
+TEST_F(ServeE2e, LeaderThatStoppedRenewingFailsHealthz) {
+  PausableTcpProxy proxy(env_.Get("KUBE_APISERVER_URL"));
+  std::string kubeconfig;
+  {
+    std::ifstream in(env_.Get("KUBECONFIG"));
+    std::stringstream text;
+    text << in.rdbuf();
+    kubeconfig = text.str();
+  }
+  const std::string server = "server: " + env_.Get("KUBE_APISERVER_URL");
+  const std::size_t at = kubeconfig.find(server);
+  ASSERT_NE(at, std::string::npos) << kubeconfig;
+  kubeconfig.replace(at, server.size(),
+                     "server: https://127.0.0.1:" + std::to_string(proxy.port()));
+  const std::string kubeconfig_path = dir_ + "/kubeconfig-proxied";
+  std::ofstream(kubeconfig_path) << kubeconfig;
+
+  for (int attempt = 1; attempt <= 3; ++attempt) {
+    SCOPED_TRACE("attempt " + std::to_string(attempt));
+    const std::string log = "a" + std::to_string(attempt);
+    const std::string lease = "e2e-stall-" + std::to_string(attempt) + "-" + ns_;
+    auto lease_now = [&] {
+      return RunSync(io_, kube::GetAs<kube::Lease>(*kube_, kube::LeasesRef(ns_).WithName(lease)));
+    };
+    std::unique_ptr<ChildProcess> leader = StartBridge(
+        "controllers",
+        {"--kubeconfig", kubeconfig_path, "--leader-elect", "--leader-election-namespace", ns_,
+         "--leader-election-id", lease, "--health-probe-bind-address", "127.0.0.1:0"},
+        log);
+    int health = 0;
+    ASSERT_TRUE(WaitFor(
+        [&] {
+          health = LoggedPort(log, "health");
+          return health > 0 && CountInLog(log, "leading (") == 1;
+        },
+        30s));
+    auto healthz = Get("127.0.0.1", health, "/healthz");
+    ASSERT_TRUE(healthz);
+    EXPECT_EQ(healthz->status, 200) << healthz->body;
+
+    // Stopped just after a renewal was seen (the next is 2 s away)...
+    std::string seen;
+    ASSERT_TRUE(WaitFor(
+        [&] {
+          auto l = lease_now();
+          const std::string renewed = l ? l->renew_time.value_or("") : "";
+          if (seen.empty()) seen = renewed;
+          return !renewed.empty() && renewed != seen;
+        },
+        30s));
+    ASSERT_EQ(::kill(leader->pid(), SIGSTOP), 0);
+    // ... until the Lease is older than its duration (15 s) plus the tolerance (20 s).
+    // MicroTimes ("2026-01-02T03:04:05.000006Z") compare as text.
+    EXPECT_TRUE(WaitFor(
+        [&] {
+          auto l = lease_now();
+          return l && l->renew_time &&
+                 *l->renew_time <
+                     kube::FormatMicroTime(std::chrono::system_clock::now() - 15s - 20s - 1s);
+        },
+        60s));
+    // Running again, its apiserver traffic held: the renewal it starts cannot complete.
+    proxy.Pause();
+    ASSERT_EQ(::kill(leader->pid(), SIGCONT), 0);
+    std::optional<net::HttpResponse> failing;
+    ASSERT_TRUE(WaitFor(
+        [&] {
+          failing = Get("127.0.0.1", health, "/healthz");
+          return (failing && failing->status == 500) ||
+                 CountInLog(log, "leadership lost: exiting") > 0;
+        },
+        8s))
+        << (failing ? std::to_string(failing->status) + " " + failing->body : "no answer") << "; "
+        << leader->HowItEnded();
+    proxy.Resume();
+    if (!failing || failing->status != 500) {
+      leader->Kill(SIGKILL);
+      continue;  // stopped inside a renewal round: gave up on waking
+    }
+    // Traffic flows again: the renewal completes and the leader is healthy.
+    std::optional<net::HttpResponse> again;
+    EXPECT_TRUE(WaitFor(
+        [&] {
+          again = Get("127.0.0.1", health, "/healthz");
+          return again && again->status == 200;
+        },
+        30s))
+        << (again ? std::to_string(again->status) + " " + again->body : "no answer");
+    AssertAlive(*leader, "the leader");
+    EXPECT_EQ(CountInLog(log, "leadership lost"), 0);
+    const int status = leader->Kill(SIGTERM);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << leader->HowItEnded();
+    return;
+  }
+  FAIL() << "every attempt stopped the leader inside a renewal round";
 }
 
 // Another holder takes the Lease (as a replica would after a missed renewal): the leader must

@@ -148,7 +148,8 @@ GroupPlan PlanGroup(const GroupInput& in, const PlannerOptions& options) {
       for (const JobView& j : tagged) {
         if (j.id == keep->id || Classify(j) != Kind::kUnbound) continue;
         plan.cancel.push_back(
-            {j.id, fmt::format("a second Slurm job of {} (job {} is kept)", spec.key, keep->id)});
+            {j.id, fmt::format("a second Slurm job of {} (job {} is kept)", spec.key, keep->id),
+             CancelCause::kDuplicate});
       }
       plan.adopt = *keep;
       plan.adopt->refill = Classify(*keep) == Kind::kRefill;
@@ -236,9 +237,9 @@ BindPlan PlanBind(const BindInput& in, const PlannerOptions& options) {
     const std::string names = fmt::format("{}", fmt::join(plan.unmapped, ","));
     const TimePoint since = in.unmapped_since.value_or(in.now);
     if (in.now - since >= options.unmapped_grace) {
-      plan.cancel = Cancel{job.id, fmt::format("allocated node(s) {}, which match no Kubernetes "
-                                               "node",
-                                               names)};
+      plan.cancel =
+          Cancel{job.id, fmt::format("allocated node(s) {}, which match no Kubernetes node", names),
+                 CancelCause::kNodeNotInKubernetes};
       plan.event_reason = "SlurmNodeNotInKubernetes";
       plan.event_message = fmt::format(
           "Slurm job {} was allocated node(s) {}, which match no Kubernetes node; cancelled it, "
@@ -324,7 +325,8 @@ std::vector<Cancel> PlanDuplicates(const std::map<std::string, std::int64_t>& tr
     if (it == listed.end()) continue;
     for (const JobView& j : it->second) {
       if (j.id == id || bridge::JobEnded(j.state) || Classify(j) != Kind::kUnbound) continue;
-      out.push_back({j.id, fmt::format("a second Slurm job of {} (job {} is kept)", group, id)});
+      out.push_back({j.id, fmt::format("a second Slurm job of {} (job {} is kept)", group, id),
+                     CancelCause::kDuplicate});
     }
   }
   return out;

@@ -92,9 +92,17 @@ struct GroupInput {
   TimePoint now;
 };
 
+// Why a job is cancelled, as counted (slurm_bridge_jobs_cancelled_total's reason label).
+enum class CancelCause {
+  kPodsGone,            // its pods went before binding (or were re-created)
+  kDuplicate,           // a second job of a group
+  kNodeNotInKubernetes  // allocated a node Kubernetes lacks
+};
+
 struct Cancel {
   std::int64_t id = 0;
   std::string reason;
+  CancelCause cause = CancelCause::kPodsGone;
   bool operator==(const Cancel&) const = default;
 };
 

@@ -170,8 +170,10 @@ TEST(PlanGroupTest, Table) {
          in.tagged = {Job(5, "PENDING", {"uid-x", "uid-y"}), Job(8, "PENDING", {"uid-a", "uid-b"}),
                       Job(6, "RUNNING", {"uid-a", "uid-b"}, {})};
        }),
-       .cancel = {{5, "a second Slurm job of Job/ns/train (job 6 is kept)"},
-                  {8, "a second Slurm job of Job/ns/train (job 6 is kept)"}},
+       .cancel = {{5, "a second Slurm job of Job/ns/train (job 6 is kept)",
+                   CancelCause::kDuplicate},
+                  {8, "a second Slurm job of Job/ns/train (job 6 is kept)",
+                   CancelCause::kDuplicate}},
        .adopt = 6,
        .bind = true},
       {.name = "two pending jobs tagged for the group: keep the one for these pods",
@@ -179,7 +181,8 @@ TEST(PlanGroupTest, Table) {
          in.pods = {&a, &b};
          in.tagged = {Job(5, "PENDING", {"uid-x", "uid-y"}), Job(8, "PENDING", {"uid-a", "uid-b"})};
        }),
-       .cancel = {{5, "a second Slurm job of Job/ns/train (job 8 is kept)"}},
+       .cancel = {{5, "a second Slurm job of Job/ns/train (job 8 is kept)",
+                   CancelCause::kDuplicate}},
        .adopt = 8,
        .label = {"a", "b"},
        .report_prefix = "waiting for Slurm job 8"},
@@ -189,7 +192,8 @@ TEST(PlanGroupTest, Table) {
          in.tagged = {Job(4, "RUNNING", {"uid-a", "uid-b"}, {{"uid-a", "n1", true}}),
                       Job(9, "PENDING", {"uid-b2"})};
        }),
-       .cancel = {{9, "a second Slurm job of Job/ns/train (job 4 is kept)"}},
+       .cancel = {{9, "a second Slurm job of Job/ns/train (job 4 is kept)",
+                   CancelCause::kDuplicate}},
        .adopt = 4,
        .bind = true},
       // Item 4: only the pods the job is for are labelled.
@@ -453,6 +457,7 @@ TEST(PlanBindTest, UnmappedNodeIsCancelledAfterTheGrace) {
   BindPlan late = PlanBind(in, {});
   ASSERT_TRUE(late.cancel);
   EXPECT_EQ(late.cancel->id, 7);
+  EXPECT_EQ(late.cancel->cause, CancelCause::kNodeNotInKubernetes);
   EXPECT_EQ(late.event_reason, "SlurmNodeNotInKubernetes");
   EXPECT_EQ(late.event_message,
             "Slurm job 7 was allocated node(s) x9, which match no Kubernetes node; cancelled it, "
@@ -475,6 +480,7 @@ TEST(PlanDuplicatesTest, SecondUnboundJobOfATrackedGroupIsCancelled) {
   EXPECT_EQ(c[0].id, 2);
   EXPECT_EQ(c[1].id, 3);
   EXPECT_EQ(c[0].reason, "a second Slurm job of Job/ns/a (job 1 is kept)");
+  EXPECT_EQ(c[0].cause, CancelCause::kDuplicate);
   EXPECT_TRUE(PlanDuplicates({}, listed).empty());
 }
 

@@ -506,7 +506,7 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
     if (auto it = jobs_.find(group_key); it != jobs_.end() && it->second.id == c.id) {
       jobs_.erase(it);
     }
-    co_await CancelJob(c.id, c.reason);
+    co_await CancelJob(c);
   }
   if (plan.forget) {
     if (auto it = jobs_.find(group_key);
@@ -816,7 +816,7 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
       }
       spdlog::warn("{}: {}", spec.key, plan.event_message);
       Emit(pods, plan.event_reason, plan.event_message);
-      co_await CancelJob(plan.cancel->id, plan.cancel->reason);
+      co_await CancelJob(*plan.cancel);
       queue_.Add(std::string(kGroupItem) + spec.key);
       co_return Result<void>{};
     }
@@ -898,25 +898,36 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
   co_return Result<void>{};
 }
 
-awaitable<void> Scheduler::CancelJob(std::int64_t id, std::string why) {
+awaitable<void> Scheduler::CancelJob(Cancel cancel) {
+  const std::int64_t id = cancel.id;
   Unlist(id);
   slurm::CancelOptions opts;
   Result<bool> r = co_await slurm_.CancelJob(id, opts);
   if (r || r.error().code == ErrorCode::kNotFound) {
     to_cancel_.erase(id);
-    ++stats_.jobs_cancelled;
-    spdlog::info("cancelled Slurm job {}: {}", id, why);
+    switch (cancel.cause) {
+      case CancelCause::kPodsGone:
+        ++stats_.jobs_cancelled;
+        break;
+      case CancelCause::kDuplicate:
+        ++stats_.duplicates_cancelled;
+        break;
+      case CancelCause::kNodeNotInKubernetes:
+        ++stats_.unmapped_cancelled;
+        break;
+    }
+    spdlog::info("cancelled Slurm job {}: {}", id, cancel.reason);
   } else {
     // Tried again by PollSlurm until Slurm confirms.
-    to_cancel_[id] = why;
-    spdlog::warn("cancelling Slurm job {} ({}) failed: {}; trying again", id, why,
+    spdlog::warn("cancelling Slurm job {} ({}) failed: {}; trying again", id, cancel.reason,
                  r.error().ToString());
+    to_cancel_[id] = std::move(cancel);
   }
 }
 
 awaitable<void> Scheduler::RetryCancels() {
-  const std::map<std::int64_t, std::string> pending = to_cancel_;
-  for (const auto& [id, why] : pending) co_await CancelJob(id, why);
+  const std::map<std::int64_t, Cancel> pending = to_cancel_;
+  for (const auto& [id, c] : pending) co_await CancelJob(c);
 }
 
 awaitable<void> Scheduler::ReportWaiting(const Pod& pod, std::string message) {
@@ -1060,7 +1071,7 @@ awaitable<void> Scheduler::CancelDuplicates() {
     // Tracked meanwhile (an await above): never the job a group works with.
     bool tracked_now = false;
     for (const auto& [group, t] : jobs_) tracked_now = tracked_now || t.id == c.id;
-    if (!tracked_now) co_await CancelJob(c.id, c.reason);
+    if (!tracked_now) co_await CancelJob(c);
   }
 }
 

@@ -69,8 +69,10 @@ struct Stats {
   std::uint64_t jobs_submitted = 0;
   std::uint64_t jobs_adopted = 0;
   std::uint64_t jobs_replaced = 0;   // ended before binding
-  std::uint64_t jobs_cancelled = 0;  // their pods went away before binding
-  std::uint64_t jobs_updated = 0;    // pending jobs sent a changed description
+  std::uint64_t jobs_cancelled = 0;  // their pods went away before binding (or were re-created)
+  std::uint64_t duplicates_cancelled = 0;  // a second job of a group
+  std::uint64_t unmapped_cancelled = 0;    // allocated a node Kubernetes lacks
+  std::uint64_t jobs_updated = 0;          // pending jobs sent a changed description
   std::uint64_t submit_errors = 0;
   std::uint64_t pods_bound = 0;
   std::uint64_t bind_errors = 0;
@@ -153,7 +155,7 @@ class Scheduler {
   boost::asio::awaitable<Result<void>> Bind(const bridge::GroupSpec& spec,
                                             std::vector<const kube::Pod*> pods, TrackedJob job);
   // Cancels until Slurm confirms: a failed cancel is tried again by PollSlurm.
-  boost::asio::awaitable<void> CancelJob(std::int64_t id, std::string why);
+  boost::asio::awaitable<void> CancelJob(Cancel cancel);
   boost::asio::awaitable<void> RetryCancels();
   // Bound pods labelled with job `id` in `ns`.
   boost::asio::awaitable<Result<std::vector<Holder>>> ReadHolders(const std::string& ns,
@@ -226,7 +228,7 @@ class Scheduler {
   bool listing_ = false;
   // Groups whose last submit had an unknown outcome (timeout, lost connection), since when.
   std::unordered_map<std::string, kube::Clock::TimePoint> submit_doubt_;
-  std::map<std::int64_t, std::string> to_cancel_;  // cancels Slurm has not confirmed, why
+  std::map<std::int64_t, Cancel> to_cancel_;  // cancels Slurm has not confirmed
   std::unordered_map<std::int64_t, kube::Clock::TimePoint> unmapped_since_;  // job id
   std::map<std::string, std::set<std::string>> excluded_;  // group -> Slurm nodes K8s lacks
   PlannerOptions planner_;

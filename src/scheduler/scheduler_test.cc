@@ -10,13 +10,20 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 
+#include "bridge/names.h"
+#include "bridge/tag.h"
 #include "kube/runtime/clock.h"
 #include "net/http_client.h"
 #include "testing/fake_apiserver.h"
@@ -54,9 +61,16 @@ class SchedulerTest : public ::testing::Test {
 
   void TearDown() override {
     if (scheduler_) {
-      scheduler_->Stop();
+      StopScheduler();
       EXPECT_TRUE(RunUntil([&] { return done_; })) << "Run() did not return after Stop()";
     }
+  }
+
+  // Stop() from inside the loop, as the process calls it (a signal, a lost lease). Called from
+  // outside, asio posts the cancellation of an informer's pending request, which may then run
+  // after that request completed and its cancellation handler was destroyed (a crash).
+  void StopScheduler() {
+    asio::post(io_, [s = scheduler_.get()] { s->Stop(); });
   }
 
   // Nodes, events, pod patches and bindings; pod lists and watches are the fake's.
@@ -342,6 +356,324 @@ TEST_F(SchedulerTest, HigherPriorityPodsAreSubmittedFirst) {
     }
   }
   EXPECT_EQ(order, (std::vector<std::string>{"top", "high", "mid", "low", "none"}));
+}
+
+// The scheduler's flows in full (test audit, untested behaviours #2, #4, #5): gangs of a batch Job
+// (its GET answered here), more nodes, and the events, condition messages and pod patches the
+// scheduler writes, recorded.
+class SchedulerFlowTest : public SchedulerTest {
+ protected:
+  void SetUp() override {
+    SchedulerTest::SetUp();
+    api_.Intercept([this](const FakeRequest& req) { return Record(req); });
+  }
+
+  std::optional<FakeReply> Record(const FakeRequest& req) {
+    const std::string path = req.target.substr(0, req.target.find('?'));
+    if (path.find("/events") != std::string::npos) events_seen_.push_back(req.body);
+    if (path == "/api/v1/nodes" && req.target.find("watch=") == std::string::npos) {
+      std::vector<std::string> items;
+      for (const std::string& n : kube_nodes_) {
+        items.push_back(fmt::format(
+            R"({{"metadata":{{"name":"{}","resourceVersion":"1"}},"spec":{{}},"status":{{)"
+            R"("conditions":[{{"type":"Ready","status":"True"}}],)"
+            R"("allocatable":{{"cpu":"64","memory":"256Gi"}}}}}})",
+            n));
+      }
+      return HttpReply(200, fmt::format(R"({{"kind":"NodeList","apiVersion":"v1","metadata":)"
+                                        R"({{"resourceVersion":"1"}},"items":[{}]}})",
+                                        fmt::join(items, ",")));
+    }
+    const std::string jobs = "/apis/batch/v1/namespaces/ns/jobs/";
+    if (path.starts_with(jobs)) {
+      auto it = owner_jobs_.find(path.substr(jobs.size()));
+      if (it == owner_jobs_.end()) {
+        return HttpReply(404, R"({"kind":"Status","code":404,"reason":"NotFound"})");
+      }
+      return HttpReply(200, it->second);
+    }
+    const std::string pods = "/api/v1/namespaces/ns/pods/";
+    if (req.method == "PATCH" && path.starts_with(pods)) {
+      pod_patches_.emplace_back(path.substr(pods.size()), req.body);
+    }
+    return Hook(req);
+  }
+
+  // A batch Job `name` asking for a gang of `parallelism`; the pods AddPod makes from now on are
+  // its.
+  void AddGangJob(const std::string& name, int parallelism) {
+    owner_jobs_[name] = fmt::format(
+        R"({{"apiVersion":"batch/v1","kind":"Job","metadata":{{"name":"{0}","namespace":"ns",)"
+        R"("uid":"job-{0}","annotations":{{"{1}":"true"}}}},"spec":{{"parallelism":{2},)"
+        R"("completions":{2}}},"status":{{}}}})",
+        name, bridge::kGangAnnotation, parallelism);
+    api_.pod_merge_patch =
+        fmt::format(R"({{"metadata":{{"ownerReferences":[{{"apiVersion":"batch/v1","kind":"Job",)"
+                    R"("name":"{0}","uid":"job-{0}","controller":true}}]}}}})",
+                    name);
+  }
+
+  // The uid FakeApiServer gives pod `name` when it is the next change.
+  std::string NextUid(const std::string& name) const {
+    return "uid-ns-" + name + "-" + std::to_string(api_.rv() + 1);
+  }
+
+  // A PodScheduled=False condition with `message` was written on pod `name`.
+  bool StatusSays(const std::string& name, const std::string& message) const {
+    return std::ranges::any_of(pod_patches_, [&](const auto& p) {
+      return p.first == name + "/status" && p.second.find(message) != std::string::npos;
+    });
+  }
+
+  // The patches of pod `name` (not its subresources), for failure messages.
+  std::string PatchesOf(const std::string& name) const {
+    std::string out;
+    for (const auto& [target, body] : pod_patches_) {
+      if (target == name) out += body + "\n";
+    }
+    return out;
+  }
+
+  // An event with `reason` whose message holds `message` was written.
+  bool HasEvent(const std::string& reason, const std::string& message) const {
+    return std::ranges::any_of(events_seen_, [&](const std::string& body) {
+      return body.find("\"reason\":\"" + reason + "\"") != std::string::npos &&
+             body.find(message) != std::string::npos;
+    });
+  }
+
+  // The scheduler restarts (a new process): a new Scheduler on the same servers.
+  void Restart() {
+    StopScheduler();
+    ASSERT_TRUE(RunUntil([&] { return done_; }));
+    done_ = false;
+    Start();
+  }
+
+  std::vector<std::string> kube_nodes_ = {"n1"};
+  std::map<std::string, std::string> owner_jobs_;                 // Job name -> JSON
+  std::vector<std::string> events_seen_;                          // event bodies
+  std::vector<std::pair<std::string, std::string>> pod_patches_;  // "name[/sub]", body
+};
+
+// Test audit #2: a gang still filling up waits, and says so only after the fill delay (pods of a
+// workload arrive one by one); the last member brings one job for all.
+TEST_F(SchedulerFlowTest, GangStillFillingWaitsAndSaysSoAfterTheFillDelay) {
+  AddGangJob("train", 3);
+  api_.AddPod("ns", "w0");
+  api_.AddPod("ns", "w1");
+  Start();
+  // The clock stands still until the test moves it: the group is first seen short now.
+  const kube::Clock::TimePoint since = clock_.Now();
+  const std::string waiting =
+      "waiting for 1 more pod(s) of Job train: Slurm allocates the group of 3 as one job";
+  ASSERT_TRUE(
+      AdvanceUntil([&] { return StatusSays("w0", waiting) && StatusSays("w1", waiting); }, 250ms));
+  EXPECT_GE(clock_.Now() - since, 2s) << "said before the fill delay (README: 2 s)";
+  ASSERT_TRUE(AdvanceUntil([&] { return HasEvent("FailedScheduling", waiting); }));
+  EXPECT_EQ(slurm_.calls("SubmitJob"), 0);
+
+  const std::string uid2 = NextUid("w2");
+  api_.AddPod("ns", "w2");
+  ASSERT_TRUE(AdvanceUntil([&] { return slurm_.calls("SubmitJob") == 1; }));
+  const std::string& tag = slurm_.submitted().front().admin_comment;
+  for (const std::string pod : {"ns/w0", "ns/w1", "ns/w2"}) {
+    EXPECT_NE(tag.find(pod), std::string::npos) << pod << " not in the job's tag " << tag;
+  }
+  EXPECT_NE(tag.find(uid2), std::string::npos);
+  EXPECT_EQ(LiveJobs(), 1);
+}
+
+// Test audit #2: a RUNNING job whose group is incomplete (here adopted at start-up, a member not
+// yet re-created) binds nothing and says why; when every node has its pod, the group binds, one
+// pod per node.
+TEST_F(SchedulerFlowTest, RunningJobOfAnIncompleteGroupWaitsThenBindsAllAtOnce) {
+  kube_nodes_ = {"n1", "n2"};
+  slurm::NodeInfo n2;
+  n2.name = "n2";
+  slurm_.AddNode(n2);
+  AddGangJob("train", 2);
+  const std::string uid0 = NextUid("w0");
+  api_.AddPod("ns", "w0");
+  const std::int64_t w1_rv = api_.rv() + 1;  // w1 comes later, as the next change
+  const std::string uid1 = NextUid("w1");
+  bridge::JobTag tag{.pods = {"ns/w0", "ns/w1"},
+                     .uids = {uid0, uid1},
+                     .group = "Job/ns/train",
+                     .cluster = config_.cluster_name,
+                     .scheduler = config_.scheduler_name};
+  const std::int64_t id = slurm_.AddJob("RUNNING", bridge::EncodeJobTag(tag), "n[1-2]");
+  Start();
+  const std::string waiting = fmt::format(
+      "Slurm job {} is running on 2 node(s); waiting for 1 more pod(s) of Job train to bind them "
+      "all at once",
+      id);
+  ASSERT_TRUE(AdvanceUntil([&] { return StatusSays("w0", waiting); }));
+  EXPECT_EQ(scheduler_->stats().jobs_adopted, 1u);
+  EXPECT_TRUE(bindings_.empty()) << "bound before every node had its pod";
+
+  ASSERT_EQ(api_.AddPod("ns", "w1"), w1_rv);
+  ASSERT_TRUE(AdvanceUntil([&] { return bindings_.size() == 2; }));
+  EXPECT_EQ((std::set<std::string>{bindings_["w0"], bindings_["w1"]}),
+            (std::set<std::string>{"n1", "n2"}));
+  EXPECT_EQ(slurm_.calls("SubmitJob"), 0);
+  EXPECT_TRUE(slurm_.cancels().empty());
+  EXPECT_TRUE(AdvanceUntil([&] {
+    return HasEvent("Scheduled", fmt::format("to n1 (Slurm job {})", id)) &&
+           HasEvent("Scheduled", fmt::format("to n2 (Slurm job {})", id));
+  }));
+}
+
+// Test audit #4: Slurm refusing to update a pending job is said once, as a SlurmJobUpdateFailed
+// event, and not asked again until the description changes again; an accepted update counts.
+TEST_F(SchedulerFlowTest, RefusedUpdateOfAPendingJobIsReportedAndNotRetried) {
+  ASSERT_NO_FATAL_FAILURE(StartWithPendingPods(1));
+  const std::int64_t id = JobOf("p0");
+  ASSERT_NE(id, 0);
+  ASSERT_EQ(slurm_.calls("UpdateJob"), 0) << "an unchanged job is sent nothing";
+  slurm_.FailNext("UpdateJob", Error{.code = ErrorCode::kInvalidArgument,
+                                     .message = "Slurm said no",
+                                     .details = {{.number = 2017, .error = "Invalid comment"}}});
+  const std::string comment = std::string(bridge::kJobAnnotationPrefix) + "comment";
+  api_.PatchPod("ns", "p0",
+                fmt::format(R"({{"metadata":{{"annotations":{{"{}":"one"}}}}}})", comment));
+  const std::string refused = fmt::format(
+      "Slurm refused to update pending job {} (comment): Slurm said no; Invalid comment", id);
+  ASSERT_TRUE(AdvanceUntil([&] { return HasEvent("SlurmJobUpdateFailed", refused); }));
+  EXPECT_EQ(slurm_.calls("UpdateJob"), 1);
+  EXPECT_EQ(slurm_.Job(id)->comment, "");
+  EXPECT_EQ(scheduler_->stats().jobs_updated, 0u);
+
+  // The group is looked at again (Slurm gives a reason, seen by the next job list): nothing is
+  // sent.
+  slurm::JobInfo j = *slurm_.Job(id);
+  j.state_reason = "Priority";
+  slurm_.AddJob(j);
+  ASSERT_TRUE(AdvanceUntil([&] { return StatusSays("p0", "Priority"); }, 500ms));
+  EXPECT_EQ(slurm_.calls("UpdateJob"), 1) << "a refused update was sent again unchanged";
+
+  // Changed again: sent, and counted (slurm_bridge_jobs_updated_total).
+  api_.PatchPod("ns", "p0",
+                fmt::format(R"({{"metadata":{{"annotations":{{"{}":"two"}}}}}})", comment));
+  ASSERT_TRUE(AdvanceUntil([&] { return scheduler_->stats().jobs_updated == 1; }));
+  EXPECT_EQ(slurm_.calls("UpdateJob"), 2);
+  EXPECT_EQ(slurm_.Job(id)->comment, "two");
+  EXPECT_EQ(std::ranges::count_if(events_seen_,
+                                  [](const std::string& b) {
+                                    return b.find("SlurmJobUpdateFailed") != std::string::npos;
+                                  }),
+            1)
+      << "the refusal was reported more than once";
+}
+
+// Test audit #4: a job adopted after a restart is sent its whole description once (what it was
+// submitted with is unknown to the new process), then nothing while nothing changes.
+TEST_F(SchedulerFlowTest, AdoptedJobIsSentItsWholeDescriptionOnce) {
+  ASSERT_NO_FATAL_FAILURE(StartWithPendingPods(1));
+  const std::int64_t id = JobOf("p0");
+  ASSERT_EQ(slurm_.submitted().size(), 1u);
+  const slurm::JobDescription submitted = slurm_.submitted().front();
+  EXPECT_EQ(slurm_.calls("UpdateJob"), 0);
+
+  ASSERT_NO_FATAL_FAILURE(Restart());
+  ASSERT_TRUE(AdvanceUntil([&] { return slurm_.calls("UpdateJob") >= 1; }));
+  EXPECT_EQ(scheduler_->stats().jobs_adopted, 1u);
+  EXPECT_EQ(slurm_.calls("SubmitJob"), 1) << "adopted, not submitted again";
+  ASSERT_EQ(slurm_.updates().size(), 1u);
+  const auto& [updated, changes] = slurm_.updates().front();
+  EXPECT_EQ(updated, id);
+  EXPECT_EQ(changes.name, submitted.name);
+  EXPECT_EQ(changes.partition, submitted.partition);
+  EXPECT_EQ(changes.admin_comment, submitted.admin_comment);
+  EXPECT_EQ(changes.minimum_nodes, submitted.minimum_nodes);
+  EXPECT_EQ(changes.maximum_nodes, submitted.maximum_nodes);
+  EXPECT_EQ(changes.tasks, submitted.tasks);
+  EXPECT_EQ(changes.cpus_per_task, submitted.cpus_per_task);
+  EXPECT_EQ(changes.memory_per_node, submitted.memory_per_node);
+  EXPECT_EQ(changes.shared, submitted.shared);
+  EXPECT_TRUE(changes.minimum_nodes.has_value()) << "not the whole description";
+
+  // Looked at again (Slurm gives a reason, seen by the next job list): nothing more is sent.
+  slurm::JobInfo j = *slurm_.Job(id);
+  j.state_reason = "Priority";
+  slurm_.AddJob(j);
+  ASSERT_TRUE(AdvanceUntil([&] { return StatusSays("p0", "Priority"); }, 500ms));
+  EXPECT_EQ(slurm_.calls("UpdateJob"), 1);
+  EXPECT_EQ(scheduler_->stats().jobs_updated, 1u);
+}
+
+// Test audit #5: a gang whose pods all go before binding has its job cancelled (the scheduler's
+// jobs_cancelled, exported as reason="pods_gone_before_binding"); while one member is left the
+// job waits for it; a pod being deleted loses the finalizer.
+TEST_F(SchedulerFlowTest, GangWhosePodsAreAllGoneHasItsJobCancelledAndFinalizersReleased) {
+  AddGangJob("train", 2);
+  api_.AddPod("ns", "w0");
+  api_.AddPod("ns", "w1");
+  Start();
+  ASSERT_TRUE(AdvanceUntil([&] { return slurm_.calls("SubmitJob") == 1; }));
+  const std::int64_t id = JobOf("w0");
+  ASSERT_NE(id, 0);
+
+  api_.DeletePod("ns", "w1");
+  // The job's tag follows the member left (a pending job's description is updated).
+  ASSERT_TRUE(AdvanceUntil([&] { return slurm_.calls("UpdateJob") >= 1; }));
+  EXPECT_EQ(slurm_.Job(id)->admin_comment.find("ns/w1\""), std::string::npos);
+  EXPECT_TRUE(slurm_.cancels().empty()) << "a member is left: the job waits for the other";
+
+  // The last one is being deleted (it holds the finalizer).
+  api_.PatchPod("ns", "w0",
+                fmt::format(R"({{"metadata":{{"deletionTimestamp":"2026-01-01T00:00:00Z",)"
+                            R"("finalizers":["{}","example.com/other"]}}}})",
+                            bridge::kFinalizer));
+  auto released = [&] {
+    return std::ranges::any_of(pod_patches_, [](const auto& p) {
+      return p.first == "w0" &&
+             p.second.find("\"finalizers\":[\"example.com/other\"]") != std::string::npos;
+    });
+  };
+  ASSERT_TRUE(AdvanceUntil([&] {
+    return slurm_.Job(id)->BaseState() == "CANCELLED" && released();
+  })) << slurm_.Job(id)->BaseState()
+      << "; patches of w0: " << PatchesOf("w0");
+  EXPECT_EQ(slurm_.cancels(), std::vector<std::int64_t>{id});
+  EXPECT_EQ(scheduler_->stats().jobs_cancelled, 1u);
+  EXPECT_EQ(scheduler_->stats().duplicates_cancelled, 0u);
+  EXPECT_EQ(scheduler_->TrackedJobs(), 0u);
+  EXPECT_EQ(LiveJobs(), 0);
+}
+
+// Test audit #5: a pod deleted and re-created under the same name (a new UID; here seen through a
+// relist, as one update) has its old job cancelled and gets a job of its own.
+TEST_F(SchedulerFlowTest, PodRecreatedUnderTheSameNameHasItsOldJobCancelled) {
+  ASSERT_NO_FATAL_FAILURE(StartWithPendingPods(1));
+  const std::int64_t old_job = JobOf("p0");
+  ASSERT_NE(old_job, 0);
+  const int watches = api_.watches();
+  api_.DeletePod("ns", "p0");
+  const std::string uid = NextUid("p0");
+  api_.AddPod("ns", "p0");
+  api_.Compact();  // the next watch gets 410: the informer relists and sees another UID
+  ASSERT_TRUE(AdvanceUntil([&] {
+    return slurm_.Job(old_job)->BaseState() == "CANCELLED" && slurm_.calls("SubmitJob") == 2;
+  }));
+  EXPECT_GT(api_.watches(), watches);
+  EXPECT_EQ(slurm_.cancels(), std::vector<std::int64_t>{old_job});
+  EXPECT_NE(slurm_.submitted().back().admin_comment.find(uid), std::string::npos);
+  EXPECT_EQ(LiveJobs(), 1);
+}
+
+// slurm_bridge_jobs_cancelled_total{reason="pods_gone_before_binding"} counts the jobs whose pods
+// went: a second job of a group (a lost submit reply, an old leader's submit) cancelled by the
+// periodic job list is a duplicate, not that.
+TEST_F(SchedulerFlowTest, DuplicateJobCancelIsNotCountedAsPodsGone) {
+  ASSERT_NO_FATAL_FAILURE(StartWithPendingPods(1));
+  const std::int64_t kept = JobOf("p0");
+  ASSERT_NE(kept, 0);
+  const std::int64_t second = slurm_.AddJob("PENDING", slurm_.Job(kept)->admin_comment);
+  ASSERT_TRUE(AdvanceUntil([&] { return slurm_.Job(second)->BaseState() == "CANCELLED"; }, 500ms));
+  EXPECT_EQ(slurm_.Job(kept)->BaseState(), "PENDING");
+  EXPECT_EQ(scheduler_->stats().jobs_cancelled, 0u) << "counted as pods gone before binding";
+  EXPECT_EQ(scheduler_->stats().duplicates_cancelled, 1u);
 }
 
 }  // namespace

@@ -1,0 +1,35 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// app/metrics.h
+//
+// The Prometheus text (exposition format 0.0.4) that `scheduler`, `controllers` and `all` serve
+// on /metrics, rendered from a snapshot of the components' counters (pure: no I/O). A component
+// that does not run in this process is rendered from zeroed stats, so every process serves every
+// metric of README.md's table.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "controllers/node/node_controller.h"
+#include "controllers/pod_controller.h"
+#include "net/http_client.h"
+#include "scheduler/scheduler.h"
+
+namespace sb::app {
+
+struct MetricsSnapshot {
+  bool leader = true;  // leads, or runs without election
+  scheduler::Stats scheduler;
+  controllers::PodControllerStats pods;
+  controllers::NodeControllerStats nodes;
+  std::size_t scheduler_queue_depth = 0;
+  std::size_t pods_queue_depth = 0;
+  std::size_t tracked_jobs = 0;
+  net::ClientStats slurm_http;
+  net::ClientStats kube_http;
+};
+
+[[nodiscard]] std::string RenderMetrics(const MetricsSnapshot& s);
+
+}  // namespace sb::app

@@ -1,0 +1,74 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "app/metrics.h"
+
+#include <regex>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "app/readme_metrics.h"
+
+namespace sb::app {
+namespace {
+
+// Each counter of the components is served under its README name, with its value.
+TEST(RenderMetricsTest, EachStatIsServedUnderItsName) {
+  MetricsSnapshot s;
+  s.leader = false;
+  s.scheduler.jobs_updated = 3;
+  s.scheduler.jobs_cancelled = 4;
+  s.scheduler.jobs_adopted = 5;
+  s.scheduler.duplicates_cancelled = 12;
+  s.scheduler.unmapped_cancelled = 13;
+  s.pods.strays_deleted = 6;
+  s.pods.sweeps_skipped = 7;
+  s.pods.foreign_looking_jobs = 8;
+  s.pods.orphans_cancelled = 9;
+  s.nodes.drains = 10;
+  s.tracked_jobs = 11;
+  const std::string text = RenderMetrics(s);
+  struct Row {
+    std::string sample;  // name{labels} value
+    std::string type;
+  };
+  const std::vector<Row> rows = {
+      {"slurm_bridge_leader 0", "gauge"},
+      {"slurm_bridge_jobs_updated_total 3", "counter"},
+      {R"(slurm_bridge_jobs_cancelled_total{reason="pods_gone_before_binding"} 4)", "counter"},
+      {"slurm_bridge_jobs_adopted_total 5", "counter"},
+      {"slurm_bridge_stray_pods_deleted_total 6", "counter"},
+      {"slurm_bridge_orphan_sweeps_skipped_total 7", "counter"},
+      {"slurm_bridge_foreign_looking_jobs 8", "gauge"},
+      {R"(slurm_bridge_jobs_cancelled_total{reason="orphan"} 9)", "counter"},
+      {R"(slurm_bridge_node_drains_total{op="drain"} 10)", "counter"},
+      {"slurm_bridge_tracked_jobs 11", "gauge"},
+      {R"(slurm_bridge_jobs_cancelled_total{reason="duplicate"} 12)", "counter"},
+      {R"(slurm_bridge_jobs_cancelled_total{reason="node_not_in_kubernetes"} 13)", "counter"},
+  };
+  for (const Row& r : rows) {
+    EXPECT_NE(text.find("\n" + r.sample + "\n"), std::string::npos) << r.sample;
+    const std::string name = r.sample.substr(0, r.sample.find_first_of("{ "));
+    EXPECT_NE(text.find("\n# TYPE " + name + " " + r.type + "\n"), std::string::npos)
+        << name << " is not a " << r.type;
+  }
+}
+
+// Every metric and label README.md's table lists is rendered (the e2e test checks the same of
+// each process's /metrics).
+TEST(RenderMetricsTest, EveryReadmeMetricIsRendered) {
+  const std::string text = RenderMetrics(MetricsSnapshot{});
+  const std::vector<ListedMetric> listed = ReadmeMetrics();
+  ASSERT_GE(listed.size(), 23u) << "README.md's metrics table not found";
+  for (const ListedMetric& lm : listed) {
+    EXPECT_NE(text.find("\n# TYPE " + lm.name + " "), std::string::npos)
+        << lm.name << " is in README.md but not rendered";
+    for (const std::string& label : lm.labels) {
+      const std::regex sample("(^|\n)" + lm.name + R"((_bucket)?\{[^}\n]*\b)" + label + "=\"");
+      EXPECT_TRUE(std::regex_search(text, sample)) << lm.name << " has no sample with " << label;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace sb::app
