@@ -294,6 +294,16 @@ class BridgeE2e : public ::testing::Test, protected E2eEnv {
     return ev ? ev->items : std::vector<kube::Event>{};
   }
 
+  // Slurm's base state of job `id`; "NOTFOUND" when Slurm no longer knows it. Any other error
+  // fails the test (and reads "ERROR"): a slurmrestd hiccup is not a cancelled job.
+  std::string JobState(std::int64_t id) {
+    auto j = RunSync(io_, slurm_->GetJob(id));
+    if (j) return std::string(j->BaseState());
+    if (j.error().code == ErrorCode::kNotFound) return "NOTFOUND";
+    ADD_FAILURE() << "reading Slurm job " << id << ": " << j.error().ToString();
+    return "ERROR";
+  }
+
   static std::int64_t JobId(const kube::Pod& p) {
     auto it = p.metadata.labels.find(std::string(bridge::kJobIdLabel));
     return it == p.metadata.labels.end() ? 0 : std::stoll(it->second);

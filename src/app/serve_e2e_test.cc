@@ -140,6 +140,24 @@ class ServeE2e : public sb::testing::BridgeE2e {
     return *r;
   }
 
+  // Waits until GET http://127.0.0.1:<port><target> answers `status`; the failure says what it
+  // answered last.
+  ::testing::AssertionResult AnswersWithin(int port, const std::string& target, int status,
+                                           std::chrono::milliseconds timeout) {
+    std::optional<net::HttpResponse> last;
+    if (WaitFor(
+            [&] {
+              last = Get("127.0.0.1", port, target);
+              return last && last->status == status;
+            },
+            timeout)) {
+      return ::testing::AssertionSuccess();
+    }
+    return ::testing::AssertionFailure()
+           << target << " did not answer " << status << ": "
+           << (last ? std::to_string(last->status) + " " + last->body : "no answer");
+  }
+
   // Starts `slurm-bridge <subcommand>` with health and metrics on free ports and checks
   // /healthz, /readyz and /metrics. Two addresses (127.0.0.2 is loopback too), so two servers:
   // one address would make one server for both.
@@ -164,14 +182,7 @@ class ServeE2e : public sb::testing::BridgeE2e {
     ASSERT_TRUE(healthz);
     EXPECT_EQ(healthz->status, 200) << healthz->body;
     // Ready once the caches are synced and Slurm was read.
-    std::optional<net::HttpResponse> readyz;
-    EXPECT_TRUE(WaitFor(
-        [&] {
-          readyz = Get("127.0.0.1", health, "/readyz");
-          return readyz && readyz->status == 200;
-        },
-        60s))
-        << (readyz ? std::to_string(readyz->status) + " " + readyz->body : "no answer");
+    EXPECT_TRUE(AnswersWithin(health, "/readyz", 200, 60s));
     // The health server does not serve the metrics, nor the metrics server health.
     auto wrong = Get("127.0.0.1", health, "/metrics");
     ASSERT_TRUE(wrong);
@@ -250,13 +261,7 @@ TEST_F(ServeE2e, StandbyReplicaIsReadyAndDoesNotLead) {
   EXPECT_EQ(CountInLog("b", "leading ("), 0);
   // The leader's /readyz: its components started.
   const int leader_health = LoggedPort("a", "health");
-  std::optional<net::HttpResponse> leader_ready;
-  EXPECT_TRUE(WaitFor(
-      [&] {
-        leader_ready = Get("127.0.0.1", leader_health, "/readyz");
-        return leader_ready && leader_ready->status == 200;
-      },
-      60s));
+  EXPECT_TRUE(AnswersWithin(leader_health, "/readyz", 200, 60s));
   AssertAlive(*others_[0], "the leader");
   AssertAlive(*others_[1], "the standby");
 }
@@ -348,14 +353,7 @@ TEST_F(ServeE2e, LeaderThatStoppedRenewingFailsHealthz) {
       continue;  // stopped inside a renewal round: gave up on waking
     }
     // Traffic flows again: the renewal completes and the leader is healthy.
-    std::optional<net::HttpResponse> again;
-    EXPECT_TRUE(WaitFor(
-        [&] {
-          again = Get("127.0.0.1", health, "/healthz");
-          return again && again->status == 200;
-        },
-        30s))
-        << (again ? std::to_string(again->status) + " " + again->body : "no answer");
+    EXPECT_TRUE(AnswersWithin(health, "/healthz", 200, 30s));
     AssertAlive(*leader, "the leader");
     EXPECT_EQ(CountInLog(log, "leadership lost"), 0);
     const int status = leader->Kill(SIGTERM);

@@ -29,16 +29,6 @@ class ControllersE2e : public sb::testing::BridgeE2e {
     return pod.value_or(kube::Pod{});
   }
 
-  // Slurm's base state of job `id`; "NOTFOUND" when Slurm no longer knows it. Any other error
-  // fails the test (and reads "ERROR"): a slurmrestd hiccup is not a cancelled job.
-  std::string JobState(std::int64_t id) {
-    auto j = RunSync(io_, slurm_->GetJob(id));
-    if (j) return std::string(j->BaseState());
-    if (j.error().code == ErrorCode::kNotFound) return "NOTFOUND";
-    ADD_FAILURE() << "reading Slurm job " << id << ": " << j.error().ToString();
-    return "ERROR";
-  }
-
   slurm::JobInfo Job(std::int64_t id) {
     auto j = RunSync(io_, slurm_->GetJob(id));
     EXPECT_TRUE(j) << "reading Slurm job " << id << ": " << j.error().ToString();

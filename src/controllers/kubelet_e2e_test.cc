@@ -58,14 +58,6 @@ class KubeletE2e : public sb::testing::BridgeE2e {
     ASSERT_TRUE(r) << r.error().message;
   }
 
-  std::string JobState(std::int64_t id) {
-    auto j = RunSync(io_, slurm_->GetJob(id));
-    if (j) return std::string(j->BaseState());
-    if (j.error().code == ErrorCode::kNotFound) return "NOTFOUND";
-    ADD_FAILURE() << "reading Slurm job " << id << ": " << j.error().ToString();
-    return "ERROR";
-  }
-
   bool HasEvent(const std::string& pod, const std::string& reason) {
     return std::ranges::any_of(Events(pod),
                                [&](const kube::Event& e) { return e.reason == reason; });
