@@ -153,14 +153,16 @@ std::optional<std::string> ParseTerm(const std::string& t, bool label, Requireme
 
 // The selectors of a LIST or WATCH query; an error text (answered 400) when malformed or when
 // a field is one the apiserver does not index for pods.
-std::optional<std::string> ParseSelectors(std::map<std::string, std::string>& query,
+std::optional<std::string> ParseSelectors(std::map<std::string, std::string>& query, bool pods,
                                           Selector* out) {
   for (const std::string& t : SplitTerms(query["fieldSelector"])) {
     Requirement r;
     if (auto e = ParseTerm(t, false, &r)) return e;
-    static const std::vector<std::string> kFields = {"metadata.name", "metadata.namespace",
-                                                     "spec.nodeName", "spec.schedulerName"};
-    if (std::ranges::find(kFields, r.key) == kFields.end()) {
+    static const std::vector<std::string> kPodFields = {"metadata.name", "metadata.namespace",
+                                                        "spec.nodeName", "spec.schedulerName"};
+    static const std::vector<std::string> kNodeFields = {"metadata.name"};
+    const std::vector<std::string>& fields = pods ? kPodFields : kNodeFields;
+    if (std::ranges::find(fields, r.key) == fields.end()) {
       return "field label not supported: " + r.key;
     }
     out->fields.push_back(std::move(r));
@@ -226,16 +228,65 @@ std::string StatusJson(int code, const std::string& reason, const std::string& m
   return bj::serialize(o);
 }
 
+FakeReply StatusReply(int code, const std::string& reason, const std::string& message) {
+  return HttpReply(code, StatusJson(code, reason, message));
+}
+
+// A strategic merge patch as the fake applies it: a merge patch, except that lists named
+// "conditions" merge element by element on "type" (as PodStatus and NodeStatus declare).
+void StrategicMerge(bj::object& target, const bj::object& patch) {
+  for (const auto& [k, v] : patch) {
+    if (k == "conditions" && v.is_array() && target.contains(k) && target.at(k).is_array()) {
+      bj::array& have = target.at(k).as_array();
+      for (const bj::value& c : v.as_array()) {
+        const bj::value* type = c.is_object() ? c.as_object().if_contains("type") : nullptr;
+        auto same = std::ranges::find_if(have, [&](const bj::value& h) {
+          return type != nullptr && h.is_object() && h.as_object().if_contains("type") != nullptr &&
+                 h.as_object().at("type") == *type;
+        });
+        if (same != have.end() && c.is_object() && same->is_object()) {
+          MergePatch(same->as_object(), c.as_object());
+        } else {
+          have.push_back(c);
+        }
+      }
+    } else if (v.is_object() && target.contains(k) && target.at(k).is_object()) {
+      StrategicMerge(target.at(k).as_object(), v.as_object());
+    } else if (v.is_null()) {
+      target.erase(k);
+    } else {
+      target[k] = v;
+    }
+  }
+}
+
+// A string at metadata.`field` of `o`; "" when absent.
+std::string Meta(const bj::object& o, std::string_view field) {
+  return StringAt(o, "metadata", field).value_or("");
+}
+
+// One chunk of a chunked reply body: the line and a newline.
+std::string Chunk(const std::string& line) {
+  char size[32];
+  std::snprintf(size, sizeof size, "%zx\r\n", line.size() + 1);
+  return size + line + "\n\r\n";
+}
+
+constexpr std::string_view kChunkedHeader =
+    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
+constexpr std::string_view kLastChunk = "0\r\n\r\n";
+
 }  // namespace
 
 struct FakeApiServer::Impl {
   std::int64_t rv = 1;
   std::int64_t compacted = 0;
-  std::map<std::string, bj::object> pods;  // "ns/name" -> object
+  // Per resource ("pods", "nodes"): "ns/name" (pods) or "name" (nodes) -> object.
+  std::map<std::string, std::map<std::string, bj::object>> store{{"pods", {}}, {"nodes", {}}};
   struct LoggedEvent {
     std::int64_t rv;
+    std::string resource;
     std::string ns;
-    std::string line;
     std::string type;
     bj::object object;               // after the change (DELETED: as it was)
     std::optional<bj::object> prev;  // before the change; nullopt for ADDED
@@ -246,27 +297,59 @@ struct FakeApiServer::Impl {
     std::vector<bj::object> items;
   };
   std::vector<Snapshot> snapshots;  // of each paged LIST, by continue token
+  struct Watcher {
+    std::string resource;
+    std::string ns;
+    Selector sel;
+    bool bookmarks = false;
+    std::string kind;
+    std::shared_ptr<FakeStream> stream;
+  };
+  std::vector<Watcher> watchers;
   Hook hook;
   int lists = 0;
   int watches = 0;
+  int writes = 0;
   std::vector<std::string> watch_rvs;
+  std::vector<std::string> events;
   FakeApiServer* owner = nullptr;
   std::unique_ptr<FakeHttpServer> http;
 
-  std::int64_t Record(const std::string& type, const std::string& key, bj::object obj) {
+  static std::string KeyOf(const std::string& ns, const std::string& name) {
+    return ns.empty() ? name : ns + "/" + name;
+  }
+
+  std::int64_t Record(const std::string& resource, const std::string& type, const std::string& key,
+                      bj::object obj) {
     ++rv;
     obj["metadata"].as_object()["resourceVersion"] = std::to_string(rv);
-    std::string ns(obj["metadata"].as_object()["namespace"].as_string());
-    bj::object ev{{"type", type}, {"object", obj}};
+    const std::string ns = Meta(obj, "namespace");
+    std::map<std::string, bj::object>& objects = store[resource];
     std::optional<bj::object> prev;
-    if (auto it = pods.find(key); it != pods.end()) prev = it->second;
-    log.push_back({rv, ns, bj::serialize(ev), type, obj, std::move(prev)});
+    if (auto it = objects.find(key); it != objects.end()) prev = it->second;
+    log.push_back({rv, resource, ns, type, obj, std::move(prev)});
     if (type == "DELETED") {
-      pods.erase(key);
+      objects.erase(key);
     } else {
-      pods[key] = std::move(obj);
+      objects[key] = std::move(obj);
+    }
+    const LoggedEvent& e = log.back();
+    std::erase_if(watchers, [](const Watcher& w) { return !w.stream->open(); });
+    for (Watcher& w : watchers) {
+      if (w.resource == resource && (w.ns.empty() || w.ns == ns)) {
+        if (std::string line = Filtered(e, w.sel); !line.empty()) w.stream->Push(Chunk(line));
+      }
     }
     return rv;
+  }
+
+  std::string BookmarkLine(const std::string& kind) const {
+    bj::object ev{{"type", "BOOKMARK"},
+                  {"object",
+                   {{"kind", kind},
+                    {"apiVersion", "v1"},
+                    {"metadata", {{"resourceVersion", std::to_string(rv)}}}}}};
+    return bj::serialize(ev);
   }
 
   FakeReply Handle(const FakeRequest& req) {
@@ -281,26 +364,219 @@ struct FakeApiServer::Impl {
       }
     }
     Target t = ParseTarget(req.target);
+    if (req.method == "POST" && t.path.find("/events") != std::string::npos) {
+      events.push_back(req.body);
+      return HttpReply(201, req.body);
+    }
+    // /api/v1/pods, /api/v1/namespaces/{ns}/pods[/{name}[/{sub}]], /api/v1/nodes[/{name}[/{sub}]]
+    std::vector<std::string> parts;
+    for (std::size_t at = 0; at < t.path.size();) {
+      std::size_t slash = t.path.find('/', at);
+      if (slash == std::string::npos) slash = t.path.size();
+      if (slash > at) parts.push_back(t.path.substr(at, slash - at));
+      at = slash + 1;
+    }
+    std::size_t i = 2;
     std::string ns;
-    if (t.path.starts_with("/api/v1/namespaces/") && t.path.ends_with("/pods")) {
-      ns = t.path.substr(19, t.path.size() - 19 - 5);
-    } else if (t.path != "/api/v1/pods") {
-      return HttpReply(404, StatusJson(404, "NotFound", "no such path " + t.path));
+    if (parts.size() < 3 || parts[0] != "api" || parts[1] != "v1") return NoSuchPath(t);
+    if (parts[2] == "namespaces" && parts.size() >= 5 && parts[4] == "pods") {
+      ns = parts[3];
+      i = 4;
+    }
+    const std::string resource = parts[i];
+    if ((resource != "pods" && resource != "nodes") || (resource == "nodes" && i != 2) ||
+        parts.size() > i + 3) {
+      return NoSuchPath(t);
+    }
+    const std::string name = parts.size() > i + 1 ? parts[i + 1] : "";
+    const std::string sub = parts.size() > i + 2 ? parts[i + 2] : "";
+    if (!name.empty()) {
+      if (resource == "pods" && ns.empty()) return NoSuchPath(t);
+      return Item(req, resource, ns, name, sub);
     }
     if (req.method != "GET") {
-      return HttpReply(405, StatusJson(405, "MethodNotAllowed", "read-only fake"));
+      return StatusReply(405, "MethodNotAllowed", "the fake does not create by POST");
     }
     Selector sel;
-    if (std::optional<std::string> bad = ParseSelectors(t.query, &sel)) {
-      return HttpReply(400, StatusJson(400, "BadRequest", *bad));
+    if (std::optional<std::string> bad = ParseSelectors(t.query, resource == "pods", &sel)) {
+      return StatusReply(400, "BadRequest", *bad);
     }
-    if (t.query.contains("watch")) {
-      return Watch(t, ns, sel);
-    }
-    return List(t, ns, sel);
+    if (t.query.contains("watch")) return Watch(t, resource, ns, sel);
+    return List(t, resource, ns, sel);
   }
 
-  FakeReply List(Target& t, const std::string& ns, const Selector& sel) {
+  static FakeReply NoSuchPath(const Target& t) {
+    return StatusReply(404, "NotFound", "no such path " + t.path);
+  }
+
+  static FakeReply NotFound(const std::string& resource, const std::string& name) {
+    return StatusReply(404, "NotFound", resource + " \"" + name + "\" not found");
+  }
+
+  static FakeReply Conflict(const std::string& message) {
+    return StatusReply(409, "Conflict", message);
+  }
+
+  // The fault a test asked for: the next write answers 409.
+  std::optional<FakeReply> InjectedConflict() {
+    if (owner->conflict_writes <= 0) return std::nullopt;
+    --owner->conflict_writes;
+    return Conflict("Operation cannot be fulfilled: the object has been modified (injected)");
+  }
+
+  // 409 when the precondition `want` (uid or resourceVersion; empty: none) is not `have`.
+  static std::optional<FakeReply> Precondition(std::string_view field, const std::string& want,
+                                               const std::string& have) {
+    if (want.empty() || want == have) return std::nullopt;
+    return Conflict("Precondition failed: " + std::string(field) + " in precondition: " + want +
+                    ", " + std::string(field) + " in object meta: " + have);
+  }
+
+  FakeReply Item(const FakeRequest& req, const std::string& resource, const std::string& ns,
+                 const std::string& name, const std::string& sub) {
+    const std::string key = KeyOf(ns, name);
+    std::map<std::string, bj::object>& objects = store[resource];
+    auto it = objects.find(key);
+    if (req.method != "GET") ++writes;
+    if (it == objects.end()) return NotFound(resource, name);
+    const bj::object& cur = it->second;
+    const bool pod = resource == "pods";
+    if (req.method == "GET" && (sub.empty() || sub == "status")) {
+      return HttpReply(200, bj::serialize(cur));
+    }
+    if (req.method == "PATCH" && (sub.empty() || sub == "status")) return Patch(req, resource, key);
+    if (req.method == "PUT" && (sub.empty() || sub == "status")) return Put(req, resource, key);
+    if (req.method == "DELETE" && sub.empty()) return Delete(req.body, resource, key, false);
+    if (req.method == "POST" && pod && sub == "binding") return Bind(req, key);
+    if (req.method == "POST" && pod && sub == "eviction") {
+      std::optional<bj::object> eviction = ParseObject(req.body.empty() ? "{}" : req.body);
+      if (!eviction) return StatusReply(400, "BadRequest", "the eviction is not a JSON object");
+      std::string options = "{}";
+      if (const bj::value* o = eviction->if_contains("deleteOptions"); o != nullptr) {
+        options = bj::serialize(*o);
+      }
+      return Delete(options, resource, key, true);
+    }
+    return StatusReply(405, "MethodNotAllowed",
+                       req.method + " " + resource + (sub.empty() ? "" : "/" + sub) +
+                           " is not served by the fake");
+  }
+
+  FakeReply Patch(const FakeRequest& req, const std::string& resource, const std::string& key) {
+    const std::string type = req.Header("Content-Type");
+    if (type.find("json-patch") != std::string::npos) {
+      return StatusReply(415, "UnsupportedMediaType", "the fake applies merge patches only");
+    }
+    std::optional<bj::object> patch = ParseObject(req.body);
+    if (!patch) return StatusReply(400, "BadRequest", "the patch is not a JSON object");
+    if (std::optional<FakeReply> c = InjectedConflict()) return std::move(*c);
+    bj::object obj = store[resource].at(key);
+    if (auto c = Precondition("UID", Meta(*patch, "uid"), Meta(obj, "uid"))) return std::move(*c);
+    if (auto c = Precondition("ResourceVersion", Meta(*patch, "resourceVersion"),
+                              Meta(obj, "resourceVersion"))) {
+      return std::move(*c);
+    }
+    if (type.find("strategic-merge-patch") != std::string::npos) {
+      StrategicMerge(obj, *patch);
+    } else {
+      MergePatch(obj, *patch);
+    }
+    Record(resource, "MODIFIED", key, std::move(obj));
+    return HttpReply(200, bj::serialize(store[resource].at(key)));
+  }
+
+  FakeReply Put(const FakeRequest& req, const std::string& resource, const std::string& key) {
+    std::optional<bj::object> obj = ParseObject(req.body);
+    if (!obj || !obj->contains("metadata") || !obj->at("metadata").is_object()) {
+      return StatusReply(400, "BadRequest", "the object is not a JSON object with metadata");
+    }
+    if (std::optional<FakeReply> c = InjectedConflict()) return std::move(*c);
+    const bj::object& cur = store[resource].at(key);
+    const std::string want = Meta(*obj, "resourceVersion");
+    if (want.empty()) {
+      return StatusReply(422, "Invalid",
+                         "metadata.resourceVersion: Invalid value: 0x0: must be specified for an "
+                         "update");
+    }
+    if (auto c = Precondition("ResourceVersion", want, Meta(cur, "resourceVersion"))) {
+      return std::move(*c);
+    }
+    if (auto c = Precondition("UID", Meta(*obj, "uid"), Meta(cur, "uid"))) return std::move(*c);
+    bj::object& meta = (*obj)["metadata"].as_object();
+    meta["uid"] = Meta(cur, "uid");
+    meta["name"] = Meta(cur, "name");
+    if (const std::string ns = Meta(cur, "namespace"); !ns.empty()) meta["namespace"] = ns;
+    Record(resource, "MODIFIED", key, std::move(*obj));
+    return HttpReply(200, bj::serialize(store[resource].at(key)));
+  }
+
+  // DELETE with DeleteOptions `options_json`; an eviction answers 201 with a Status.
+  FakeReply Delete(const std::string& options_json, const std::string& resource,
+                   const std::string& key, bool eviction) {
+    std::optional<bj::object> options = ParseObject(options_json.empty() ? "{}" : options_json);
+    if (!options) return StatusReply(400, "BadRequest", "DeleteOptions is not a JSON object");
+    if (std::optional<FakeReply> c = InjectedConflict()) return std::move(*c);
+    bj::object obj = store[resource].at(key);
+    const std::string uid = StringAt(*options, "preconditions", "uid").value_or("");
+    const std::string want_rv = StringAt(*options, "preconditions", "resourceVersion").value_or("");
+    if (auto c = Precondition("UID", uid, Meta(obj, "uid"))) return std::move(*c);
+    if (auto c = Precondition("ResourceVersion", want_rv, Meta(obj, "resourceVersion"))) {
+      return std::move(*c);
+    }
+    bj::object& meta = obj["metadata"].as_object();
+    const bj::value* finalizers = meta.if_contains("finalizers");
+    const bool finalized =
+        finalizers != nullptr && finalizers->is_array() && !finalizers->as_array().empty();
+    std::int64_t grace = 0;
+    if (resource == "pods" && !StringAt(obj, "spec", "nodeName").value_or("").empty()) {
+      grace = 30;  // the pod's terminationGracePeriodSeconds default
+      if (const bj::value* g = options->if_contains("gracePeriodSeconds");
+          g != nullptr && g->is_int64()) {
+        grace = g->as_int64();
+      }
+    }
+    std::string reply;
+    if (finalized || grace > 0) {
+      if (!meta.contains("deletionTimestamp")) {
+        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z";
+        meta["deletionGracePeriodSeconds"] = grace;
+        Record(resource, "MODIFIED", key, std::move(obj));
+      }
+      reply = bj::serialize(store[resource].at(key));
+    } else {
+      Record(resource, "DELETED", key, obj);
+      reply = bj::serialize(log.back().object);
+    }
+    if (eviction)
+      return HttpReply(201, R"({"kind":"Status","apiVersion":"v1","status":"Success"})");
+    return HttpReply(200, reply);
+  }
+
+  FakeReply Bind(const FakeRequest& req, const std::string& key) {
+    std::optional<bj::object> binding = ParseObject(req.body);
+    const std::string node =
+        binding ? StringAt(*binding, "target", "name").value_or("") : std::string();
+    if (node.empty()) return StatusReply(400, "BadRequest", "the binding names no target node");
+    if (std::optional<FakeReply> c = InjectedConflict()) return std::move(*c);
+    bj::object pod = store["pods"].at(key);
+    const std::string name = Meta(pod, "name");
+    if (auto c = Precondition("UID", Meta(*binding, "uid"), Meta(pod, "uid"))) return std::move(*c);
+    if (const std::string bound = StringAt(pod, "spec", "nodeName").value_or(""); !bound.empty()) {
+      return Conflict("pod " + name + " is already assigned to node \"" + bound + "\"");
+    }
+    if (!Meta(pod, "deletionTimestamp").empty()) {
+      return Conflict("pod " + name + " is being deleted, cannot be assigned to a host");
+    }
+    pod["spec"].as_object()["nodeName"] = node;
+    bj::object scheduled{{"type", "PodScheduled"}, {"status", "True"}};
+    bj::object status{{"conditions", bj::array{scheduled}}};
+    StrategicMerge(pod, bj::object{{"status", status}});
+    Record("pods", "MODIFIED", key, std::move(pod));
+    return HttpReply(201, R"({"kind":"Status","apiVersion":"v1","status":"Success","code":201})");
+  }
+
+  FakeReply List(Target& t, const std::string& resource, const std::string& ns,
+                 const Selector& sel) {
     ++lists;
     std::size_t limit = t.query.contains("limit") ? std::stoul(t.query["limit"]) : 0;
     std::size_t offset = 0;
@@ -312,11 +588,11 @@ struct FakeApiServer::Impl {
       offset = std::stoul(it->second.substr(colon + 1));
       if (owner->expire_continue_tokens || snapshot >= snapshots.size() ||
           snapshots[snapshot].rv < compacted) {
-        return HttpReply(410, StatusJson(410, "Expired", "continue token expired"));
+        return StatusReply(410, "Expired", "continue token expired");
       }
     } else {
       Snapshot snap{rv, {}};
-      for (const auto& [key, obj] : pods) {
+      for (const auto& [key, obj] : store[resource]) {
         if ((ns.empty() || key.starts_with(ns + "/")) && Matches(sel, obj)) {
           snap.items.push_back(obj);
         }
@@ -334,8 +610,10 @@ struct FakeApiServer::Impl {
       meta["continue"] = std::to_string(snapshot) + ":" + std::to_string(end);
       meta["remainingItemCount"] = match.size() - end;
     }
-    bj::object body{
-        {"kind", "PodList"}, {"apiVersion", "v1"}, {"metadata", meta}, {"items", std::move(items)}};
+    bj::object body{{"kind", resource == "pods" ? "PodList" : "NodeList"},
+                    {"apiVersion", "v1"},
+                    {"metadata", meta},
+                    {"items", std::move(items)}};
     return HttpReply(200, bj::serialize(body));
   }
 
@@ -343,7 +621,6 @@ struct FakeApiServer::Impl {
   // that stops matching is DELETED (its last matching state, at the event's RV); "" when the
   // watch does not see it at all.
   static std::string Filtered(const LoggedEvent& e, const Selector& sel) {
-    if (sel.fields.empty() && sel.labels.empty()) return e.line;
     const bool now = e.type != "DELETED" && Matches(sel, e.object);
     const bool before =
         e.type == "DELETED" ? Matches(sel, e.object) : e.prev.has_value() && Matches(sel, *e.prev);
@@ -365,14 +642,15 @@ struct FakeApiServer::Impl {
     return bj::serialize(bj::object{{"type", type}, {"object", std::move(obj)}});
   }
 
-  FakeReply Watch(Target& t, const std::string& ns, const Selector& sel) {
+  FakeReply Watch(Target& t, const std::string& resource, const std::string& ns,
+                  const Selector& sel) {
     ++watches;
     std::string from_text = t.query["resourceVersion"];
     watch_rvs.push_back(from_text);
     std::vector<std::string> lines;
     if (from_text.empty() || from_text == "0") {
       // As the apiserver: the current state as ADDED events, then what happens next.
-      for (const auto& [key, obj] : pods) {
+      for (const auto& [key, obj] : store[resource]) {
         if ((ns.empty() || key.starts_with(ns + "/")) && Matches(sel, obj)) {
           lines.push_back(bj::serialize(bj::object{{"type", "ADDED"}, {"object", obj}}));
         }
@@ -383,32 +661,37 @@ struct FakeApiServer::Impl {
     if (from < compacted) {
       std::string msg =
           "too old resource version: " + from_text + " (" + std::to_string(compacted) + ")";
-      if (!owner->gone_as_event) {
-        return HttpReply(410, StatusJson(410, "Expired", msg));
-      }
+      if (!owner->gone_as_event) return StatusReply(410, "Expired", msg);
       bj::object ev{{"type", "ERROR"},
                     {"object", bj::parse(StatusJson(410, "Expired", msg)).as_object()}};
       return WatchReply({bj::serialize(ev)});
     }
     for (const LoggedEvent& e : log) {
-      if (e.rv > from && (ns.empty() || e.ns == ns)) {
+      if (e.rv > from && e.resource == resource && (ns.empty() || e.ns == ns)) {
         if (std::string line = Filtered(e, sel); !line.empty()) lines.push_back(std::move(line));
       }
     }
-    const bool bookmarks = owner->send_bookmarks && t.query["allowWatchBookmarks"] == "true";
-    if (bookmarks) {
-      bj::object ev{{"type", "BOOKMARK"},
-                    {"object",
-                     {{"kind", "Pod"},
-                      {"apiVersion", "v1"},
-                      {"metadata", {{"resourceVersion", std::to_string(rv)}}}}}};
-      lines.push_back(bj::serialize(ev));
+    const bool bookmarks = t.query["allowWatchBookmarks"] == "true";
+    const std::string kind = resource == "pods" ? "Pod" : "Node";
+    std::string bytes(kChunkedHeader);
+    for (const std::string& line : lines) bytes += Chunk(line);
+    if (owner->end_watches_at_once) {
+      if (bookmarks && owner->send_bookmarks) bytes += Chunk(BookmarkLine(kind));
+      bytes += kLastChunk;
+      return FakeReply{std::move(bytes), false, {}, nullptr};
     }
-    FakeReply r = WatchReply(lines);
-    if (lines.size() <= (bookmarks ? 1u : 0u)) {
-      r.delay = owner->empty_watch_delay;
+    auto stream = std::make_shared<FakeStream>();
+    watchers.push_back({resource, ns, sel, bookmarks, kind, stream});
+    return FakeReply{std::move(bytes), false, {}, std::move(stream)};
+  }
+
+  void EndWatches() {
+    for (Watcher& w : watchers) {
+      std::string last;
+      if (w.bookmarks && owner->send_bookmarks) last = Chunk(BookmarkLine(w.kind));
+      w.stream->End(last + std::string(kLastChunk));
     }
-    return r;
+    watchers.clear();
   }
 };
 
@@ -419,7 +702,9 @@ FakeApiServer::FakeApiServer(boost::asio::io_context& io) : impl_(std::make_uniq
       io, [impl](const FakeRequest& req) { return impl->Handle(req); });
 }
 
-FakeApiServer::~FakeApiServer() = default;
+FakeApiServer::~FakeApiServer() {
+  for (Impl::Watcher& w : impl_->watchers) w.stream->End(std::string(kLastChunk));
+}
 
 std::string FakeApiServer::url() const { return impl_->http->url(); }
 FakeHttpServer& FakeApiServer::http() { return *impl_->http; }
@@ -446,34 +731,82 @@ std::int64_t FakeApiServer::AddPod(const std::string& ns, const std::string& nam
     if (!patch) return 0;
     MergePatch(obj, *patch);
   }
-  return impl_->Record("ADDED", ns + "/" + name, std::move(obj));
+  return impl_->Record("pods", "ADDED", ns + "/" + name, std::move(obj));
 }
 
 std::int64_t FakeApiServer::PatchPod(const std::string& ns, const std::string& name,
                                      const std::string& merge_patch) {
-  auto it = impl_->pods.find(ns + "/" + name);
+  auto& pods = impl_->store["pods"];
+  auto it = pods.find(ns + "/" + name);
   std::optional<bj::object> patch = ParseObject(merge_patch);
-  if (it == impl_->pods.end() || !patch) return 0;
+  if (it == pods.end() || !patch) return 0;
   bj::object obj = it->second;
   MergePatch(obj, *patch);
-  return impl_->Record("MODIFIED", ns + "/" + name, std::move(obj));
+  return impl_->Record("pods", "MODIFIED", ns + "/" + name, std::move(obj));
 }
 
 std::int64_t FakeApiServer::SetPodNode(const std::string& ns, const std::string& name,
                                        const std::string& node) {
-  auto it = impl_->pods.find(ns + "/" + name);
-  if (it == impl_->pods.end()) return 0;
-  bj::object obj = it->second;
-  obj["spec"].as_object()["nodeName"] = node;
-  return impl_->Record("MODIFIED", ns + "/" + name, std::move(obj));
+  return PatchPod(ns, name, bj::serialize(bj::object{{"spec", {{"nodeName", node}}}}));
 }
 
 std::int64_t FakeApiServer::DeletePod(const std::string& ns, const std::string& name) {
-  auto it = impl_->pods.find(ns + "/" + name);
-  if (it == impl_->pods.end()) return 0;
+  auto& pods = impl_->store["pods"];
+  auto it = pods.find(ns + "/" + name);
+  if (it == pods.end()) return 0;
   bj::object obj = it->second;
-  return impl_->Record("DELETED", ns + "/" + name, std::move(obj));
+  return impl_->Record("pods", "DELETED", ns + "/" + name, std::move(obj));
 }
+
+std::int64_t FakeApiServer::PutNode(const std::string& name, const std::string& fields) {
+  std::optional<bj::object> parts = ParseObject(fields);
+  if (!parts) return 0;
+  auto& nodes = impl_->store["nodes"];
+  const bool added = !nodes.contains(name);
+  const std::string uid = added ? "uid-node-" + name + "-" + std::to_string(impl_->rv + 1)
+                                : Meta(nodes.at(name), "uid");
+  bj::object obj{{"kind", "Node"},
+                 {"apiVersion", "v1"},
+                 {"metadata", {{"name", name}, {"uid", uid}}},
+                 {"spec", bj::object{}},
+                 {"status", bj::object{}}};
+  MergePatch(obj, *parts);
+  obj["metadata"].as_object()["name"] = name;
+  obj["metadata"].as_object()["uid"] = uid;
+  return impl_->Record("nodes", added ? "ADDED" : "MODIFIED", name, std::move(obj));
+}
+
+std::int64_t FakeApiServer::PatchNode(const std::string& name, const std::string& merge_patch) {
+  auto& nodes = impl_->store["nodes"];
+  auto it = nodes.find(name);
+  std::optional<bj::object> patch = ParseObject(merge_patch);
+  if (it == nodes.end() || !patch) return 0;
+  bj::object obj = it->second;
+  MergePatch(obj, *patch);
+  return impl_->Record("nodes", "MODIFIED", name, std::move(obj));
+}
+
+std::string FakeApiServer::NodeJson(const std::string& name) const {
+  const auto& nodes = impl_->store.at("nodes");
+  auto it = nodes.find(name);
+  return it == nodes.end() ? "" : bj::serialize(it->second);
+}
+
+void FakeApiServer::CloseWatches() { impl_->EndWatches(); }
+
+void FakeApiServer::Bookmark() {
+  if (!send_bookmarks) return;
+  for (Impl::Watcher& w : impl_->watchers) {
+    if (w.bookmarks) w.stream->Push(Chunk(impl_->BookmarkLine(w.kind)));
+  }
+}
+
+int FakeApiServer::open_watches() const {
+  return static_cast<int>(std::ranges::count_if(
+      impl_->watchers, [](const Impl::Watcher& w) { return w.stream->open(); }));
+}
+
+const std::vector<std::string>& FakeApiServer::events() const { return impl_->events; }
 
 void FakeApiServer::Compact() {
   impl_->compacted = impl_->rv;
@@ -483,18 +816,19 @@ void FakeApiServer::Compact() {
 std::int64_t FakeApiServer::rv() const { return impl_->rv; }
 
 std::string FakeApiServer::PodJson(const std::string& ns, const std::string& name) const {
-  auto it = impl_->pods.find(ns + "/" + name);
-  return it == impl_->pods.end() ? "" : bj::serialize(it->second);
+  const auto& pods = impl_->store.at("pods");
+  auto it = pods.find(ns + "/" + name);
+  return it == pods.end() ? "" : bj::serialize(it->second);
 }
 
 void FakeApiServer::Intercept(Hook hook) { impl_->hook = std::move(hook); }
 int FakeApiServer::lists() const { return impl_->lists; }
+int FakeApiServer::writes() const { return impl_->writes; }
 int FakeApiServer::watches() const { return impl_->watches; }
 const std::vector<std::string>& FakeApiServer::watch_rvs() const { return impl_->watch_rvs; }
 
 FakeReply FakeApiServer::WatchReply(const std::vector<std::string>& lines, bool cut) {
-  std::string out =
-      "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
+  std::string out(kChunkedHeader);
   char size[32];
   for (std::size_t i = 0; i < lines.size(); ++i) {
     std::string chunk = lines[i] + "\n";
@@ -503,21 +837,19 @@ FakeReply FakeApiServer::WatchReply(const std::vector<std::string>& lines, bool 
       std::snprintf(size, sizeof size, "%zx\r\n", chunk.size() + 100);
       out += size;
       out += chunk.substr(0, chunk.size() / 2);
-      return FakeReply{std::move(out), true, {}};
+      return FakeReply{std::move(out), true, {}, nullptr};
     }
-    std::snprintf(size, sizeof size, "%zx\r\n", chunk.size());
-    out += size;
-    out += chunk;
-    out += "\r\n";
+    out += Chunk(lines[i]);
   }
-  out += "0\r\n\r\n";
-  return FakeReply{std::move(out), cut, {}};
+  out += kLastChunk;
+  return FakeReply{std::move(out), cut, {}, nullptr};
 }
 
 std::string FakeApiServer::EventLine(const std::string& type, const std::string& ns,
                                      const std::string& name) const {
-  auto it = impl_->pods.find(ns + "/" + name);
-  bj::object obj = it == impl_->pods.end() ? bj::object{} : it->second;
+  const auto& pods = impl_->store.at("pods");
+  auto it = pods.find(ns + "/" + name);
+  bj::object obj = it == pods.end() ? bj::object{} : it->second;
   bj::object ev{{"type", type}, {"object", obj}};
   return bj::serialize(ev);
 }

@@ -2,27 +2,41 @@
 //
 // testing/fake_apiserver.h
 //
-// A small fake kube-apiserver for unit tests, on top of FakeHttpServer: it holds pods in memory
-// with a global resourceVersion counter and an event log, and serves
-//   GET /api/v1/pods, /api/v1/namespaces/{ns}/pods          paged LIST (limit/continue); the
-//                                                           pages serve the first page's state;
-//                                                           a token older than Compact(): 410
-//   GET ...?watch=1&resourceVersion=RV                      the logged events after RV as one
-//                                                           chunked reply, then a clean end;
-//                                                           RV "" or "0": the current state as
-//                                                           ADDED events (never 410)
-// LIST and WATCH honour fieldSelector (=, ==, != on metadata.name, metadata.namespace,
-// spec.nodeName, spec.schedulerName; another field answers 400 as the apiserver does) and
+// A small fake kube-apiserver for unit tests, on top of FakeHttpServer: it holds pods and nodes
+// in memory with a global resourceVersion counter and an event log, and serves
+//   GET /api/v1/pods, /api/v1/namespaces/{ns}/pods, /api/v1/nodes
+//                                      paged LIST (limit/continue); the pages serve the first
+//                                      page's state; a token older than Compact(): 410
+//   GET ...?watch=1&resourceVersion=RV the logged events after RV, then every change as it
+//                                      happens, held open until CloseWatches() (as the apiserver
+//                                      holds a watch until its timeoutSeconds); RV "" or "0": the
+//                                      current state as ADDED events first (never 410)
+//   GET    .../pods/{name}, /api/v1/nodes/{name}
+//   PATCH  the same, and their /status: a merge patch (a strategic merge patch is applied as one,
+//          except that lists named "conditions" merge by "type"); metadata.resourceVersion or
+//          metadata.uid in the patch are preconditions: 409 Conflict when they differ
+//   PUT    the same: metadata.resourceVersion must be set (422) and current (409)
+//   DELETE the same, with DeleteOptions preconditions (uid, resourceVersion: 409); an object with
+//          finalizers, or a pod on a node deleted with a grace period, gets deletionTimestamp
+//          (MODIFIED) and stays, as the apiserver leaves it to the finalizer or the kubelet
+//   POST   .../pods/{name}/binding: 409 when the pod is bound already, being deleted, or its UID
+//          is not the binding's; 201 and spec.nodeName set otherwise
+//   POST   .../pods/{name}/eviction: a DELETE with the eviction's deleteOptions, 201
+//   POST   .../events (any group): recorded, 201
+// LIST and WATCH honour fieldSelector (=, ==, != on metadata.name, metadata.namespace and, for
+// pods, spec.nodeName, spec.schedulerName; another field answers 400 as the apiserver does) and
 // labelSelector (=, ==, !=, in, notin, exists, !exists); a watch sees an object that starts to
 // match as ADDED and one that stops matching as DELETED, as the apiserver's watch cache sends.
 // A watch from an RV older than the compaction point gets 410 (as the HTTP status, or as an
 // ERROR event when gone_as_event). Faults are injected with Intercept(): the hook sees every
-// request first and may answer it with raw bytes (WatchReply/Cut helpers below).
+// request first and may answer it with raw bytes (WatchReply/Cut helpers below); with
+// conflict_writes the next writes answer 409 whatever their preconditions.
+// Not modelled: timeoutSeconds (watches end at CloseWatches()), creation by POST, subresources
+// other than those above, JSON patch (415), admission and validation.
 //
 // Thread model: runs on the caller's io_context; tests drive both sides on one thread.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -55,6 +69,21 @@ class FakeApiServer {
   // or the patch is not a JSON object.
   std::int64_t PatchPod(const std::string& ns, const std::string& name,
                         const std::string& merge_patch);
+  // Creates node `name` or replaces it (its uid kept): `fields` is a JSON object of the parts
+  // besides kind, apiVersion, metadata.name/uid/resourceVersion (spec, status, metadata.labels).
+  std::int64_t PutNode(const std::string& name, const std::string& fields = "{}");
+  std::int64_t PatchNode(const std::string& name, const std::string& merge_patch);
+  // The node's current JSON; "" when absent.
+  [[nodiscard]] std::string NodeJson(const std::string& name) const;
+  // Ends every open watch cleanly (a BOOKMARK with the current RV first, to those that asked for
+  // bookmarks and while send_bookmarks), as the apiserver does at a watch's timeoutSeconds;
+  // the client watches again from its last RV.
+  void CloseWatches();
+  // Sends a BOOKMARK with the current RV to every open watch that asked for bookmarks.
+  void Bookmark();
+  [[nodiscard]] int open_watches() const;
+  // The bodies of the Events POSTed, in order.
+  [[nodiscard]] const std::vector<std::string>& events() const;
   // Forgets the event log up to and including the current RV: older watches get 410.
   void Compact();
   [[nodiscard]] std::int64_t rv() const;
@@ -72,11 +101,14 @@ class FakeApiServer {
   bool gone_as_event = false;
   // Answer every continue token with 410 Expired.
   bool expire_continue_tokens = false;
-  // How long an empty watch waits before ending cleanly.
-  std::chrono::milliseconds empty_watch_delay{20};
-  // Send a BOOKMARK with the current RV at the end of every watch that asks for bookmarks
+  // Send BOOKMARKs (CloseWatches(), Bookmark()) to the watches that ask for them
   // (allowWatchBookmarks=true).
   bool send_bookmarks = true;
+  // End every watch at once after the events it starts with (a server that closes watches
+  // early); off: watches are held open.
+  bool end_watches_at_once = false;
+  // The next this many writes (PATCH, PUT, DELETE, binding, eviction) answer 409 Conflict.
+  int conflict_writes = 0;
 
   // The hook sees each request first; a reply it returns is sent instead.
   using Hook = std::function<std::optional<FakeReply>(const FakeRequest&)>;
@@ -84,6 +116,7 @@ class FakeApiServer {
 
   // Counters.
   [[nodiscard]] int lists() const;
+  [[nodiscard]] int writes() const;  // PATCH, PUT, DELETE and POST answered by the fake
   [[nodiscard]] int watches() const;
   // The resourceVersion query value of every watch request, in order.
   [[nodiscard]] const std::vector<std::string>& watch_rvs() const;

@@ -41,6 +41,19 @@ std::string FakeRequest::Header(const std::string& name) const {
   return {};
 }
 
+void FakeStream::Push(std::string bytes) {
+  if (!open()) return;
+  pending_.push_back(std::move(bytes));
+  if (wake_) wake_();
+}
+
+void FakeStream::End(std::string last_bytes) {
+  if (!open()) return;
+  if (!last_bytes.empty()) pending_.push_back(std::move(last_bytes));
+  ended_ = true;
+  if (wake_) wake_();
+}
+
 FakeReply HttpReply(int status, std::string body, std::string content_type,
                     std::vector<std::pair<std::string, std::string>> extra_headers) {
   std::string out = "HTTP/1.1 " + std::to_string(status) + " X\r\n";
@@ -102,12 +115,46 @@ struct FakeHttpServer::Impl {
           co_return;
         }
       }
+      if (reply.stream && !co_await WriteStream(d, socket, *reply.stream)) {
+        co_return;
+      }
       if (reply.close_after) {
         boost::system::error_code ignored;
         socket.shutdown(asio::socket_base::shutdown_both, ignored);
         socket.close(ignored);
         co_return;
       }
+    }
+  }
+
+  // Writes `stream` to `socket` until it ends or a write fails; false when the connection is lost.
+  template <typename Socket>
+  static asio::awaitable<bool> WriteStream(Impl& d, Socket& socket, FakeStream& stream) {
+    asio::steady_timer wake(d.io);
+    // The wake-up lives as long as this frame: a stream pushed to after the connection is gone (or
+    // the io_context destroyed this frame) wakes nothing.
+    struct Attach {
+      FakeStream& s;
+      ~Attach() { s.wake_ = nullptr; }
+    } attach{stream};
+    stream.wake_ = [&wake] { wake.cancel(); };
+    for (;;) {
+      while (!stream.pending_.empty()) {
+        std::string bytes = std::move(stream.pending_.front());
+        stream.pending_.erase(stream.pending_.begin());
+        auto [wec, wn] = co_await asio::async_write(socket, asio::buffer(bytes), kTuple);
+        if (wec) {
+          stream.gone_ = true;
+          co_return false;
+        }
+      }
+      if (stream.ended_) co_return true;
+      if (d.stopped) {
+        stream.gone_ = true;
+        co_return false;
+      }
+      wake.expires_at(asio::steady_timer::time_point::max());
+      co_await wake.async_wait(kTuple);
     }
   }
 

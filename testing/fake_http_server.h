@@ -32,10 +32,30 @@ struct FakeRequest {
   [[nodiscard]] std::string Header(const std::string& name) const;  // case-insensitive
 };
 
+// A reply that stays open after its first bytes (a watch): the bytes Push() is given are written
+// as they come, in order; End() writes its bytes last and the connection goes back to reading
+// requests. The handler keeps it (shared with the connection) to push to later.
+class FakeStream {
+ public:
+  void Push(std::string bytes);
+  void End(std::string last_bytes = {});
+  // False after End(), or once a write failed (the client went away).
+  [[nodiscard]] bool open() const { return !ended_ && !gone_; }
+
+ private:
+  friend class FakeHttpServer;
+  std::vector<std::string> pending_;
+  bool ended_ = false;
+  bool gone_ = false;
+  std::function<void()> wake_;  // set while a connection writes this stream
+};
+
 struct FakeReply {
   std::string bytes;                   // written as is
   bool close_after = false;            // close the connection after writing
   std::chrono::milliseconds delay{0};  // wait this long before writing
+  // When set, the reply goes on after `bytes` with what the stream is given, until its End().
+  std::shared_ptr<FakeStream> stream;
 };
 
 // A complete response with Content-Length.

@@ -243,8 +243,12 @@ TEST_F(PodControllerTest, SweepOfAnUnchangedListStillCancelsAnOrphan) {
   EXPECT_TRUE(slurm_.cancels().empty());
   const std::uint64_t unchanged = controller_->stats().sweep_lists_unchanged;
   EXPECT_GE(unchanged, 1u);
+  // The pod watch is open (it may start after the first sweeps: the LIST made Ready()).
+  ASSERT_TRUE(RunUntil([&] { return api_.open_watches() >= 1; }));
   const std::int64_t gone = api_.DeletePod("ns", "p");
-  // The pod watch has delivered the deletion: a watch from its resourceVersion on was made.
+  // The pod watch has delivered the deletion: after it ends, the next watch is from its
+  // resourceVersion on.
+  api_.CloseWatches();
   ASSERT_TRUE(sb::testing::RunLoopUntil(
       io_,
       [&] {

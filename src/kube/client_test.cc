@@ -296,6 +296,70 @@ TEST_F(ClientTest, WritesUseTheRightMethodsAndContentTypes) {
   EXPECT_EQ(reqs[7].Header("Content-Type"), "application/json");
 }
 
+// The fake apiserver keeps the apiserver's preconditions on writes, so that tests of the bridge
+// against it meet the 409s the real one answers (test audit #15): a binding of a pod bound already
+// or under another UID, a patch or update at a stale resourceVersion, a delete with another
+// UID; an update without resourceVersion is invalid (422); a pod on a node is deleted gracefully.
+TEST_F(ClientTest, FakeApiServerWritesKeepTheirPreconditions) {
+  sb::testing::FakeApiServer api(io_);
+  api.AddPod("ns", "p");
+  auto ep = net::ParseEndpoint(api.url());
+  auto http = std::move(*net::HttpClient::Create(io_.get_executor(), *ep, {}));
+  auto client = MakeClient(*http, nullptr);
+  const ResourceRef ref = PodsRef("ns").WithName("p");
+  auto pod = [&] { return boost::json::parse(api.PodJson("ns", "p")); };
+  auto meta = [&](std::string_view field) {
+    return std::string(pod().at("metadata").at(field).as_string());
+  };
+  const std::string uid = meta("uid");
+
+  Result<void> other = RunSync(io_, BindPod(*client, "ns", "p", "another-uid", "n1"));
+  ASSERT_FALSE(other);
+  EXPECT_EQ(other.error().code, ErrorCode::kConflict);
+  ASSERT_TRUE(RunSync(io_, BindPod(*client, "ns", "p", uid, "n1")));
+  EXPECT_EQ(pod().at("spec").at("nodeName"), "n1");
+  Result<void> again = RunSync(io_, BindPod(*client, "ns", "p", uid, "n2"));
+  ASSERT_FALSE(again);
+  EXPECT_EQ(again.error().code, ErrorCode::kConflict);
+  EXPECT_EQ(pod().at("spec").at("nodeName"), "n1");
+
+  const std::string stale = R"({"metadata":{"resourceVersion":"1","labels":{"a":"b"}}})";
+  Result<std::string> patched = RunSync(io_, client->Patch(ref, PatchType::kJsonMerge, stale));
+  ASSERT_FALSE(patched);
+  EXPECT_EQ(patched.error().code, ErrorCode::kConflict);
+  const std::string current =
+      R"({"metadata":{"resourceVersion":")" + meta("resourceVersion") + R"(","labels":{"a":"b"}}})";
+  ASSERT_TRUE(RunSync(io_, client->Patch(ref, PatchType::kJsonMerge, current)));
+  EXPECT_EQ(pod().at("metadata").at("labels").at("a"), "b");
+  api.conflict_writes = 1;
+  Result<std::string> injected = RunSync(
+      io_, client->Patch(ref, PatchType::kJsonMerge, R"({"metadata":{"labels":{"c":"d"}}})"));
+  ASSERT_FALSE(injected);
+  EXPECT_EQ(injected.error().code, ErrorCode::kConflict);
+
+  boost::json::object body = pod().as_object();
+  body["metadata"].as_object().erase("resourceVersion");
+  Result<std::string> unversioned = RunSync(io_, client->Update(ref, boost::json::serialize(body)));
+  ASSERT_FALSE(unversioned);
+  EXPECT_EQ(unversioned.error().http_status, 422);
+  body["metadata"].as_object()["resourceVersion"] = "2";
+  Result<std::string> old = RunSync(io_, client->Update(ref, boost::json::serialize(body)));
+  ASSERT_FALSE(old);
+  EXPECT_EQ(old.error().code, ErrorCode::kConflict);
+
+  Result<void> wrong = RunSync(io_, DeletePod(*client, "ns", "p", {.uid = "another-uid"}));
+  ASSERT_FALSE(wrong);
+  EXPECT_EQ(wrong.error().code, ErrorCode::kConflict);
+  ASSERT_TRUE(RunSync(io_, DeletePod(*client, "ns", "p", {.uid = uid})));
+  EXPECT_TRUE(pod().at("metadata").as_object().contains("deletionTimestamp"))
+      << "a pod on a node waits for its kubelet";
+  ASSERT_TRUE(RunSync(io_, DeletePod(*client, "ns", "p", {.grace_period_seconds = 0})));
+  EXPECT_EQ(api.PodJson("ns", "p"), "");
+  Result<Pod> gone = RunSync(io_, GetPod(*client, "ns", "p"));
+  ASSERT_FALSE(gone);
+  EXPECT_EQ(gone.error().code, ErrorCode::kNotFound);
+}
+
 TEST_F(ClientTest, ListAllFollowsContinueAndRestartsOnExpiredToken) {
   asio::io_context& io = io_;
   sb::testing::FakeApiServer api(io);

@@ -175,6 +175,8 @@ TEST_F(InformerTest, ListsInPagesThenWatches) {
   EXPECT_EQ(informer_->cache().ByIndex(kIndexNodeName, "n1").size(), 1u);
   EXPECT_EQ(informer_->reflector().LastResourceVersion(), std::to_string(api_.rv()));
   EXPECT_EQ(api_.lists(), 3);  // no relist
+  EXPECT_EQ(api_.watches(), 1) << "the changes came on the one watch, held open";
+  EXPECT_EQ(api_.open_watches(), 1);
 }
 
 // The scheduler's watch (spec.nodeName=): a pod that is bound leaves the selection, and the
@@ -247,6 +249,7 @@ TEST_F(InformerTest, WatchFromResourceVersionZeroStartsWithTheState) {
   auto r = RunSync(
       io_, client_->Watch(PodsRef("ns"), {.resource_version = "0"}, [&](std::string_view l) {
         lines.emplace_back(l);
+        api_.CloseWatches();  // the state came in one write: nothing more after the first line
         return true;
       }));
   ASSERT_TRUE(r) << r.error().ToString();  // never 410
@@ -284,7 +287,8 @@ TEST_F(InformerTest, ErrorEvent410MidWatchRelistsAndDeliversTheDifference) {
   StartInformer();
   ASSERT_EQ(rec_.adds.size(), 3u);
 
-  // While the informer is not looking: d and e appear, b goes, c moves; etcd compacts.
+  // While the informer is not looking (its watch ended): d and e appear, b goes, c moves; etcd
+  // compacts.
   bool fired = false;
   api_.Intercept([&](const FakeRequest& r) -> std::optional<FakeReply> {
     if (fired || r.target.find("watch=1") == std::string::npos) return std::nullopt;
@@ -295,6 +299,7 @@ TEST_F(InformerTest, ErrorEvent410MidWatchRelistsAndDeliversTheDifference) {
          R"({"type":"ERROR","object":{"kind":"Status","status":"Failure","message":"too old resource version","reason":"Expired","code":410}})",
          api_.EventLine("ADDED", "ns", "e")});
   });
+  api_.CloseWatches();
   api_.AddPod("ns", "d");
   api_.AddPod("ns", "e");
   api_.DeletePod("ns", "b");
@@ -321,7 +326,9 @@ TEST_F(InformerTest, Http410RelistsWithoutBackoff) {
   o.reflector.on_backoff = [&](std::chrono::milliseconds d) { waits.push_back(d); };
   StartInformer(o);
   api_.gone_as_event = false;
-  // Hold the next watch until the store has moved on, then answer 410 as the HTTP status.
+  // The watch ends (a bookmark at RV 2 first); the store moves on and compacts before the next
+  // watch, which gets 410 as the HTTP status.
+  api_.CloseWatches();
   api_.DeletePod("ns", "a");
   api_.AddPod("ns", "z");
   api_.Compact();
@@ -341,6 +348,7 @@ TEST_F(InformerTest, Http410AsErrorEventFromTheServer) {
   api_.AddPod("ns", "a");
   api_.gone_as_event = true;
   StartInformer();
+  api_.CloseWatches();  // the next watch is from RV 2, compacted by then
   api_.AddPod("ns", "b");
   api_.Compact();
   ASSERT_TRUE(RunUntil([&] { return informer_->cache().size() == 2; }, 5s));
@@ -357,6 +365,7 @@ TEST_F(InformerTest, StreamCutMidChunkRelists) {
     return FakeApiServer::WatchReply(
         {api_.EventLine("ADDED", "ns", "x"), api_.EventLine("ADDED", "ns", "y")}, /*cut=*/true);
   });
+  api_.CloseWatches();
   api_.AddPod("ns", "x");
   api_.AddPod("ns", "y");
   ASSERT_TRUE(
@@ -414,7 +423,7 @@ TEST_F(InformerTest, ResyncDeliversUpdatesWithTheSameObject) {
 TEST_F(InformerTest, EmptyWatchesThatEndAtOnceDoNotSpin) {
   api_.AddPod("ns", "a");
   api_.send_bookmarks = false;
-  api_.empty_watch_delay = 0ms;
+  api_.end_watches_at_once = true;
   InformerOptions o;
   o.reflector.backoff_initial = 2ms;
   o.reflector.backoff_max = 8ms;
@@ -429,12 +438,12 @@ TEST_F(InformerTest, EmptyWatchesThatEndAtOnceDoNotSpin) {
 }
 
 TEST_F(InformerTest, StopEndsALongWatchPromptly) {
-  api_.empty_watch_delay = 600s;
   api_.AddPod("ns", "a");
   StartInformer();
   ASSERT_TRUE(RunUntil([&] { return api_.watches() >= 1; }, 5s));
   informer_->Stop();
-  // The watch would last ten minutes: Run() returning at all shows that Stop() cut it.
+  // The fake holds the watch open until CloseWatches(): Run() returning at all shows that Stop()
+  // cut it.
   ASSERT_TRUE(RunUntil([&] { return done_; }, 60s));
 }
 

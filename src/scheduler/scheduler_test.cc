@@ -649,6 +649,7 @@ TEST_F(SchedulerFlowTest, PodRecreatedUnderTheSameNameHasItsOldJobCancelled) {
   const std::int64_t old_job = JobOf("p0");
   ASSERT_NE(old_job, 0);
   const int watches = api_.watches();
+  api_.CloseWatches();  // at RV of p0's job label; the changes below are not seen on a watch
   api_.DeletePod("ns", "p0");
   const std::string uid = NextUid("p0");
   api_.AddPod("ns", "p0");

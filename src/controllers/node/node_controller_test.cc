@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // The node controller's loop against an in-memory Slurm (FakeSlurmClient) and the fake apiserver,
-// whose hook plays the Nodes: LIST and WATCH from a small store, taint PATCHes applied with a
-// resourceVersion precondition (409 on a stale one, or once on request), status PATCHes and Events
-// recorded. Time is a FakeClock: the Slurm node list and the requeue backoff run when the test
-// advances it. Covers the safety rules of node_controller.h.
+// which holds the Nodes: LIST and WATCH, taint PATCHes applied with their resourceVersion
+// precondition (409 on a stale one), status PATCHes merged, Events recorded; its hook records the
+// node PATCHes and can race a write of its own with the bridge's. Time is a FakeClock: the Slurm
+// node list and the requeue backoff run when the test advances it. Covers the safety rules of
+// node_controller.h.
 #include "controllers/node/node_controller.h"
 
 #include <algorithm>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -35,7 +35,6 @@ using namespace std::chrono_literals;
 using sb::testing::FakeApiServer;
 using sb::testing::FakeReply;
 using sb::testing::FakeRequest;
-using sb::testing::HttpReply;
 
 constexpr std::string_view kScheduler = "slurm-bridge-scheduler";
 constexpr std::string_view kNodesPath = "/api/v1/nodes";
@@ -44,7 +43,6 @@ constexpr std::string_view kNodesPath = "/api/v1/nodes";
 struct FakeNode {
   bool unschedulable = false;
   std::vector<kube::Taint> taints;
-  std::int64_t rv = 0;
 };
 
 kube::Taint ManagedTaint() {
@@ -80,105 +78,42 @@ class NodeControllerTest : public ::testing::Test {
     }
   }
 
-  std::string NodeJson(const std::string& name) const {
-    const FakeNode& n = nodes_.at(name);
+  // Store changes on the fake apiserver: each takes the next resourceVersion and reaches the
+  // controller's watch.
+  void PutNode(const std::string& name, const FakeNode& node) {
     json::array taints;
-    for (const kube::Taint& t : n.taints) {
+    for (const kube::Taint& t : node.taints) {
       json::object o{{"key", t.key}, {"effect", t.effect}};
       if (!t.value.empty()) o["value"] = t.value;
       taints.push_back(std::move(o));
     }
     json::object spec;
-    if (n.unschedulable) spec["unschedulable"] = true;
+    if (node.unschedulable) spec["unschedulable"] = true;
     if (!taints.empty()) spec["taints"] = std::move(taints);
-    json::object node{
-        {"kind", "Node"},
-        {"apiVersion", "v1"},
-        {"metadata",
-         {{"name", name}, {"uid", "uid-" + name}, {"resourceVersion", std::to_string(n.rv)}}},
-        {"spec", std::move(spec)},
-        {"status", json::object{}}};
-    return json::serialize(node);
+    ASSERT_GT(api_.PutNode(name, json::serialize(json::object{{"spec", std::move(spec)}})), 0);
   }
 
-  // Store changes: each takes the next resourceVersion and queues a watch event.
-  void PutNode(const std::string& name, FakeNode node) {
-    const bool added = !nodes_.contains(name);
-    node.rv = ++rv_;
-    nodes_[name] = std::move(node);
-    pending_.push_back(R"({"type":")" + std::string(added ? "ADDED" : "MODIFIED") +
-                       R"(","object":)" + NodeJson(name) + "}");
-  }
-
+  // Records the node PATCHes; the fake apiserver answers them (409 on a stale resourceVersion
+  // precondition). With `race_next_taint_patch`, someone else writes the Node just before the
+  // fake sees the bridge's taint patch, whose precondition is then stale.
   std::optional<FakeReply> Hook(const FakeRequest& req) {
     const std::string path = req.target.substr(0, req.target.find('?'));
-    if (path == kNodesPath && req.method == "GET") {
-      if (req.target.find("watch=") != std::string::npos) {
-        ++node_watches_;
-        std::vector<std::string> lines(pending_.begin(), pending_.end());
-        pending_.clear();
-        FakeReply r = FakeApiServer::WatchReply(lines);
-        if (lines.empty()) r.delay = 20ms;
-        return r;
-      }
-      pending_.clear();  // the list shows them
-      std::string items;
-      for (const auto& [name, n] : nodes_) items += (items.empty() ? "" : ",") + NodeJson(name);
-      return HttpReply(200,
-                       R"({"kind":"NodeList","apiVersion":"v1","metadata":{"resourceVersion":")" +
-                           std::to_string(rv_) + R"("},"items":[)" + items + "]}");
-    }
-    if (path.find("/events") != std::string::npos) {
-      events_.push_back(req.body);
-      return HttpReply(201, req.body);
-    }
+    if (path == kNodesPath && req.target.find("watch=") != std::string::npos) ++node_watches_;
     const std::string prefix = std::string(kNodesPath) + "/";
     if (path.starts_with(prefix) && req.method == "PATCH") {
       std::string name = path.substr(prefix.size());
       if (name.ends_with("/status")) {
         name.resize(name.size() - std::string_view("/status").size());
         status_patches_.push_back(name);
-        if (!nodes_.contains(name)) return NotFound();
-        return HttpReply(200, NodeJson(name));
-      }
-      taint_patches_.push_back(name);
-      if (!nodes_.contains(name)) return NotFound();
-      if (conflicts_to_answer_ > 0) {
-        --conflicts_to_answer_;
-        return Conflict();
-      }
-      // A JSON merge patch of spec.taints with a resourceVersion precondition.
-      json::value patch = json::parse(req.body);
-      const json::value* rv = patch.find_pointer("/metadata/resourceVersion", ec_);
-      if (rv == nullptr || !rv->is_string() ||
-          std::string(rv->as_string()) != std::to_string(nodes_.at(name).rv)) {
-        return Conflict();
-      }
-      FakeNode updated = nodes_.at(name);
-      updated.taints.clear();
-      if (const json::value* taints = patch.find_pointer("/spec/taints", ec_);
-          taints != nullptr && taints->is_array()) {
-        for (const json::value& t : taints->as_array()) {
-          const json::object& o = t.as_object();
-          kube::Taint taint;
-          taint.key = json::value_to<std::string>(o.at("key"));
-          if (o.contains("value")) taint.value = json::value_to<std::string>(o.at("value"));
-          taint.effect = json::value_to<std::string>(o.at("effect"));
-          updated.taints.push_back(std::move(taint));
+      } else {
+        taint_patches_.push_back(name);
+        if (race_next_taint_patch_) {
+          race_next_taint_patch_ = false;
+          api_.PatchNode(name, R"({"metadata":{"labels":{"someone":"else"}}})");
         }
       }
-      PutNode(name, std::move(updated));
-      return HttpReply(200, NodeJson(name));
     }
     return std::nullopt;
-  }
-
-  static FakeReply NotFound() {
-    return HttpReply(404, R"({"kind":"Status","code":404,"reason":"NotFound"})");
-  }
-  static FakeReply Conflict() {
-    return HttpReply(409, R"({"kind":"Status","code":409,"reason":"Conflict",)"
-                          R"("message":"the object has been modified"})");
   }
 
   // Starts the controller; waits for the Node informer's first list (not for Ready(): some tests
@@ -210,7 +145,7 @@ class NodeControllerTest : public ::testing::Test {
 
   int EventsWith(const std::string& reason) const {
     int n = 0;
-    for (const std::string& e : events_) {
+    for (const std::string& e : api_.events()) {
       n += e.find("\"reason\":\"" + reason + "\"") != std::string::npos ? 1 : 0;
     }
     return n;
@@ -219,8 +154,16 @@ class NodeControllerTest : public ::testing::Test {
     return static_cast<int>(std::count(taint_patches_.begin(), taint_patches_.end(), name));
   }
   bool HasManagedTaint(const std::string& name) const {
-    const auto& t = nodes_.at(name).taints;
-    return std::find(t.begin(), t.end(), ManagedTaint()) != t.end();
+    const json::value node = json::parse(api_.NodeJson(name));
+    const json::value* taints = node.find_pointer("/spec/taints", ec_);
+    if (taints == nullptr || !taints->is_array()) return false;
+    const kube::Taint want = ManagedTaint();
+    return std::ranges::any_of(taints->as_array(), [&](const json::value& t) {
+      const json::object& o = t.as_object();
+      return o.contains("key") && o.at("key") == want.key.c_str() && o.contains("value") &&
+             o.at("value") == want.value.c_str() && o.contains("effect") &&
+             o.at("effect") == want.effect.c_str();
+    });
   }
 
   asio::io_context io_;
@@ -233,15 +176,11 @@ class NodeControllerTest : public ::testing::Test {
   std::unique_ptr<NodeController> controller_;
   bool done_ = false;
   int node_watches_ = 0;
-  json::error_code ec_;
+  mutable json::error_code ec_;
 
-  std::map<std::string, FakeNode> nodes_;
-  std::deque<std::string> pending_;
-  std::int64_t rv_ = 0;
-  int conflicts_to_answer_ = 0;
+  bool race_next_taint_patch_ = false;
   std::vector<std::string> taint_patches_;
   std::vector<std::string> status_patches_;
-  std::vector<std::string> events_;
 };
 
 const Error kSlurmDown{ErrorCode::kUnavailable, "slurmrestd: connection refused"};
@@ -363,13 +302,14 @@ TEST_F(NodeControllerTest, FailedSlurmListKeepsThePreviousOneAndBacksOff) {
   EXPECT_EQ(TaintPatchesOf("n1"), 0);
 }
 
-// A 409 on the taint patch (the Node changed since the cache saw it) requeues the node, which is
-// patched again after the per-key backoff (250 ms), well before the next Slurm list would queue
-// it; the conflict is counted, not taken for an error.
+// A 409 on the taint patch (the Node changed since the cache saw it: the apiserver's answer to the
+// patch's stale resourceVersion) requeues the node, which is patched again after the per-key
+// backoff (250 ms), well before the next Slurm list would queue it; the conflict is counted, not
+// taken for an error.
 TEST_F(NodeControllerTest, ConflictOnTheTaintPatchRequeuesTheNode) {
   slurm_.AddNode(SlurmNode("n1", {"IDLE"}));
   PutNode("n1", {});
-  conflicts_to_answer_ = 1;
+  race_next_taint_patch_ = true;
   Start();
   ASSERT_TRUE(RunUntil([&] { return controller_->stats().conflicts == 1; }));
   EXPECT_EQ(TaintPatchesOf("n1"), 1);
