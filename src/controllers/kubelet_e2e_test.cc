@@ -5,7 +5,10 @@
 // where every Slurm node has a kubelet and a containerd of its own. Nothing here plays the
 // kubelet: pods run real containers (image localhost/busybox:1, imported at node start) and
 // their phases come from the kubelets.
+#include <cstdio>
+#include <ctime>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -42,7 +45,7 @@ class KubeletE2e : public sb::testing::BridgeE2e {
     return out;
   }
 
-  // A pod for the bridge whose one container runs `script` in busybox and ends by itself.
+  // A pod for the bridge whose one container runs `script` in busybox.
   void CreateRunningPod(const std::string& name, const std::string& script) {
     std::string manifest = fmt::format(
         R"({{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"{}","namespace":"{}",
@@ -61,6 +64,55 @@ class KubeletE2e : public sb::testing::BridgeE2e {
   bool HasEvent(const std::string& pod, const std::string& reason) {
     return std::ranges::any_of(Events(pod),
                                [&](const kube::Event& e) { return e.reason == reason; });
+  }
+
+  static bool IsRunning(const kube::Pod& p) { return p.status.phase == "Running"; }
+  static bool HasEnded(const kube::Pod& p) {
+    return p.status.phase == "Succeeded" || p.status.phase == "Failed";
+  }
+
+  // Pod `name` no longer exists (its deletion completed: the kubelet confirmed its containers
+  // stopped, or the pod was never bound).
+  bool PodGone(const std::string& name) {
+    auto p = RunSync(io_, kube::GetPod(*kube_, ns_, name));
+    return !p && p.error().code == ErrorCode::kNotFound;
+  }
+
+  // `kubectl` against the test cluster; its output (a test failure when it fails).
+  std::string Kubectl(const std::string& args) {
+    return Shell(fmt::format("KUBECONFIG={} kubectl {} 2>&1", env_.Get("KUBECONFIG"), args));
+  }
+
+  // The Slurm node names that Slurm's host list `nodes` ("n[1-3],n5") names.
+  std::set<std::string> Hostnames(const std::string& nodes) {
+    std::set<std::string> out;
+    std::stringstream in(Slurm("scontrol show hostnames " + nodes));
+    for (std::string line; std::getline(in, line);) {
+      if (!line.empty()) out.insert(line);
+    }
+    return out;
+  }
+
+  // Whether the Kubernetes Node `name` is Ready as the node lifecycle controller sees it.
+  std::optional<bool> NodeReady(const std::string& name) {
+    auto n = RunSync(io_, kube::GetNode(*kube_, name));
+    if (!n) return std::nullopt;
+    for (const kube::Condition& c : n->conditions) {
+      if (c.type == "Ready") return c.status == "True";
+    }
+    return std::nullopt;
+  }
+
+  // Seconds since the epoch of an RFC 3339 UTC time ("2026-12-01T10:00:05Z"); 0 when malformed.
+  static std::int64_t EpochOf(const std::string& t) {
+    std::tm tm{};
+    if (std::sscanf(t.c_str(), "%d-%d-%dT%d:%d:%d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                    &tm.tm_hour, &tm.tm_min, &tm.tm_sec) != 6) {
+      return 0;
+    }
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    return static_cast<std::int64_t>(timegm(&tm));
   }
 
   // The container log of `pod`, through the apiserver and the pod's kubelet.
@@ -106,6 +158,153 @@ TEST_F(KubeletE2e, BoundPodRunsToSucceededAndItsJobEnds) {
         return std::ranges::count(p->metadata.finalizers, std::string(bridge::kFinalizer)) == 0;
       },
       30s));
+}
+
+// scancel of a running pod's job: the controllers delete the pod, its kubelet stops the container
+// (the graceful deletion completes only then) and the pod object goes.
+TEST_F(KubeletE2e, ScancelStopsTheContainerAndThePodGoes) {
+  scheduler_ = StartBridge("all");
+  CreateRunningPod("long", "echo started; sleep 600");
+  if (HasFatalFailure()) return;
+  std::optional<kube::Pod> running = WaitForPod("long", IsRunning, 120s);
+  ASSERT_TRUE(running) << "not running";
+  const std::int64_t job = JobId(*running);
+  ASSERT_GT(job, 0);
+  EXPECT_EQ(JobState(job), "RUNNING");
+  Slurm(fmt::format("scancel {}", job));
+  EXPECT_TRUE(WaitFor([&] { return PodGone("long"); }, 90s)) << "the pod was not deleted";
+  EXPECT_TRUE(HasEvent("long", "SlurmJobEnded"));
+  EXPECT_TRUE(HasEvent("long", "Killing")) << "the kubelet stopped the container";
+  EXPECT_EQ(JobState(job), "CANCELLED");
+}
+
+// A container that fails (exit 1): the pod is Failed by its kubelet and its job is ended.
+TEST_F(KubeletE2e, FailedContainerEndsItsJob) {
+  scheduler_ = StartBridge("all");
+  CreateRunningPod("fails", "echo failing; exit 1");
+  if (HasFatalFailure()) return;
+  std::optional<kube::Pod> ended = WaitForPod("fails", HasEnded, 120s);
+  ASSERT_TRUE(ended) << "the container did not end";
+  EXPECT_EQ(ended->status.phase, "Failed");
+  const std::int64_t job = JobId(*ended);
+  ASSERT_GT(job, 0);
+  EXPECT_TRUE(WaitFor([&] { return JobState(job) == "CANCELLED"; }, 30s)) << JobState(job);
+  EXPECT_NE(Logs("fails").find("failing"), std::string::npos);
+}
+
+// A gang Job of 4 pods: one Slurm job of 4 nodes, each pod bound to (and its container run on) a
+// different node of that job; all Succeed, then the job is ended.
+TEST_F(KubeletE2e, GangJobRunsItsFourContainersOnTheFourNodesOfOneSlurmJob) {
+  scheduler_ = StartBridge("all");
+  const std::string manifest = fmt::format(
+      R"({{"apiVersion":"batch/v1","kind":"Job","metadata":{{"name":"gang","namespace":"{}",
+      "annotations":{{"slurmjob.slinky.slurm.net/gang":"true"}}}},
+      "spec":{{"parallelism":4,"completions":4,"backoffLimit":0,"template":{{"spec":{{
+      "schedulerName":"slurm-bridge-scheduler","restartPolicy":"Never",
+      "terminationGracePeriodSeconds":5,
+      "containers":[{{"name":"c","image":"localhost/busybox:1","imagePullPolicy":"Never",
+      "command":["sh","-c","echo member on $NODE_NAME; sleep 3"],
+      "env":[{{"name":"NODE_NAME","valueFrom":{{"fieldRef":{{"fieldPath":"spec.nodeName"}}}}}}],
+      "resources":{{"limits":{{"cpu":"100m","memory":"64Mi"}}}}}}]}}}}}}}})",
+      ns_);
+  auto created = RunSync(io_, kube_->Create(kube::JobsRef(ns_), manifest));
+  ASSERT_TRUE(created) << created.error().message;
+  std::vector<kube::Pod> pods;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        pods = Pods();
+        return pods.size() == 4 &&
+               std::ranges::all_of(pods, [](const kube::Pod& p) { return HasEnded(p); });
+      },
+      180s))
+      << pods.size() << " pods";
+  std::set<std::int64_t> jobs;
+  std::set<std::string> kube_nodes;
+  std::set<std::string> slurm_nodes;
+  for (const kube::Pod& p : pods) {
+    EXPECT_EQ(p.status.phase, "Succeeded") << p.metadata.name << ": " << p.status.message;
+    jobs.insert(JobId(p));
+    kube_nodes.insert(p.spec.node_name);
+    slurm_nodes.insert(SlurmNames()[p.spec.node_name]);
+    EXPECT_NE(Logs(p.metadata.name).find("member on " + p.spec.node_name + "\n"), std::string::npos)
+        << p.metadata.name;
+  }
+  ASSERT_EQ(jobs.size(), 1u) << "one Slurm job for the gang";
+  EXPECT_EQ(kube_nodes.size(), 4u) << "four different nodes";
+  const std::int64_t job = *jobs.begin();
+  auto info = RunSync(io_, slurm_->GetJob(job));
+  ASSERT_TRUE(info) << info.error().ToString();
+  EXPECT_EQ(Hostnames(info->nodes), slurm_nodes)
+      << "the pods ran on the job's nodes: " << info->nodes;
+  EXPECT_TRUE(WaitFor([&] { return JobState(job) == "CANCELLED"; }, 30s)) << JobState(job);
+}
+
+// A kubelet stopped under a running pod: its Node turns NotReady (node lifecycle controller), the
+// pod is deleted and stays Terminating (no kubelet confirms). Its job is released only once the
+// grace period has passed, not at the deletion (the containers may still run), and the pod goes
+// when the kubelet is back.
+TEST_F(KubeletE2e, StoppedKubeletReleasesTheJobOnlyAfterTheGracePeriod) {
+  scheduler_ = StartBridge("all");
+  CreateRunningPod("stranded", "sleep 600");
+  if (HasFatalFailure()) return;
+  std::optional<kube::Pod> running = WaitForPod("stranded", IsRunning, 120s);
+  ASSERT_TRUE(running) << "not running";
+  const std::int64_t job = JobId(*running);
+  const std::string node = running->spec.node_name;
+  auto node_sh = [&](const std::string& what) {
+    return fmt::format("{}/testenv/kube/node.sh {} {} {} 2>&1", SB_SOURCE_DIR, what, env_.dir(),
+                       node);
+  };
+  Shell(node_sh("stop-kubelet"));
+  Restore restart([&] { Shell(node_sh("start-kubelet")); });
+  ASSERT_TRUE(WaitFor([&] { return NodeReady(node) == false; }, 120s)) << node << " stays Ready";
+  EXPECT_EQ(JobState(job), "RUNNING");
+
+  auto deleted = RunSync(io_, kube::DeletePod(*kube_, ns_, "stranded", {}));
+  ASSERT_TRUE(deleted) << deleted.error().message;
+  auto terminating = RunSync(io_, kube::GetPod(*kube_, ns_, "stranded"));
+  ASSERT_TRUE(terminating) << terminating.error().message;
+  // The apiserver sets deletionTimestamp to the deletion time plus the grace period (5 s).
+  const std::int64_t grace_end = EpochOf(terminating->metadata.deletion_timestamp);
+  ASSERT_GT(grace_end, 0) << terminating->metadata.deletion_timestamp;
+  ASSERT_TRUE(WaitFor([&] { return JobState(job) == "CANCELLED"; }, 60s)) << JobState(job);
+  auto info = RunSync(io_, slurm_->GetJob(job));
+  ASSERT_TRUE(info) << info.error().ToString();
+  ASSERT_TRUE(info->end_time.Value());
+  EXPECT_GE(*info->end_time.Value(), grace_end) << "released before the grace period ended";
+  EXPECT_FALSE(PodGone("stranded")) << "no kubelet confirmed the deletion";
+
+  Shell(node_sh("start-kubelet"));
+  restart.undo = nullptr;
+  EXPECT_TRUE(WaitFor([&] { return PodGone("stranded"); }, 90s))
+      << "the kubelet back did not finish the deletion";
+}
+
+// `kubectl drain` of a node with a running pod: the cordon drains the Slurm node (with the
+// bridge's reason), the eviction deletes the pod through its kubelet and the job is ended.
+TEST_F(KubeletE2e, KubectlDrainDrainsTheSlurmNodeAndEndsTheJob) {
+  scheduler_ = StartBridge("all");
+  CreateRunningPod("evicted", "sleep 600");
+  if (HasFatalFailure()) return;
+  std::optional<kube::Pod> running = WaitForPod("evicted", IsRunning, 120s);
+  ASSERT_TRUE(running) << "not running";
+  const std::int64_t job = JobId(*running);
+  const std::string node = running->spec.node_name;
+  const std::string slurm_node = SlurmNames()[node];
+  Restore uncordon([&] { Kubectl("uncordon " + node); });
+  // Not managed by a controller: --force, as an operator would.
+  Kubectl("drain " + node + " --force --ignore-daemonsets --timeout=120s");
+  EXPECT_TRUE(PodGone("evicted"));
+  EXPECT_TRUE(WaitFor([&] { return JobState(job) == "CANCELLED"; }, 30s)) << JobState(job);
+  std::string shown;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        shown = Slurm("scontrol show node " + slurm_node);
+        return shown.find("DRAIN") != std::string::npos &&
+               shown.find("slurm-bridge: Corresponding Kubernetes node") != std::string::npos;
+      },
+      30s))
+      << shown;
 }
 
 }  // namespace
