@@ -2,6 +2,7 @@
 #include "admission/review.h"
 
 #include <algorithm>
+#include <map>
 #include <utility>
 
 #include <boost/json.hpp>
@@ -107,6 +108,17 @@ PodFacts DecodePod(const json::object& pod) {
       }
       for (const json::value& c : v->get_array()) {
         AddResourceNames(c.if_object(), f.container_resources);
+        PodFacts::Container facts{.list = std::string(list)};
+        if (const json::object* o = c.if_object()) {
+          if (const json::value* env = o->if_contains("env"); env && env->is_array()) {
+            facts.has_env = true;
+            for (const json::value& e : env->get_array()) {
+              if (const json::object* eo = e.if_object())
+                facts.env.push_back(StringAt(*eo, "name"));
+            }
+          }
+        }
+        f.containers.push_back(std::move(facts));
       }
     }
     AddResourceNames(spec, f.pod_resources);
@@ -227,7 +239,23 @@ Policy PolicyFromConfig(const bridge::Config& config, std::vector<std::string> p
     p.namespace_selector = config.managed_namespace_selector;
   }
   p.privileged_users = std::move(privileged_users);
+  p.slurm_env = config.pod_slurm_env;
+  p.nvidia_visible_devices = config.pod_nvidia_visible_devices;
   return p;
+}
+
+std::vector<std::pair<std::string, std::string>> SlurmEnv(const Policy& policy) {
+  std::vector<std::pair<std::string, std::string>> out;
+  if (!policy.slurm_env && !policy.nvidia_visible_devices) return out;
+  const std::string job = "metadata.labels['" + std::string(bridge::kJobIdLabel) + "']";
+  const std::string gpus =
+      "metadata.annotations['" + std::string(bridge::kJobGpusAnnotation) + "']";
+  if (policy.slurm_env) {
+    out.emplace_back("SLURM_JOB_ID", job);
+    out.emplace_back("SLURM_JOB_GPUS", gpus);
+  }
+  if (policy.nvidia_visible_devices) out.emplace_back("NVIDIA_VISIBLE_DEVICES", gpus);
+  return out;
 }
 
 Result<Request> DecodeReview(std::string_view body) {
@@ -346,6 +374,29 @@ Decision Mutate(const Request& request, const Policy& policy, const Labels* ns_l
                        {"value", json::object{{"schedulerName", policy.scheduler_name}}}});
     }
   }
+  // Slurm's allocation for the containers: appended to each container's env (created when
+  // absent), never over a variable the container sets.
+  const std::vector<std::pair<std::string, std::string>> env = SlurmEnv(policy);
+  std::map<std::string, int> index;  // per list
+  for (const PodFacts::Container& c : pod.containers) {
+    const std::string base = "/spec/" + c.list + "/" + std::to_string(index[c.list]++) + "/env";
+    json::array add;
+    for (const auto& [name, path] : env) {
+      if (Contains(c.env, name)) continue;
+      add.push_back(json::object{
+          {"name", name},
+          {"valueFrom",
+           json::object{{"fieldRef", json::object{{"apiVersion", "v1"}, {"fieldPath", path}}}}}});
+    }
+    if (add.empty()) continue;
+    if (!c.has_env) {
+      ops.push_back(json::object{{"op", "add"}, {"path", base}, {"value", std::move(add)}});
+    } else {
+      for (json::value& v : add) {
+        ops.push_back(json::object{{"op", "add"}, {"path", base + "/-"}, {"value", std::move(v)}});
+      }
+    }
+  }
   Decision d = Decision::Allow();
   if (!ops.empty()) {
     d.patch = json::serialize(ops);
@@ -419,16 +470,17 @@ Decision Validate(const Request& request, const Policy& policy) {
   }
   const bool privileged = IsPrivileged(request, policy);
   const std::string label = Quote(bridge::kJobIdLabel);
-  const std::string annotation = Quote(bridge::kNodeAnnotation);
   std::vector<std::string> problems;
   if (request.operation == "CREATE") {
     if (!privileged && pod.labels.contains(std::string(bridge::kJobIdLabel))) {
       problems.push_back("label " + label +
                          " is set by slurm-bridge and cannot be set on a new pod");
     }
-    if (!privileged && pod.annotations.contains(std::string(bridge::kNodeAnnotation))) {
-      problems.push_back("annotation " + annotation +
-                         " is set by slurm-bridge and cannot be set on a new pod");
+    for (std::string_view a : {bridge::kNodeAnnotation, bridge::kJobGpusAnnotation}) {
+      if (!privileged && pod.annotations.contains(std::string(a))) {
+        problems.push_back("annotation " + Quote(a) +
+                           " is set by slurm-bridge and cannot be set on a new pod");
+      }
     }
     if (pod.node_name && !pod.node_name->empty()) {
       problems.push_back("spec.nodeName cannot be set on a pod scheduled by " +
@@ -457,9 +509,11 @@ Decision Validate(const Request& request, const Policy& policy) {
       if (Changed(old.labels, pod.labels, bridge::kJobIdLabel)) {
         problems.push_back("label " + label + " is set by slurm-bridge and cannot be changed");
       }
-      if (Changed(old.annotations, pod.annotations, bridge::kNodeAnnotation)) {
-        problems.push_back("annotation " + annotation +
-                           " is set by slurm-bridge and cannot be changed");
+      for (std::string_view a : {bridge::kNodeAnnotation, bridge::kJobGpusAnnotation}) {
+        if (Changed(old.annotations, pod.annotations, a)) {
+          problems.push_back("annotation " + Quote(a) +
+                             " is set by slurm-bridge and cannot be changed");
+        }
       }
     }
   }

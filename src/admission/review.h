@@ -81,7 +81,16 @@ struct Policy {
   std::vector<std::string> privileged_groups;
   // Namespaces whose pods may tolerate the managed-node taint without being bridge pods.
   std::vector<std::string> system_namespaces{"kube-system"};
+  // At CREATE, the containers of a bridge pod get SLURM_JOB_ID and SLURM_JOB_GPUS (and, with
+  // nvidia_visible_devices, NVIDIA_VISIBLE_DEVICES) read through the downward API from the
+  // job-id label and the GPU annotation the scheduler writes before binding. A variable the
+  // container sets itself is left alone.
+  bool slurm_env = true;
+  bool nvidia_visible_devices = false;
 };
+
+// The environment variables the webhook adds (name -> downward API field path).
+[[nodiscard]] std::vector<std::pair<std::string, std::string>> SlurmEnv(const Policy& policy);
 
 // The privileged users when none are configured: the ServiceAccounts of the Helm chart in
 // namespace `ns` ("system:serviceaccount:<ns>:slurm-bridge-*"). Empty when `ns` is empty.
@@ -98,6 +107,13 @@ struct PodFacts {
   Labels labels;
   Labels annotations;
   bool has_spec = false;
+  // The containers and init containers: which list, whether it has an env list, the names set.
+  struct Container {
+    std::string list;  // "containers" or "initContainers"
+    bool has_env = false;
+    std::vector<std::string> env;
+  };
+  std::vector<Container> containers;
   std::optional<std::string> scheduler_name;  // nullopt: absent
   std::optional<std::string> node_name;       // nullopt: absent
   bool has_resource_claims = false;           // spec.resourceClaims present and not null

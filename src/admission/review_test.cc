@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include <map>
+
 #include <gtest/gtest.h>
 #include <boost/json.hpp>
 
@@ -81,7 +83,14 @@ json::value ApplyPatch(json::value doc, std::string_view patch_text) {
     }
     json::value* parent = &doc;
     for (std::size_t i = 0; i + 1 < tokens.size(); ++i) {
-      parent = &parent->as_object().at(tokens[i]);
+      parent = parent->is_array() ? &parent->as_array().at(std::stoul(tokens[i]))
+                                  : &parent->as_object().at(tokens[i]);
+    }
+    if (parent->is_array()) {
+      EXPECT_EQ(kind, "add") << path;
+      EXPECT_EQ(tokens.back(), "-") << "only appends to arrays: " << path;
+      parent->as_array().push_back(op.at("value"));
+      continue;
     }
     json::object& obj = parent->as_object();
     if (kind == "remove") {
@@ -157,7 +166,9 @@ TEST(Mutate, NamespaceSelectorAndSchedulerNameMatrix) {
     const std::string pod = PodJson(c.ns, c.scheduler, c.node);
     Request req = Decoded(ReviewJson("CREATE", c.ns, pod));
     bool managed = IsManaged(*req.object, c.ns, c.policy, c.ns_labels);
-    Decision d = Mutate(req, c.policy, c.ns_labels);
+    Policy policy = c.policy;
+    policy.slurm_env = false;  // the containers' env: Mutate.ContainersGetSlurmsAllocation...
+    Decision d = Mutate(req, policy, c.ns_labels);
     EXPECT_TRUE(d.allowed);
     json::value after = d.patch.empty() ? json::parse(pod) : ApplyPatch(json::parse(pod), d.patch);
     const json::object& spec = after.at("spec").as_object();
@@ -172,6 +183,71 @@ TEST(Mutate, NamespaceSelectorAndSchedulerNameMatrix) {
     EXPECT_EQ(after.at("metadata"), json::parse(pod).at("metadata"));
     EXPECT_EQ(spec.at("containers"), json::parse(pod).at("spec").at("containers"));
   }
+}
+
+// The containers (and init containers) of a bridge pod learn their Slurm job and GPUs: env
+// from the job-id label and the GPU annotation the scheduler writes before binding, through the
+// downward API; a variable the container sets itself is kept; NVIDIA_VISIBLE_DEVICES only when
+// configured.
+TEST(Mutate, ContainersGetSlurmsAllocationThroughTheDownwardApi) {
+  const std::string spec = R"("initContainers":[{"name":"i0","image":"busybox"}])";
+  const std::string pod = R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{)"
+                          R"("containers":[{"name":"c0","image":"busybox"},)"
+                          R"({"name":"c1","image":"busybox","env":[{"name":"SLURM_JOB_GPUS",)"
+                          R"("value":"mine"}]}],)" +
+                          spec + "}}";
+  auto env_of = [](const json::value& after, std::string_view list, std::size_t i) {
+    std::map<std::string, std::string> out;  // name -> fieldPath or value
+    const json::object& c = after.at("spec").at(list).as_array().at(i).as_object();
+    if (!c.contains("env")) return out;
+    for (const json::value& e : c.at("env").as_array()) {
+      const json::object& o = e.as_object();
+      out[std::string(o.at("name").as_string())] =
+          o.contains("value")
+              ? std::string(o.at("value").as_string())
+              : std::string(o.at("valueFrom").at("fieldRef").at("fieldPath").as_string());
+    }
+    return out;
+  };
+  const std::string job = "metadata.labels['" + std::string(bridge::kJobIdLabel) + "']";
+  const std::string gpus =
+      "metadata.annotations['" + std::string(bridge::kJobGpusAnnotation) + "']";
+  Policy p = ListPolicy();
+  Decision d = Mutate(Decoded(ReviewJson("CREATE", "hpc", pod)), p, nullptr);
+  json::value after = ApplyPatch(json::parse(pod), d.patch);
+  using Env = std::map<std::string, std::string>;
+  EXPECT_EQ(env_of(after, "containers", 0), (Env{{"SLURM_JOB_ID", job}, {"SLURM_JOB_GPUS", gpus}}));
+  EXPECT_EQ(env_of(after, "containers", 1),
+            (Env{{"SLURM_JOB_ID", job}, {"SLURM_JOB_GPUS", "mine"}}));
+  EXPECT_EQ(env_of(after, "initContainers", 0),
+            (Env{{"SLURM_JOB_ID", job}, {"SLURM_JOB_GPUS", gpus}}));
+
+  p.nvidia_visible_devices = true;
+  d = Mutate(Decoded(ReviewJson("CREATE", "hpc", pod)), p, nullptr);
+  after = ApplyPatch(json::parse(pod), d.patch);
+  EXPECT_EQ(env_of(after, "containers", 0).at("NVIDIA_VISIBLE_DEVICES"), gpus);
+
+  p.slurm_env = false;
+  p.nvidia_visible_devices = false;
+  d = Mutate(Decoded(ReviewJson("CREATE", "hpc", pod)), p, nullptr);
+  after = ApplyPatch(json::parse(pod), d.patch);
+  EXPECT_TRUE(env_of(after, "containers", 0).empty());
+
+  // Not the bridge's pod: nothing added.
+  d = Mutate(Decoded(ReviewJson("CREATE", "default", PodJson("default", "default-scheduler"))),
+             ListPolicy(), nullptr);
+  EXPECT_TRUE(d.patch.empty()) << d.patch;
+
+  // Users cannot point a container at other GPUs: the annotation is the bridge's to write.
+  const std::string forged =
+      PodJson("hpc", kOurs, "",
+              R"("annotations":{")" + std::string(bridge::kJobGpusAnnotation) + R"(":"0"})");
+  Decision v = Validate(Decoded(ReviewJson("CREATE", "hpc", forged)), ListPolicy());
+  EXPECT_FALSE(v.allowed);
+  EXPECT_NE(v.message.find(bridge::kJobGpusAnnotation), std::string::npos) << v.message;
+  const std::string plain = PodJson("hpc", kOurs);
+  v = Validate(Decoded(ReviewJson("UPDATE", "hpc", forged, plain)), ListPolicy());
+  EXPECT_FALSE(v.allowed) << "added by an update";
 }
 
 TEST(Mutate, OnlyOnCreate) {

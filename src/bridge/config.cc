@@ -244,10 +244,13 @@ Result<Config> ParseConfig(std::string_view yaml) {
       r = set_string(c.slurm_user_name);
     } else if (k == "slurmcafile") {
       r = set_string(c.slurm_ca_file);
-    } else if (k == "slurminsecureskipverify") {
+    } else if (k == "slurminsecureskipverify" || k == "podslurmenv" ||
+               k == "podnvidiavisibledevices") {
       Result<bool> b = Bool(v, key);
       if (!b) return tl::unexpected(b.error());
-      c.slurm_insecure_skip_verify = *b;
+      (k == "podslurmenv"               ? c.pod_slurm_env
+       : k == "podnvidiavisibledevices" ? c.pod_nvidia_visible_devices
+                                        : c.slurm_insecure_skip_verify) = *b;
     } else if (k == "jobmode") {
       std::string mode;
       r = set_string(mode);

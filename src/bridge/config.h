@@ -87,6 +87,12 @@ struct Config {
   int max_concurrent_submits = 16;
   std::map<std::string, std::string> resource_tres{{"amd.com/gpu", "gres/gpu"},
                                                    {"nvidia.com/gpu", "gres/gpu"}};
+  // The webhook gives the containers of bridge pods SLURM_JOB_ID and SLURM_JOB_GPUS (downward
+  // API: the job-id label and the GPU annotation the scheduler writes before binding).
+  bool pod_slurm_env = true;
+  // ... and NVIDIA_VISIBLE_DEVICES from the same annotation, for nodes where Slurm, not a device
+  // plugin, hands out the GPUs.
+  bool pod_nvidia_visible_devices = false;
 
   // Non-fatal remarks from parsing (unknown keys).
   std::vector<std::string> warnings;

@@ -17,6 +17,9 @@ inline constexpr std::string_view kDefaultSchedulerName = "slurm-bridge-schedule
 inline constexpr std::string_view kJobIdLabel = "scheduler.slinky.slurm.net/slurm-jobid";
 // Pod annotation: the Kubernetes node the pod is placed on by its Slurm job.
 inline constexpr std::string_view kNodeAnnotation = "slinky.slurm.net/slurm-node";
+// Pod annotation: the GPU indices Slurm gave the pod's job on the pod's node ("0,2", as Slurm's
+// SLURM_JOB_GPUS); set with the node annotation, absent when the job holds no GPU there.
+inline constexpr std::string_view kJobGpusAnnotation = "slinky.slurm.net/slurm-job-gpus";
 // Pod finalizer: keeps the pod object until its Slurm job is released.
 inline constexpr std::string_view kFinalizer = "scheduler.slinky.slurm.net/finalizer";
 // Node taint key (value = scheduler name, effect NoExecute) and the pods' matching toleration.

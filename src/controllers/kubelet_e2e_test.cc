@@ -14,6 +14,8 @@
 
 #include <boost/json.hpp>
 
+#include "admission/review.h"
+#include "bridge/gres.h"
 #include "testing/bridge_e2e.h"
 
 namespace sb::controllers {
@@ -305,6 +307,56 @@ TEST_F(KubeletE2e, KubectlDrainDrainsTheSlurmNodeAndEndsTheJob) {
       },
       30s))
       << shown;
+}
+
+// Slurm's allocation reaches the container: two non-exclusive one-GPU pods on one node, their
+// containers given the environment the webhook adds (admission::SlurmEnv: the job-id label and
+// the GPU annotation through the downward API), each see their own Slurm job and a different GPU
+// index, the one Slurm gave that job (its gres_detail).
+TEST_F(KubeletE2e, TwoOneGpuPodsOnOneNodeSeeTheirOwnJobsGpus) {
+  scheduler_ = StartBridge("all");
+  boost::json::array env;
+  for (const auto& [name, path] : admission::SlurmEnv(admission::Policy{})) {
+    env.push_back({{"name", name}, {"valueFrom", {{"fieldRef", {{"fieldPath", path}}}}}});
+  }
+  const std::vector<std::string> pods = {"gpu-a", "gpu-b"};
+  for (const std::string& name : pods) {
+    const std::string manifest = fmt::format(
+        R"({{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"{}","namespace":"{}",
+        "annotations":{{"slurmjob.slinky.slurm.net/exclusive":"false"}}}},
+        "spec":{{"schedulerName":"slurm-bridge-scheduler","restartPolicy":"Never",
+        "terminationGracePeriodSeconds":5,"nodeSelector":{{"kubernetes.io/hostname":"n2"}},
+        "containers":[{{"name":"c","image":"localhost/busybox:1","imagePullPolicy":"Never",
+        "command":["sh","-c","echo job=$SLURM_JOB_ID gpus=$SLURM_JOB_GPUS; sleep 30"],
+        "env":{},
+        "resources":{{"limits":{{"cpu":"100m","memory":"64Mi","nvidia.com/gpu":"1"}}}}}}]}}}})",
+        name, ns_, boost::json::serialize(env));
+    auto r = RunSync(io_, kube_->Create(kube::PodsRef(ns_), manifest));
+    ASSERT_TRUE(r) << r.error().message;
+  }
+  std::set<std::string> seen;
+  for (const std::string& name : pods) {
+    std::optional<kube::Pod> running = WaitForPod(name, IsRunning, 120s);
+    ASSERT_TRUE(running) << name << " not running";
+    EXPECT_EQ(running->spec.node_name, "n2");
+    const std::int64_t job = JobId(*running);
+    auto info = RunSync(io_, slurm_->GetJob(job));
+    ASSERT_TRUE(info) << info.error().ToString();
+    ASSERT_EQ(info->gres_detail.size(), 1u) << name;
+    const std::string gpus = bridge::GpuIndices(info->gres_detail[0]);
+    ASSERT_FALSE(gpus.empty()) << info->gres_detail[0];
+    EXPECT_EQ(gpus.find(','), std::string::npos) << "one GPU: " << gpus;
+    seen.insert(gpus);
+    std::string logs;
+    EXPECT_TRUE(WaitFor(
+        [&] {
+          logs = Logs(name);
+          return !logs.empty();
+        },
+        30s));
+    EXPECT_EQ(logs, fmt::format("job={} gpus={}\n", job, gpus)) << name;
+  }
+  EXPECT_EQ(seen.size(), 2u) << "both pods were given the same GPU";
 }
 
 }  // namespace

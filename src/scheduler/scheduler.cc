@@ -10,6 +10,7 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "bridge/gres.h"
 #include "bridge/group.h"
 #include "bridge/hostlist.h"
 #include "bridge/job_update.h"
@@ -54,14 +55,19 @@ std::string ErrorWords(const Error& e) {
 // merge patch: labels merge by key, finalizers merge as a set, tolerations are replaced whole
 // (they have no merge key), so the list sent is the pod's plus ours.
 std::string LabelPatch(const Pod& pod, std::int64_t job_id, const std::string& scheduler_name,
-                       const std::string* node) {
+                       const std::string* node, const std::string& gpus = "") {
   std::string labels = fmt::format("{}:{}", kube::JsonQuote(bridge::kJobIdLabel),
                                    kube::JsonQuote(std::to_string(job_id)));
   std::string meta = fmt::format("\"labels\":{{{}}},\"finalizers\":[{}]", labels,
                                  kube::JsonQuote(bridge::kFinalizer));
   if (node != nullptr) {
-    meta += fmt::format(",\"annotations\":{{{}:{}}}", kube::JsonQuote(bridge::kNodeAnnotation),
-                        kube::JsonQuote(*node));
+    std::string annotations =
+        fmt::format("{}:{}", kube::JsonQuote(bridge::kNodeAnnotation), kube::JsonQuote(*node));
+    if (!gpus.empty()) {
+      annotations +=
+          fmt::format(",{}:{}", kube::JsonQuote(bridge::kJobGpusAnnotation), kube::JsonQuote(gpus));
+    }
+    meta += fmt::format(",\"annotations\":{{{}}}", annotations);
   }
   bool tolerated = false;
   std::vector<std::string> tols;
@@ -773,9 +779,11 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
       co_return tl::unexpected(info.error());
     }
     job.nodes = info->nodes;
+    job.gres_detail = info->gres_detail;
     job.partition = info->partition;
     if (auto it = jobs_.find(spec.key); it != jobs_.end()) {
       it->second.nodes = info->nodes;
+      it->second.gres_detail = info->gres_detail;
       ApplyState(it->second, std::string(info->BaseState()));
     }
     if (bridge::JobEnded(info->BaseState())) Unlist(job.id);
@@ -786,6 +794,7 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
   }
   Result<std::vector<std::string>> slurm_nodes = bridge::ExpandHostlist(job.nodes);
   if (!slurm_nodes) co_return tl::unexpected(slurm_nodes.error());
+  const std::vector<std::string> job_nodes = *slurm_nodes;
   // Pods of this job bound before (an earlier run, a gang member that is re-created) keep their
   // nodes while they are active.
   Result<std::vector<Holder>> holders = co_await ReadHolders(spec.namespace_, job.id);
@@ -853,9 +862,17 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
       it->second.pods = plan.retag_pods;
     }
   }
-  // The whole group is annotated first, then bound.
+  // The whole group is annotated first, then bound: the job id (label), the node and the GPU
+  // indices Slurm gave the job there, which the containers read through the downward API.
+  std::map<std::string, std::string> slurm_name_of;  // Kubernetes node -> Slurm node
+  for (const auto& [slurm_name, kube_name] : in.kube_node_of) slurm_name_of[kube_name] = slurm_name;
   for (const auto& [pod, node] : plan.assign) {
-    std::string patch = LabelPatch(*pod, job.id, config_.scheduler_name, &node);
+    const auto slurm_name = slurm_name_of.find(node);
+    const std::string gpus =
+        slurm_name == slurm_name_of.end()
+            ? ""
+            : bridge::GpuIndicesOn(job.gres_detail, job_nodes, slurm_name->second);
+    std::string patch = LabelPatch(*pod, job.id, config_.scheduler_name, &node, gpus);
     Result<Pod> r = co_await kube::PatchAs<Pod>(
         kube_, kube::PodsRef(pod->metadata.namespace_).WithName(pod->metadata.name),
         kube::PatchType::kStrategicMerge, std::move(patch));
@@ -1038,7 +1055,10 @@ void Scheduler::ApplyJobList(const std::vector<slurm::JobInfo>& jobs, kube::Cloc
       t.partition = j.partition;
       queue_.Add(std::string(kGroupItem) + group);
     }
-    if (!j.nodes.empty() && j.BaseState() == "RUNNING") t.nodes = j.nodes;
+    if (!j.nodes.empty() && j.BaseState() == "RUNNING") {
+      t.nodes = j.nodes;
+      t.gres_detail = j.gres_detail;
+    }
     ApplyState(t, std::string(j.BaseState()));
   }
 }
@@ -1130,7 +1150,10 @@ awaitable<void> Scheduler::PollSlurm() {
             if (t.submitted < asked) missing_.insert(t.id);
           } else if (!it->second->state.empty()) {
             const std::string& s = it->second->state.front();
-            if (s != t.state && s == "RUNNING") t.nodes.clear();  // read them on bind
+            if (s != t.state && s == "RUNNING") {
+              t.nodes.clear();  // read them (and the GPUs) on bind
+              t.gres_detail.clear();
+            }
             ApplyState(t, s);
           }
         }

@@ -113,10 +113,11 @@ class Scheduler {
     std::string state;              // base state: PENDING, RUNNING, ...
     std::string reason;             // Slurm's state_reason
     std::string partition;
-    std::string nodes;                   // hostlist, once allocated
-    std::vector<std::string> pods;       // "ns/name" of `uids`, same order
-    bool refill = false;                 // adopted with pods of the group bound to it
-    kube::Clock::TimePoint submitted{};  // by this process (adopted jobs: the epoch)
+    std::string nodes;                     // hostlist, once allocated
+    std::vector<std::string> gres_detail;  // Slurm's, one entry per node of `nodes`
+    std::vector<std::string> pods;         // "ns/name" of `uids`, same order
+    bool refill = false;                   // adopted with pods of the group bound to it
+    kube::Clock::TimePoint submitted{};    // by this process (adopted jobs: the epoch)
     // The description Slurm has, as far as this process knows (unset for adopted jobs).
     std::optional<slurm::JobDescription> sent;
   };

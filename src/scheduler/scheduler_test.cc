@@ -663,6 +663,24 @@ TEST_F(SchedulerFlowTest, PodRecreatedUnderTheSameNameHasItsOldJobCancelled) {
   EXPECT_EQ(LiveJobs(), 1);
 }
 
+// Before binding, the pod is annotated with the GPU indices Slurm gave its job on the pod's node
+// (the job's gres_detail), which its containers read as SLURM_JOB_GPUS through the downward API.
+TEST_F(SchedulerFlowTest, PodIsAnnotatedWithItsJobsGpusBeforeBinding) {
+  ASSERT_NO_FATAL_FAILURE(StartWithPendingPods(2));
+  const std::string annotation = fmt::format(R"("{}":)", bridge::kJobGpusAnnotation);
+  for (const std::string name : {"p0", "p1"}) {
+    slurm::JobInfo j = *slurm_.Job(JobOf(name));
+    j.job_state = {"RUNNING"};
+    j.nodes = "n1";
+    if (name == "p0") j.gres_detail = {"gpu:fake:2(IDX:1-2)"};  // p1's job holds no GPU
+    slurm_.AddJob(j);
+  }
+  clock_.Advance(config_.job_poll_interval);
+  ASSERT_TRUE(RunUntil([&] { return bindings_.size() == 2; }));
+  EXPECT_NE(PatchesOf("p0").find(annotation + R"("1,2")"), std::string::npos) << PatchesOf("p0");
+  EXPECT_EQ(PatchesOf("p1").find(annotation), std::string::npos) << PatchesOf("p1");
+}
+
 // slurm_bridge_jobs_cancelled_total{reason="pods_gone_before_binding"} counts the jobs whose pods
 // went: a second job of a group (a lost submit reply, an old leader's submit) cancelled by the
 // periodic job list is a duplicate, not that.
