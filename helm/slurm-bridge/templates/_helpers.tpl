@@ -163,3 +163,26 @@ capabilities:
 - --leader-election-id={{ .lease }}
 {{- end }}
 {{- end -}}
+
+{{/*
+The JWT Secret: sharedConfig.slurmJwtSecret is a Secret name (key auth-token, upstream up to
+1.3) or, as in later upstream charts, a SecretKeySelector {name, key}.
+*/}}
+{{- define "slurm-bridge.jwtSecret.name" -}}
+{{- $s := .Values.sharedConfig.slurmJwtSecret -}}
+{{- if kindIs "map" $s }}{{ required "sharedConfig.slurmJwtSecret.name is required" $s.name }}{{ else }}{{ required "sharedConfig.slurmJwtSecret is required" $s }}{{ end -}}
+{{- end -}}
+{{- define "slurm-bridge.jwtSecret.key" -}}
+{{- $s := .Values.sharedConfig.slurmJwtSecret -}}
+{{- if kindIs "map" $s }}{{ $s.key | default "auth-token" }}{{ else }}auth-token{{ end -}}
+{{- end -}}
+
+{{/* The Secret the webhook serves from. */}}
+{{- define "slurm-bridge.admission.tlsSecret" -}}
+{{- $tls := .Values.admission.tls | default dict -}}
+{{- if and (not .Values.admission.certManager.enabled) $tls.existingSecret -}}
+{{- $tls.existingSecret -}}
+{{- else -}}
+{{- include "slurm-bridge.admission.name" . -}}
+{{- end -}}
+{{- end -}}
