@@ -54,8 +54,8 @@ func (m *multi) Set(s string) error { *m = append(*m, s); return nil }
 
 type options struct {
 	release, chartDir, namespace, kubeVersion, lookupFile, output string
-	valueFiles, sets, setStrings, apiVersions                       multi
-	isUpgrade                                                       bool
+	valueFiles, sets, setStrings, apiVersions                     multi
+	isUpgrade                                                     bool
 }
 
 func die(format string, args ...interface{}) {
@@ -336,6 +336,22 @@ var defaultAPIVersions = []string{
 	"policy/v1/PodDisruptionBudget", "apps/v1/Deployment",
 }
 
+// servedAPIVersions: defaultAPIVersions as a server of version v serves them (policy/v1 came
+// in 1.21; before, PodDisruptionBudgets were policy/v1beta1).
+func servedAPIVersions(v *semver.Version) []string {
+	var out []string
+	for _, gv := range defaultAPIVersions {
+		if strings.HasPrefix(gv, "policy/v1") && v.Major() == 1 && v.Minor() < 21 {
+			continue
+		}
+		out = append(out, gv)
+	}
+	if v.Major() == 1 && v.Minor() < 25 {
+		out = append(out, "policy/v1beta1", "policy/v1beta1/PodDisruptionBudget")
+	}
+	return out
+}
+
 type files struct{ dir string }
 
 func (f files) Get(name string) string {
@@ -570,7 +586,7 @@ func main() {
 			"Major":      strconv.FormatUint(kv.Major(), 10),
 			"Minor":      strconv.FormatUint(kv.Minor(), 10),
 		},
-		"APIVersions": apiVersions(append(append([]string{}, defaultAPIVersions...), o.apiVersions...)),
+		"APIVersions": apiVersions(append(servedAPIVersions(kv), o.apiVersions...)),
 		"HelmVersion": map[string]interface{}{"Version": "v3.0.0-helm-render"},
 	}
 	release := map[string]interface{}{
