@@ -24,6 +24,7 @@
 //	  --is-upgrade            .Release.IsUpgrade true (IsInstall false)
 //	  -o yaml|json            YAML documents with "# Source:" lines (default), or one JSON
 //	                          array of every rendered object
+//	  --notes                 print the rendered templates/NOTES.txt instead
 //
 // Build (offline, Debian's Go in GOPATH mode): testenv/helm-render/build.sh OUT_BINARY
 package main
@@ -55,7 +56,7 @@ func (m *multi) Set(s string) error { *m = append(*m, s); return nil }
 type options struct {
 	release, chartDir, namespace, kubeVersion, lookupFile, output string
 	valueFiles, sets, setStrings, apiVersions                     multi
-	isUpgrade                                                     bool
+	isUpgrade, notes                                              bool
 }
 
 func die(format string, args ...interface{}) {
@@ -104,6 +105,8 @@ func parseArgs(args []string) options {
 			o.lookupFile = get()
 		case "--is-upgrade":
 			o.isUpgrade = true
+		case "--notes":
+			o.notes = true
 		case "-o", "--output":
 			o.output = get()
 		case "-h", "--help":
@@ -636,6 +639,23 @@ func main() {
 		}
 	}
 
+	newData := func(name string) map[string]interface{} {
+		return map[string]interface{}{
+			"Values": values, "Release": release, "Chart": chartObject(meta),
+			"Capabilities": caps, "Files": files{chartDir},
+			"Template": map[string]interface{}{"Name": name, "BasePath": path.Join(chartName, "templates")},
+		}
+	}
+	if o.notes {
+		name := path.Join(chartName, "templates", "NOTES.txt")
+		var buf bytes.Buffer
+		if err := r.root.ExecuteTemplate(&buf, name, newData(name)); err != nil {
+			die("%v", err)
+		}
+		os.Stdout.WriteString(strings.ReplaceAll(buf.String(), "<no value>", ""))
+		return
+	}
+
 	var names []string
 	for _, tf := range tfiles {
 		base := path.Base(tf.name)
@@ -649,11 +669,7 @@ func main() {
 	var out bytes.Buffer
 	var objects []interface{}
 	for _, name := range names {
-		data := map[string]interface{}{
-			"Values": values, "Release": release, "Chart": chartObject(meta),
-			"Capabilities": caps, "Files": files{chartDir},
-			"Template": map[string]interface{}{"Name": name, "BasePath": path.Join(chartName, "templates")},
-		}
+		data := newData(name)
 		var buf bytes.Buffer
 		if err := r.root.ExecuteTemplate(&buf, name, data); err != nil {
 			die("%v", err)

@@ -615,6 +615,16 @@ def case_values_edge_cases():
     render("--kube-version", "1.19.0", expect_fail=True)
 
 
+def case_notes():
+    p = subprocess.run([RENDERER, "-n", "slinky", "--notes", "--set", "nameOverride=acme",
+                        "slurm-bridge", CHART], capture_output=True, text=True)
+    eq(p.returncode, 0, f"NOTES.txt renders: {p.stderr}")
+    for want in ["namespace slinky", "Deployment slurm-bridge-scheduler", "Deployment acme-controllers",
+                 "Deployment acme-admission", "create secret generic slurm-bridge-token",
+                 "--from-literal=auth-token="]:
+        check(want in p.stdout, f"NOTES.txt has {want!r}:\n{p.stdout}")
+
+
 CASES = [(n[len("case_"):], f) for n, f in sorted(globals().items()) if n.startswith("case_")]
 
 
