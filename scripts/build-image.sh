@@ -62,7 +62,6 @@ printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home
   >"$rootfs/etc/passwd"
 printf 'root:x:0:\nnonroot:x:65532:\n' >"$rootfs/etc/group"
 printf 'hosts: files dns\n' >"$rootfs/etc/nsswitch.conf"
-chown 65532:65532 "$rootfs/home/nonroot" 2>/dev/null || true
 
 d="$work/layout"
 mkdir -p "$d/blobs/sha256"
@@ -73,7 +72,7 @@ blob() { # FILE -> "digest size"; moves FILE into blobs/
   mv "$1" "$d/blobs/sha256/$dg"
   echo "$dg $sz"
 }
-# Owners: root, except nonroot's home.
+# Every file owned by root (read-only to the user); fixed mtimes and order.
 tar --numeric-owner --owner=0 --group=0 --mtime=@0 --sort=name --format=posix \
   --pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime \
   -C "$rootfs" -cf "$d/layer" .
