@@ -5,8 +5,10 @@
 # needed) and asserts on the rendered objects: names, labels, args, env, mounts, probes, RBAC
 # rules, webhooks, certificates. No snapshots: every assertion names what it checks.
 #
-# Usage: chart_test.py [--build-dir DIR] [-k NAME]
+# Usage: chart_test.py [--build-dir DIR] [--binary PATH] [-k NAME]
 #   --build-dir  where helm-render is built (default: $TMPDIR/sb-helm-render)
+#   --binary     the slurm-bridge binary: its CLI must take each Deployment's args and the
+#                rendered config.yaml (skipped when not given or not built)
 #   -k NAME      run only the cases whose name contains NAME
 import argparse
 import base64
@@ -25,6 +27,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 CHART = os.path.join(ROOT, "helm", "slurm-bridge")
 TESTDATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "testdata")
 RENDERER = None
+BINARY = None
 
 with open(os.path.join(CHART, "Chart.yaml")) as f:
     CHART_META = yaml.safe_load(f)
@@ -625,6 +628,63 @@ def case_notes():
         check(want in p.stdout, f"NOTES.txt has {want!r}:\n{p.stdout}")
 
 
+def case_binary_takes_the_rendered_args():
+    """The binary parses each Deployment's args and the rendered config.yaml (skipped without it)."""
+    if not BINARY or not os.access(BINARY, os.X_OK):
+        print(f"skip binary_takes_the_rendered_args: no binary ({BINARY or 'no --binary'})")
+        return
+    objs = render("--set", "scheduler.leaderElect=true,controllers.leaderElect=true",
+                  "--set", "admission.managedNamespaces={a,b}", "--set", "config.jobPollInterval=2s",
+                  namespace="slinky")
+    with tempfile.TemporaryDirectory() as d:
+        cfg = os.path.join(d, "config.yaml")
+        with open(cfg, "w") as f:
+            f.write(objs.get("ConfigMap", "slurm-bridge-config")["data"]["config.yaml"])
+        jwt = os.path.join(d, "jwt")
+        with open(jwt, "w") as f:
+            f.write("token")
+        crt, key = os.path.join(d, "tls.crt"), os.path.join(d, "tls.key")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                        "-subj", "/CN=test", "-keyout", key, "-out", crt],
+                       check=True, capture_output=True)
+        local = {"--config": cfg, "--cert-file": crt, "--key-file": key,
+                 "--bind-address": "127.0.0.1:0", "--health-probe-bind-address": "127.0.0.1:0",
+                 "--metrics-bind-address": "127.0.0.1:0"}
+
+        def argv(deploy):
+            c = container(objs.get("Deployment", deploy))
+            out = [BINARY]
+            for a in c["args"]:
+                k = a.split("=", 1)[0]
+                out.append(f"{k}={local[k]}" if k in local else a)
+            return out
+
+        env = {**os.environ, "SLURM_JWT_FILE": jwt}
+        for deploy in ("slurm-bridge-scheduler", "slurm-bridge-controllers"):
+            # Everything parses; it stops at the Kubernetes credentials, which a pod would have.
+            p = subprocess.run(argv(deploy) + ["--kubeconfig=/nonexistent/kubeconfig"], env=env,
+                               capture_output=True, text=True, timeout=30)
+            out = p.stdout + p.stderr
+            eq(p.returncode, 1, f"{deploy} exit status ({out})")
+            check("Kubernetes config" in out and "config key" not in out,
+                  f"{deploy}: args and config.yaml accepted, stopped at the credentials: {out}")
+        p = subprocess.Popen(argv("slurm-bridge-admission"), env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+        try:
+            import time
+            time.sleep(1.5)
+            check(p.poll() is None, f"admission runs with the chart's args: {p.stdout.read()}")
+            p.terminate()
+            out, _ = p.communicate(timeout=20)
+            eq(p.returncode, 0, f"admission stops cleanly on SIGTERM ({out})")
+            check("privileged user system:serviceaccount:slinky:slurm-bridge-scheduler" in out,
+                  f"admission took the privileged users: {out}")
+            check("2 managed namespace(s)" in out, f"admission read config.yaml: {out}")
+        finally:
+            if p.poll() is None:
+                p.kill()
+
+
 CASES = [(n[len("case_"):], f) for n, f in sorted(globals().items()) if n.startswith("case_")]
 
 
@@ -633,7 +693,10 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build-dir", default=os.path.join(tempfile.gettempdir(), "sb-helm-render"))
     ap.add_argument("-k", default="")
+    ap.add_argument("--binary", default="", help="slurm-bridge binary (its case is skipped without)")
     opts = ap.parse_args()
+    global BINARY
+    BINARY = opts.binary
     RENDERER = os.path.join(opts.build_dir, "helm-render")
     subprocess.run([os.path.join(ROOT, "testenv", "helm-render", "build.sh"), RENDERER], check=True)
     failed = 0
