@@ -19,6 +19,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 import traceback
 
 import yaml
@@ -668,21 +669,26 @@ def case_binary_takes_the_rendered_args():
             eq(p.returncode, 1, f"{deploy} exit status ({out})")
             check("Kubernetes config" in out and "config key" not in out,
                   f"{deploy}: args and config.yaml accepted, stopped at the credentials: {out}")
-        p = subprocess.Popen(argv("slurm-bridge-admission"), env=env, stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True)
+        log_path = os.path.join(d, "admission.log")
+        with open(log_path, "w") as log:
+            p = subprocess.Popen(argv("slurm-bridge-admission"), env=env, stdout=log,
+                                 stderr=subprocess.STDOUT)
         try:
-            import time
             time.sleep(1.5)
-            check(p.poll() is None, f"admission runs with the chart's args: {p.stdout.read()}")
+            alive = p.poll() is None
             p.terminate()
-            out, _ = p.communicate(timeout=20)
-            eq(p.returncode, 0, f"admission stops cleanly on SIGTERM ({out})")
-            check("privileged user system:serviceaccount:slinky:slurm-bridge-scheduler" in out,
-                  f"admission took the privileged users: {out}")
-            check("2 managed namespace(s)" in out, f"admission read config.yaml: {out}")
+            p.wait(timeout=20)
         finally:
             if p.poll() is None:
                 p.kill()
+                p.wait()
+        with open(log_path) as f:
+            out = f.read()
+        check(alive, f"admission runs with the chart's args: {out}")
+        eq(p.returncode, 0, f"admission stops cleanly on SIGTERM ({out})")
+        check("privileged user system:serviceaccount:slinky:slurm-bridge-scheduler" in out,
+              f"admission took the privileged users: {out}")
+        check("2 managed namespace(s)" in out, f"admission read config.yaml: {out}")
 
 
 CASES = [(n[len("case_"):], f) for n, f in sorted(globals().items()) if n.startswith("case_")]
