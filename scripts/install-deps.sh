@@ -14,6 +14,8 @@ PACKAGES=(
   # the test environment: Slurm chroot, etcd, the kube-apiserver build, and the tools the
   # scripts and tests call
   debootstrap etcd-server golang-1.19-go golang-github-modern-go-reflect2-dev
+  # the chart tests' renderer (testenv/helm-render): sprig v3 and yaml.v3, as Helm uses
+  golang-github-masterminds-sprig-dev golang-gopkg-yaml.v3-dev python3-yaml
   curl jq openssl ca-certificates util-linux procps psmisc iproute2 xz-utils
   # the kubelets' nodes (testenv/up.sh --kubelets): a containerd per node, runc, the CNI
   # loopback plugin, and busybox for the test images (built offline, statically linked)

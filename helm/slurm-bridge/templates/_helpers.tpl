@@ -1,0 +1,188 @@
+{{/* SPDX-License-Identifier: Apache-2.0 */}}
+
+{{/* The chart name, or nameOverride (upstream's `slurm-bridge.name`). */}}
+{{- define "slurm-bridge.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Upstream defines it and never uses it; kept for templates that might. */}}
+{{- define "slurm-bridge.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "slurm-bridge.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "slurm-bridge.namespace" -}}
+{{- default .Release.Namespace .Values.namespaceOverride -}}
+{{- end -}}
+
+{{/* Common labels. */}}
+{{- define "slurm-bridge.labels" -}}
+helm.sh/chart: {{ include "slurm-bridge.chart" . }}
+{{- if .Chart.AppVersion }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+{{- end }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
+{{/*
+The scheduler name: the seed's config.schedulerName, else schedulerConfig.schedulerName, else
+slurm-bridge-scheduler (upstream printed a broken name when it was empty).
+*/}}
+{{- define "slurm-bridge.scheduler.name" -}}
+{{- $c := .Values.config | default dict -}}
+{{- coalesce $c.schedulerName .Values.schedulerConfig.schedulerName "slurm-bridge-scheduler" -}}
+{{- end -}}
+
+{{- define "slurm-bridge.controllers.name" -}}
+{{- printf "%s-controllers" (include "slurm-bridge.name" .) -}}
+{{- end -}}
+
+{{- define "slurm-bridge.admission.name" -}}
+{{- printf "%s-admission" (include "slurm-bridge.name" .) -}}
+{{- end -}}
+
+{{/* Selector labels (immutable in a Deployment: upstream's exactly). */}}
+{{- define "slurm-bridge.scheduler.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "slurm-bridge.scheduler.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+{{- define "slurm-bridge.controllers.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "slurm-bridge.controllers.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+{{- define "slurm-bridge.admission.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "slurm-bridge.admission.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "slurm-bridge.scheduler.labels" -}}
+{{ include "slurm-bridge.labels" . }}
+{{ include "slurm-bridge.scheduler.selectorLabels" . }}
+app.kubernetes.io/component: scheduler
+{{- end -}}
+{{- define "slurm-bridge.controllers.labels" -}}
+{{ include "slurm-bridge.labels" . }}
+{{ include "slurm-bridge.controllers.selectorLabels" . }}
+app.kubernetes.io/component: controllers
+{{- end -}}
+{{- define "slurm-bridge.admission.labels" -}}
+{{ include "slurm-bridge.labels" . }}
+{{ include "slurm-bridge.admission.selectorLabels" . }}
+app.kubernetes.io/component: admission
+{{- end -}}
+
+{{/*
+Image references: repository (falling back to upstream's name for the component) and tag
+(falling back to the chart version, as upstream), quoted.
+Call with (dict "image" .Values.x.image "component" "scheduler" "ctx" $).
+*/}}
+{{- define "slurm-bridge.imageRef" -}}
+{{- $repo := .image.repository | default (printf "ghcr.io/slinkyproject/%s-%s" (include "slurm-bridge.name" .ctx) .component) -}}
+{{- $tag := .image.tag | default .ctx.Chart.Version -}}
+{{- printf "%s:%s" $repo (toString $tag) | quote -}}
+{{- end -}}
+
+{{/*
+Log level: klog-style integers (scheduler.verbosity) and zap-style names or integers
+(controllers.verbosity) mapped onto --log-level. null or 0 = info.
+*/}}
+{{- define "slurm-bridge.logLevel" -}}
+{{- $v := . -}}
+{{- if kindIs "invalid" $v -}}info
+{{- else if kindIs "string" $v -}}
+{{- $s := lower $v -}}
+{{- if eq $s "panic" "dpanic" "fatal" -}}critical
+{{- else if eq $s "warning" -}}warn
+{{- else if has $s (list "trace" "debug" "info" "warn" "error" "critical" "off") -}}{{ $s }}
+{{- else if regexMatch "^[0-9]+$" $s -}}{{ include "slurm-bridge.logLevel" (atoi $s) }}
+{{- else -}}{{ fail (printf "verbosity %q: want debug, info, warn, error, panic or an integer" $v) }}
+{{- end -}}
+{{- else -}}
+{{- $n := int $v -}}
+{{- if le $n 0 -}}info{{- else if lt $n 5 -}}debug{{- else -}}trace{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The replica count: as given (0 allowed), 1 when unset. */}}
+{{- define "slurm-bridge.replicas" -}}
+{{- if kindIs "invalid" . -}}1{{- else -}}{{ int . }}{{- end -}}
+{{- end -}}
+
+{{/* PodDisruptionBudget apiVersion: policy/v1 where served (1.21+), else v1beta1. */}}
+{{- define "slurm-bridge.pdb.apiVersion" -}}
+{{- if .Capabilities.APIVersions.Has "policy/v1" -}}policy/v1{{- else -}}policy/v1beta1{{- end -}}
+{{- end -}}
+
+{{/*
+A PDB's budget: maxUnavailable instead of minAvailable when it is set (the values comment
+upstream promises this; its template rendered both, which the API refuses).
+*/}}
+{{- define "slurm-bridge.pdb.budget" -}}
+{{- if not (kindIs "invalid" .maxUnavailable) -}}
+maxUnavailable: {{ .maxUnavailable }}
+{{- else -}}
+minAvailable: {{ .minAvailable | default 1 }}
+{{- end -}}
+{{- end -}}
+
+{{/* Hardened container securityContext (the image runs as uid 65532). */}}
+{{- define "slurm-bridge.securityContext" -}}
+privileged: false
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+runAsNonRoot: true
+capabilities:
+  drop: ["ALL"]
+{{- end -}}
+
+{{/* The Lease names (upstream's). */}}
+{{- define "slurm-bridge.controllers.leaseName" -}}69d5fe47.my.slinky.slurm.net{{- end -}}
+
+{{/* Common args of scheduler and controllers. Call with (dict "ctx" $ "leaderElect" b "lease" n "verbosity" v). */}}
+{{- define "slurm-bridge.runArgs" -}}
+- --config=/etc/slurm-bridge/config.yaml
+- --log-level={{ include "slurm-bridge.logLevel" .verbosity }}
+- --log-format={{ .ctx.Values.sharedConfig.logFormat | default "text" }}
+- --metrics-bind-address=:8080
+- --health-probe-bind-address=:8081
+{{- if .leaderElect }}
+- --leader-elect
+- --leader-election-namespace={{ include "slurm-bridge.namespace" .ctx }}
+- --leader-election-id={{ .lease }}
+{{- end }}
+{{- end -}}
+
+{{/*
+The JWT Secret: sharedConfig.slurmJwtSecret is a Secret name (key auth-token, upstream up to
+1.3) or, as in later upstream charts, a SecretKeySelector {name, key}.
+*/}}
+{{- define "slurm-bridge.jwtSecret.name" -}}
+{{- $s := .Values.sharedConfig.slurmJwtSecret -}}
+{{- if kindIs "map" $s }}{{ required "sharedConfig.slurmJwtSecret.name is required" $s.name }}{{ else }}{{ required "sharedConfig.slurmJwtSecret is required" $s }}{{ end -}}
+{{- end -}}
+{{- define "slurm-bridge.jwtSecret.key" -}}
+{{- $s := .Values.sharedConfig.slurmJwtSecret -}}
+{{- if kindIs "map" $s }}{{ $s.key | default "auth-token" }}{{ else }}auth-token{{ end -}}
+{{- end -}}
+
+{{/* The Secret the webhook serves from. */}}
+{{- define "slurm-bridge.admission.tlsSecret" -}}
+{{- $tls := .Values.admission.tls | default dict -}}
+{{- if and (not .Values.admission.certManager.enabled) $tls.existingSecret -}}
+{{- $tls.existingSecret -}}
+{{- else -}}
+{{- include "slurm-bridge.admission.name" . -}}
+{{- end -}}
+{{- end -}}

@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+#
+# Checks the chart against a real kube-apiserver (the test environment's; RBAC on):
+#   1. `kubectl apply --dry-run=server` of every object the chart renders, for several value
+#      sets (defaults with cert-manager off, leader election with 2 replicas and PDBs, the
+#      upstream 1.2 values file). cert-manager objects only when its CRDs are served.
+#   2. RBAC, enforced by the apiserver's authorizer: the chart's ServiceAccounts, roles and
+#      bindings are applied for real, then `kubectl auth can-i --as=<each ServiceAccount>` must
+#      answer yes for every rule each component needs and no for requests outside its role.
+# Everything it creates has a unique name (nameOverride, schedulerName, namespace) and is
+# deleted at the end.
+#
+# Usage: apiserver-check.sh ENV_FILE     (ENV_FILE: the `env` that testenv/up.sh writes)
+set -euo pipefail
+env_file=${1:?usage: apiserver-check.sh ENV_FILE}
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+# shellcheck disable=SC1090
+. "$env_file"
+export KUBECONFIG
+work=$(mktemp -d "${TMPDIR:-/tmp}/sb-chart-check.XXXXXX")
+id="sbchk$$"
+ns="$id-ns"
+cleanup() {
+  if [ -f "$work/rbac.yaml" ]; then
+    kubectl delete --ignore-not-found --wait=false -f "$work/rbac.yaml" >/dev/null 2>&1 || true
+  fi
+  kubectl delete namespace "$ns" --ignore-not-found --wait=false >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+fails=0
+fail() { echo "FAIL $*"; fails=$((fails + 1)); }
+
+"$here/build.sh" "$work/helm-render"
+server=$(kubectl version -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["serverVersion"]["gitVersion"])')
+echo "kube-apiserver $server"
+kubectl create namespace "$ns" >/dev/null
+# Before 1.21 namespaces lack the kubernetes.io/metadata.name label the webhooks' selector uses.
+kubectl label namespace "$ns" "kubernetes.io/metadata.name=$ns" --overwrite >/dev/null
+
+names=(--set "nameOverride=$id" --set "schedulerConfig.schedulerName=$id-scheduler")
+render() { "$work/helm-render" -n "$ns" --kube-version "$server" "${names[@]}" "$@" "$id" "$root/helm/slurm-bridge"; }
+have_cm=0
+kubectl api-resources --api-group=cert-manager.io -o name 2>/dev/null | grep -q . && have_cm=1
+
+dry_run() { # NAME RENDER_ARGS...
+  local name=$1; shift
+  render "$@" >"$work/$name.yaml"
+  if [ $have_cm = 0 ]; then
+    python3 - "$work/$name.yaml" <<'EOF'
+import sys, yaml
+p = sys.argv[1]
+docs = [d for d in yaml.safe_load_all(open(p)) if d and not d["apiVersion"].startswith("cert-manager.io/")]
+yaml.safe_dump_all(docs, open(p, "w"))
+EOF
+  fi
+  local n
+  n=$(grep -c '^kind:' "$work/$name.yaml")
+  if kubectl apply --dry-run=server -f "$work/$name.yaml" >"$work/$name.out" 2>&1; then
+    echo "ok   dry-run $name: $n objects accepted"
+  else
+    fail "dry-run $name:"; cat "$work/$name.out"
+  fi
+}
+dry_run defaults --set admission.certManager.enabled=false
+[ $have_cm = 1 ] && dry_run cert-manager
+dry_run leader-election --set admission.certManager.enabled=false \
+  --set scheduler.replicaCount=2 --set scheduler.leaderElect=true \
+  --set controllers.replicas=2 --set controllers.leaderElect=true \
+  --set scheduler.pdb.enabled=true --set controllers.pdb.enabled=true \
+  --set admission.pdb.enabled=true --set admission.pdb.maxUnavailable=1
+dry_run upstream-1.2 -f "$root/tests/chart/testdata/upstream-1.2-values.yaml" \
+  --set namespaceOverride="$ns"
+
+# RBAC for real, then ask the authorizer as each ServiceAccount.
+render --set admission.certManager.enabled=false --set scheduler.leaderElect=true \
+  --set controllers.leaderElect=true | python3 -c '
+import sys, yaml
+kinds = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+yaml.safe_dump_all([d for d in yaml.safe_load_all(sys.stdin) if d and d["kind"] in kinds], sys.stdout)
+' >"$work/rbac.yaml"
+kubectl apply -f "$work/rbac.yaml" >/dev/null
+sleep 1 # the authorizer's informers
+can() { # WANT(yes|no) SA VERB RESOURCE [kubectl auth can-i args...]
+  local want=$1 sa=$2; shift 2
+  local got
+  got=$(kubectl auth can-i --as="system:serviceaccount:$ns:$sa" "$@" 2>/dev/null || true)
+  if [ "$got" = "$want" ]; then
+    echo "ok   $sa: can-i $* = $got"
+  else
+    fail "$sa: can-i $* = $got, want $want"
+  fi
+}
+s="$id-scheduler" c="$id-controllers" a="$id-admission"
+for v in get list watch patch; do can yes "$s" "$v" pods -n default; done
+can yes "$s" create pods --subresource=binding -n default
+can yes "$s" patch pods --subresource=status -n default
+can yes "$s" list nodes
+can yes "$s" watch nodes
+can yes "$s" create events -n default
+can yes "$s" patch events -n default
+for r in replicasets.apps statefulsets.apps jobs.batch jobsets.jobset.x-k8s.io \
+  leaderworkersets.leaderworkerset.x-k8s.io podgroups.scheduling.x-k8s.io; do
+  can yes "$s" get "$r" -n default
+done
+can yes "$s" get "leases.coordination.k8s.io/$s" -n "$ns"
+can yes "$s" update "leases.coordination.k8s.io/$s" -n "$ns"
+can yes "$s" create leases.coordination.k8s.io -n "$ns"
+# outside the scheduler's role
+can no "$s" delete pods -n default
+can no "$s" create pods -n default
+can no "$s" get secrets -n "$ns"
+can no "$s" get deployments.apps -n default
+can no "$s" patch nodes
+can no "$s" update "leases.coordination.k8s.io/$id-controllers" -n "$ns"
+can no "$s" get leases.coordination.k8s.io/other -n "$ns"
+can no "$s" create leases.coordination.k8s.io -n default
+
+for v in get list watch patch delete; do can yes "$c" "$v" pods -n default; done
+for v in list watch patch; do can yes "$c" "$v" nodes; done
+can yes "$c" patch nodes --subresource=status
+can yes "$c" get namespaces
+can yes "$c" create events -n default
+can yes "$c" patch events -n default
+can yes "$c" get leases.coordination.k8s.io/69d5fe47.my.slinky.slurm.net -n "$ns"
+can yes "$c" update leases.coordination.k8s.io/69d5fe47.my.slinky.slurm.net -n "$ns"
+# outside the controllers' role
+can no "$c" create pods --subresource=binding -n default
+can no "$c" delete nodes
+can no "$c" list namespaces
+can no "$c" get secrets -n "$ns"
+can no "$c" get "leases.coordination.k8s.io/$s" -n "$ns"
+
+for v in get list watch; do can yes "$a" "$v" namespaces; done
+# outside the admission's role
+can no "$a" get pods -n default
+can no "$a" get secrets -n "$ns"
+can no "$a" create leases.coordination.k8s.io -n "$ns"
+can no "$a" patch namespaces
+
+if [ $fails -gt 0 ]; then
+  echo "$fails check(s) failed"
+  exit 1
+fi
+echo "all apiserver checks passed"

@@ -1,0 +1,728 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+#
+# Chart tests for helm/slurm-bridge: renders the chart with testenv/helm-render (built here when
+# needed) and asserts on the rendered objects: names, labels, args, env, mounts, probes, RBAC
+# rules, webhooks, certificates. No snapshots: every assertion names what it checks.
+#
+# Usage: chart_test.py [--build-dir DIR] [--binary PATH] [-k NAME]
+#   --build-dir  where helm-render is built (default: $TMPDIR/sb-helm-render)
+#   --binary     the slurm-bridge binary: its CLI must take each Deployment's args and the
+#                rendered config.yaml (skipped when not given or not built)
+#   -k NAME      run only the cases whose name contains NAME
+import argparse
+import base64
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+import yaml
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CHART = os.path.join(ROOT, "helm", "slurm-bridge")
+TESTDATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "testdata")
+RENDERER = None
+BINARY = None
+
+with open(os.path.join(CHART, "Chart.yaml")) as f:
+    CHART_META = yaml.safe_load(f)
+VERSION = CHART_META["version"]
+
+
+class Failure(Exception):
+    pass
+
+
+def check(cond, what):
+    if not cond:
+        raise Failure(what)
+
+
+def eq(got, want, what):
+    if got != want:
+        if isinstance(got, set) and isinstance(want, set):
+            raise Failure(f"{what}: extra {sorted(got - want, key=str)}, "
+                          f"missing {sorted(want - got, key=str)}")
+        raise Failure(f"{what}: got {got!r}, want {want!r}")
+
+
+def render(*args, release="slurm-bridge", namespace="slurm", expect_fail=False):
+    cmd = [RENDERER, "-n", namespace, "-o", "json", *args, release, CHART]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if expect_fail:
+        check(p.returncode != 0, f"{' '.join(args)}: rendering should fail")
+        return p.stderr
+    if p.returncode != 0:
+        raise Failure(f"helm-render {' '.join(args)} failed: {p.stderr}")
+    return Objects(json.loads(p.stdout))
+
+
+class Objects:
+    def __init__(self, items):
+        self.items = items
+
+    def kinds(self):
+        return sorted((o["kind"], o["metadata"]["name"]) for o in self.items)
+
+    def get(self, kind, name):
+        found = [o for o in self.items if o["kind"] == kind and o["metadata"]["name"] == name]
+        check(len(found) == 1, f"{kind}/{name}: {len(found)} rendered, want 1 (have {self.kinds()})")
+        return found[0]
+
+    def has(self, kind, name):
+        return any(o["kind"] == kind and o["metadata"]["name"] == name for o in self.items)
+
+    def config(self):
+        cm = self.get("ConfigMap", "slurm-bridge-config")
+        return yaml.safe_load(cm["data"]["config.yaml"])
+
+
+def container(deploy):
+    cs = deploy["spec"]["template"]["spec"]["containers"]
+    eq(len(cs), 1, f"{deploy['metadata']['name']}: containers")
+    return cs[0]
+
+
+def rules(role):
+    """A ClusterRole's rules as a set of (group, resource, verb, resourceName) tuples."""
+    out = set()
+    for r in role["rules"]:
+        for g in r.get("apiGroups", []):
+            for res in r["resources"]:
+                for v in r["verbs"]:
+                    for n in r.get("resourceNames", [None]):
+                        out.add((g, res, v, n))
+    return out
+
+
+def expand(spec):
+    out = set()
+    for g, res, verbs in spec:
+        for r in res.split(","):
+            for v in verbs.split(","):
+                out.add((g, r, v, None))
+    return out
+
+
+# Every rule is a call in the code (helm/slurm-bridge/README.md, "RBAC").
+SCHEDULER_RULES = expand([
+    ("", "pods", "get,list,watch,patch"),
+    ("", "pods/binding", "create"),
+    ("", "pods/status", "patch"),
+    ("", "nodes", "list,watch"),
+    ("", "events", "create,patch"),
+    ("apps", "replicasets,statefulsets", "get"),
+    ("batch", "jobs", "get"),
+    ("jobset.x-k8s.io", "jobsets", "get"),
+    ("leaderworkerset.x-k8s.io", "leaderworkersets", "get"),
+    ("scheduling.x-k8s.io", "podgroups", "get"),
+])
+CONTROLLERS_RULES = expand([
+    ("", "pods", "get,list,watch,patch,delete"),
+    ("", "nodes", "list,watch,patch"),
+    ("", "nodes/status", "patch"),
+    ("", "namespaces", "get"),
+    ("", "events", "create,patch"),
+])
+ADMISSION_RULES = expand([("", "namespaces", "get,list,watch")])
+
+
+def lease_rules(name):
+    return {("coordination.k8s.io", "leases", "create", None),
+            ("coordination.k8s.io", "leases", "get", name),
+            ("coordination.k8s.io", "leases", "update", name)}
+
+
+def selector(name, release="slurm-bridge"):
+    return {"app.kubernetes.io/name": name, "app.kubernetes.io/instance": release}
+
+
+def labels(name, component, release="slurm-bridge"):
+    return {**selector(name, release), "app.kubernetes.io/component": component,
+            "helm.sh/chart": f"slurm-bridge-{VERSION}", "app.kubernetes.io/version": VERSION,
+            "app.kubernetes.io/managed-by": "Helm"}
+
+
+def default_objects(sched="slurm-bridge-scheduler", name="slurm-bridge", cert_manager=True):
+    adm, ctl = f"{name}-admission", f"{name}-controllers"
+    objs = [("ConfigMap", "slurm-bridge-config"),
+            ("Deployment", sched), ("ServiceAccount", sched), ("ClusterRole", sched),
+            ("ClusterRoleBinding", sched),
+            ("Deployment", ctl), ("ServiceAccount", ctl), ("ClusterRole", ctl),
+            ("ClusterRoleBinding", ctl), ("Service", ctl),
+            ("Deployment", adm), ("ServiceAccount", adm), ("ClusterRole", adm),
+            ("ClusterRoleBinding", adm), ("Service", adm),
+            ("ValidatingWebhookConfiguration", adm), ("MutatingWebhookConfiguration", adm)]
+    if cert_manager:
+        objs += [("Issuer", f"{adm}-self-issuer"), ("Certificate", f"{adm}-root-ca"),
+                 ("Issuer", f"{adm}-root-issuer"), ("Certificate", adm)]
+    else:
+        objs += [("Secret", adm)]
+    return sorted(objs)
+
+
+def check_component(objs, kind_name, component, ns, release="slurm-bridge"):
+    d = objs.get("Deployment", kind_name)
+    eq(d["metadata"]["namespace"], ns, f"{kind_name} namespace")
+    eq(d["spec"]["selector"]["matchLabels"], selector(kind_name, release), f"{kind_name} selector")
+    eq(d["metadata"]["labels"], labels(kind_name, component, release), f"{kind_name} labels")
+    eq(d["spec"]["template"]["metadata"]["labels"], labels(kind_name, component, release),
+       f"{kind_name} pod labels")
+    check(re.fullmatch(r"[0-9a-f]{64}",
+                       d["spec"]["template"]["metadata"]["annotations"]["checksum/config"]),
+          f"{kind_name}: checksum/config is 64 hex characters")
+    pod = d["spec"]["template"]["spec"]
+    eq(pod["serviceAccountName"], kind_name, f"{kind_name} serviceAccountName")
+    c = container(d)
+    eq(c["command"], ["slurm-bridge"], f"{kind_name} command")
+    eq(c["args"][0], component, f"{kind_name} subcommand")
+    eq(c["livenessProbe"], {"httpGet": {"path": "/healthz", "port": 8081},
+                            "initialDelaySeconds": 15}, f"{kind_name} liveness")
+    eq(c["readinessProbe"], {"httpGet": {"path": "/readyz", "port": 8081}},
+       f"{kind_name} readiness")
+    eq(c["securityContext"]["runAsNonRoot"], True, f"{kind_name} runAsNonRoot")
+    eq(c["securityContext"]["readOnlyRootFilesystem"], True, f"{kind_name} readOnlyRootFilesystem")
+    mounts = {m["name"]: m for m in c["volumeMounts"]}
+    eq(mounts["slurm-bridge-config"]["mountPath"], "/etc/slurm-bridge/", f"{kind_name} config mount")
+    check(all(m.get("readOnly") for m in c["volumeMounts"]), f"{kind_name}: every mount read-only")
+    vols = {v["name"]: v for v in pod["volumes"]}
+    eq(vols["slurm-bridge-config"]["configMap"]["name"], "slurm-bridge-config",
+       f"{kind_name} config volume")
+    sa = objs.get("ServiceAccount", kind_name)
+    eq(sa["metadata"]["namespace"], ns, f"{kind_name} ServiceAccount namespace")
+    crb = objs.get("ClusterRoleBinding", kind_name)
+    eq(crb["roleRef"], {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                        "name": kind_name}, f"{kind_name} roleRef")
+    eq(crb["subjects"], [{"kind": "ServiceAccount", "name": kind_name, "namespace": ns}],
+       f"{kind_name} subjects")
+    return d, c, vols, mounts
+
+
+def check_jwt(c, vols, mounts, secret="slurm-bridge-token", key="auth-token"):
+    eq(c["env"][0], {"name": "SLURM_JWT_FILE", "value": "/var/run/secrets/slurm/auth-token"},
+       "env[0]")
+    eq(mounts["slurm-jwt"]["mountPath"], "/var/run/secrets/slurm", "JWT mount")
+    check("subPath" not in mounts["slurm-jwt"], "JWT mounted without subPath (rotation)")
+    eq(vols["slurm-jwt"]["secret"]["secretName"], secret, "JWT Secret")
+    eq(vols["slurm-jwt"]["secret"]["items"], [{"key": key, "path": "auth-token"}], "JWT items")
+
+
+def check_webhooks(objs, adm, ns, ca_bundle):
+    for kind, path, ops, res in [
+            ("ValidatingWebhookConfiguration", "/validate--v1-pod", ["CREATE", "UPDATE"],
+             ["pods", "pods/status", "pods/resize"]),
+            ("MutatingWebhookConfiguration", "/mutate--v1-pod", ["CREATE"], ["pods"])]:
+        w = objs.get(kind, adm)
+        eq(len(w["webhooks"]), 1, f"{kind} webhooks")
+        h = w["webhooks"][0]
+        eq(h["name"], "pods.slinky.slurm.net", f"{kind} webhook name")
+        eq(h["clientConfig"]["service"], {"name": adm, "namespace": ns, "path": path},
+           f"{kind} service")
+        eq(h["clientConfig"].get("caBundle"), ca_bundle, f"{kind} caBundle")
+        eq(h["rules"], [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ops,
+                         "resources": res, "scope": "Namespaced"}], f"{kind} rules")
+        eq(h["namespaceSelector"], {"matchExpressions": [{
+            "key": "kubernetes.io/metadata.name", "operator": "NotIn",
+            "values": ["kube-system", ns]}]}, f"{kind} namespaceSelector")
+        eq(h["sideEffects"], "None", f"{kind} sideEffects")
+        eq(h["admissionReviewVersions"], ["v1"], f"{kind} admissionReviewVersions")
+        eq(h["failurePolicy"], "Fail", f"{kind} failurePolicy")
+        ann = w["metadata"].get("annotations", {})
+        if ca_bundle is None:
+            eq(ann.get("cert-manager.io/inject-ca-from"), f"{ns}/{adm}", f"{kind} inject-ca-from")
+            eq(ann.get("certmanager.k8s.io/inject-ca-from"), f"{ns}/{adm}",
+               f"{kind} legacy inject-ca-from")
+        else:
+            check("cert-manager.io/inject-ca-from" not in ann, f"{kind}: no cert-manager annotation")
+
+
+def args_of(c):
+    return c["args"]
+
+
+# ---- cases -------------------------------------------------------------------------------------
+
+def case_default_values():
+    objs = render()
+    eq(objs.kinds(), default_objects(), "objects")
+    ns = "slurm"
+    d, c, vols, mounts = check_component(objs, "slurm-bridge-scheduler", "scheduler", ns)
+    eq(c["name"], "scheduler", "scheduler container name")
+    eq(c["image"], f"ghcr.io/slinkyproject/slurm-bridge-scheduler:{VERSION}", "scheduler image")
+    eq(c["imagePullPolicy"], "IfNotPresent", "scheduler pullPolicy")
+    eq(d["spec"]["replicas"], 1, "scheduler replicas")
+    eq(args_of(c), ["scheduler", "--config=/etc/slurm-bridge/config.yaml", "--log-level=info",
+                    "--log-format=text", "--metrics-bind-address=:8080",
+                    "--health-probe-bind-address=:8081"], "scheduler args")
+    check_jwt(c, vols, mounts)
+    eq(d["spec"]["template"]["spec"]["hostNetwork"], False, "hostNetwork")
+    for k in ("priorityClassName", "nodeSelector", "affinity", "tolerations"):
+        check(k not in d["spec"]["template"]["spec"], f"scheduler: no {k} by default")
+    check("resources" not in c, "scheduler: no resources by default")
+
+    d, c, vols, mounts = check_component(objs, "slurm-bridge-controllers", "controllers", ns)
+    eq(c["name"], "slurm-bridge-controllers", "controllers container name")
+    eq(c["image"], f"ghcr.io/slinkyproject/slurm-bridge-controllers:{VERSION}",
+       "controllers image")
+    eq(args_of(c)[:3], ["controllers", "--config=/etc/slurm-bridge/config.yaml",
+                        "--log-level=info"], "controllers args")
+    check("--leader-elect" not in args_of(c), "controllers: no leader election by default")
+    check_jwt(c, vols, mounts)
+    svc = objs.get("Service", "slurm-bridge-controllers")
+    eq(svc["spec"]["clusterIP"], "None", "controllers Service headless")
+    eq([(p["name"], p["port"], p["targetPort"]) for p in svc["spec"]["ports"]],
+       [("metrics", 8080, 8080), ("health", 8081, 8081)], "controllers Service ports")
+    eq(svc["spec"]["selector"], selector("slurm-bridge-controllers"), "controllers Service selector")
+
+    d, c, vols, mounts = check_component(objs, "slurm-bridge-admission", "admission", ns)
+    eq(c["name"], "slurm-bridge-admission", "admission container name")
+    eq(c["image"], f"ghcr.io/slinkyproject/slurm-bridge-admission:{VERSION}", "admission image")
+    check("env" not in c, "admission gets no env (no JWT)")
+    check("slurm-jwt" not in vols, "admission gets no JWT volume")
+    eq(mounts["certificates"]["mountPath"], "/tmp/k8s-webhook-server/serving-certs/", "cert mount")
+    eq(vols["certificates"]["secret"], {"secretName": "slurm-bridge-admission", "defaultMode": 420},
+       "cert volume")
+    a = args_of(c)
+    for want in ["--bind-address=:9443",
+                 "--cert-file=/tmp/k8s-webhook-server/serving-certs/tls.crt",
+                 "--key-file=/tmp/k8s-webhook-server/serving-certs/tls.key",
+                 "--health-probe-bind-address=:8081",
+                 f"--privileged-user=system:serviceaccount:{ns}:slurm-bridge-scheduler",
+                 f"--privileged-user=system:serviceaccount:{ns}:slurm-bridge-controllers"]:
+        check(want in a, f"admission args have {want}: {a}")
+    svc = objs.get("Service", "slurm-bridge-admission")
+    eq(svc["spec"]["type"], "ClusterIP", "admission Service type")
+    eq([(p["name"], p["port"], p["targetPort"]) for p in svc["spec"]["ports"]],
+       [("https", 443, 9443), ("health", 8081, 8081)], "admission Service ports")
+    check_webhooks(objs, "slurm-bridge-admission", ns, None)
+
+    cert = objs.get("Certificate", "slurm-bridge-admission")
+    eq(cert["spec"]["secretName"], "slurm-bridge-admission", "serving Certificate Secret")
+    eq(cert["spec"]["dnsNames"], ["slurm-bridge-admission", f"slurm-bridge-admission.{ns}.svc"],
+       "serving Certificate dnsNames")
+    eq(cert["spec"]["duration"], "43800h0m0s", "Certificate duration")
+    eq(cert["spec"]["issuerRef"], {"name": "slurm-bridge-admission-root-issuer"}, "issuerRef")
+    eq(objs.get("Certificate", "slurm-bridge-admission-root-ca")["spec"]["isCA"], True, "root CA")
+
+    eq(rules(objs.get("ClusterRole", "slurm-bridge-scheduler")), SCHEDULER_RULES, "scheduler rules")
+    eq(rules(objs.get("ClusterRole", "slurm-bridge-controllers")), CONTROLLERS_RULES,
+       "controllers rules")
+    eq(rules(objs.get("ClusterRole", "slurm-bridge-admission")), ADMISSION_RULES, "admission rules")
+
+    eq(objs.config(), {
+        "schedulerName": "slurm-bridge-scheduler", "slurmRestApi": "http://slurm-restapi.slurm:6820",
+        "managedNamespaces": ["slurm-bridge"], "mcsLabel": "kubernetes", "partition": "slurm-bridge",
+        "clusterName": "kubernetes", "jobMode": "external", "jobPollInterval": "500ms",
+        "jobListInterval": "30s", "nodeListInterval": "30s", "jobSweepInterval": "30s",
+        "maxConcurrentSubmits": 16, "slurmInsecureSkipVerify": False}, "config.yaml")
+    # The checksum is the ConfigMap's: all three pods roll together when it changes.
+    sums = {objs.get("Deployment", n)["spec"]["template"]["metadata"]["annotations"]["checksum/config"]
+            for n in ("slurm-bridge-scheduler", "slurm-bridge-controllers", "slurm-bridge-admission")}
+    eq(len(sums), 1, "one checksum/config for all three")
+    changed = render("--set", "config.jobPollInterval=1s")
+    eq(changed.config()["jobPollInterval"], "1s", "config.jobPollInterval")
+    check(changed.get("Deployment", "slurm-bridge-scheduler")["spec"]["template"]["metadata"]
+          ["annotations"]["checksum/config"] not in sums, "a config change changes the checksum")
+
+
+def case_seed_set_line():
+    ns = "slinky"
+    objs = render("--set", "config.slurmRestApi=http://slurm-restapi.slurm:6820",
+                  "--set", "config.partition=slurm-bridge", namespace=ns)
+    eq(objs.kinds(), default_objects(), "objects")
+    cfg = objs.config()
+    eq(cfg["slurmRestApi"], "http://slurm-restapi.slurm:6820", "slurmRestApi")
+    eq(cfg["partition"], "slurm-bridge", "partition")
+    for name, comp in [("slurm-bridge-scheduler", "scheduler"),
+                       ("slurm-bridge-controllers", "controllers"),
+                       ("slurm-bridge-admission", "admission")]:
+        check_component(objs, name, comp, ns)
+    check_webhooks(objs, "slurm-bridge-admission", ns, None)
+    # The aliases win over upstream's keys, each on its own.
+    objs = render("--set", "config.slurmRestApi=http://other:1,config.partition=p2",
+                  "--set", "sharedConfig.slurmRestApi=http://upstream:2",
+                  "--set", "schedulerConfig.partition=p3", "--set", "config.mcsLabel=m",
+                  "--set", "config.schedulerName=alias-sched",
+                  "--set", "config.managedNamespaces={a,b}", namespace=ns)
+    cfg = objs.config()
+    eq((cfg["slurmRestApi"], cfg["partition"], cfg["mcsLabel"], cfg["schedulerName"],
+        cfg["managedNamespaces"]), ("http://other:1", "p2", "m", "alias-sched", ["a", "b"]),
+       "config.* aliases")
+    check(objs.has("Deployment", "alias-sched"), "config.schedulerName names the scheduler")
+    objs = render("--set", "sharedConfig.slurmRestApi=http://upstream:2",
+                  "--set", "schedulerConfig.partition=p3", namespace=ns)
+    eq((objs.config()["slurmRestApi"], objs.config()["partition"]), ("http://upstream:2", "p3"),
+       "upstream keys without aliases")
+
+
+def case_cert_manager_off():
+    ns = "slinky"
+    adm = "slurm-bridge-admission"
+    objs = render("--set", "admission.certManager.enabled=false", namespace=ns)
+    eq(objs.kinds(), default_objects(cert_manager=False), "objects")
+    secret = objs.get("Secret", adm)
+    eq(secret["type"], "kubernetes.io/tls", "Secret type")
+    eq(sorted(secret["data"]), ["ca.crt", "tls.crt", "tls.key"], "Secret keys")
+    pem = {k: base64.b64decode(v).decode() for k, v in secret["data"].items()}
+    check(pem["tls.crt"].startswith("-----BEGIN CERTIFICATE-----"), "tls.crt is PEM")
+    check("PRIVATE KEY-----" in pem["tls.key"], "tls.key is a PEM key")
+    check_webhooks(objs, adm, ns, secret["data"]["ca.crt"])
+    with tempfile.TemporaryDirectory() as d:
+        for k, v in pem.items():
+            with open(os.path.join(d, k), "w") as f:
+                f.write(v)
+        p = subprocess.run(["openssl", "verify", "-CAfile", os.path.join(d, "ca.crt"),
+                            os.path.join(d, "tls.crt")], capture_output=True, text=True)
+        eq(p.returncode, 0, f"openssl verify of the serving certificate: {p.stdout}{p.stderr}")
+        p = subprocess.run(["openssl", "x509", "-noout", "-text", "-in", os.path.join(d, "tls.crt")],
+                           capture_output=True, text=True)
+        check(f"DNS:{adm}.{ns}.svc" in p.stdout, f"SAN {adm}.{ns}.svc in {p.stdout}")
+        # An upgrade keeps the pair that is there (lookup), in the Secret and in caBundle.
+        existing = {"apiVersion": "v1", "kind": "Secret",
+                    "metadata": {"name": adm, "namespace": ns}, "data": secret["data"]}
+        lookup = os.path.join(d, "cluster.yaml")
+        with open(lookup, "w") as f:
+            yaml.safe_dump(existing, f)
+        again = render("--set", "admission.certManager.enabled=false", "--lookup-file", lookup,
+                       "--is-upgrade", namespace=ns)
+        eq(again.get("Secret", adm)["data"], secret["data"], "Secret kept across an upgrade")
+        check_webhooks(again, adm, ns, secret["data"]["ca.crt"])
+    fresh = render("--set", "admission.certManager.enabled=false", namespace=ns)
+    check(fresh.get("Secret", adm)["data"]["ca.crt"] != secret["data"]["ca.crt"],
+          "without a Secret to look up, a new CA is minted")
+    # An existing Secret of the user's: no Secret of ours, its caBundle.
+    objs = render("--set", "admission.certManager.enabled=false",
+                  "--set", "admission.tls.existingSecret=mine,admission.tls.caBundle=Q0E=",
+                  namespace=ns)
+    check(not objs.has("Secret", adm), "no chart Secret with tls.existingSecret")
+    check_webhooks(objs, adm, ns, "Q0E=")
+    vols = {v["name"]: v for v in objs.get("Deployment", adm)["spec"]["template"]["spec"]["volumes"]}
+    eq(vols["certificates"]["secret"]["secretName"], "mine", "existing Secret mounted")
+    # cert-manager on, admission off: nothing of the admission at all.
+    objs = render("--set", "admission.enabled=false")
+    check(not any(o["metadata"]["name"].startswith(adm) for o in objs.items),
+          f"admission.enabled=false renders no admission object: {objs.kinds()}")
+
+
+def case_name_override():
+    objs = render("--set", "nameOverride=acme", namespace="slinky")
+    eq(objs.kinds(), default_objects(name="acme"), "objects")
+    check_component(objs, "acme-controllers", "controllers", "slinky")
+    check_component(objs, "acme-admission", "admission", "slinky")
+    check_component(objs, "slurm-bridge-scheduler", "scheduler", "slinky")
+    check_webhooks(objs, "acme-admission", "slinky", None)
+    a = container(objs.get("Deployment", "acme-admission"))["args"]
+    check("--privileged-user=system:serviceaccount:slinky:acme-controllers" in a,
+          f"privileged controllers account follows nameOverride: {a}")
+    objs = render("--set", "nameOverride=acme", "--set", "scheduler.pdb.enabled=true",
+                  "--set", "controllers.pdb.enabled=true", "--set", "admission.pdb.enabled=true")
+    for n in ("acme-scheduler", "acme-controllers", "acme-admission"):
+        objs.get("PodDisruptionBudget", n)
+
+
+def case_leader_election():
+    ns = "slinky"
+    objs = render("--set", "scheduler.replicaCount=2", "--set", "scheduler.leaderElect=true",
+                  "--set", "controllers.replicas=2", "--set", "controllers.leaderElect=true",
+                  namespace=ns)
+    for name, lease in [("slurm-bridge-scheduler", "slurm-bridge-scheduler"),
+                        ("slurm-bridge-controllers", "69d5fe47.my.slinky.slurm.net")]:
+        d = objs.get("Deployment", name)
+        eq(d["spec"]["replicas"], 2, f"{name} replicas")
+        a = container(d)["args"]
+        for want in ["--leader-elect", f"--leader-election-namespace={ns}",
+                     f"--leader-election-id={lease}"]:
+            check(want in a, f"{name} args have {want}: {a}")
+        role = objs.get("Role", f"{name}-leader-election")
+        eq(role["metadata"]["namespace"], ns, f"{name} lease Role namespace")
+        eq(rules(role), lease_rules(lease), f"{name} lease Role rules")
+        rb = objs.get("RoleBinding", f"{name}-leader-election")
+        eq(rb["subjects"], [{"kind": "ServiceAccount", "name": name, "namespace": ns}],
+           f"{name} lease RoleBinding subjects")
+        eq(rb["roleRef"]["name"], f"{name}-leader-election", f"{name} lease roleRef")
+    # Leases are never granted cluster-wide.
+    for n in ("slurm-bridge-scheduler", "slurm-bridge-controllers"):
+        check(not any(r[1] == "leases" for r in rules(objs.get("ClusterRole", n))),
+              f"{n}: no cluster-wide lease rule")
+    objs = render()
+    check(not any(o["kind"] in ("Role", "RoleBinding") for o in objs.items),
+          "no lease Roles without leader election")
+
+
+def case_upstream_1_2_values_file():
+    objs = render("-f", os.path.join(TESTDATA, "upstream-1.2-values.yaml"), namespace="slurm")
+    ns = "bridge-system"  # namespaceOverride
+    sched = "slurm-sched"
+    eq(objs.kinds(), sorted(default_objects(sched=sched, cert_manager=False) +
+                            [("Role", f"{sched}-leader-election"),
+                             ("RoleBinding", f"{sched}-leader-election")]), "objects")
+    for o in objs.items:
+        if o["kind"] not in ("ClusterRole", "ClusterRoleBinding", "ValidatingWebhookConfiguration",
+                             "MutatingWebhookConfiguration"):
+            eq(o["metadata"]["namespace"], ns, f"{o['kind']}/{o['metadata']['name']} namespace")
+    d, c, vols, mounts = check_component(objs, sched, "scheduler", ns)
+    eq(d["spec"]["replicas"], 2, "scheduler.replicaCount")
+    eq(c["image"], "registry.example.com/slurm-bridge:9.9.9", "scheduler image")
+    eq(c["imagePullPolicy"], "Always", "scheduler pullPolicy")
+    eq(c["resources"], {"requests": {"cpu": "100m", "memory": "128Mi"}}, "scheduler resources")
+    pod = d["spec"]["template"]["spec"]
+    eq(pod["priorityClassName"], "system-cluster-critical", "scheduler priorityClassName")
+    eq(pod["nodeSelector"], {"node-role.kubernetes.io/control-plane": ""}, "scheduler nodeSelector")
+    check("nodeAffinity" in pod["affinity"], "scheduler affinity")
+    eq(pod["tolerations"][0]["key"], "node-role.kubernetes.io/control-plane", "scheduler tolerations")
+    check("--log-level=debug" in c["args"], f"scheduler verbosity 3 -> debug: {c['args']}")
+    check(f"--leader-election-id={sched}" in c["args"], "scheduler lease name = schedulerName")
+    check_jwt(c, vols, mounts, secret="my-slurm-token")
+    eq(rules(objs.get("ClusterRole", sched)), SCHEDULER_RULES, "scheduler rules")
+
+    d, c, vols, mounts = check_component(objs, "slurm-bridge-controllers", "controllers", ns)
+    check("--log-level=debug" in c["args"], "controllers verbosity debug")
+    eq(c["resources"], {"limits": {"memory": "256Mi"}},
+       "controllers fall back to admission.resources (upstream's behaviour)")
+    eq(d["spec"]["template"]["spec"]["tolerations"], [{"operator": "Exists"}], "controllers tolerations")
+    check_jwt(c, vols, mounts, secret="my-slurm-token")
+
+    d, c, vols, mounts = check_component(objs, "slurm-bridge-admission", "admission", ns)
+    eq(d["spec"]["replicas"], 2, "admission.replicas")
+    eq(c["imagePullPolicy"], "Never", "admission pullPolicy")
+    eq(d["spec"]["template"]["spec"]["nodeSelector"], {"kubernetes.io/os": "linux"},
+       "admission nodeSelector")
+    check(f"--privileged-user=system:serviceaccount:{ns}:{sched}" in c["args"],
+          "privileged scheduler account follows schedulerName")
+    secret = objs.get("Secret", "slurm-bridge-admission")
+    check_webhooks(objs, "slurm-bridge-admission", ns, secret["data"]["ca.crt"])
+
+    cfg = objs.config()
+    eq(cfg["schedulerName"], sched, "config schedulerName")
+    eq(cfg["slurmRestApi"], "https://slurmrestd.hpc.example.com:6820", "config slurmRestApi")
+    eq((cfg["mcsLabel"], cfg["partition"]), ("k8s", "kube"), "config mcsLabel, partition")
+    eq(cfg["managedNamespaceSelector"], {"matchLabels": {"slinky.slurm.net/managed": "true"}},
+       "config managedNamespaceSelector")
+    check("managedNamespaces" not in cfg, "the selector replaces the list")
+
+
+def case_upstream_keys_and_defaults():
+    """Every values key of upstream's chart (1.3.0-rc1, 52 leaves) with upstream's default."""
+    with open(os.path.join(CHART, "values.yaml")) as f:
+        values = yaml.safe_load(f)
+    want = {
+        "nameOverride": "", "fullnameOverride": "", "namespaceOverride": "",
+        "scheduler.image.repository": "ghcr.io/slinkyproject/slurm-bridge-scheduler",
+        "scheduler.image.tag": "", "scheduler.image.pullPolicy": "IfNotPresent",
+        "scheduler.replicaCount": 1, "scheduler.pdb.enabled": False, "scheduler.leaderElect": False,
+        "scheduler.priorityClassName": "", "scheduler.resources": {}, "scheduler.nodeSelector": {},
+        "scheduler.affinity": {}, "scheduler.tolerations": [], "scheduler.verbosity": None,
+        "schedulerConfig.schedulerName": "slurm-bridge-scheduler",
+        "schedulerConfig.mcsLabel": "kubernetes", "schedulerConfig.partition": "slurm-bridge",
+        "admission.enabled": True,
+        "admission.image.repository": "ghcr.io/slinkyproject/slurm-bridge-admission",
+        "admission.image.tag": "", "admission.image.pullPolicy": "IfNotPresent",
+        "admission.certManager.enabled": True, "admission.certManager.duration": "43800h0m0s",
+        "admission.certManager.renewBefore": "8760h0m0s", "admission.replicas": 1,
+        "admission.pdb.enabled": False, "admission.pdb.minAvailable": 1,
+        "admission.pdb.maxUnavailable": None, "admission.priorityClassName": "",
+        "admission.resources": {}, "admission.nodeSelector": {}, "admission.affinity": {},
+        "admission.tolerations": [], "admission.managedNamespaces": ["slurm-bridge"],
+        "admission.managedNamespaceSelector": {},
+        "controllers.image.repository": "ghcr.io/slinkyproject/slurm-bridge-controllers",
+        "controllers.image.tag": "", "controllers.image.pullPolicy": "IfNotPresent",
+        "controllers.replicas": 1, "controllers.leaderElect": False,
+        "controllers.pdb.enabled": False, "controllers.pdb.minAvailable": 1,
+        "controllers.pdb.maxUnavailable": None, "controllers.priorityClassName": "",
+        "controllers.resources": {}, "controllers.nodeSelector": {}, "controllers.affinity": {},
+        "controllers.tolerations": [], "controllers.verbosity": None,
+        "sharedConfig.slurmRestApi": "http://slurm-restapi.slurm:6820",
+        "sharedConfig.slurmJwtSecret": "slurm-bridge-token",
+    }
+    eq(len(want), 52, "upstream's leaf count")
+    for path, default in want.items():
+        node = values
+        for part in path.split("."):
+            check(isinstance(node, dict) and part in node, f"values.yaml lacks {path}")
+            node = node[part]
+        eq(node, default, f"default of {path}")
+
+
+def case_upstream_bugs_fixed():
+    # controllers.resources is honoured (upstream used admission.resources).
+    objs = render("--set", "controllers.resources.limits.cpu=2",
+                  "--set", "admission.resources.limits.cpu=1")
+    eq(container(objs.get("Deployment", "slurm-bridge-controllers"))["resources"],
+       {"limits": {"cpu": 2}}, "controllers.resources")
+    # PDB: maxUnavailable instead of minAvailable (upstream rendered both; the API refuses that).
+    objs = render("--set", "controllers.pdb.enabled=true,controllers.pdb.maxUnavailable=1",
+                  "--set", "admission.pdb.enabled=true", "--set", "scheduler.pdb.enabled=true")
+    eq({k: v for k, v in objs.get("PodDisruptionBudget", "slurm-bridge-controllers")["spec"].items()
+        if k != "selector"}, {"maxUnavailable": 1}, "controllers PDB")
+    eq({k: v for k, v in objs.get("PodDisruptionBudget", "slurm-bridge-admission")["spec"].items()
+        if k != "selector"}, {"minAvailable": 1}, "admission PDB")
+    pdb = objs.get("PodDisruptionBudget", "slurm-bridge-scheduler")
+    eq(pdb["spec"]["maxUnavailable"], 0, "scheduler PDB keeps upstream's budget by default")
+    eq(pdb["spec"]["selector"]["matchLabels"], selector("slurm-bridge-scheduler"), "PDB selector")
+    eq(pdb["apiVersion"], "policy/v1", "PDB apiVersion")
+    objs = render("--set", "scheduler.pdb.enabled=true,scheduler.pdb.minAvailable=1")
+    eq(objs.get("PodDisruptionBudget", "slurm-bridge-scheduler")["spec"].get("minAvailable"), 1,
+       "scheduler PDB minAvailable (ours)")
+    objs = render("--set", "scheduler.pdb.enabled=true", "--kube-version", "1.20.2")
+    eq(objs.get("PodDisruptionBudget", "slurm-bridge-scheduler")["apiVersion"], "policy/v1beta1",
+       "PDB apiVersion before 1.21")
+    # An empty schedulerName falls back to the default (upstream printed a broken name).
+    objs = render("--set", "schedulerConfig.schedulerName=")
+    objs.get("Deployment", "slurm-bridge-scheduler")
+    eq(objs.config()["schedulerName"], "slurm-bridge-scheduler", "empty schedulerName")
+    # replicas 0 is 0 (upstream made it 1), except the fail-closed webhook's.
+    objs = render("--set", "controllers.replicas=0,scheduler.replicaCount=0,admission.replicas=0")
+    eq(objs.get("Deployment", "slurm-bridge-controllers")["spec"]["replicas"], 0, "controllers 0")
+    eq(objs.get("Deployment", "slurm-bridge-scheduler")["spec"]["replicas"], 0, "scheduler 0")
+    eq(objs.get("Deployment", "slurm-bridge-admission")["spec"]["replicas"], 1, "admission >= 1")
+    # The scheduler repository fallback names the scheduler image.
+    objs = render("--set", "scheduler.image.repository=")
+    eq(container(objs.get("Deployment", "slurm-bridge-scheduler"))["image"],
+       f"ghcr.io/slinkyproject/slurm-bridge-scheduler:{VERSION}", "scheduler repository fallback")
+
+
+def case_values_edge_cases():
+    # Later upstream's SecretKeySelector form of the JWT Secret.
+    objs = render("--set", "sharedConfig.slurmJwtSecret.name=tok,sharedConfig.slurmJwtSecret.key=SLURM_JWT")
+    d = objs.get("Deployment", "slurm-bridge-controllers")
+    c = container(d)
+    check_jwt(c, {v["name"]: v for v in d["spec"]["template"]["spec"]["volumes"]},
+              {m["name"]: m for m in c["volumeMounts"]}, secret="tok", key="SLURM_JWT")
+    # zap and klog verbosities.
+    for v, want in [("error", "error"), ("panic", "critical"), ("0", "info"), ("7", "trace")]:
+        objs = render("--set", f"controllers.verbosity={v}", "--set", f"scheduler.verbosity={v}")
+        for n in ("slurm-bridge-controllers", "slurm-bridge-scheduler"):
+            check(f"--log-level={want}" in container(objs.get("Deployment", n))["args"],
+                  f"{n} verbosity {v} -> {want}")
+    render("--set", "controllers.verbosity=loud", expect_fail=True)
+    # Our own config keys reach config.yaml, typed.
+    objs = render("--set", "config.clusterName=east,config.jobMode=batch",
+                  "--set", "config.maxConcurrentSubmits=4",
+                  "--set", "config.resourceTres.example\\.com/fpga=gres/fpga",
+                  "--set", "config.slurmApiVersion=v0.0.44")
+    cfg = objs.config()
+    eq((cfg["clusterName"], cfg["jobMode"], cfg["maxConcurrentSubmits"], cfg["slurmApiVersion"],
+        cfg["resourceTres"]), ("east", "batch", 4, "v0.0.44", {"example.com/fpga": "gres/fpga"}),
+       "own config keys")
+    # A partition that YAML would type stays a string.
+    eq(render("--set", "schedulerConfig.partition=on").config()["partition"], "on", "quoted partition")
+    # Empty managedNamespaces.
+    eq(render("--set", "admission.managedNamespaces=null").config()["managedNamespaces"], [],
+       "no managed namespaces")
+    # The kubeVersion constraint is checked as helm install does.
+    render("--kube-version", "1.19.0", expect_fail=True)
+
+
+def case_notes():
+    p = subprocess.run([RENDERER, "-n", "slinky", "--notes", "--set", "nameOverride=acme",
+                        "slurm-bridge", CHART], capture_output=True, text=True)
+    eq(p.returncode, 0, f"NOTES.txt renders: {p.stderr}")
+    for want in ["namespace slinky", "Deployment slurm-bridge-scheduler", "Deployment acme-controllers",
+                 "Deployment acme-admission", "create secret generic slurm-bridge-token",
+                 "--from-literal=auth-token="]:
+        check(want in p.stdout, f"NOTES.txt has {want!r}:\n{p.stdout}")
+
+
+def case_binary_takes_the_rendered_args():
+    """The binary parses each Deployment's args and the rendered config.yaml (skipped without it)."""
+    if not BINARY or not os.access(BINARY, os.X_OK):
+        print(f"skip binary_takes_the_rendered_args: no binary ({BINARY or 'no --binary'})")
+        return
+    objs = render("--set", "scheduler.leaderElect=true,controllers.leaderElect=true",
+                  "--set", "admission.managedNamespaces={a,b}", "--set", "config.jobPollInterval=2s",
+                  namespace="slinky")
+    with tempfile.TemporaryDirectory() as d:
+        cfg = os.path.join(d, "config.yaml")
+        with open(cfg, "w") as f:
+            f.write(objs.get("ConfigMap", "slurm-bridge-config")["data"]["config.yaml"])
+        jwt = os.path.join(d, "jwt")
+        with open(jwt, "w") as f:
+            f.write("token")
+        crt, key = os.path.join(d, "tls.crt"), os.path.join(d, "tls.key")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                        "-subj", "/CN=test", "-keyout", key, "-out", crt],
+                       check=True, capture_output=True)
+        local = {"--config": cfg, "--cert-file": crt, "--key-file": key,
+                 "--bind-address": "127.0.0.1:0", "--health-probe-bind-address": "127.0.0.1:0",
+                 "--metrics-bind-address": "127.0.0.1:0"}
+
+        def argv(deploy):
+            c = container(objs.get("Deployment", deploy))
+            out = [BINARY]
+            for a in c["args"]:
+                k = a.split("=", 1)[0]
+                out.append(f"{k}={local[k]}" if k in local else a)
+            return out
+
+        env = {**os.environ, "SLURM_JWT_FILE": jwt}
+        for deploy in ("slurm-bridge-scheduler", "slurm-bridge-controllers"):
+            # Everything parses; it stops at the Kubernetes credentials, which a pod would have.
+            p = subprocess.run(argv(deploy) + ["--kubeconfig=/nonexistent/kubeconfig"], env=env,
+                               capture_output=True, text=True, timeout=30)
+            out = p.stdout + p.stderr
+            eq(p.returncode, 1, f"{deploy} exit status ({out})")
+            check("Kubernetes config" in out and "config key" not in out,
+                  f"{deploy}: args and config.yaml accepted, stopped at the credentials: {out}")
+        log_path = os.path.join(d, "admission.log")
+        with open(log_path, "w") as log:
+            p = subprocess.Popen(argv("slurm-bridge-admission"), env=env, stdout=log,
+                                 stderr=subprocess.STDOUT)
+        try:
+            time.sleep(1.5)
+            alive = p.poll() is None
+            p.terminate()
+            p.wait(timeout=20)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        with open(log_path) as f:
+            out = f.read()
+        check(alive, f"admission runs with the chart's args: {out}")
+        eq(p.returncode, 0, f"admission stops cleanly on SIGTERM ({out})")
+        check("privileged user system:serviceaccount:slinky:slurm-bridge-scheduler" in out,
+              f"admission took the privileged users: {out}")
+        check("2 managed namespace(s)" in out, f"admission read config.yaml: {out}")
+
+
+CASES = [(n[len("case_"):], f) for n, f in sorted(globals().items()) if n.startswith("case_")]
+
+
+def main():
+    global RENDERER
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build-dir", default=os.path.join(tempfile.gettempdir(), "sb-helm-render"))
+    ap.add_argument("-k", default="")
+    ap.add_argument("--binary", default="", help="slurm-bridge binary (its case is skipped without)")
+    opts = ap.parse_args()
+    global BINARY
+    BINARY = opts.binary
+    RENDERER = os.path.join(opts.build_dir, "helm-render")
+    subprocess.run([os.path.join(ROOT, "testenv", "helm-render", "build.sh"), RENDERER], check=True)
+    failed = 0
+    ran = 0
+    for name, fn in CASES:
+        if opts.k not in name:
+            continue
+        ran += 1
+        try:
+            fn()
+            print(f"ok   {name}")
+        except Failure as e:
+            failed += 1
+            print(f"FAIL {name}: {e}")
+        except Exception:  # a bug in the test or an unexpected shape: show where
+            failed += 1
+            print(f"FAIL {name}:\n{traceback.format_exc()}")
+    print(f"{ran - failed}/{ran} chart cases passed")
+    return 1 if failed or ran == 0 else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
