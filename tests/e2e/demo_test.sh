@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+#
+# The README's demo command, so that it cannot rot: scripts/demo.sh (setup skipped: the test
+# command has installed, prepared and built) in an environment of its own, and the seed's flow in
+# its output: the Slurm job, the kubelet starting the container, the container's own report of its
+# Slurm job and GPUs, and the job ended after the pod completed.
+# Usage: demo_test.sh SLURM_BRIDGE_BINARY
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+bin=${1:?usage: demo_test.sh SLURM_BRIDGE_BINARY}
+dir=$(mktemp -d "${TMPDIR:-/tmp}/sb-demo-test.XXXXXX")
+trap 'rm -rf "$dir"' EXIT
+out="$dir/out"
+SB_DEMO_SKIP_SETUP=1 SB_BINARY="$bin" SB_DEMO_DIR="$dir/env" "$root/scripts/demo.sh" >"$out" 2>&1
+rc=$?
+fails=0
+check() {
+  local name=$1; shift
+  if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fails=$((fails + 1)); fi
+}
+check "demo exits 0" [ $rc = 0 ]
+job=$(sed -n 's/^== the Slurm job for the pod: \([0-9][0-9]*\)$/\1/p' "$out")
+check "a Slurm job for the pod" [ -n "$job" ]
+check "bound by the bridge" grep -q "Scheduled .*slurm-bridge-scheduler .*(Slurm job $job)" "$out"
+check "the kubelet started the container" grep -q "Started .*kubelet .*Started container yolo" "$out"
+check "the container knows its Slurm job" grep -qE "SLURM_JOB_ID: +$job\$" "$out"
+check "the container knows its GPUs" grep -qE "SLURM_JOB_GPUS: +[0-9]" "$out"
+check "the benchmark ran" grep -qE "rate: +[0-9]+ rounds/s" "$out"
+check "the job ended after the pod" grep -q "JobState=CANCELLED" "$out"
+check "the environment stopped" grep -q "environment stopped" "$out"
+[ $fails = 0 ] || cat "$out"
+echo "$fails failed"
+[ $fails = 0 ]
