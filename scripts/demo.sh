@@ -109,21 +109,21 @@ done
 pod=yolo-benchmark-slurm-bridge
 echo "== kubectl apply -f examples/yolo-benchmark-standin.yaml (the seed's pod, offline image)"
 kubectl apply -f "$root/examples/yolo-benchmark-standin.yaml" | indent
-job=
-for _ in $(seq 1 600); do
-  job=$(kubectl get pod "$pod" -o jsonpath='{.metadata.labels.scheduler\.slinky\.slurm\.net/slurm-jobid}')
-  [ -n "$job" ] && break
-  sleep 0.1
-done
+# The pod's field at jsonpath $1 once set (60 s at most); "" when it never was.
+pod_field() {
+  local v= _
+  for _ in $(seq 1 600); do
+    v=$(kubectl get pod "$pod" -o jsonpath="$1")
+    [ -n "$v" ] && break
+    sleep 0.1
+  done
+  echo "$v"
+}
+job=$(pod_field '{.metadata.labels.scheduler\.slinky\.slurm\.net/slurm-jobid}')
 [ -n "$job" ] || { echo "no Slurm job for the pod; bridge log:"; cat "$run_dir/bridge.log"; exit 1; }
 echo "== the Slurm job for the pod: $job"
 slurm squeue -j "$job" -o '%i %j %T %N %b %R' | indent
-node=
-for _ in $(seq 1 600); do
-  node=$(kubectl get pod "$pod" -o jsonpath='{.spec.nodeName}')
-  [ -n "$node" ] && break
-  sleep 0.1
-done
+node=$(pod_field '{.spec.nodeName}')
 [ -n "$node" ] || { echo "the pod was not bound; bridge log:"; cat "$run_dir/bridge.log"; exit 1; }
 echo "== bound to $node; Slurm's allocation (job $job, GPU index as the container sees it):"
 slurm scontrol show job -d "$job" | grep -E 'JobState|Nodes=.*(GRES|IDX)' | indent
