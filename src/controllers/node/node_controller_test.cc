@@ -324,9 +324,13 @@ TEST_F(NodeControllerTest, ConflictOnTheTaintPatchRequeuesTheNode) {
     }
     return false;
   }));
-  EXPECT_EQ(TaintPatchesOf("n1"), 2);
+  // The controller's own status patch moves the Node's resourceVersion too (as on the real
+  // apiserver): a retry sent before that write's watch event arrived conflicts once more.
+  const std::uint64_t conflicts = controller_->stats().conflicts;
+  EXPECT_GE(conflicts, 1u);
+  EXPECT_LE(conflicts, 2u);
+  EXPECT_EQ(TaintPatchesOf("n1"), static_cast<int>(conflicts) + 1);
   EXPECT_TRUE(HasManagedTaint("n1"));
-  EXPECT_EQ(controller_->stats().conflicts, 1u);
   EXPECT_EQ(controller_->stats().errors, 0u);
   EXPECT_EQ(controller_->stats().taints_added, 1u);
   EXPECT_EQ(slurm_.calls("ListNodes"), 1) << "requeued, not picked up by a later list";
