@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
@@ -84,6 +85,7 @@ class PodControllerTest : public ::testing::Test {
     const std::string prefix = "/api/v1/namespaces/ns/pods/";
     if (path.starts_with(prefix)) {
       const std::string name = path.substr(prefix.size());
+      if (req.method == "PATCH" && before_patch_) before_patch_(name);  // then the fake answers
       if (req.method == "DELETE") {
         deleted_.push_back(name);
         return HttpReply(200, R"({"kind":"Status","status":"Success"})");
@@ -164,7 +166,8 @@ class PodControllerTest : public ::testing::Test {
   int broken_answers_ = 0;
   std::vector<std::string> events_;
   std::vector<std::string> deleted_;
-  std::map<std::string, std::string> hidden_;  // pods only a GET shows
+  std::map<std::string, std::string> hidden_;             // pods only a GET shows
+  std::function<void(const std::string&)> before_patch_;  // runs before the fake sees a PATCH
 };
 
 // Test audit #8 and review item 13: the state poll asks Slurm about the labelled jobs only, in
@@ -293,6 +296,40 @@ TEST_F(PodControllerTest, DeletedPodCancelsTheJobTaggedForIt) {
   ASSERT_TRUE(RunUntil([&] { return !slurm_.cancels().empty(); }));
   EXPECT_EQ(slurm_.cancels(), (std::vector<std::int64_t>{1}));
   EXPECT_EQ(EventsWith("SlurmJobNotOurs"), 0);
+}
+
+// The finalizer is released with a resourceVersion precondition: another writer's finalizer added
+// since the cache saw the pod gets the bridge's patch a 409 from the apiserver, and the retry keeps
+// it (a patch without the precondition would write the old list over it).
+TEST_F(PodControllerTest, ReleasingTheFinalizerKeepsOneAddedConcurrently) {
+  const std::string uid = NextUid("done");
+  api_.pod_merge_patch = fmt::format(R"({{"metadata":{{"finalizers":["{}"]}},)"
+                                     R"("status":{{"phase":"Succeeded"}}}})",
+                                     bridge::kFinalizer);
+  api_.AddPod("ns", "done", {{std::string(bridge::kJobIdLabel), "1"}}, "n1");
+  slurm_.AddJob("RUNNING", TagFor("done", uid));
+  int patches = 0;
+  before_patch_ = [&](const std::string& name) {
+    if (name == "done" && ++patches == 1) {
+      api_.PatchPod("ns", "done",
+                    fmt::format(R"({{"metadata":{{"finalizers":["{}","example.com/other"]}}}})",
+                                bridge::kFinalizer));
+    }
+  };
+  Start();
+  ASSERT_TRUE(sb::testing::RunLoopUntil(
+      io_,
+      [&] {
+        const std::string json = api_.PodJson("ns", "done");
+        return json.find(bridge::kFinalizer) == std::string::npos;
+      },
+      10s, [&] { clock_.Advance(100ms); }))
+      << api_.PodJson("ns", "done");
+  EXPECT_EQ(slurm_.cancels(), (std::vector<std::int64_t>{1}));
+  EXPECT_GE(patches, 2) << "the first patch met the 409";
+  EXPECT_NE(api_.PodJson("ns", "done").find(R"("finalizers":["example.com/other"])"),
+            std::string::npos)
+      << api_.PodJson("ns", "done");
 }
 
 // A job of another cluster (same scheduler name) named by a label: left alone as well.
