@@ -31,6 +31,10 @@ namespace {
 constexpr std::string_view kPodItem = "p:";
 constexpr std::string_view kGroupItem = "g:";
 constexpr auto kOwnerCacheTtl = std::chrono::seconds(10);
+// After a submit, the tracked jobs are polled this often for kFreshWindow (jobPollInterval
+// otherwise): Slurm usually starts a job that fits within a second of its submit.
+constexpr auto kFreshPollInterval = std::chrono::milliseconds(50);
+constexpr auto kFreshWindow = std::chrono::seconds(3);
 
 std::string PodKey(const Pod& pod) { return kube::ObjectKey(pod.metadata); }
 
@@ -691,6 +695,7 @@ awaitable<Result<void>> Scheduler::Submit(const GroupSpec& spec, std::vector<con
     job.pods.push_back(pod->metadata.namespace_ + "/" + pod->metadata.name);
   }
   jobs_[spec.key] = job;
+  last_submit_ = job.submitted;
   spdlog::info("{}: submitted Slurm job {} for {} pod(s)", spec.key, job.id, pods.size());
   if (!wanted.note.empty()) {
     spdlog::warn("{}: {}", spec.key, wanted.note);
@@ -907,6 +912,21 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
     spdlog::info("{}/{}: bound to {} (Slurm job {})", pod->metadata.namespace_, pod->metadata.name,
                  node, job.id);
   }
+  // The stage trace, for a slow installation: submit -> RUNNING seen -> pods bound.
+  if (auto it = jobs_.find(spec.key); it != jobs_.end() && it->second.id == job.id &&
+                                      it->second.submitted != kube::Clock::TimePoint{} &&
+                                      spdlog::should_log(spdlog::level::debug)) {
+    const auto ms = [](kube::Clock::Duration d) {
+      return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+    };
+    const TrackedJob& t = it->second;
+    spdlog::debug(
+        "{}: Slurm job {} stages: submitted +0 ms, RUNNING seen +{} ms, {} pod(s) "
+        "labelled and bound +{} ms",
+        spec.key, job.id,
+        t.running_seen == kube::Clock::TimePoint{} ? -1 : ms(t.running_seen - t.submitted),
+        plan.assign.size(), ms(clock_.Now() - t.submitted));
+  }
   // From here on the controllers own the pods and the job. A member re-created later finds the
   // job again in Slurm's job list.
   if (auto it = jobs_.find(spec.key); it != jobs_.end() && it->second.id == job.id) {
@@ -993,6 +1013,7 @@ awaitable<void> Scheduler::DropFinalizer(const Pod& pod) {
 void Scheduler::ApplyState(TrackedJob& job, const std::string& state) {
   if (state.empty() || state == job.state) return;
   job.state = state;
+  if (state == "RUNNING") job.running_seen = clock_.Now();
   if (bridge::JobEnded(state)) Unlist(job.id);
   queue_.Add(std::string(kGroupItem) + job.group);
 }
@@ -1130,7 +1151,17 @@ awaitable<void> Scheduler::PollSlurm() {
   kube::Clock::TimePoint next_list = clock_.Now() + config_.job_list_interval;
   kube::Clock::TimePoint next_nodes = clock_.Now() + config_.node_list_interval;
   kube::Clock::TimePoint next_cancel = clock_.Now();
-  while (co_await tasks_.Sleep(config_.job_poll_interval)) {
+  kube::Clock::TimePoint last_poll = clock_.Now();
+  while (co_await tasks_.Sleep(
+      std::min<kube::Clock::Duration>(config_.job_poll_interval, kFreshPollInterval))) {
+    // Every jobPollInterval; every kFreshPollInterval while a submit is recent (the wake-ups in
+    // between cost no request).
+    const bool fresh = last_submit_ && clock_.Now() - *last_submit_ < kFreshWindow;
+    const kube::Clock::Duration every =
+        fresh ? std::min<kube::Clock::Duration>(kFreshPollInterval, config_.job_poll_interval)
+              : config_.job_poll_interval;
+    if (clock_.Now() - last_poll < every) continue;
+    last_poll = clock_.Now();
     if (!jobs_.empty()) {
       // The tracked jobs only, in one request (up to about 2,000 ids, slurm::JobStatePaths):
       // the cost follows this scheduler's jobs, not every job of the cluster.

@@ -113,11 +113,12 @@ class Scheduler {
     std::string state;              // base state: PENDING, RUNNING, ...
     std::string reason;             // Slurm's state_reason
     std::string partition;
-    std::string nodes;                     // hostlist, once allocated
-    std::vector<std::string> gres_detail;  // Slurm's, one entry per node of `nodes`
-    std::vector<std::string> pods;         // "ns/name" of `uids`, same order
-    bool refill = false;                   // adopted with pods of the group bound to it
-    kube::Clock::TimePoint submitted{};    // by this process (adopted jobs: the epoch)
+    std::string nodes;                      // hostlist, once allocated
+    std::vector<std::string> gres_detail;   // Slurm's, one entry per node of `nodes`
+    std::vector<std::string> pods;          // "ns/name" of `uids`, same order
+    bool refill = false;                    // adopted with pods of the group bound to it
+    kube::Clock::TimePoint submitted{};     // by this process (adopted jobs: the epoch)
+    kube::Clock::TimePoint running_seen{};  // when this process saw it RUNNING (stage trace)
     // The description Slurm has, as far as this process knows (unset for adopted jobs).
     std::optional<slurm::JobDescription> sent;
   };
@@ -229,6 +230,9 @@ class Scheduler {
   bool listing_ = false;
   // Groups whose last submit had an unknown outcome (timeout, lost connection), since when.
   std::unordered_map<std::string, kube::Clock::TimePoint> submit_doubt_;
+  // The last submit: jobs are polled every kFreshPollInterval for kFreshWindow after it, since
+  // Slurm usually starts a fitting job within a second of its submit.
+  std::optional<kube::Clock::TimePoint> last_submit_;
   std::map<std::int64_t, Cancel> to_cancel_;  // cancels Slurm has not confirmed
   std::unordered_map<std::int64_t, kube::Clock::TimePoint> unmapped_since_;  // job id
   std::map<std::string, std::set<std::string>> excluded_;  // group -> Slurm nodes K8s lacks

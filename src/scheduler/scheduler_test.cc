@@ -242,6 +242,32 @@ TEST_P(ConstantCostTest, OneStatePollPerIntervalWhateverThePendingCount) {
 
 INSTANTIATE_TEST_SUITE_P(PendingPods, ConstantCostTest, ::testing::Values(10, 1000));
 
+// Issue #13, latency: right after a submit the tracked jobs are polled every 50 ms (Slurm usually
+// starts a job that fits within its first scheduling pass), for 3 s; then every jobPollInterval
+// again (the idle cost stays one request per interval).
+TEST_F(SchedulerTest, FreshJobsArePolledFastThenAtTheInterval) {
+  ASSERT_NO_FATAL_FAILURE(StartWithPendingPods(1));
+  for (int k = 1; k <= 5; ++k) {
+    const std::uint64_t before = scheduler_->stats().state_polls;
+    clock_.Advance(50ms);
+    ASSERT_TRUE(RunUntil([&] { return scheduler_->stats().state_polls > before; })) << k;
+  }
+  std::uint64_t before = scheduler_->stats().state_polls;
+  clock_.Advance(3s);  // the fresh window is over
+  ASSERT_TRUE(RunUntil([&] { return scheduler_->stats().state_polls > before; }));
+  const std::uint64_t quiet = scheduler_->stats().state_polls;
+  int steps = 0;  // 9 x 50 ms, each run until the loop is idle: no poll
+  ASSERT_TRUE(sb::testing::RunLoopUntil(
+      io_, [&] { return steps == 9; }, 60s,
+      [&] {
+        clock_.Advance(50ms);
+        ++steps;
+      }));
+  EXPECT_EQ(scheduler_->stats().state_polls, quiet) << "polled before jobPollInterval";
+  clock_.Advance(50ms);  // 500 ms since the last poll
+  ASSERT_TRUE(RunUntil([&] { return scheduler_->stats().state_polls > quiet; }));
+}
+
 // Nothing tracked, nothing asked: no /jobs/state/ and no /jobs/ while no pod waits.
 TEST_F(SchedulerTest, NoTrackedJobNoSlurmJobRequests) {
   for (int i = 0; i < 20; ++i) slurm_.AddJob("RUNNING", "");
