@@ -17,8 +17,9 @@
 #
 # With --in-cluster (for the bridge running as pods, tests/e2e/chart_incluster_test.sh) pods
 # get ServiceAccount tokens and Services route to their endpoints: the ServiceAccount admission
-# plugin is on, kube-controller-manager also runs the serviceaccount, serviceaccount-token
-# (token Secrets with the apiserver's CA as ca.crt) and endpoint controllers, and the apiserver
+# plugin is on, kube-controller-manager also runs the deployment, serviceaccount,
+# serviceaccount-token (token Secrets with the apiserver's CA as ca.crt) and endpoint
+# controllers, and the apiserver
 # dials webhooks (and aggregated APIs) at a Service's endpoint address instead of its
 # ClusterIP, which nothing routes here (--enable-aggregator-routing). Off by default: with the
 # plugin on, a pod's namespace needs its `default` ServiceAccount (the controller makes it).
@@ -310,7 +311,7 @@ CONF
     [ $with_kubelets = 0 ] || controllers+=,nodelifecycle
     local sa_args=()
     if [ $in_cluster = 1 ]; then
-      controllers+=,serviceaccount,serviceaccount-token,endpoint
+      controllers+=,deployment,serviceaccount,serviceaccount-token,endpoint
       sa_args=(--service-account-private-key-file "$K/sa.key" --root-ca-file "$K/certs/apiserver.crt")
     fi
     log "starting kube-controller-manager ($controllers)"
