@@ -35,6 +35,7 @@
 # binds them to nodes round-robin (like the kube-scheduler would, through pods/binding).
 #
 # Usage: chart_incluster_test.sh [BINARY]   (default: $SB_BINARY, else build/slurm-bridge)
+# SB_KEEP_LOGS=1 keeps the run dir (logs of every daemon and node) after stopping everything.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 here=$root/testenv
