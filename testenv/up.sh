@@ -15,13 +15,23 @@
 # (4), and the controller manager also runs the node lifecycle controller. Without --kubelets
 # there are no kubelets: tests register the Node objects they need (kube/register-nodes.sh).
 #
+# With --in-cluster (for the bridge running as pods, tests/e2e/chart_incluster_test.sh) pods
+# get ServiceAccount tokens and Services route to their endpoints: the ServiceAccount admission
+# plugin is on, kube-controller-manager also runs the deployment, serviceaccount,
+# serviceaccount-token (token Secrets with the apiserver's CA as ca.crt) and endpoint
+# controllers, and the apiserver
+# dials webhooks (and aggregated APIs) at a Service's endpoint address instead of its
+# ClusterIP, which nothing routes here (--enable-aggregator-routing). Off by default: with the
+# plugin on, a pod's namespace needs its `default` ServiceAccount (the controller makes it).
+#
 # Usage: up.sh [--run-dir DIR] [--no-slurm] [--no-kube] [--no-kcm] [--nodes N] [--kubelets]
+#              [--in-cluster]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
 need_root
 
-run_dir="" with_slurm=1 with_kube=1 with_kcm=1 nodes=4 with_kubelets=0
+run_dir="" with_slurm=1 with_kube=1 with_kcm=1 nodes=4 with_kubelets=0 in_cluster=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --run-dir) run_dir=$2; shift 2 ;;
@@ -30,13 +40,17 @@ while [ $# -gt 0 ]; do
     --no-kcm) with_kcm=0; shift ;;
     --nodes) nodes=$2; shift 2 ;;
     --kubelets) with_kubelets=1; shift ;;
-    -h|--help) sed -n '3,19p' "$0"; exit 0 ;;
+    --in-cluster) in_cluster=1; shift ;;
+    -h|--help) sed -n '3,28p' "$0"; exit 0 ;;
     *) die "unknown argument: $1" ;;
   esac
 done
 [[ "$nodes" =~ ^[1-9][0-9]?$ ]] || die "--nodes wants 1..99, got '$nodes'"
 if [ $with_kubelets = 1 ]; then
   [ $with_slurm = 1 ] && [ $with_kube = 1 ] && [ $with_kcm = 1 ] || die "--kubelets needs Slurm, kube and the controller manager"
+fi
+if [ $in_cluster = 1 ]; then
+  [ $with_kube = 1 ] && [ $with_kcm = 1 ] || die "--in-cluster needs kube and the controller manager"
 fi
 # Every Slurm node has this many (fake) GPUs; a kubelet's Node advertises as many.
 gpus_per_node=4
@@ -201,6 +215,11 @@ start_kube() {
   # /etc/hosts maps every node name to 127.0.0.1. It reaches a kubelet (logs, exec) at the Node's
   # Hostname address, because a kubelet refuses a loopback InternalIP.
   local authz=(--authorization-mode RBAC) wrap=() spec kname
+  local disabled_plugins=ServiceAccount,TaintNodesByCondition routing=()
+  if [ $in_cluster = 1 ]; then
+    disabled_plugins=TaintNodesByCondition
+    routing=(--enable-aggregator-routing=true)
+  fi
   if [ $with_kubelets = 1 ]; then
     echo "127.0.0.1 localhost" >"$K/hosts"
     for spec in "${kube_nodes[@]}"; do
@@ -227,7 +246,7 @@ start_kube() {
     --service-account-issuer https://kubernetes.default.svc --service-account-key-file "$K/sa.key" \
     --service-account-signing-key-file "$K/sa.key" --service-cluster-ip-range 10.96.0.0/16 \
     --endpoint-reconciler-type none --allow-privileged \
-    --disable-admission-plugins ServiceAccount,TaintNodesByCondition \
+    --disable-admission-plugins "$disabled_plugins" "${routing[@]}" \
     >"$K/log/kube-apiserver.log" 2>&1 </dev/null &
   echo "kube-apiserver $!" >>"$K/pids"
   local url="https://127.0.0.1:$api_port"
@@ -290,13 +309,19 @@ CONF
     # the other mode, which no kubelet heartbeats, NotReady.
     local controllers=job,replicaset,garbagecollector
     [ $with_kubelets = 0 ] || controllers+=,nodelifecycle
+    local sa_args=()
+    if [ $in_cluster = 1 ]; then
+      controllers+=,deployment,serviceaccount,serviceaccount-token,endpoint
+      sa_args=(--service-account-private-key-file "$K/sa.key" --root-ca-file "$K/certs/apiserver.crt")
+    fi
     log "starting kube-controller-manager ($controllers)"
     setsid "$B/kube-controller-manager" --kubeconfig "$K/kubeconfig" --master "$url" \
-      --controllers "$controllers" --leader-elect=false \
+      --controllers "$controllers" --leader-elect=false "${sa_args[@]}" \
       --bind-address 127.0.0.1 --secure-port 0 --port 0 \
       >"$K/log/kube-controller-manager.log" 2>&1 </dev/null &
     echo "kube-controller-manager $!" >>"$K/pids"
     emit KUBE_CONTROLLER_MANAGER 1
+    [ $in_cluster = 0 ] || emit KUBE_IN_CLUSTER 1
   fi
 }
 

@@ -620,6 +620,82 @@ def case_values_edge_cases():
     render("--kube-version", "1.19.0", expect_fail=True)
 
 
+def case_host_network_ports_env_strategy():
+    """(ours) hostNetwork, ports, extraEnv and strategy per component; defaults keep upstream's."""
+    objs = render(namespace="slinky")
+    for d in ("slurm-bridge-scheduler", "slurm-bridge-controllers", "slurm-bridge-admission"):
+        dep = objs.get("Deployment", d)
+        pod = dep["spec"]["template"]["spec"]
+        check("strategy" not in dep["spec"], f"{d}: no strategy by default")
+        check("dnsPolicy" not in pod, f"{d}: no dnsPolicy by default")
+        eq(pod.get("hostNetwork", False), False, f"{d}: no hostNetwork by default")
+    eq(objs.get("Deployment", "slurm-bridge-scheduler")["spec"]["template"]["spec"]["hostNetwork"],
+       False, "scheduler: upstream's explicit hostNetwork: false")
+    check("env" not in container(objs.get("Deployment", "slurm-bridge-admission")),
+          "admission: no env by default")
+    env = [{"name": "KUBERNETES_SERVICE_HOST", "value": "127.0.0.1"},
+           {"name": "KUBERNETES_SERVICE_PORT", "value": "6443"}]
+    sets = []
+    for comp in ("scheduler", "controllers", "admission"):
+        sets += ["--set", f"{comp}.hostNetwork=true", "--set", f"{comp}.strategy.type=Recreate",
+                 "--set", f"{comp}.extraEnv[0].name=KUBERNETES_SERVICE_HOST",
+                 "--set-string", f"{comp}.extraEnv[0].value=127.0.0.1",
+                 "--set", f"{comp}.extraEnv[1].name=KUBERNETES_SERVICE_PORT",
+                 "--set-string", f"{comp}.extraEnv[1].value=6443"]
+    objs = render(*sets, "--set", "scheduler.ports.health=20081,scheduler.ports.metrics=0",
+                  "--set", "controllers.ports.health=20082,controllers.ports.metrics=20080",
+                  "--set", "admission.ports.webhook=20443,admission.ports.health=20083",
+                  namespace="slinky")
+    for d, health, metrics, webhook in [("slurm-bridge-scheduler", 20081, 0, None),
+                                        ("slurm-bridge-controllers", 20082, 20080, None),
+                                        ("slurm-bridge-admission", 20083, None, 20443)]:
+        dep = objs.get("Deployment", d)
+        pod = dep["spec"]["template"]["spec"]
+        c = container(dep)
+        eq(dep["spec"]["strategy"], {"type": "Recreate"}, f"{d} strategy")
+        eq((pod["hostNetwork"], pod["dnsPolicy"]), (True, "ClusterFirstWithHostNet"), f"{d} network")
+        check(f"--health-probe-bind-address=:{health}" in c["args"], f"{d}: health address {c['args']}")
+        eq(c["livenessProbe"]["httpGet"]["port"], health, f"{d} liveness port")
+        eq(c["readinessProbe"]["httpGet"]["port"], health, f"{d} readiness port")
+        ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+        want = {"health": health}
+        if metrics is not None:
+            want_arg = f":{metrics}" if metrics else "0"
+            check(f"--metrics-bind-address={want_arg}" in c["args"], f"{d}: metrics address {c['args']}")
+            if metrics:
+                want["metrics"] = metrics
+        if webhook is not None:
+            check(f"--bind-address=:{webhook}" in c["args"], f"{d}: webhook address {c['args']}")
+            want["https"] = webhook
+        eq(ports, want, f"{d} container ports")
+        if d == "slurm-bridge-admission":
+            eq(c["env"], env, f"{d} env: extraEnv only")
+        else:
+            eq(c["env"][0]["name"], "SLURM_JWT_FILE", f"{d} env[0] stays the JWT")
+            eq(c["env"][1:], env, f"{d} extraEnv after the chart's env")
+    # The Services keep upstream's port numbers and target the container's ports.
+    svc = objs.get("Service", "slurm-bridge-admission")
+    eq([(p["name"], p["port"], p["targetPort"]) for p in svc["spec"]["ports"]],
+       [("https", 443, 20443), ("health", 8081, 20083)], "admission Service ports")
+    svc = objs.get("Service", "slurm-bridge-controllers")
+    eq([(p["name"], p["port"], p["targetPort"]) for p in svc["spec"]["ports"]],
+       [("metrics", 8080, 20080), ("health", 8081, 20082)], "controllers Service ports")
+    # Port 0: that listener off; with the health port off there are no probes.
+    objs = render("--set", "controllers.ports.health=0,controllers.ports.metrics=0",
+                  "--set", "scheduler.ports.health=0", namespace="slinky")
+    for d in ("slurm-bridge-scheduler", "slurm-bridge-controllers"):
+        c = container(objs.get("Deployment", d))
+        check("--health-probe-bind-address=0" in c["args"], f"{d}: health off {c['args']}")
+        check("livenessProbe" not in c and "readinessProbe" not in c, f"{d}: no probes")
+        check("health" not in {p["name"] for p in c.get("ports", [])}, f"{d}: no health port")
+    check("ports" not in container(objs.get("Deployment", "slurm-bridge-controllers")),
+          "controllers: no container ports when both are off")
+    check("ports" not in objs.get("Service", "slurm-bridge-controllers")["spec"],
+          "controllers Service: no ports when both are off")
+    render("--set", "scheduler.ports.health=70000", expect_fail=True)
+    render("--set", "admission.ports.webhook=-1", expect_fail=True)
+
+
 def case_notes():
     p = subprocess.run([RENDERER, "-n", "slinky", "--notes", "--set", "nameOverride=acme",
                         "slurm-bridge", CHART], capture_output=True, text=True)

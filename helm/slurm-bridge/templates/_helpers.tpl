@@ -150,13 +150,13 @@ capabilities:
 {{/* The Lease names (upstream's). */}}
 {{- define "slurm-bridge.controllers.leaseName" -}}69d5fe47.my.slinky.slurm.net{{- end -}}
 
-{{/* Common args of scheduler and controllers. Call with (dict "ctx" $ "leaderElect" b "lease" n "verbosity" v). */}}
+{{/* Common args of scheduler and controllers. Call with (dict "ctx" $ "leaderElect" b "lease" n "verbosity" v "ports" p). */}}
 {{- define "slurm-bridge.runArgs" -}}
 - --config=/etc/slurm-bridge/config.yaml
 - --log-level={{ include "slurm-bridge.logLevel" .verbosity }}
 - --log-format={{ .ctx.Values.sharedConfig.logFormat | default "text" }}
-- --metrics-bind-address=:8080
-- --health-probe-bind-address=:8081
+- --metrics-bind-address={{ include "slurm-bridge.bindAddress" .ports.metrics }}
+- --health-probe-bind-address={{ include "slurm-bridge.bindAddress" .ports.health }}
 {{- if .leaderElect }}
 - --leader-elect
 - --leader-election-namespace={{ include "slurm-bridge.namespace" .ctx }}
@@ -185,4 +185,64 @@ The JWT Secret: sharedConfig.slurmJwtSecret is a Secret name (key auth-token, up
 {{- else -}}
 {{- include "slurm-bridge.admission.name" . -}}
 {{- end -}}
+{{- end -}}
+
+{{/* A component's ports (`<component>.ports`) with the defaults for keys left out. Call with
+(list .Values.<component>.ports default-dict); prints YAML, read back with fromYaml. */}}
+{{- define "slurm-bridge.ports" -}}
+{{- $given := index . 0 | default dict -}}
+{{- $out := dict -}}
+{{- range $k, $v := index . 1 -}}
+{{- $p := index $given $k -}}
+{{- if kindIs "invalid" $p }}{{ $p = $v }}{{ end -}}
+{{- if or (lt (int $p) 0) (gt (int $p) 65535) }}{{ fail (printf "ports.%s: %v is not a port (0 = off)" $k $p) }}{{ end -}}
+{{- $_ := set $out $k (int $p) -}}
+{{- end -}}
+{{- toYaml $out -}}
+{{- end -}}
+
+{{/* A listen address for a port: ":PORT", or "0" (the listener off) for 0. */}}
+{{- define "slurm-bridge.bindAddress" -}}
+{{- if gt (int .) 0 }}:{{ int . }}{{ else }}0{{ end -}}
+{{- end -}}
+
+{{/* The pod's network: hostNetwork (with the DNS policy that keeps cluster DNS) when asked. */}}
+{{- define "slurm-bridge.podNetwork" -}}
+{{- if . }}
+hostNetwork: true
+dnsPolicy: ClusterFirstWithHostNet
+{{- end }}
+{{- end -}}
+
+{{/* The container's named ports, each only when on. Call with the ports dict. */}}
+{{- define "slurm-bridge.containerPorts" -}}
+{{- $any := false -}}
+{{- range $k, $v := . }}{{ if gt (int $v) 0 }}{{ $any = true }}{{ end }}{{ end -}}
+{{- if $any }}
+ports:
+{{- range $name := list "https" "metrics" "health" }}
+{{- $key := ternary "webhook" $name (eq $name "https") }}
+{{- $p := index $ $key | default 0 }}
+{{- if gt (int $p) 0 }}
+  - name: {{ $name }}
+    containerPort: {{ int $p }}
+    protocol: TCP
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* Liveness and readiness probes on the health port (none when it is off). */}}
+{{- define "slurm-bridge.probes" -}}
+{{- if gt (int .) 0 }}
+livenessProbe:
+  httpGet:
+    path: /healthz
+    port: {{ int . }}
+  initialDelaySeconds: 15
+readinessProbe:
+  httpGet:
+    path: /readyz
+    port: {{ int . }}
+{{- end }}
 {{- end -}}
