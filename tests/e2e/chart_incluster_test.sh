@@ -25,24 +25,19 @@
 #      leader hands the Lease to the other;
 #   7. uninstall-equivalent (kubectl delete of the rendered objects) leaves no chart object and
 #      no bridge pod.
-# What this environment needs and a real cluster does not (README.md of the chart, "Test
-# environment"): pods have only `lo`, so the bridge runs with hostNetwork and free ports (all
-# nodes share the host's network namespace), KUBERNETES_SERVICE_HOST/PORT name the apiserver's
-# 127.0.0.1 address (nothing routes the `kubernetes` Service's ClusterIP), Recreate strategy
-# (an old and a new pod cannot hold the same port), a toleration of the bridge's own
-# managed-node taint (every node here is a Slurm node), and a stand-in for kube-scheduler: the
-# bridge's own pods ask for default-scheduler, which this environment does not run, so the test
-# binds them to nodes round-robin (like the kube-scheduler would, through pods/binding).
+# What this environment needs and a real cluster does not: testenv/kube/chart-lib.sh.
 #
 # Usage: chart_incluster_test.sh [BINARY]   (default: $SB_BINARY, else build/slurm-bridge)
 # SB_KEEP_LOGS=1 keeps the run dir (logs of every daemon and node) after stopping everything.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 here=$root/testenv
-. "$here/lib.sh"
 binary=${1:-${SB_BINARY:-$root/build/slurm-bridge}}
-[ -x "$binary" ] || die "no slurm-bridge binary at $binary"
+[ -x "$binary" ] || { echo "no slurm-bridge binary at $binary" >&2; exit 1; }
 binary=$(cd "$(dirname "$binary")" && pwd)/$(basename "$binary")
+base=$(mktemp -d "${TMPDIR:-/tmp}/sb-incluster.XXXXXX")
+ROOT=$root BASE=$base BINARY=$binary
+. "$here/kube/chart-lib.sh"
 need_root
 
 fails=0
@@ -50,17 +45,9 @@ check() {
   local name=$1; shift
   if "$@" >/dev/null; then echo "ok   $name"; else echo "FAIL $name"; fails=$((fails + 1)); fi
 }
-base=$(mktemp -d "${TMPDIR:-/tmp}/sb-incluster.XXXXXX")
-binder_pid=
 cleanup() {
-  if [ -n "$binder_pid" ]; then kill "$binder_pid" 2>/dev/null; wait "$binder_pid" 2>/dev/null; fi
-  if [ -f "$base/env/env" ] && [ -n "${SB_KEEP_LOGS:-}" ]; then
-    "$here/down.sh" --keep-logs "$base/env" >/dev/null 2>&1
-    echo "logs kept in $base/env"
-  else
-    "$here/down.sh" "$base/env" >/dev/null 2>&1
-    rm -rf "$base"
-  fi
+  chart_stop
+  [ -n "${SB_KEEP_LOGS:-}" ] || rm -rf "$base"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -69,110 +56,13 @@ step() { echo "== $* ($((SECONDS - t0)) s)"; }
 
 # --- 1. image, environment, install ----------------------------------------------------------
 step "image"
-version=$(sed -n 's/^project(slurm-bridge VERSION \([0-9][0-9.]*\).*/\1/p' "$root/CMakeLists.txt")
-"$root/scripts/build-image.sh" "$binary" "$base/image.tar" | sed 's/^/  /' || die "build-image failed"
-"$here/helm-render/build.sh" "$base/helm-render" || die "building helm-render failed"
-
+chart_image
 step "environment"
-"$here/up.sh" --kubelets --in-cluster --run-dir "$base/env" >/dev/null 2>"$base/up.log" ||
-  { cat "$base/up.log"; die "testenv/up.sh failed"; }
-set -a
-. "$base/env/env"
-set +a
-k() { kubectl "$@" 2>/dev/null; }
-IFS=, read -r -a nodes <<<"$KUBE_NODES"
-for n in "${nodes[@]}"; do
-  ctr -a "$SB_ENV_DIR/nodes/$n/containerd/containerd.sock" -n k8s.io images import "$base/image.tar" \
-    >/dev/null || die "importing the image into $n failed"
-done
+chart_env
 check "image imported into ${#nodes[@]} nodes" [ "$(for n in "${nodes[@]}"; do
   ctr -a "$SB_ENV_DIR/nodes/$n/containerd/containerd.sock" -n k8s.io images ls -q |
     grep -c "^ghcr.io/slinkyproject/slurm-bridge-.*:$version\$"; done | awk '{s += $1} END {print s}')" = $((3 * ${#nodes[@]})) ]
-
-# The bridge's own pods ask for default-scheduler: bind them round-robin (kube-scheduler's job).
-binder() {
-  local i=0 p
-  while :; do
-    for p in $(k -n slinky get pods -o json | jq -r '.items[] | select((.spec.nodeName // "") == ""
-        and .spec.schedulerName == "default-scheduler" and .metadata.deletionTimestamp == null)
-        | .metadata.name'); do
-      printf '{"apiVersion":"v1","kind":"Binding","metadata":{"name":"%s"},"target":{"apiVersion":"v1","kind":"Node","name":"%s"}}' \
-        "$p" "${nodes[$((i % ${#nodes[@]}))]}" |
-        k create --raw "/api/v1/namespaces/slinky/pods/$p/binding" -f - >/dev/null && i=$((i + 1))
-    done
-    sleep 0.5
-  done
-}
-binder &
-binder_pid=$!
-
-k create namespace slinky >/dev/null
-k create namespace slurm-bridge >/dev/null
-# Kubernetes 1.20 does not label namespaces with their name; the webhooks' selector skips
-# kube-system and the release namespace by that label.
-for n in kube-system slinky slurm-bridge; do k label namespace "$n" "kubernetes.io/metadata.name=$n" --overwrite >/dev/null; done
-k -n slinky create secret generic slurm-bridge-token --from-file=auth-token="$SLURM_JWT_FILE" >/dev/null
 check "JWT Secret created" k -n slinky get secret slurm-bridge-token
-
-api_port=${KUBE_APISERVER_URL##*:}
-adm_port=$(free_port); adm_health=$(free_port); ctl_health=$(free_port); ctl_metrics=$(free_port)
-sched_health=$(free_port); sched_metrics=$(free_port)
-# This environment's values (see the header); the seed's --set line comes on top.
-values() {
-  local c
-  for c in admission controllers scheduler; do
-    cat <<YAML
-$c:
-  hostNetwork: true
-  strategy: {type: Recreate}
-  image: {tag: "$version", pullPolicy: Never}
-  tolerations: [{key: slinky.slurm.net/managed-node, operator: Exists}]
-  extraEnv:
-    - {name: KUBERNETES_SERVICE_HOST, value: "127.0.0.1"}
-    - {name: KUBERNETES_SERVICE_PORT, value: "$api_port"}
-YAML
-    case $c in
-      admission) echo "  certManager: {enabled: false}"
-        echo "  ports: {webhook: $adm_port, health: $adm_health}" ;;
-      controllers) echo "  leaderElect: true"
-        echo "  ports: {metrics: $ctl_metrics, health: $ctl_health}" ;;
-      scheduler) echo "  leaderElect: true"
-        echo "  ports: {metrics: $sched_metrics, health: $sched_health}" ;;
-    esac
-  done
-}
-# render OUT [ARGS...]: the chart with the seed's settings, this environment's values and ARGS.
-render() {
-  local out=$1; shift
-  values >"$base/values.yaml"
-  "$base/helm-render" -n slinky -f "$base/values.yaml" \
-    --set "config.slurmRestApi=$SLURM_REST_URL" --set "config.partition=$SLURM_PARTITION" \
-    "$@" slurm-bridge "$root/helm/slurm-bridge" >"$out"
-}
-# apply FILE: ServiceAccounts and everything else before the Deployments (the ServiceAccount
-# admission plugin refuses a pod whose account does not exist yet), as helm orders its install.
-apply() {
-  python3 - "$1" "$base/first.yaml" "$base/deployments.yaml" <<'EOF'
-import sys, yaml
-docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
-yaml.safe_dump_all([d for d in docs if d["kind"] != "Deployment"], open(sys.argv[2], "w"))
-yaml.safe_dump_all([d for d in docs if d["kind"] == "Deployment"], open(sys.argv[3], "w"))
-EOF
-  kubectl apply -f "$base/first.yaml" >/dev/null && kubectl apply -f "$base/deployments.yaml" >/dev/null
-}
-
-deploys=(slurm-bridge-admission slurm-bridge-controllers slurm-bridge-scheduler)
-# rolled_out DEPLOY: the newest ReplicaSet's pods all Ready, no pod of an older one left.
-rolled_out() {
-  local d=$1 j
-  j=$(k -n slinky get deploy "$d" -o json) || return 1
-  jq -e '.status.observedGeneration >= .metadata.generation and .status.updatedReplicas == .spec.replicas
-    and .status.readyReplicas == .spec.replicas and .status.replicas == .spec.replicas' <<<"$j" >/dev/null || return 1
-  # Recreate: the old pods are gone before the new ones exist; count the pods to be sure.
-  [ "$(k -n slinky get pods -l "app.kubernetes.io/name=$d" -o name | wc -l)" = "$(jq .spec.replicas <<<"$j")" ]
-}
-all_rolled_out() { local d; for d in "${deploys[@]}"; do rolled_out "$d" || return 1; done; }
-pods_of() { k -n slinky get pods -l "app.kubernetes.io/name=$1" -o json; }
 
 step "install"
 render "$base/install.yaml" || die "rendering failed"
