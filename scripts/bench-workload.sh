@@ -8,7 +8,9 @@
 # time, on the same converged node with the same pod spec (image, limits, toleration of the
 # bridge's managed-node taint, nodeSelector); only schedulerName differs. Prints the workload's
 # rate (rounds/s, mean and stdev) and the time from the pod's create request to its container's
-# start (the workload prints its start in ms), with the ratio bridge/direct.
+# start (the workload prints its start in ms), with the ratio bridge/direct. A third number, the
+# rate per CPU second (the benchmark's own CPU time), tells contention on a busy machine apart
+# from a slower workload: other processes lower the rate, not the rate per CPU second.
 # Starts (and stops) its own environment with kubelets (testenv/up.sh --kubelets --nodes 1).
 # Usage: scripts/bench-workload.sh [--runs N] [--rounds R] [--binary PATH] [--smoke]
 #   --runs N      pairs of runs (default 5), after one warm-up pair that is not counted
@@ -37,9 +39,10 @@ run=$(mktemp -d "${TMPDIR:-/tmp}/sb-bench-workload.XXXXXX")
 pids=()
 cleanup() {
   local rc=$? p
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
-  "$root/testenv/down.sh" "$run" >/dev/null 2>&1
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null || true; done
+  "$root/testenv/down.sh" "$run" >/dev/null 2>&1 || log "testenv/down.sh $run failed"
   if [ $rc = 0 ]; then rm -rf "$run"; else log "logs kept in $run"; fi
+  exit $rc
 }
 trap cleanup EXIT
 log "starting an environment with kubelets in $run"
@@ -85,9 +88,10 @@ pod() {
 auth=(--cacert "$KUBE_CA_FILE" -H "Authorization: Bearer $(cat "$KUBE_TOKEN_FILE")")
 ended() { [[ "$(kubectl -n "$ns" get pod "$1" -o jsonpath='{.status.phase}')" =~ ^(Succeeded|Failed)$ ]]; }
 epoch_of() { date -d "$1" +%s; }
-# measure KIND NAME SCHEDULER: runs one pod to its end; appends "KIND RATE STARTED_MS" to results.
+# measure KIND NAME SCHEDULER: runs one pod to its end; appends "KIND RATE CPU_RATE STARTED_MS"
+# to results.
 measure() {
-  local kind=$1 name=$2 sched=$3 t0 logs rate started phase on at
+  local kind=$1 name=$2 sched=$3 t0 logs rate cpu_rate started phase on at
   pod "$name" "$sched" >"$run/$name.json"
   t0=$(date +%s%3N)
   curl -sSf "${auth[@]}" -H 'Content-Type: application/json' --data-binary "@$run/$name.json" \
@@ -100,15 +104,16 @@ measure() {
   [ "$phase" = Succeeded ] || die "pod $name ended $phase: $logs"
   [ "$on" = "$node" ] || die "pod $name ran on $on, not $node"
   rate=$(awk '$1 == "rate:" { print $2 }' <<<"$logs")
+  cpu_rate=$(awk '/^rate per CPU second:/ { print $5 }' <<<"$logs")
   started=$(awk '$1 == "started:" { print $2 }' <<<"$logs")
   if ! [[ "$started" =~ ^[0-9]+$ ]]; then # no ms clock in the container: the status, in seconds
     at=$(kubectl -n "$ns" get pod "$name" -o jsonpath='{.status.containerStatuses[0].state.terminated.startedAt}')
     started=$(($(epoch_of "$at") * 1000))
   fi
-  [[ "$rate" =~ ^[0-9.]+$ ]] || die "pod $name printed no rate: $logs"
+  [[ "$rate" =~ ^[0-9.]+$ ]] && [[ "$cpu_rate" =~ ^[0-9.]+$ ]] || die "pod $name printed no rate: $logs"
   kubectl -n "$ns" delete pod "$name" --wait=true >/dev/null
-  log "$name: $rate rounds/s, create -> started $((started - t0)) ms"
-  [ "$kind" = warmup ] || echo "$kind $rate $((started - t0))" >>"$run/results"
+  log "$name: $rate rounds/s ($cpu_rate per CPU second), create -> started $((started - t0)) ms"
+  [ "$kind" = warmup ] || echo "$kind $rate $cpu_rate $((started - t0))" >>"$run/results"
 }
 
 : >"$run/results"
@@ -139,13 +144,15 @@ awk '
     for (i = 1; i <= cnt[kind]; i++) s += (r[kind, i] - m) ^ 2
     return sqrt(s / (cnt[kind] - 1))
   }
-  { n = ++cnt[$1]; r[$1, n] = $2; lat[$1, n] = $3; sum[$1] += $2 }
+  { n = ++cnt[$1]; r[$1, n] = $2; lat[$1, n] = $4; sum[$1] += $2; csum[$1] += $3 }
   END {
     mb = sum["bridge"] / cnt["bridge"]; md = sum["direct"] / cnt["direct"]
     sb = stdev("bridge", mb); sd = stdev("direct", md)
+    cb = csum["bridge"] / cnt["bridge"]; cd = csum["direct"] / cnt["direct"]
     pb = median("bridge"); pd = median("direct")
-    printf "%-28s %10s %10s %14s\n", "metric", "bridge", "direct", "bridge/direct"
-    printf "%-28s %10.2f %10.2f %14.3f\n", "rate rounds/s, mean", mb, md, mb / md
-    printf "%-28s %10.2f %10.2f %14s\n", "rate rounds/s, stdev", sb, sd, "-"
-    printf "%-28s %10d %10d %14.2f\n", "create -> started ms, p50", pb, pd, (pd > 0 ? pb / pd : 0)
+    printf "%-32s %10s %10s %14s\n", "metric", "bridge", "direct", "bridge/direct"
+    printf "%-32s %10.2f %10.2f %14.3f\n", "rate rounds/s, mean", mb, md, mb / md
+    printf "%-32s %10.2f %10.2f %14s\n", "rate rounds/s, stdev", sb, sd, "-"
+    printf "%-32s %10.2f %10.2f %14.3f\n", "rate per CPU second, mean", cb, cd, cb / cd
+    printf "%-32s %10d %10d %14.2f\n", "create -> started ms, p50", pb, pd, (pd > 0 ? pb / pd : 0)
   }' "$run/results"
