@@ -30,6 +30,7 @@ while [ $# -gt 0 ]; do
     *) die "usage: $0 [--runs N] [--rounds R] [--binary PATH] [--smoke]" ;;
   esac
 done
+[[ "$runs" =~ ^[1-9][0-9]*$ ]] && [[ "$rounds" =~ ^[1-9][0-9]*$ ]] || die "--runs and --rounds take a positive number"
 [ -x "$binary" ] || die "no slurm-bridge at $binary: build it (scripts/build.sh) or pass --binary"
 scheduler_bin=$SB_KUBE_DIR/bin/kube-scheduler
 [ -x "$scheduler_bin" ] || die "no kube-scheduler at $scheduler_bin: run scripts/prepare-testenv.sh"
@@ -86,7 +87,15 @@ pod() {
         resources: {limits: {cpu: "1", memory: "64Mi"}}}]}}'
 }
 auth=(--cacert "$KUBE_CA_FILE" -H "Authorization: Bearer $(cat "$KUBE_TOKEN_FILE")")
-ended() { [[ "$(kubectl -n "$ns" get pod "$1" -o jsonpath='{.status.phase}')" =~ ^(Succeeded|Failed)$ ]]; }
+# Waits (up to 600 s) for pod $1 to end, looking once a second: kubectl's own CPU would
+# compete with the workload.
+wait_ended() {
+  local deadline=$((SECONDS + 600))
+  until [[ "$(kubectl -n "$ns" get pod "$1" -o jsonpath='{.status.phase}')" =~ ^(Succeeded|Failed)$ ]]; do
+    [ $SECONDS -lt $deadline ] || return 1
+    sleep 1
+  done
+}
 epoch_of() { date -d "$1" +%s; }
 # measure KIND NAME SCHEDULER: runs one pod to its end; appends "KIND RATE CPU_RATE STARTED_MS"
 # to results.
@@ -96,7 +105,7 @@ measure() {
   t0=$(date +%s%3N)
   curl -sSf "${auth[@]}" -H 'Content-Type: application/json' --data-binary "@$run/$name.json" \
     "$KUBE_APISERVER_URL/api/v1/namespaces/$ns/pods" >/dev/null
-  wait_for 600 ended "$name" || die "pod $name did not finish (logs in $run)"
+  wait_ended "$name" || die "pod $name did not finish (logs in $run)"
   phase=$(kubectl -n "$ns" get pod "$name" -o jsonpath='{.status.phase}')
   on=$(kubectl -n "$ns" get pod "$name" -o jsonpath='{.spec.nodeName}')
   logs=$(kubectl -n "$ns" logs "$name")
@@ -112,6 +121,7 @@ measure() {
   fi
   [[ "$rate" =~ ^[0-9.]+$ ]] && [[ "$cpu_rate" =~ ^[0-9.]+$ ]] || die "pod $name printed no rate: $logs"
   kubectl -n "$ns" delete pod "$name" --wait=true >/dev/null
+  sleep 2 # the pod's teardown (and, for the bridge, its Slurm job's end) settles before the next
   log "$name: $rate rounds/s ($cpu_rate per CPU second), create -> started $((started - t0)) ms"
   [ "$kind" = warmup ] || echo "$kind $rate $cpu_rate $((started - t0))" >>"$run/results"
 }
