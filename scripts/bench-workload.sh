@@ -10,7 +10,9 @@
 # rate (rounds/s, mean and stdev) and the time from the pod's create request to its container's
 # start (the workload prints its start in ms), with the ratio bridge/direct. A third number, the
 # rate per CPU second (the benchmark's own CPU time), tells contention on a busy machine apart
-# from a slower workload: other processes lower the rate, not the rate per CPU second.
+# from a slower workload: other processes lower the rate, not the rate per CPU second. The CPU
+# time slurm-bridge and kube-scheduler spent from each pod's create to its end shows what each
+# path costs on this machine, where they share the cores with the workload.
 # Starts (and stops) its own environment with kubelets (testenv/up.sh --kubelets --nodes 1).
 # Usage: scripts/bench-workload.sh [--runs N] [--rounds R] [--binary PATH] [--smoke]
 #   --runs N      pairs of runs (default 5), after one warm-up pair that is not counted
@@ -97,15 +99,20 @@ wait_ended() {
   done
 }
 epoch_of() { date -d "$1" +%s; }
-# measure KIND NAME SCHEDULER: runs one pod to its end; appends "KIND RATE CPU_RATE STARTED_MS"
-# to results.
+hz=$(getconf CLK_TCK)
+# CPU time of process $1 so far, in ms.
+cpu_ms() { awk -v hz="$hz" '{ printf "%d\n", ($14 + $15) * 1000 / hz }' "/proc/$1/stat"; }
+# measure KIND NAME SCHEDULER: runs one pod to its end; appends "KIND RATE CPU_RATE STARTED_MS
+# BRIDGE_CPU_MS KUBE_SCHEDULER_CPU_MS" to results.
 measure() {
-  local kind=$1 name=$2 sched=$3 t0 logs rate cpu_rate started phase on at
+  local kind=$1 name=$2 sched=$3 t0 logs rate cpu_rate started phase on at b0 k0 b k
   pod "$name" "$sched" >"$run/$name.json"
+  b0=$(cpu_ms "${pids[0]}") k0=$(cpu_ms "${pids[1]}")
   t0=$(date +%s%3N)
   curl -sSf "${auth[@]}" -H 'Content-Type: application/json' --data-binary "@$run/$name.json" \
     "$KUBE_APISERVER_URL/api/v1/namespaces/$ns/pods" >/dev/null
   wait_ended "$name" || die "pod $name did not finish (logs in $run)"
+  b=$(($(cpu_ms "${pids[0]}") - b0)) k=$(($(cpu_ms "${pids[1]}") - k0))
   phase=$(kubectl -n "$ns" get pod "$name" -o jsonpath='{.status.phase}')
   on=$(kubectl -n "$ns" get pod "$name" -o jsonpath='{.spec.nodeName}')
   logs=$(kubectl -n "$ns" logs "$name")
@@ -122,8 +129,9 @@ measure() {
   [[ "$rate" =~ ^[0-9.]+$ ]] && [[ "$cpu_rate" =~ ^[0-9.]+$ ]] || die "pod $name printed no rate: $logs"
   kubectl -n "$ns" delete pod "$name" --wait=true >/dev/null
   sleep 2 # the pod's teardown (and, for the bridge, its Slurm job's end) settles before the next
-  log "$name: $rate rounds/s ($cpu_rate per CPU second), create -> started $((started - t0)) ms"
-  [ "$kind" = warmup ] || echo "$kind $rate $cpu_rate $((started - t0))" >>"$run/results"
+  log "$name: $rate rounds/s ($cpu_rate per CPU second), create -> started $((started - t0)) ms," \
+    "CPU slurm-bridge $b ms, kube-scheduler $k ms"
+  [ "$kind" = warmup ] || echo "$kind $rate $cpu_rate $((started - t0)) $b $k" >>"$run/results"
 }
 
 : >"$run/results"
@@ -154,7 +162,8 @@ awk '
     for (i = 1; i <= cnt[kind]; i++) s += (r[kind, i] - m) ^ 2
     return sqrt(s / (cnt[kind] - 1))
   }
-  { n = ++cnt[$1]; r[$1, n] = $2; lat[$1, n] = $4; sum[$1] += $2; csum[$1] += $3 }
+  { n = ++cnt[$1]; r[$1, n] = $2; lat[$1, n] = $4; sum[$1] += $2; csum[$1] += $3
+    bsum[$1] += $5; ksum[$1] += $6 }
   END {
     mb = sum["bridge"] / cnt["bridge"]; md = sum["direct"] / cnt["direct"]
     sb = stdev("bridge", mb); sd = stdev("direct", md)
@@ -165,4 +174,8 @@ awk '
     printf "%-32s %10.2f %10.2f %14s\n", "rate rounds/s, stdev", sb, sd, "-"
     printf "%-32s %10.2f %10.2f %14.3f\n", "rate per CPU second, mean", cb, cd, cb / cd
     printf "%-32s %10d %10d %14.2f\n", "create -> started ms, p50", pb, pd, (pd > 0 ? pb / pd : 0)
+    printf "%-32s %10d %10d %14s\n", "slurm-bridge CPU ms per run", bsum["bridge"] / cnt["bridge"],
+      bsum["direct"] / cnt["direct"], "-"
+    printf "%-32s %10d %10d %14s\n", "kube-scheduler CPU ms per run", ksum["bridge"] / cnt["bridge"],
+      ksum["direct"] / cnt["direct"], "-"
   }' "$run/results"
