@@ -49,8 +49,9 @@ cleanup() {
 }
 trap cleanup EXIT
 log "starting an environment with kubelets in $run"
-"$root/testenv/up.sh" --kubelets --nodes 1 --run-dir "$run" >/dev/null 2>"$run/up.err" ||
-  { cat "$run/up.err" >&2; die "testenv/up.sh failed"; }
+# (up.sh empties the run dir first: its messages stay in memory)
+up_err=$("$root/testenv/up.sh" --kubelets --nodes 1 --run-dir "$run" 2>&1 >/dev/null) ||
+  { echo "$up_err" >&2; die "testenv/up.sh failed"; }
 set -a; . "$run/env"; set +a
 
 cat >"$run/config.yaml" <<YAML
