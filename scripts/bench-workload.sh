@@ -120,7 +120,7 @@ measure() {
   echo "$logs" >"$run/$name.log"
   [ "$phase" = Succeeded ] || die "pod $name ended $phase: $logs"
   [ "$on" = "$node" ] || die "pod $name ran on $on, not $node"
-  rate=$(awk '$1 == "rate:" { print $2 }' <<<"$logs")
+  rate=$(awk '$1 == "rate:" { gsub(/[()]/, "", $4); print $4 }' <<<"$logs") # "N rounds/s (N.NN)"
   cpu_rate=$(awk '/^rate per CPU second:/ { print $5 }' <<<"$logs")
   started=$(awk '$1 == "started:" { print $2 }' <<<"$logs")
   if ! [[ "$started" =~ ^[0-9]+$ ]]; then # no ms clock in the container: the status, in seconds

@@ -40,6 +40,6 @@ ms=$((t1 - t0))
 cpu=$((c1 - c0))
 [ "$cpu" -gt 0 ] || cpu=1
 echo "cpu benchmark:          $rounds rounds of 10000 steps in $((ms / 1000)).$(printf '%03d' $((ms % 1000))) s (checksum $sum)"
-echo "rate:                   $(awk -v r="$rounds" -v ms="$ms" 'BEGIN { printf "%.2f", r * 1000 / ms }') rounds/s"
+echo "rate:                   $(awk -v r="$rounds" -v ms="$ms" 'BEGIN { printf "%.0f rounds/s (%.2f)", r * 1000 / ms, r * 1000 / ms }')"
 echo "cpu time:               $((cpu / 100)).$(printf '%02d' $((cpu % 100))) s"
 echo "rate per CPU second:    $(awk -v r="$rounds" -v cs="$cpu" 'BEGIN { printf "%.2f", r * 100 / cs }') rounds/s"
