@@ -10,15 +10,17 @@
 #
 # The e2e tests share the environment's nodes n1..n4 (drains, taints, labels, readiness) and
 # its Slurm queue: they hold RESOURCE_LOCK testenv-nodes, so that `ctest -j` never runs two of
-# them at once (unit tests still run beside them).
+# them at once (unit tests, and the tests of the other environments, still run beside them).
 
 set(SB_TESTENV_DIR ${CMAKE_BINARY_DIR}/testenv)
 set(SB_TESTENV_FILE ${SB_TESTENV_DIR}/env)
 
 add_test(NAME testenv.up COMMAND ${PROJECT_SOURCE_DIR}/testenv/up.sh --run-dir ${SB_TESTENV_DIR})
-set_tests_properties(testenv.up PROPERTIES FIXTURES_SETUP testenv LABELS e2e TIMEOUT 600)
+set_tests_properties(testenv.up PROPERTIES FIXTURES_SETUP testenv LABELS e2e TIMEOUT 600
+                                            RESOURCE_LOCK testenv-nodes)
 add_test(NAME testenv.down COMMAND ${PROJECT_SOURCE_DIR}/testenv/down.sh ${SB_TESTENV_DIR})
-set_tests_properties(testenv.down PROPERTIES FIXTURES_CLEANUP testenv LABELS e2e TIMEOUT 120)
+set_tests_properties(testenv.down PROPERTIES FIXTURES_CLEANUP testenv LABELS e2e TIMEOUT 120
+                                              RESOURCE_LOCK testenv-nodes)
 
 # The fixture `testenv-kubelets`: a second environment whose Slurm nodes have real kubelets
 # (testenv/up.sh --kubelets: n1..n4 and kube-n5 for Slurm's n5), for the tests of the pod
@@ -28,11 +30,11 @@ set(SB_TESTENV_KUBELETS_FILE ${SB_TESTENV_KUBELETS_DIR}/env)
 add_test(NAME testenv-kubelets.up
          COMMAND ${PROJECT_SOURCE_DIR}/testenv/up.sh --kubelets --run-dir ${SB_TESTENV_KUBELETS_DIR})
 set_tests_properties(testenv-kubelets.up PROPERTIES FIXTURES_SETUP testenv-kubelets LABELS e2e
-                                                    TIMEOUT 600)
+                                                    TIMEOUT 600 RESOURCE_LOCK testenv-kubelet-nodes)
 add_test(NAME testenv-kubelets.down COMMAND ${PROJECT_SOURCE_DIR}/testenv/down.sh
                                             ${SB_TESTENV_KUBELETS_DIR})
 set_tests_properties(testenv-kubelets.down PROPERTIES FIXTURES_CLEANUP testenv-kubelets LABELS e2e
-                                                      TIMEOUT 120)
+                                                      TIMEOUT 120 RESOURCE_LOCK testenv-kubelet-nodes)
 
 # sb_unit_test(<name> SOURCES ... LIBS ...): one GoogleTest binary, each test labelled `unit`.
 function(sb_unit_test name)

@@ -4,6 +4,7 @@
 # The test command: installs what is missing, builds, checks formatting, and runs every test
 # (unit, then e2e against a real Slurm and kube-apiserver that ctest starts and stops).
 # Arguments go to ctest, e.g. scripts/test.sh -L unit, or scripts/test.sh -R slurm.
+# SB_TEST_JOBS (default 2) is ctest's --parallel.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 t0=$SECONDS
@@ -16,6 +17,9 @@ t3=$SECONDS
 "$root/scripts/check-format.sh"
 cd "${BUILD_DIR:-$root/build}"
 status=0
-ctest --output-on-failure --timeout 900 "$@" || status=$?
+# Two at a time: the tests of each environment hold its RESOURCE_LOCK (cmake/Testing.cmake), so
+# what runs side by side is a unit test, or the tests of different environments (SB_TEST_JOBS=1:
+# one at a time).
+ctest --output-on-failure --timeout 900 --parallel "${SB_TEST_JOBS:-2}" "$@" || status=$?
 echo "test.sh: deps $((t1 - t0)) s, test environment artifacts $((t2 - t1)) s, build $((t3 - t2)) s, tests $((SECONDS - t3)) s"
 exit $status
