@@ -20,17 +20,30 @@ die() { log "error: $*"; exit 1; }
 
 need_root() { [ "$(id -u)" = 0 ] || die "must run as root (debootstrap, chroot, namespaces)"; }
 
-# Prints a TCP port that nothing listens on now, from a random start in 20000-59999, skipping
-# those already handed out by this shell (SB_TAKEN_PORTS).
+# free_port prints a TCP port for one of the environment's daemons: nothing listens on it now,
+# this shell has not handed it out (SB_TAKEN_PORTS), and it lies in 11000 up to the kernel's
+# ephemeral range (clear of Kubernetes' default ports 10248-10259, and below the range where client
+# connections take their local ports, and could take one between the check here and the daemon's
+# bind). Each port is reserved machine-wide for two hours in SB_PORT_DIR (one directory per port,
+# made atomically), so that environments started side by side (`ctest -j`) never pick the same.
 SB_TAKEN_PORTS=" "
+SB_PORT_DIR="${SB_PORT_DIR:-${TMPDIR:-/tmp}/slurm-bridge-ports}"
+# reserve_port PORT: true when PORT is not bound now and was not handed out in the last 2 hours.
+reserve_port() {
+  mkdir -p "$SB_PORT_DIR"
+  ! ss -Htan "( sport = :$1 )" 2>/dev/null | grep -q . && mkdir "$SB_PORT_DIR/$1" 2>/dev/null
+}
 free_port() {
-  local p tries=0
+  local p tries=0 lo=11000 hi
+  hi=$(($(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768) - 100))
+  [ "$hi" -gt $((lo + 2000)) ] || { lo=20000; hi=60000; }
+  find "$SB_PORT_DIR" -mindepth 1 -maxdepth 1 -mmin +120 -exec rmdir {} + 2>/dev/null || true
   while :; do
-    p=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
+    p=$((lo + (RANDOM * 32768 + RANDOM) % (hi - lo)))
     tries=$((tries + 1))
-    [ $tries -lt 500 ] || die "no free port found"
+    [ $tries -lt 2000 ] || die "no free port found"
     case "$SB_TAKEN_PORTS" in *" $p "*) continue ;; esac
-    if ! ss -Htan "( sport = :$p )" 2>/dev/null | grep -q .; then
+    if reserve_port "$p"; then
       SB_TAKEN_PORTS="$SB_TAKEN_PORTS$p "
       echo "$p"
       return 0

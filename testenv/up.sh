@@ -101,8 +101,8 @@ start_slurm() {
     first_slurmd=$(free_port)
     last_slurmd=$((first_slurmd + slurm_count - 1))
     local p ok=1
-    for ((p = first_slurmd; p <= last_slurmd; p++)); do
-      if ss -Htan "( sport = :$p )" | grep -q . || [[ "$SB_TAKEN_PORTS" == *" $p "* && $p != "$first_slurmd" ]]; then ok=0; fi
+    for ((p = first_slurmd + 1; p <= last_slurmd; p++)); do
+      reserve_port "$p" || { ok=0; break; }
     done
     [ $ok = 1 ] && break
   done
