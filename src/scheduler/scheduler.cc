@@ -799,7 +799,6 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
   }
   Result<std::vector<std::string>> slurm_nodes = bridge::ExpandHostlist(job.nodes);
   if (!slurm_nodes) co_return tl::unexpected(slurm_nodes.error());
-  const std::vector<std::string> job_nodes = *slurm_nodes;
   // Pods of this job bound before (an earlier run, a gang member that is re-created) keep their
   // nodes while they are active.
   Result<std::vector<Holder>> holders = co_await ReadHolders(spec.namespace_, job.id);
@@ -876,7 +875,7 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
     const std::string gpus =
         slurm_name == slurm_name_of.end()
             ? ""
-            : bridge::GpuIndicesOn(job.gres_detail, job_nodes, slurm_name->second);
+            : bridge::GpuIndicesOn(job.gres_detail, in.slurm_nodes, slurm_name->second);
     std::string patch = LabelPatch(*pod, job.id, config_.scheduler_name, &node, gpus);
     Result<Pod> r = co_await kube::PatchAs<Pod>(
         kube_, kube::PodsRef(pod->metadata.namespace_).WithName(pod->metadata.name),
