@@ -7,7 +7,7 @@ set -euo pipefail
 
 PACKAGES=(
   # build
-  build-essential cmake ninja-build pkg-config clang-format
+  build-essential cmake ninja-build pkg-config clang-format ccache
   libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev libssl-dev
   libsimdjson-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev
   prometheus-cpp-dev libexpected-dev libgtest-dev libgmock-dev libbenchmark-dev
