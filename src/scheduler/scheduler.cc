@@ -129,16 +129,12 @@ Scheduler::Scheduler(asio::any_io_executor executor, kube::Client& kube, slurm::
                 .scheduler_name = config_.scheduler_name,
                 .mode = config_.job_mode,
                 .resource_tres = config_.resource_tres};
-  queue_.SetLess([this](const std::string& a, const std::string& b) {
-    const auto ra = ranks_.find(a);
-    const auto rb = ranks_.find(b);
-    const std::int32_t pa = ra == ranks_.end() ? 0 : ra->second.priority;
-    const std::int32_t pb = rb == ranks_.end() ? 0 : rb->second.priority;
-    if (pa != pb) return pa > pb;
-    static const std::string kEmpty;
-    const std::string& ca = ra == ranks_.end() ? kEmpty : ra->second.created;
-    const std::string& cb = rb == ranks_.end() ? kEmpty : rb->second.created;
-    return ca < cb;
+  // Higher priority first, then the older pod; items without a rank (groups) as priority 0,
+  // before every pod of priority 0.
+  queue_.SetRank([this](const std::string& item) {
+    const auto r = ranks_.find(item);
+    if (r == ranks_.end()) return QueueRank{};
+    return QueueRank{-static_cast<std::int64_t>(r->second.priority), r->second.created};
   });
   pods_.cache().AddHandlers(
       {.on_add = [this](const auto& p) { OnPod(nullptr, p); },
@@ -1161,7 +1157,26 @@ awaitable<void> Scheduler::PollSlurm() {
               : config_.job_poll_interval;
     if (clock_.Now() - last_poll < every) continue;
     last_poll = clock_.Now();
-    if (!jobs_.empty()) {
+    // One request per jobPollInterval while nothing is fresh (the idle cost): the full job list,
+    // when due, stands in for the poll (it carries the states too, or says that no job changed),
+    // and so does the periodic node list (the states are asked at the next poll).
+    bool asked_this_time = false;
+    if (!jobs_.empty() && last_poll >= next_list) {
+      next_list = last_poll + config_.job_list_interval;
+      asked_this_time = co_await RefreshJobs();
+      if (asked_this_time) co_await ConfirmMissing();
+    }
+    // Until a node list succeeded nothing is submitted: asked at every poll until then. A
+    // periodic one due in the same interval as the job list waits for the next interval.
+    const bool nodes_urgent = !slurm_nodes_known_ || nodes_refresh_;
+    if (nodes_urgent || (clock_.Now() >= next_nodes && (fresh || !asked_this_time))) {
+      nodes_refresh_ = false;
+      next_nodes = clock_.Now() + config_.node_list_interval;
+      Result<void> r = co_await ListSlurmNodes();
+      if (!r) spdlog::warn("reading Slurm's nodes failed: {}", r.error().ToString());
+      if (r && !fresh) asked_this_time = true;
+    }
+    if (!jobs_.empty() && !asked_this_time) {
       // The tracked jobs only, in one request (up to about 2,000 ids, slurm::JobStatePaths):
       // the cost follows this scheduler's jobs, not every job of the cluster.
       std::set<std::int64_t> ids;
@@ -1196,17 +1211,6 @@ awaitable<void> Scheduler::PollSlurm() {
     if (!to_cancel_.empty() && now >= next_cancel) {
       next_cancel = now + std::chrono::seconds(5);
       co_await RetryCancels();
-    }
-    if (now >= next_list) {
-      next_list = now + config_.job_list_interval;
-      if (!jobs_.empty()) (void)co_await RefreshJobs();
-    }
-    // Until a node list succeeded nothing is submitted: asked at every poll until then.
-    if (now >= next_nodes || !slurm_nodes_known_ || nodes_refresh_) {
-      nodes_refresh_ = false;
-      next_nodes = now + config_.node_list_interval;
-      Result<void> r = co_await ListSlurmNodes();
-      if (!r) spdlog::warn("reading Slurm's nodes failed: {}", r.error().ToString());
     }
   }
 }

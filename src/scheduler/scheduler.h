@@ -203,7 +203,9 @@ class Scheduler {
   kube::Informer<kube::Node> nodes_;
   kube::ClientEventSink event_sink_;
   kube::EventRecorder recorder_;
-  kube::WorkQueue<std::string> queue_;
+  // The work queue's order: (-priority, creationTimestamp).
+  using QueueRank = std::pair<std::int64_t, std::string>;
+  kube::WorkQueue<std::string, QueueRank> queue_;
 
   std::unordered_map<std::string, Rank> ranks_;                // queue item -> rank
   std::unordered_map<std::string, std::string> group_of_pod_;  // pod key -> group key

@@ -268,6 +268,36 @@ TEST_F(SchedulerTest, FreshJobsArePolledFastThenAtTheInterval) {
   ASSERT_TRUE(RunUntil([&] { return scheduler_->stats().state_polls > quiet; }));
 }
 
+// Issue #13, the idle cost: with 1,000 pods waiting and nothing changing, at most one request to
+// slurmrestd per jobPollInterval (2/s at the default 500 ms) over minutes: the periodic job list
+// and node list stand in for that interval's state poll instead of adding to it.
+TEST_F(SchedulerTest, IdleCostIsOneRequestPerPollIntervalWithListsIncluded) {
+  ASSERT_NO_FATAL_FAILURE(StartWithPendingPods(1000));
+  const std::uint64_t before = scheduler_->stats().state_polls;
+  clock_.Advance(3s);  // past the fresh window after the submits
+  ASSERT_TRUE(RunUntil([&] { return scheduler_->stats().state_polls > before; }));
+  const std::uint64_t requests = slurm_.requests();
+  const int lists = slurm_.calls("ListJobsSince");
+  const int node_lists = slurm_.calls("ListNodes");
+  constexpr int kIntervals = 240;  // 2 minutes at 500 ms: 4 job lists and 4 node lists are due
+  int steps = 0;
+  ASSERT_TRUE(sb::testing::RunLoopUntil(
+      io_, [&] { return steps == kIntervals; }, 60s,
+      [&] {
+        clock_.Advance(config_.job_poll_interval);
+        ++steps;
+      }));
+  EXPECT_GE(slurm_.calls("ListJobsSince") - lists, 3) << "the periodic job list still runs";
+  EXPECT_GE(slurm_.calls("ListNodes") - node_lists, 3) << "the periodic node list still runs";
+  EXPECT_LE(slurm_.requests() - requests, static_cast<std::uint64_t>(kIntervals))
+      << "more than one request per jobPollInterval while idle: " << slurm_.calls("JobStates")
+      << " state polls, " << slurm_.calls("ListJobsSince") - lists << " job lists, "
+      << slurm_.calls("ListNodes") - node_lists << " node lists, " << slurm_.calls("GetJob")
+      << " job reads";
+  EXPECT_GE(slurm_.requests() - requests, static_cast<std::uint64_t>(kIntervals - 2))
+      << "the tracked jobs are still watched at every interval";
+}
+
 // Nothing tracked, nothing asked: no /jobs/state/ and no /jobs/ while no pod waits.
 TEST_F(SchedulerTest, NoTrackedJobNoSlurmJobRequests) {
   for (int i = 0; i < 20; ++i) slurm_.AddJob("RUNNING", "");

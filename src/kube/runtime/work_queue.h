@@ -22,7 +22,9 @@
 //
 // Thread model: loop-confined (call everything from the thread that runs the io_context on which
 // Get() is awaited). No mutexes. The queue and the clock must outlive every pending Get().
-// `Key` must be copyable, equality-comparable and hashable with std::hash.
+// `Key` must be copyable, equality-comparable and hashable with std::hash. `Rank` (optional) orders
+// the ready keys: SetRank(fn) makes Get() hand out the key of least fn(key) first, ties in the
+// order they became ready. Every operation is O(log n) in the number of keys.
 //
 // Example:
 //   WorkQueue<std::string> q(clock);
@@ -38,15 +40,16 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <exception>
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include <boost/asio/awaitable.hpp>
@@ -80,7 +83,7 @@ struct BackoffPolicy {
   }
 };
 
-template <typename Key>
+template <typename Key, typename Rank = std::monostate>
 class WorkQueue {
  public:
   explicit WorkQueue(Clock& clock, BackoffPolicy backoff = BackoffPolicy::Default())
@@ -89,24 +92,28 @@ class WorkQueue {
   WorkQueue& operator=(const WorkQueue&) = delete;
   ~WorkQueue() = default;
 
-  // Orders the ready keys: Get() hands out the least by `less` instead of the oldest (ties keep
-  // insertion order). Used for priority queues; O(ready keys) per Get().
-  void SetLess(std::function<bool(const Key&, const Key&)> less) { less_ = std::move(less); }
+  // Orders the ready keys: Get() hands out the key of least `rank(key)` instead of the oldest
+  // (ties keep the order in which keys became ready). The rank is read when a key is queued and
+  // again when a queued key is added again, so a caller that changes a key's rank adds it again.
+  void SetRank(std::function<Rank(const Key&)> rank) { rank_ = std::move(rank); }
 
-  // Adds `key` unless it is queued already; if it is being processed, marks it to be re-queued
-  // on Done(). Ignored after ShutDown().
+  // Adds `key` unless it is queued already (then its rank is read again); if it is being
+  // processed, marks it to be re-queued on Done(). Ignored after ShutDown().
   void Add(const Key& key) {
     if (shutting_down_) {
       return;
     }
     if (dirty_.contains(key)) {
+      if (rank_) {
+        Rerank(key);
+      }
       return;
     }
     dirty_.insert(key);
     if (processing_.contains(key)) {
       return;
     }
-    queue_.push_back(key);
+    Push(key);
     WakeAll();
   }
 
@@ -157,7 +164,7 @@ class WorkQueue {
   // Number of keys ready to be handed out (keys still waiting for their delay are not counted).
   [[nodiscard]] std::size_t Len() {
     PromoteDue();
-    return queue_.size();
+    return ready_.size();
   }
 
   // Keys waiting for their AddAfter/AddRateLimited delay.
@@ -170,13 +177,10 @@ class WorkQueue {
     std::unique_ptr<Timer> timer;
     for (;;) {
       PromoteDue();
-      if (!queue_.empty()) {
-        auto pick = queue_.begin();
-        if (less_ && queue_.size() > 1) {
-          pick = std::min_element(queue_.begin(), queue_.end(), less_);
-        }
-        Key key = std::move(*pick);
-        queue_.erase(pick);
+      if (!ready_.empty()) {
+        auto node = ready_.extract(ready_.begin());
+        Key key = std::move(node.value().key);
+        ready_by_key_.erase(key);
         dirty_.erase(key);
         processing_.insert(key);
         co_return std::optional<Key>(std::move(key));
@@ -199,8 +203,8 @@ class WorkQueue {
   // Marks `key` as processed. If it was added while being processed, it is queued again.
   void Done(const Key& key) {
     processing_.erase(key);
-    if (dirty_.contains(key)) {
-      queue_.push_back(key);
+    if (dirty_.contains(key) && !ready_by_key_.contains(key)) {
+      Push(key);
     }
     WakeAll();
   }
@@ -233,6 +237,40 @@ class WorkQueue {
 
  private:
   using WaitingMap = std::map<std::pair<Clock::TimePoint, std::uint64_t>, Key>;
+  // A ready key: handed out by (rank, seq), the least first.
+  struct Ready {
+    Rank rank;
+    std::uint64_t seq;
+    Key key;
+    bool operator<(const Ready& o) const {
+      if (rank < o.rank) return true;
+      if (o.rank < rank) return false;
+      return seq < o.seq;
+    }
+  };
+  using ReadySet = std::set<Ready>;
+
+  void Push(const Key& key) {
+    auto it = ready_.insert(Ready{rank_ ? rank_(key) : Rank{}, next_seq_++, key}).first;
+    ready_by_key_.insert_or_assign(key, it);
+  }
+
+  // A queued key whose rank may have changed moves to its new place (keeping its turn among
+  // keys of equal rank).
+  void Rerank(const Key& key) {
+    auto found = ready_by_key_.find(key);
+    if (found == ready_by_key_.end()) {
+      return;  // being processed: ranked when Done() queues it again
+    }
+    Rank rank = rank_(key);
+    const Ready& cur = *found->second;
+    if (!(rank < cur.rank) && !(cur.rank < rank)) {
+      return;
+    }
+    auto node = ready_.extract(found->second);
+    node.value().rank = std::move(rank);
+    found->second = ready_.insert(std::move(node)).position;
+  }
 
   // Waits on `timer` until `deadline` or until the queue changes (WakeAll). The guard keeps
   // getters_ free of dangling timers even when the coroutine frame is destroyed while parked.
@@ -267,7 +305,8 @@ class WorkQueue {
 
   Clock& clock_;
   BackoffPolicy backoff_;
-  std::deque<Key> queue_;               // ready keys, in order; each also in dirty_
+  ReadySet ready_;  // ready keys in the order they are handed out; each also in dirty_
+  std::unordered_map<Key, typename ReadySet::iterator> ready_by_key_;
   std::unordered_set<Key> dirty_;       // keys that need processing (queued or re-queue on Done)
   std::unordered_set<Key> processing_;  // keys handed out and not yet Done
   WaitingMap waiting_;                  // delayed keys by (ready time, insertion order)
@@ -276,15 +315,15 @@ class WorkQueue {
   std::vector<Timer*> getters_;  // non-owning: timers of parked Get()/ShutDownWithDrain()
   std::uint64_t next_seq_ = 0;
   bool shutting_down_ = false;
-  std::function<bool(const Key&, const Key&)> less_;
+  std::function<Rank(const Key&)> rank_;
 };
 
 // One worker of a controller: takes items from `queue` until it shuts down and hands each to
 // `reconcile` (a callable returning awaitable<Result<void>>). Success forgets the item's backoff;
 // an error, or an exception (turned into kInternal, so a bug in one item never stops the
 // worker), goes to `on_error(item, error)` and the item comes back rate-limited.
-template <typename Key, typename ReconcileFn, typename OnErrorFn>
-boost::asio::awaitable<void> RunQueueWorker(WorkQueue<Key>& queue, ReconcileFn reconcile,
+template <typename Key, typename Rank, typename ReconcileFn, typename OnErrorFn>
+boost::asio::awaitable<void> RunQueueWorker(WorkQueue<Key, Rank>& queue, ReconcileFn reconcile,
                                             OnErrorFn on_error) {
   while (std::optional<Key> item = co_await queue.Get()) {
     Result<void> r;

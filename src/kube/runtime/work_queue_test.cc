@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <exception>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -30,7 +31,8 @@ struct Pending {
   std::optional<std::string> key;
 };
 
-void SpawnGet(asio::io_context& io, WorkQueue<std::string>& q, Pending& p) {
+template <typename Queue>
+void SpawnGet(asio::io_context& io, Queue& q, Pending& p) {
   asio::co_spawn(io, q.Get(), [&p](std::exception_ptr e, std::optional<std::string> key) {
     ASSERT_FALSE(e);
     p.done = true;
@@ -39,7 +41,8 @@ void SpawnGet(asio::io_context& io, WorkQueue<std::string>& q, Pending& p) {
 }
 
 // Gets one key synchronously; fails the test when none is ready.
-std::optional<std::string> GetNow(asio::io_context& io, WorkQueue<std::string>& q) {
+template <typename Queue>
+std::optional<std::string> GetNow(asio::io_context& io, Queue& q) {
   Pending p;
   SpawnGet(io, q, p);
   Drain(io);
@@ -88,6 +91,87 @@ TEST_F(WorkQueueTest, DoneWithoutAddDoesNotRequeue) {
   q_.Add("a");
   ASSERT_EQ(GetNow(io_, q_), "a");
   q_.Done("a");
+  EXPECT_EQ(q_.Len(), 0u);
+}
+
+// A queue ordered by a rank the test sets per key (keys without one rank 0).
+class RankedWorkQueueTest : public ::testing::Test {
+ protected:
+  RankedWorkQueueTest() {
+    q_.SetRank([this](const std::string& key) {
+      auto it = ranks_.find(key);
+      return it == ranks_.end() ? 0 : it->second;
+    });
+  }
+  FakeClock clock_;
+  std::map<std::string, int> ranks_;
+  WorkQueue<std::string, int> q_{clock_};
+  asio::io_context io_;
+};
+
+TEST_F(RankedWorkQueueTest, HandsOutTheLeastRankFirstAndEqualRanksInArrivalOrder) {
+  ranks_ = {{"low", 5}, {"high", -3}, {"mid1", 1}, {"mid2", 1}};
+  for (const char* k : {"low", "mid1", "none", "high", "mid2"}) q_.Add(k);
+  std::vector<std::string> got;
+  while (q_.Len() > 0) got.push_back(*GetNow(io_, q_));
+  EXPECT_EQ(got, (std::vector<std::string>{"high", "none", "mid1", "mid2", "low"}));
+}
+
+TEST_F(RankedWorkQueueTest, AddingAQueuedKeyAgainReadsItsRankAgain) {
+  ranks_ = {{"a", 1}, {"b", 2}};
+  q_.Add("a");
+  q_.Add("b");
+  ranks_["b"] = 0;
+  q_.Add("b");
+  EXPECT_EQ(q_.Len(), 2u) << "still held once";
+  EXPECT_EQ(GetNow(io_, q_), "b");
+  EXPECT_EQ(GetNow(io_, q_), "a");
+}
+
+TEST_F(RankedWorkQueueTest, KeyRequeuedOnDoneIsRankedThen) {
+  ranks_ = {{"a", 1}, {"b", 2}};
+  q_.Add("a");
+  ASSERT_EQ(GetNow(io_, q_), "a");
+  q_.Add("a");  // dirty while processing
+  q_.Add("b");
+  ranks_["a"] = 3;
+  q_.Done("a");
+  EXPECT_EQ(GetNow(io_, q_), "b");
+  EXPECT_EQ(GetNow(io_, q_), "a");
+}
+
+TEST_F(RankedWorkQueueTest, DelayedKeysAreRankedWhenTheyBecomeReady) {
+  ranks_ = {{"late", -1}, {"early", 1}};
+  q_.Add("early");
+  q_.AddAfter("late", milliseconds(10));
+  EXPECT_EQ(q_.Len(), 1u);
+  clock_.Advance(milliseconds(10));
+  EXPECT_EQ(GetNow(io_, q_), "late");
+  EXPECT_EQ(GetNow(io_, q_), "early");
+}
+
+TEST_F(RankedWorkQueueTest, TenThousandKeysComeOutSortedByRankThenArrival) {
+  constexpr int kKeys = 10000;
+  for (int i = 0; i < kKeys; ++i) {
+    const std::string key = "k" + std::to_string(i);
+    ranks_[key] = (i * 7919) % 97;  // many keys share a rank
+    q_.Add(key);
+  }
+  int prev_rank = -1;
+  int prev_index = -1;
+  for (int n = 0; n < kKeys; ++n) {
+    const std::optional<std::string> key = GetNow(io_, q_);
+    ASSERT_TRUE(key);
+    const int rank = ranks_[*key];
+    const int index = std::stoi(key->substr(1));
+    ASSERT_GE(rank, prev_rank);
+    if (rank == prev_rank) {
+      ASSERT_GT(index, prev_index) << "equal ranks keep arrival order";
+    }
+    prev_rank = rank;
+    prev_index = index;
+    q_.Done(*key);
+  }
   EXPECT_EQ(q_.Len(), 0u);
 }
 
