@@ -119,6 +119,8 @@ class Scheduler {
     bool refill = false;                    // adopted with pods of the group bound to it
     kube::Clock::TimePoint submitted{};     // by this process (adopted jobs: the epoch)
     kube::Clock::TimePoint running_seen{};  // when this process saw it RUNNING (stage trace)
+    // Bind() ran for it in this process: from then on pods may carry its job-id label.
+    bool bind_tried = false;
     // The description Slurm has, as far as this process knows (unset for adopted jobs).
     std::optional<slurm::JobDescription> sent;
   };

@@ -88,6 +88,10 @@ class SchedulerTest : public ::testing::Test {
       ++events_;
       return HttpReply(201, req.body);
     }
+    if (req.method == "GET" && path == "/api/v1/namespaces/ns/pods" &&
+        req.target.find("labelSelector=") != std::string::npos) {
+      ++holder_lists_;  // ReadHolders; the fake answers
+    }
     const std::string prefix = "/api/v1/namespaces/ns/pods/";
     if (!path.starts_with(prefix)) return std::nullopt;
     std::string rest = path.substr(prefix.size());
@@ -95,6 +99,10 @@ class SchedulerTest : public ::testing::Test {
     const std::string sub = rest.size() > name.size() ? rest.substr(name.size() + 1) : "";
     const std::string json = api_.PodJson("ns", name);
     if (json.empty()) return HttpReply(404, R"({"kind":"Status","code":404,"reason":"NotFound"})");
+    if (req.method == "POST" && sub == "binding" && failing_bindings_ > 0) {
+      --failing_bindings_;
+      return HttpReply(500, R"({"kind":"Status","code":500,"message":"etcd timeout"})");
+    }
     if (req.method == "POST" && sub == "binding") {
       // {"target":{"kind":"Node","name":"n1"}}: the pod leaves the unbound pods' watch.
       const std::string key = R"("name":")";
@@ -192,7 +200,9 @@ class SchedulerTest : public ::testing::Test {
   bool done_ = false;
   int events_ = 0;
   int status_patches_ = 0;
-  std::map<std::string, int> patches_;           // pod name -> label patches
+  int holder_lists_ = 0;                // pod lists by label selector (the holders of a job)
+  int failing_bindings_ = 0;            // the next bindings answered 500
+  std::map<std::string, int> patches_;  // pod name -> label patches
   std::map<std::string, std::string> bindings_;  // pod name -> node
 };
 
@@ -296,6 +306,21 @@ TEST_F(SchedulerTest, IdleCostIsOneRequestPerPollIntervalWithListsIncluded) {
       << " job reads";
   EXPECT_GE(slurm_.requests() - requests, static_cast<std::uint64_t>(kIntervals - 2))
       << "the tracked jobs are still watched at every interval";
+}
+
+// Issue #13: a job this process submitted and never bound for has no holders, so binding its
+// pods costs no pod LIST (a scan of the namespace's pods in the apiserver, per job). After a
+// failed Binding the pods may carry the job's label: the retry reads the holders.
+TEST_F(SchedulerTest, FreshJobIsBoundWithoutListingHoldersAndARetryListsThem) {
+  ASSERT_NO_FATAL_FAILURE(StartWithPendingPods(2));
+  Allocate(JobOf("p0"));
+  ASSERT_TRUE(AdvanceUntil([&] { return bindings_.contains("p0"); }));
+  EXPECT_EQ(holder_lists_, 0);
+  failing_bindings_ = 1;
+  Allocate(JobOf("p1"));
+  ASSERT_TRUE(AdvanceUntil([&] { return bindings_.contains("p1"); }));
+  EXPECT_EQ(holder_lists_, 1) << "the retry after the failed Binding reads the holders";
+  EXPECT_EQ(failing_bindings_, 0);
 }
 
 // Nothing tracked, nothing asked: no /jobs/state/ and no /jobs/ while no pod waits.
