@@ -31,10 +31,13 @@ namespace {
 constexpr std::string_view kPodItem = "p:";
 constexpr std::string_view kGroupItem = "g:";
 constexpr auto kOwnerCacheTtl = std::chrono::seconds(10);
-// After a submit, the tracked jobs are polled this often for kFreshWindow (jobPollInterval
-// otherwise): Slurm usually starts a job that fits within a second of its submit.
-constexpr auto kFreshPollInterval = std::chrono::milliseconds(50);
+// After a submit, the jobs submitted within kFreshWindow are polled every kFreshPollInterval
+// (all tracked jobs every jobPollInterval): Slurm usually starts a job that fits within tens of
+// milliseconds of its submit. A fresh poll also waits kFreshPollSpacing times as long as the last
+// poll took, so that polls take at most a fraction of slurmrestd's time in a burst.
+constexpr auto kFreshPollInterval = std::chrono::milliseconds(20);
 constexpr auto kFreshWindow = std::chrono::seconds(3);
+constexpr int kFreshPollSpacing = 3;
 
 std::string PodKey(const Pod& pod) { return kube::ObjectKey(pod.metadata); }
 
@@ -1154,22 +1157,28 @@ awaitable<void> Scheduler::PollSlurm() {
   kube::Clock::TimePoint next_list = clock_.Now() + config_.job_list_interval;
   kube::Clock::TimePoint next_nodes = clock_.Now() + config_.node_list_interval;
   kube::Clock::TimePoint next_cancel = clock_.Now();
-  kube::Clock::TimePoint last_poll = clock_.Now();
+  kube::Clock::TimePoint last_poll = clock_.Now();       // of any kind
+  kube::Clock::TimePoint last_full_poll = clock_.Now();  // of every tracked job
+  kube::Clock::Duration last_poll_took{};
   while (co_await tasks_.Sleep(
       std::min<kube::Clock::Duration>(config_.job_poll_interval, kFreshPollInterval))) {
-    // Every jobPollInterval; every kFreshPollInterval while a submit is recent (the wake-ups in
-    // between cost no request).
-    const bool fresh = last_submit_ && clock_.Now() - *last_submit_ < kFreshWindow;
-    const kube::Clock::Duration every =
-        fresh ? std::min<kube::Clock::Duration>(kFreshPollInterval, config_.job_poll_interval)
-              : config_.job_poll_interval;
-    if (clock_.Now() - last_poll < every) continue;
-    last_poll = clock_.Now();
+    // Every tracked job every jobPollInterval; the fresh ones every kFreshPollInterval while a
+    // submit is recent (the wake-ups in between cost no request).
+    const kube::Clock::TimePoint tick = clock_.Now();
+    const bool fresh = last_submit_ && tick - *last_submit_ < kFreshWindow;
+    const bool full = tick - last_full_poll >= config_.job_poll_interval;
+    if (!full && (!fresh ||
+                  tick - last_poll < std::max<kube::Clock::Duration>(
+                                         kFreshPollInterval, kFreshPollSpacing * last_poll_took))) {
+      continue;
+    }
+    last_poll = tick;
+    if (full) last_full_poll = tick;
     // One request per jobPollInterval while nothing is fresh (the idle cost): the full job list,
     // when due, stands in for the poll (it carries the states too, or says that no job changed),
     // and so does the periodic node list (the states are asked at the next poll).
     bool asked_this_time = false;
-    if (!jobs_.empty() && last_poll >= next_list) {
+    if (full && !jobs_.empty() && last_poll >= next_list) {
       next_list = last_poll + config_.job_list_interval;
       asked_this_time = co_await RefreshJobs();
       if (asked_this_time) co_await ConfirmMissing();
@@ -1177,7 +1186,7 @@ awaitable<void> Scheduler::PollSlurm() {
     // Until a node list succeeded nothing is submitted: asked at every poll until then. A
     // periodic one due in the same interval as the job list waits for the next interval.
     const bool nodes_urgent = !slurm_nodes_known_ || nodes_refresh_;
-    if (nodes_urgent || (clock_.Now() >= next_nodes && (fresh || !asked_this_time))) {
+    if (nodes_urgent || (full && clock_.Now() >= next_nodes && (fresh || !asked_this_time))) {
       nodes_refresh_ = false;
       next_nodes = clock_.Now() + config_.node_list_interval;
       Result<void> r = co_await ListSlurmNodes();
@@ -1187,16 +1196,25 @@ awaitable<void> Scheduler::PollSlurm() {
     if (!jobs_.empty() && !asked_this_time) {
       // The tracked jobs only, in one request (up to about 2,000 ids, slurm::JobStatePaths):
       // the cost follows this scheduler's jobs, not every job of the cluster.
+      // Between full polls, only the jobs submitted within kFreshWindow.
       std::set<std::int64_t> ids;
-      for (const auto& [group, t] : jobs_) ids.insert(t.id);
+      for (const auto& [group, t] : jobs_) {
+        if (full || tick - t.submitted < kFreshWindow) ids.insert(t.id);
+      }
       const kube::Clock::TimePoint asked = clock_.Now();
-      Result<std::vector<slurm::JobStateEntry>> states =
-          co_await slurm_.JobStates(std::vector<std::int64_t>(ids.begin(), ids.end()));
-      if (states) {
+      Result<std::vector<slurm::JobStateEntry>> states = std::vector<slurm::JobStateEntry>{};
+      if (!ids.empty()) {
+        states = co_await slurm_.JobStates(std::vector<std::int64_t>(ids.begin(), ids.end()));
+        last_poll_took = clock_.Now() - asked;
+      }
+      if (!states) {
+        spdlog::warn("reading Slurm job states failed: {}", states.error().ToString());
+      } else if (!ids.empty()) {
         ++stats_.state_polls;
         std::unordered_map<std::int64_t, const slurm::JobStateEntry*> by_id;
         for (const slurm::JobStateEntry& s : *states) by_id[s.job_id] = &s;
         for (auto& [group, t] : jobs_) {
+          if (!ids.contains(t.id)) continue;
           auto it = by_id.find(t.id);
           if (it == by_id.end()) {
             // Gone, or not yet in /jobs/state/ (seen lagging under load): confirmed below.
@@ -1210,8 +1228,6 @@ awaitable<void> Scheduler::PollSlurm() {
             ApplyState(t, s);
           }
         }
-      } else {
-        spdlog::warn("reading Slurm job states failed: {}", states.error().ToString());
       }
       co_await ConfirmMissing();
     }

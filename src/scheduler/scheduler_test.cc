@@ -323,6 +323,42 @@ TEST_F(SchedulerTest, FreshJobIsBoundWithoutListingHoldersAndARetryListsThem) {
   EXPECT_EQ(failing_bindings_, 0);
 }
 
+// Issue #13, latency: between the full polls (every jobPollInterval), the fast polls after a
+// submit ask only for the jobs submitted within the last 3 s, so that they stay small when many
+// jobs wait.
+TEST_F(SchedulerTest, FastPollsAskForTheFreshJobsOnlyAndFullPollsForAll) {
+  ASSERT_NO_FATAL_FAILURE(StartWithPendingPods(3));
+  const std::int64_t old_job = JobOf("p0");
+  const std::uint64_t polls = scheduler_->stats().state_polls;
+  clock_.Advance(3s);  // p0..p2's jobs are no longer fresh
+  ASSERT_TRUE(RunUntil([&] { return scheduler_->stats().state_polls > polls; }));
+  api_.AddPod("ns", "late");
+  ASSERT_TRUE(AdvanceUntil([&] { return JobOf("late") != 0; }, 5ms));
+  const std::int64_t fresh_job = JobOf("late");
+  const std::size_t before = slurm_.state_queries().size();
+  int steps = 0;  // 600 ms in 20 ms steps: fast polls, and one full poll
+  ASSERT_TRUE(sb::testing::RunLoopUntil(
+      io_, [&] { return steps == 30; }, 60s,
+      [&] {
+        clock_.Advance(20ms);
+        ++steps;
+      }));
+  const std::vector<std::vector<std::int64_t>>& queries = slurm_.state_queries();
+  ASSERT_GT(queries.size(), before + 10) << "polled every 20 ms after the submit";
+  int full = 0;
+  for (std::size_t i = before; i < queries.size(); ++i) {
+    if (queries[i].size() == 1) {
+      EXPECT_EQ(queries[i].front(), fresh_job);
+    } else {
+      EXPECT_EQ(queries[i].size(), 4u);
+      EXPECT_NE(std::ranges::find(queries[i], old_job), queries[i].end());
+      ++full;
+    }
+  }
+  EXPECT_GE(full, 1) << "every tracked job at least every jobPollInterval";
+  EXPECT_LE(full, 2);
+}
+
 // Nothing tracked, nothing asked: no /jobs/state/ and no /jobs/ while no pod waits.
 TEST_F(SchedulerTest, NoTrackedJobNoSlurmJobRequests) {
   for (int i = 0; i < 20; ++i) slurm_.AddJob("RUNNING", "");
