@@ -568,6 +568,16 @@ struct FakeApiServer::Impl {
       return Conflict("pod " + name + " is being deleted, cannot be assigned to a host");
     }
     pod["spec"].as_object()["nodeName"] = node;
+    // The Binding's annotations join the pod's (BindingREST.setPodHostAndAnnotations).
+    if (const bj::value* meta = binding->if_contains("metadata"); meta && meta->is_object()) {
+      if (const bj::value* a = meta->as_object().if_contains("annotations"); a && a->is_object()) {
+        bj::value& pod_meta = pod["metadata"];
+        if (!pod_meta.is_object()) pod_meta = bj::object{};
+        bj::value& pod_annotations = pod_meta.as_object()["annotations"];
+        if (!pod_annotations.is_object()) pod_annotations = bj::object{};
+        for (const auto& [k, v] : a->as_object()) pod_annotations.as_object()[k] = v;
+      }
+    }
     bj::object scheduled{{"type", "PodScheduled"}, {"status", "True"}};
     bj::object status{{"conditions", bj::array{scheduled}}};
     StrategicMerge(pod, bj::object{{"status", status}});

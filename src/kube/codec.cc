@@ -1043,11 +1043,17 @@ Result<std::string> Encode(const GenericObject& g) {
 }
 
 std::string EncodeBinding(std::string_view ns, std::string_view name, std::string_view uid,
-                          std::string_view node) {
+                          std::string_view node,
+                          const std::map<std::string, std::string>& annotations) {
   bj::object meta;
   meta["name"] = name;
   meta["namespace"] = ns;
   if (!uid.empty()) meta["uid"] = uid;
+  if (!annotations.empty()) {
+    bj::object a;
+    for (const auto& [k, v] : annotations) a[k] = v;
+    meta["annotations"] = std::move(a);
+  }
   bj::object o;
   o["apiVersion"] = "v1";
   o["kind"] = "Binding";

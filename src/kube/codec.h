@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -59,9 +60,12 @@ template <typename T>
 [[nodiscard]] Result<std::string> Encode(const GenericObject& object);
 
 // v1 Binding of pod `ns/name` to `node` (POST pods/{name}/binding). A non-empty `uid` becomes
-// metadata.uid, which the apiserver checks against the pod's.
+// metadata.uid, which the apiserver checks against the pod's; `annotations` become
+// metadata.annotations, which the apiserver merges into the pod's as it binds it (every version
+// since 1.1: BindingREST.setPodHostAndAnnotations).
 [[nodiscard]] std::string EncodeBinding(std::string_view ns, std::string_view name,
-                                        std::string_view uid, std::string_view node);
+                                        std::string_view uid, std::string_view node,
+                                        const std::map<std::string, std::string>& annotations = {});
 
 // metav1.DeleteOptions; fields unset stay out.
 struct DeleteOptions {

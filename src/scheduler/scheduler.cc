@@ -38,6 +38,8 @@ constexpr auto kOwnerCacheTtl = std::chrono::seconds(10);
 constexpr auto kFreshPollInterval = std::chrono::milliseconds(20);
 constexpr auto kFreshWindow = std::chrono::seconds(3);
 constexpr int kFreshPollSpacing = 3;
+// Workers on the queue: 4 x maxConcurrentSubmits, at least this many.
+constexpr int kMinWorkers = 16;
 
 std::string PodKey(const Pod& pod) { return kube::ObjectKey(pod.metadata); }
 
@@ -61,6 +63,23 @@ std::string ErrorWords(const Error& e) {
 // {"metadata":{"labels":{...},"finalizers":[...]},"spec":{"tolerations":[...]}} as a strategic
 // merge patch: labels merge by key, finalizers merge as a set, tolerations are replaced whole
 // (they have no merge key), so the list sent is the pod's plus ours.
+// The toleration of the managed-node taint the bridge gives its pods.
+bool ToleratesManagedNodes(const Pod& pod, const std::string& scheduler_name) {
+  return std::ranges::any_of(pod.spec.tolerations, [&](const kube::Toleration& t) {
+    return t.key == bridge::kManagedNodeTaint && t.value == scheduler_name &&
+           (t.effect.empty() || t.effect == "NoExecute");
+  });
+}
+
+// The pod carries what LabelPatch(pod, job_id, ...) sets, apart from the node's annotations.
+bool Labelled(const Pod& pod, std::int64_t job_id, const std::string& scheduler_name) {
+  const auto label = pod.metadata.labels.find(std::string(bridge::kJobIdLabel));
+  return label != pod.metadata.labels.end() && label->second == std::to_string(job_id) &&
+         std::ranges::find(pod.metadata.finalizers, bridge::kFinalizer) !=
+             pod.metadata.finalizers.end() &&
+         ToleratesManagedNodes(pod, scheduler_name);
+}
+
 std::string LabelPatch(const Pod& pod, std::int64_t job_id, const std::string& scheduler_name,
                        const std::string* node, const std::string& gpus = "") {
   std::string labels = fmt::format("{}:{}", kube::JsonQuote(bridge::kJobIdLabel),
@@ -125,6 +144,7 @@ Scheduler::Scheduler(asio::any_io_executor executor, kube::Client& kube, slurm::
                 kube::EventRecorderOptions{.source = {.component = config_.scheduler_name}}),
       queue_(clock, kube::BackoffPolicy{.base = std::chrono::milliseconds(250),
                                         .cap = std::chrono::seconds(60)}),
+      submit_slots_(clock, config_.max_concurrent_submits),
       tasks_(executor_, clock, "scheduler") {
   translate_ = {.partition = config_.partition,
                 .mcs_label = config_.mcs_label,
@@ -247,7 +267,10 @@ awaitable<Result<void>> Scheduler::Run() {
     ready_ = true;
     spdlog::info("scheduler {} started: {} pending pods, {} adopted jobs", config_.scheduler_name,
                  pods_.cache().size(), jobs_.size());
-    for (int i = 0; i < config_.max_concurrent_submits; ++i) tasks_.Spawn(Worker());
+    // Workers beyond the submits in flight: binding and the pods' writes wait on the apiserver,
+    // which a burst slows down, and must not hold the submits up (nor the other way round).
+    const int workers = std::max(kMinWorkers, 4 * config_.max_concurrent_submits);
+    for (int i = 0; i < workers; ++i) tasks_.Spawn(Worker());
     tasks_.Spawn(PollSlurm());
   }
   co_await tasks_.Join();
@@ -260,6 +283,7 @@ void Scheduler::Stop() {
   pods_.Stop();
   nodes_.Stop();
   queue_.ShutDown();
+  submit_slots_.Close();
   recorder_.ShutDown();
   tasks_.Stop();
 }
@@ -659,10 +683,14 @@ awaitable<Result<void>> Scheduler::Submit(const GroupSpec& spec, std::vector<con
     RetryLater(spec.key, pods, wanted.retry);
     co_return Result<void>{};
   }
+  // At most maxConcurrentSubmits submits at once (in the queue's order); the other workers go
+  // on binding and reporting meanwhile.
+  std::optional<kube::Semaphore::Permit> permit = co_await submit_slots_.Acquire();
   // A scheduler that stops (lost leadership) submits nothing more: the next leader does.
-  if (stopping_) co_return Result<void>{};
+  if (!permit || stopping_) co_return Result<void>{};
   const std::string partition = wanted.job.partition;
   Result<slurm::JobSubmitResult> submitted = co_await slurm_.SubmitJob(wanted.job);
+  permit.reset();
   if (!submitted) {
     ++stats_.submit_errors;
     const Error& e = submitted.error();
@@ -874,25 +902,36 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
       it->second.pods = plan.retag_pods;
     }
   }
-  // The whole group is annotated first, then bound: the job id (label), the node and the GPU
-  // indices Slurm gave the job there, which the containers read through the downward API.
+  // Each pod carries the job id (label, finalizer, toleration: set after the submit) before it
+  // is bound; the node and the GPU indices Slurm gave the job there, which the containers read
+  // through the downward API, come with the Binding (the apiserver adds its annotations to the
+  // pod's). The whole group is labelled first, then bound; a pod whose label the cache does not
+  // show yet is patched with it here.
   std::map<std::string, std::string> slurm_name_of;  // Kubernetes node -> Slurm node
   for (const auto& [slurm_name, kube_name] : in.kube_node_of) slurm_name_of[kube_name] = slurm_name;
+  std::vector<std::map<std::string, std::string>> annotations;
   for (const auto& [pod, node] : plan.assign) {
     const auto slurm_name = slurm_name_of.find(node);
     const std::string gpus =
         slurm_name == slurm_name_of.end()
             ? ""
             : bridge::GpuIndicesOn(job.gres_detail, in.slurm_nodes, slurm_name->second);
+    std::map<std::string, std::string>& a = annotations.emplace_back();
+    a.emplace(bridge::kNodeAnnotation, node);
+    if (!gpus.empty()) a.emplace(bridge::kJobGpusAnnotation, gpus);
+    if (Labelled(*pod, job.id, config_.scheduler_name)) continue;
     std::string patch = LabelPatch(*pod, job.id, config_.scheduler_name, &node, gpus);
     Result<Pod> r = co_await kube::PatchAs<Pod>(
         kube_, kube::PodsRef(pod->metadata.namespace_).WithName(pod->metadata.name),
         kube::PatchType::kStrategicMerge, std::move(patch));
+    ++stats_.bind_patches;
     if (!r && r.error().code != ErrorCode::kNotFound) co_return tl::unexpected(r.error());
   }
-  for (const auto& [pod, node] : plan.assign) {
+  for (std::size_t i = 0; i < plan.assign.size(); ++i) {
+    const Pod* pod = plan.assign[i].first;
+    const std::string& node = plan.assign[i].second;
     Result<void> b = co_await kube::BindPod(kube_, pod->metadata.namespace_, pod->metadata.name,
-                                            pod->metadata.uid, node);
+                                            pod->metadata.uid, node, annotations[i]);
     if (!b) {
       ++stats_.bind_errors;
       if (b.error().code == ErrorCode::kNotFound) continue;  // deleted meanwhile

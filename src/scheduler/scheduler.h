@@ -58,6 +58,7 @@
 #include "kube/runtime/clock.h"
 #include "kube/runtime/event_recorder.h"
 #include "kube/runtime/kube_adapters.h"
+#include "kube/runtime/semaphore.h"
 #include "kube/runtime/task_group.h"
 #include "kube/runtime/work_queue.h"
 #include "scheduler/planner.h"
@@ -76,6 +77,9 @@ struct Stats {
   std::uint64_t submit_errors = 0;
   std::uint64_t pods_bound = 0;
   std::uint64_t bind_errors = 0;
+  // Pods patched with the job id while being bound (the cache did not show the label set after
+  // the submit yet); the others get only the Binding.
+  std::uint64_t bind_patches = 0;
   std::uint64_t state_polls = 0;
   std::uint64_t job_lists = 0;
   std::uint64_t job_lists_unchanged = 0;  // of job_lists: Slurm said no job changed
@@ -99,6 +103,10 @@ class Scheduler {
   // Groups waiting in the queue.
   [[nodiscard]] std::size_t QueueDepth() { return queue_.Len(); }
   [[nodiscard]] std::size_t TrackedJobs() const { return jobs_.size(); }
+  // The unbound pod `ns/name` as the scheduler's cache has it (for tests).
+  [[nodiscard]] std::shared_ptr<const kube::Pod> CachedPod(const std::string& key) const {
+    return pods_.cache().Get(key);
+  }
   // Per-pod bookkeeping still held (queue ranks, last reported messages, bound UIDs): returns to
   // 0 once the pods are bound or gone. For tests and metrics.
   [[nodiscard]] std::size_t TrackedKeys() const {
@@ -208,6 +216,7 @@ class Scheduler {
   // The work queue's order: (-priority, creationTimestamp).
   using QueueRank = std::pair<std::int64_t, std::string>;
   kube::WorkQueue<std::string, QueueRank> queue_;
+  kube::Semaphore submit_slots_;  // maxConcurrentSubmits
 
   std::unordered_map<std::string, Rank> ranks_;                // queue item -> rank
   std::unordered_map<std::string, std::string> group_of_pod_;  // pod key -> group key

@@ -111,6 +111,7 @@ class SchedulerTest : public ::testing::Test {
       const std::string node =
           req.body.substr(at + key.size(), req.body.find('"', at + key.size()) - at - key.size());
       bindings_[name] = node;
+      binding_bodies_[name] = req.body;
       api_.SetPodNode("ns", name, node);
       return HttpReply(201, R"({"kind":"Status","status":"Success"})");
     }
@@ -120,6 +121,7 @@ class SchedulerTest : public ::testing::Test {
     }
     if (req.method == "PATCH" && sub.empty()) {
       ++patches_[name];
+      if (apply_patches_) return std::nullopt;  // the fake applies it (and the watch shows it)
       return HttpReply(200, json);
     }
     if (req.method == "GET" && sub.empty()) return HttpReply(200, json);
@@ -203,7 +205,9 @@ class SchedulerTest : public ::testing::Test {
   int holder_lists_ = 0;                // pod lists by label selector (the holders of a job)
   int failing_bindings_ = 0;            // the next bindings answered 500
   std::map<std::string, int> patches_;  // pod name -> label patches
-  std::map<std::string, std::string> bindings_;  // pod name -> node
+  std::map<std::string, std::string> bindings_;        // pod name -> node
+  std::map<std::string, std::string> binding_bodies_;  // pod name -> the Binding sent
+  bool apply_patches_ = false;  // pod patches reach the fake's store (else answered unchanged)
 };
 
 // Test audit #8 and review item 13: watching Slurm costs one request to /jobs/state/ per
@@ -357,6 +361,25 @@ TEST_F(SchedulerTest, FastPollsAskForTheFreshJobsOnlyAndFullPollsForAll) {
   }
   EXPECT_GE(full, 1) << "every tracked job at least every jobPollInterval";
   EXPECT_LE(full, 2);
+}
+
+// Issue #13: a pod labelled after its submit (label, finalizer, toleration) is bound with one
+// write, a Binding that carries the node's annotations (the apiserver adds them to the pod); a
+// pod whose label the cache does not show is patched first.
+TEST_F(SchedulerTest, LabelledPodIsBoundWithOneWriteThatCarriesTheAnnotations) {
+  apply_patches_ = true;
+  ASSERT_NO_FATAL_FAILURE(StartWithPendingPods(1));
+  ASSERT_EQ(patches_["p0"], 1) << "labelled after the submit";
+  ASSERT_TRUE(RunUntil([&] {
+    std::shared_ptr<const kube::Pod> cached = scheduler_->CachedPod("ns/p0");
+    return cached && cached->metadata.labels.contains(std::string(bridge::kJobIdLabel));
+  }));
+  Allocate(JobOf("p0"));
+  ASSERT_TRUE(AdvanceUntil([&] { return bindings_.contains("p0"); }));
+  EXPECT_EQ(patches_["p0"], 1) << "no second patch at bind time";
+  EXPECT_NE(binding_bodies_["p0"].find(R"("slinky.slurm.net/slurm-node":"n1")"), std::string::npos)
+      << binding_bodies_["p0"];
+  EXPECT_EQ(scheduler_->stats().bind_patches, 0u);
 }
 
 // Nothing tracked, nothing asked: no /jobs/state/ and no /jobs/ while no pod waits.
