@@ -38,6 +38,8 @@ constexpr auto kOwnerCacheTtl = std::chrono::seconds(10);
 constexpr auto kFreshPollInterval = std::chrono::milliseconds(20);
 constexpr auto kFreshWindow = std::chrono::seconds(3);
 constexpr int kFreshPollSpacing = 3;
+// The periodic job list waits at least this many times as long as the last one took.
+constexpr int kListSpacing = 20;
 // Workers on the queue: 4 x maxConcurrentSubmits, at least this many.
 constexpr int kMinWorkers = 16;
 
@@ -1193,8 +1195,18 @@ awaitable<void> Scheduler::ConfirmMissing() {
   }
 }
 
+awaitable<void> Scheduler::PeriodicList() {
+  const kube::Clock::TimePoint started = clock_.Now();
+  (void)co_await RefreshJobs();
+  // Every jobListInterval, and never for more than 1/kListSpacing of the time: a full list
+  // grows with the cluster's jobs (seconds and hundreds of MB in slurmrestd for 10,000).
+  const kube::Clock::TimePoint now = clock_.Now();
+  next_list_ = now + std::max<kube::Clock::Duration>(config_.job_list_interval,
+                                                     kListSpacing * (now - started));
+}
+
 awaitable<void> Scheduler::PollSlurm() {
-  kube::Clock::TimePoint next_list = clock_.Now() + config_.job_list_interval;
+  next_list_ = clock_.Now() + config_.job_list_interval;
   kube::Clock::TimePoint next_nodes = clock_.Now() + config_.node_list_interval;
   kube::Clock::TimePoint next_cancel = clock_.Now();
   kube::Clock::TimePoint last_poll = clock_.Now();       // of any kind
@@ -1218,10 +1230,12 @@ awaitable<void> Scheduler::PollSlurm() {
     // when due, stands in for the poll (it carries the states too, or says that no job changed),
     // and so does the periodic node list (the states are asked at the next poll).
     bool asked_this_time = false;
-    if (full && !jobs_.empty() && last_poll >= next_list) {
-      next_list = last_poll + config_.job_list_interval;
-      asked_this_time = co_await RefreshJobs();
-      if (asked_this_time) co_await ConfirmMissing();
+    // The list runs beside the polls: a full list of thousands of jobs takes seconds, during
+    // which the jobs that start must still be seen.
+    if (full && !jobs_.empty() && last_poll >= next_list_ && !listing_) {
+      next_list_ = kube::Clock::TimePoint::max();  // set again when the list is done
+      asked_this_time = true;
+      tasks_.Spawn(PeriodicList());
     }
     // Until a node list succeeded nothing is submitted: asked at every poll until then. A
     // periodic one due in the same interval as the job list waits for the next interval.

@@ -187,6 +187,8 @@ class Scheduler {
                                                                std::string name);
 
   boost::asio::awaitable<void> PollSlurm();
+  // The periodic full job list (adoption, a second job of a group), beside the polls.
+  boost::asio::awaitable<void> PeriodicList();
   // Asks Slurm about tracked jobs a list left out (GET /job/{id}): gone, or just newer.
   boost::asio::awaitable<void> ConfirmMissing();
   boost::asio::awaitable<Result<void>> ListJobs(bool startup);
@@ -241,6 +243,7 @@ class Scheduler {
   std::optional<kube::Clock::TimePoint> listed_at_;
   std::int64_t jobs_since_ = 0;  // Slurm's last_update of the last full list (update_time)
   bool listing_ = false;
+  kube::Clock::TimePoint next_list_{};  // of the periodic list
   // Groups whose last submit had an unknown outcome (timeout, lost connection), since when.
   std::unordered_map<std::string, kube::Clock::TimePoint> submit_doubt_;
   // The last submit: jobs are polled every kFreshPollInterval for kFreshWindow after it, since
