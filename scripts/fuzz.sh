@@ -39,10 +39,11 @@ fuzz_one() {
   "$dir/$t" -max_total_time="$seconds" -print_final_stats=1 -timeout=10 -rss_limit_mb=2048 \
     -artifact_prefix="$artifacts" "$corpus" >"$log" 2>&1 || rc=$?
   local execs eps cov ft found
-  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
-  eps=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
-  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
-  ft=$(grep -o 'ft: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
+  # `|| true`: a target that fails on its seeds prints no cov: line.
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1 || true)
+  eps=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1 || true)
+  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2 || true)
+  ft=$(grep -o 'ft: [0-9]*' "$log" | tail -1 | cut -d' ' -f2 || true)
   found=$(($(find "$artifacts" -type f | wc -l) - before))
   [ "$rc" != 0 ] && [ "$found" = 0 ] && found="rc=$rc"
   echo "$t ${execs:-?} ${eps:-?} ${cov:-?} ${ft:-?} $found" >"$dir/logs/$t.result"
@@ -60,6 +61,11 @@ wait
 status=0
 printf '%-24s %12s %8s %7s %7s  %s\n' target executions exec/s cov ft crashes
 for t in "${targets[@]}"; do
+  if [ ! -f "$dir/logs/$t.result" ]; then
+    echo "$t: no result (see $dir/logs/$t.log)"
+    status=1
+    continue
+  fi
   read -r name execs eps cov ft found <"$dir/logs/$t.result"
   printf '%-24s %12s %8s %7s %7s  %s\n' "$name" "$execs" "$eps" "$cov" "$ft" "$found"
   if [ "$found" != 0 ]; then
