@@ -6,6 +6,7 @@
 # With ccache installed (scripts/install-deps.sh installs it) compilations are cached in
 # ~/.cache/slurm-bridge/ccache (SB_CCACHE_DIR), keyed on paths relative to the checkout, so a fresh
 # clone of the same sources rebuilds from the cache; SB_CCACHE=0 turns it off.
+# SB_BUILD_TARGETS (space-separated) builds only those targets instead of everything.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
@@ -20,4 +21,6 @@ if [ "${SB_CCACHE:-1}" != 0 ] && command -v ccache >/dev/null; then
   launcher=("-DCMAKE_CXX_COMPILER_LAUNCHER=$l" "-DCMAKE_C_COMPILER_LAUNCHER=$l")
 fi
 cmake -S "$root" -B "$build" "${gen[@]}" -DSB_WERROR=ON "${launcher[@]}" "$@" >/dev/null
-cmake --build "$build" -j "$(nproc)"
+targets=()
+[ -n "${SB_BUILD_TARGETS:-}" ] && read -ra targets <<<"$SB_BUILD_TARGETS" && targets=(--target "${targets[@]}")
+cmake --build "$build" -j "$(nproc)" "${targets[@]}"

@@ -2,7 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 #
 # The test command: installs what is missing, builds, checks formatting, and runs every test
-# (unit, then e2e against a real Slurm and kube-apiserver that ctest starts and stops).
+# (unit, then e2e against a real Slurm and kube-apiserver that ctest starts and stops), then the
+# unit tests under ASan + UBSan and a short run of each fuzz target (scripts/sanitize.sh,
+# scripts/fuzz.sh; SB_SANITIZE=0 skips them).
 # Arguments go to ctest, e.g. scripts/test.sh -L unit, or scripts/test.sh -R slurm.
 # SB_TEST_JOBS (default 2) is ctest's --parallel.
 set -euo pipefail
@@ -21,5 +23,16 @@ status=0
 # what runs side by side is a unit test, or the tests of different environments (SB_TEST_JOBS=1:
 # one at a time).
 ctest --output-on-failure --timeout 900 --parallel "${SB_TEST_JOBS:-2}" "$@" || status=$?
-echo "test.sh: deps $((t1 - t0)) s, test environment artifacts $((t2 - t1)) s, build $((t3 - t2)) s, tests $((SECONDS - t3)) s"
+t4=$SECONDS
+# The unit tests again under ASan + UBSan (build-asan/, clang 14), then each fuzz target for
+# SB_FUZZ_SECONDS (default 10) from its corpus, two at a time. SB_SANITIZE=0 skips both.
+sanitized=""
+if [ "${SB_SANITIZE:-1}" != 0 ]; then
+  "$root/scripts/sanitize.sh" || status=$?
+  t5=$SECONDS
+  SB_FUZZ_BUILD=0 SB_FUZZ_JOBS=${SB_FUZZ_JOBS:-2} "$root/scripts/fuzz.sh" "${SB_FUZZ_SECONDS:-10}" ||
+    status=$?
+  sanitized=", sanitized build + unit tests $((t5 - t4)) s, fuzzing $((SECONDS - t5)) s"
+fi
+echo "test.sh: deps $((t1 - t0)) s, test environment artifacts $((t2 - t1)) s, build $((t3 - t2)) s, tests $((t4 - t3)) s$sanitized"
 exit $status

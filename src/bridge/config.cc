@@ -174,6 +174,11 @@ Result<std::chrono::milliseconds> ParseDuration(std::string_view text) {
     }
     total_ms += value * scale;
   }
+  // As Go's time.ParseDuration, a duration beyond int64 is an error; converting it would be
+  // undefined behaviour (found by fuzz/bridge_config_fuzz).
+  if (!(total_ms + 0.5 < 9223372036854775808.0)) {
+    return MakeError(ErrorCode::kInvalidArgument, fmt::format("duration \"{}\" is too long", text));
+  }
   return std::chrono::milliseconds(static_cast<std::int64_t>(total_ms + 0.5));
 }
 

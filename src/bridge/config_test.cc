@@ -113,6 +113,19 @@ TEST(DurationTest, GoStyle) {
   EXPECT_FALSE(ParseDuration("5d"));
 }
 
+// Found by fuzz/bridge_config_fuzz (UBSan: float-cast-overflow): a duration beyond int64
+// milliseconds is an error, as for Go's time.ParseDuration.
+TEST(DurationTest, BeyondInt64IsAnError) {
+  for (const char* d : {"3h6666666666666666666666666666605s5s", "2562047788016h",
+                        "9999999999999999999999999h", "99999999999999999999"}) {
+    SCOPED_TRACE(d);
+    Result<std::chrono::milliseconds> r = ParseDuration(d);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument);
+  }
+  EXPECT_TRUE(ParseDuration("2562047788015h"));  // just below
+}
+
 TEST(HostlistTest, Expands) {
   struct Case {
     const char* in;
@@ -137,6 +150,16 @@ TEST(HostlistTest, RejectsMalformed) {
     EXPECT_FALSE(ExpandHostlist(bad)) << bad;
   }
   EXPECT_FALSE(ExpandHostlist("n[1-100]", 50));
+}
+
+// A range ending at the largest uint64 ended (the loop's counter wrapped to 0 and it ran until
+// memory ran out).
+TEST(HostlistTest, RangeEndingAtTheLargestNumberEnds) {
+  Result<std::vector<std::string>> r =
+      ExpandHostlist("n[18446744073709551614-18446744073709551615]");
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(*r, (std::vector<std::string>{"n18446744073709551614", "n18446744073709551615"}));
+  EXPECT_FALSE(ExpandHostlist("n[18446744073709551616]"));
 }
 
 TEST(JobTagTest, RoundTripAndUpstreamCompatible) {

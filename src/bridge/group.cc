@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
+#include <limits>
 
 #include <fmt/format.h>
 #include <boost/json.hpp>
@@ -31,6 +33,16 @@ std::optional<std::int64_t> IntAt(const json::value& v,
   if (x->is_int64()) return x->as_int64();
   if (x->is_uint64()) return static_cast<std::int64_t>(x->as_uint64());
   return std::nullopt;
+}
+
+// A count in a workload's spec or status (replicas, parallelism, completions, minMember, size,
+// succeeded): int32 in every API, clamped to [0, INT32_MAX] here because a CRD's schema may let
+// any integer through, and the group size is a product and a sum of them.
+std::optional<std::int64_t> CountAt(const json::value& v,
+                                    std::initializer_list<std::string_view> path) {
+  std::optional<std::int64_t> n = IntAt(v, path);
+  if (!n) return n;
+  return std::clamp<std::int64_t>(*n, 0, std::numeric_limits<std::int32_t>::max());
 }
 
 Result<json::value> ParseSpec(const kube::GenericObject& o) {
@@ -93,7 +105,7 @@ Result<GroupSpec> ResolveGroup(const kube::Pod& pod, const std::vector<kube::Gen
     if (!spec) return tl::unexpected(spec.error());
     if (std::optional<std::int64_t> ads = IntAt(*spec, {"activeDeadlineSeconds"});
         ads && *ads > 0) {
-      g.time_limit_minutes = (*ads + 59) / 60;
+      g.time_limit_minutes = *ads / 60 + (*ads % 60 != 0 ? 1 : 0);  // rounded up, no overflow
     }
   }
 
@@ -108,7 +120,7 @@ Result<GroupSpec> ResolveGroup(const kube::Pod& pod, const std::vector<kube::Gen
     g.kind = "PodGroup";
     g.key = "PodGroup/" + ns + "/" + pg;
     g.name = pg;
-    g.size = static_cast<int>(std::max<std::int64_t>(1, IntAt(*spec, {"minMember"}).value_or(1)));
+    g.size = static_cast<int>(std::max<std::int64_t>(1, CountAt(*spec, {"minMember"}).value_or(1)));
     kube::StringMap merged = pod_group->metadata.annotations;
     if (root != nullptr && root != pod_group) {
       for (const auto& [k, v] : root->metadata.annotations) merged[k] = v;
@@ -124,7 +136,7 @@ Result<GroupSpec> ResolveGroup(const kube::Pod& pod, const std::vector<kube::Gen
     const std::string index = label(kLwsGroupIndexLabel);
     g.name = lws->metadata.name + (index.empty() ? "" : "-" + index);
     g.size = static_cast<int>(
-        std::max<std::int64_t>(1, IntAt(*spec, {"leaderWorkerTemplate", "size"}).value_or(1)));
+        std::max<std::int64_t>(1, CountAt(*spec, {"leaderWorkerTemplate", "size"}).value_or(1)));
     g.annotations = lws->metadata.annotations;
     return g;
   }
@@ -134,12 +146,13 @@ Result<GroupSpec> ResolveGroup(const kube::Pod& pod, const std::vector<kube::Gen
     std::int64_t size = 0;
     if (const json::value* rjs = At(*spec, {"replicatedJobs"}); rjs != nullptr && rjs->is_array()) {
       for (const json::value& rj : rjs->as_array()) {
-        std::int64_t replicas = IntAt(rj, {"replicas"}).value_or(1);
-        std::int64_t par = IntAt(rj, {"template", "spec", "parallelism"}).value_or(1);
-        if (std::optional<std::int64_t> comp = IntAt(rj, {"template", "spec", "completions"})) {
+        std::int64_t replicas = CountAt(rj, {"replicas"}).value_or(1);
+        std::int64_t par = CountAt(rj, {"template", "spec", "parallelism"}).value_or(1);
+        if (std::optional<std::int64_t> comp = CountAt(rj, {"template", "spec", "completions"})) {
           par = std::min(par, *comp);
         }
-        size += replicas * par;
+        size =
+            std::min<std::int64_t>(size + replicas * par, std::numeric_limits<std::int32_t>::max());
       }
     }
     g.kind = "JobSet";
@@ -152,14 +165,14 @@ Result<GroupSpec> ResolveGroup(const kube::Pod& pod, const std::vector<kube::Gen
   if (job != nullptr && root == job && GangRequested(job->metadata.annotations)) {
     Result<json::value> spec = ParseSpec(*job);
     if (!spec) return tl::unexpected(spec.error());
-    std::int64_t par = IntAt(*spec, {"parallelism"}).value_or(1);
-    if (std::optional<std::int64_t> comp = IntAt(*spec, {"completions"})) {
+    std::int64_t par = CountAt(*spec, {"parallelism"}).value_or(1);
+    if (std::optional<std::int64_t> comp = CountAt(*spec, {"completions"})) {
       // The work left: the last wave of completions 5, parallelism 4 is one pod, not four.
       std::int64_t succeeded = 0;
       if (!job->status_json.empty()) {
         boost::system::error_code ec;
         json::value status = json::parse(job->status_json, ec);
-        if (!ec) succeeded = std::max<std::int64_t>(0, IntAt(status, {"succeeded"}).value_or(0));
+        if (!ec) succeeded = CountAt(status, {"succeeded"}).value_or(0);
       }
       par = std::min(par, *comp - succeeded);
     }

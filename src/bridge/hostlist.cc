@@ -33,10 +33,12 @@ Result<std::vector<std::string>> ExpandBracket(std::string_view inner, std::stri
       return bad();
     }
     const std::size_t width = lo.size();
-    for (std::uint64_t i = a; i <= b; ++i) {
+    // Not `i <= b`: with b the largest uint64 that never fails, and ++i wraps.
+    for (std::uint64_t i = a;; ++i) {
       std::string n = std::to_string(i);
       if (n.size() < width) n.insert(0, width - n.size(), '0');
       out.push_back(std::move(n));
+      if (i == b) break;
     }
     if (comma == std::string_view::npos) break;
     start = comma + 1;

@@ -38,6 +38,20 @@ Result<std::int32_t> ParsePositive(std::string_view key, std::string_view value)
   return n;
 }
 
+// `total += v`; false (total unchanged) when the sum leaves int64.
+[[nodiscard]] bool AddTo(std::int64_t& total, std::int64_t v) {
+  std::int64_t sum = 0;
+  if (__builtin_add_overflow(total, v, &sum)) return false;
+  total = sum;
+  return true;
+}
+
+Error TooLarge(const kube::Pod& pod, std::string_view name) {
+  return Error{ErrorCode::kInvalidArgument,
+               fmt::format("pod {}/{}: total {} is too large", pod.metadata.namespace_,
+                           pod.metadata.name, name)};
+}
+
 // Pod-level spec.resources may set these (PodLevelResources); others stay per container.
 bool IsPodLevelResource(std::string_view name) {
   return name == "cpu" || name == "memory" || name.starts_with("hugepages-");
@@ -65,7 +79,7 @@ Result<std::int64_t> PodTotal(const kube::Pod& pod, const std::string& name, Pic
       if (auto it = l.find(name); it != l.end()) {
         Result<std::int64_t> v = value(it->second);
         if (!v) return v;
-        sum += *v;
+        if (!AddTo(sum, *v)) return tl::unexpected(TooLarge(pod, name));
       }
     }
     std::int64_t sidecars = 0;  // sidecars started so far
@@ -79,11 +93,11 @@ Result<std::int64_t> PodTotal(const kube::Pod& pod, const std::string& name, Pic
         own = *v;
       }
       if (c.restart_policy == "Always") {
-        sum += own;
-        sidecars += own;
+        if (!AddTo(sum, own) || !AddTo(sidecars, own)) return tl::unexpected(TooLarge(pod, name));
         init_peak = std::max(init_peak, sidecars);
       } else {
-        init_peak = std::max(init_peak, own + sidecars);
+        if (!AddTo(own, sidecars)) return tl::unexpected(TooLarge(pod, name));
+        init_peak = std::max(init_peak, own);
       }
     }
     total = std::max(sum, init_peak);
@@ -91,7 +105,7 @@ Result<std::int64_t> PodTotal(const kube::Pod& pod, const std::string& name, Pic
   if (auto it = pod.spec.overhead.find(name); it != pod.spec.overhead.end()) {
     Result<std::int64_t> v = value(it->second);
     if (!v) return v;
-    total += *v;
+    if (!AddTo(total, *v)) return tl::unexpected(TooLarge(pod, name));
   }
   return total;
 }
@@ -229,13 +243,19 @@ Result<slurm::JobDescription> Translate(const GroupSpec& group,
       } else if (name == "memory") {
         mem_bytes = std::max(mem_bytes, value);
       } else if (auto it = options.resource_tres.find(name); it != options.resource_tres.end()) {
-        pod_tres[it->second] += value;
+        if (!AddTo(pod_tres[it->second], value)) return tl::unexpected(TooLarge(*pod, name));
       } else if (name.starts_with(kDeviceClassPrefix)) {
         std::string cls = name.substr(kDeviceClassPrefix.size());
         if (cls == "dra.cpu") {
-          cpu_milli = std::max(cpu_milli, value * 1000);
+          std::int64_t milli = 0;
+          if (__builtin_mul_overflow(value, 1000, &milli)) {
+            return tl::unexpected(TooLarge(*pod, name));
+          }
+          cpu_milli = std::max(cpu_milli, milli);
         } else {
-          pod_tres["gres/gpu:" + cls] += value;
+          if (!AddTo(pod_tres["gres/gpu:" + cls], value)) {
+            return tl::unexpected(TooLarge(*pod, name));
+          }
         }
       }
     }
@@ -243,9 +263,19 @@ Result<slurm::JobDescription> Translate(const GroupSpec& group,
     tag.pods.push_back(pod->metadata.namespace_ + "/" + pod->metadata.name);
     tag.uids.push_back(pod->metadata.uid);
   }
-  if (cpu_milli > 0) job.cpus_per_task = static_cast<std::int32_t>((cpu_milli + 999) / 1000);
+  // Rounded up without `+ 999`, which overflows near the int64 limit.
+  if (const std::int64_t cpus = cpu_milli / 1000 + (cpu_milli % 1000 > 0 ? 1 : 0); cpus > 0) {
+    if (cpus > INT32_MAX) {
+      return tl::unexpected(
+          Error{ErrorCode::kInvalidArgument,
+                fmt::format("group {}: {} CPUs per pod is too many", group.key, cpus)});
+    }
+    job.cpus_per_task = static_cast<std::int32_t>(cpus);
+  }
   // Whole MiB, rounded up: 0 would mean "all the node's memory" to Slurm.
-  if (mem_bytes > 0) job.memory_per_node = slurm::NoValNumber::Of((mem_bytes + kMiB - 1) / kMiB);
+  if (mem_bytes > 0) {
+    job.memory_per_node = slurm::NoValNumber::Of(mem_bytes / kMiB + (mem_bytes % kMiB > 0 ? 1 : 0));
+  }
   std::string tres_str;
   for (const auto& [t, v] : tres) {
     if (v <= 0) continue;

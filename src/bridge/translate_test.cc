@@ -1,5 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // Pod groups -> Slurm job descriptions, exclusions, group resolution.
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
 #include <gtest/gtest.h>
 
 #include "bridge/group.h"
@@ -136,6 +141,53 @@ TEST(TranslateTest, MemoryBelowOneMiBIsOneMiBNotAllOfTheNode) {
   }
   kube::Pod p = MakePod("p", {{"memory", "1025Ki"}});
   EXPECT_EQ(Translate(Single(p), {&p}, Options())->memory_per_node.Value(), 2);  // rounded up
+}
+
+// Quantities near the int64 limit: sums of containers, sidecars and overhead, two resources
+// of one TRES, dra.cpu in millis and the rounding up of cpu and memory overflowed (UBSan: signed
+// overflow). They are errors naming the pod and the resource, or round up without overflowing.
+TEST(TranslateTest, HugeQuantitiesAreErrorsNotOverflows) {
+  const std::string big = "9E";  // 9e18, below the int64 limit, twice above it
+  struct Case {
+    std::string name;
+    kube::Pod pod;
+    std::string want;  // in the error; "" = no error
+  };
+  kube::Pod two_containers = MakePod("a", {{"memory", big}});
+  two_containers.spec.containers.push_back(two_containers.spec.containers[0]);
+  kube::Pod sidecar = MakePod("b", {{"memory", big}});
+  sidecar.spec.init_containers.push_back(sidecar.spec.containers[0]);
+  sidecar.spec.init_containers[0].restart_policy = "Always";
+  kube::Pod init = MakePod("c");
+  init.spec.init_containers.push_back(MakePod("x", {{"memory", big}}).spec.containers[0]);
+  init.spec.init_containers[0].restart_policy = "Always";
+  init.spec.init_containers.push_back(init.spec.init_containers[0]);
+  init.spec.init_containers[1].restart_policy = "";
+  kube::Pod overhead = MakePod("d", {{"memory", big}});
+  overhead.spec.overhead = {{"memory", big}};
+  const std::vector<Case> cases = {
+      {"two containers", two_containers, "pod ns/a: total memory is too large"},
+      {"sidecar", sidecar, "pod ns/b: total memory is too large"},
+      {"init after sidecar", init, "pod ns/c: total memory is too large"},
+      {"overhead", overhead, "pod ns/d: total memory is too large"},
+      {"one TRES", MakePod("e", {{"nvidia.com/gpu", big}, {"amd.com/gpu", big}}),
+       "pod ns/e: total nvidia.com/gpu is too large"},
+      {"dra.cpu", MakePod("f", {{"deviceclass.resource.kubernetes.io/dra.cpu", big}}),
+       "pod ns/f: total deviceclass.resource.kubernetes.io/dra.cpu is too large"},
+      {"cpu", MakePod("g", {{"cpu", "9P"}}), "9000000000000000 CPUs per pod is too many"},
+      {"memory rounds up", MakePod("h", {{"memory", "9223372036854775807"}}), ""},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    Result<slurm::JobDescription> job = Translate(Single(c.pod), {&c.pod}, Options());
+    if (c.want.empty()) {
+      ASSERT_TRUE(job) << job.error().message;
+      EXPECT_EQ(job->memory_per_node.Value(), std::int64_t{1} << 43);  // 2^63 B in MiB
+      continue;
+    }
+    ASSERT_FALSE(job);
+    EXPECT_NE(job.error().message.find(c.want), std::string::npos) << job.error().message;
+  }
 }
 
 TEST(TranslateTest, FractionalCpuRoundsUpAndDraClasses) {
@@ -530,6 +582,31 @@ TEST(GroupTest, UnsupportedOwnersGiveAnnotationsOnly) {
   EXPECT_EQ(g->key, "Pod/ns/web-1");
   EXPECT_EQ(g->kind, "Deployment");
   EXPECT_EQ(g->annotations.at("slurmjob.slinky.slurm.net/qos"), "d");
+}
+
+// Counts beyond int32 in an owner's spec (a CRD's schema may let them through) made the group
+// size a signed overflow (UBSan) and the time limit too: they are clamped to int32, the deadline
+// rounds up without overflowing.
+TEST(GroupTest, HugeCountsInOwnerSpecsDoNotOverflow) {
+  kube::Pod p = MakePod("js-w-0-0");
+  p.metadata.labels = {{"jobset.sigs.k8s.io/jobset-name", "js"}};
+  kube::GenericObject js = Owner("JobSet", "js", R"({"replicatedJobs":[
+      {"replicas":9223372036854775807,"template":{"spec":{"parallelism":9223372036854775807}}},
+      {"replicas":4611686018427387904,"template":{"spec":{"parallelism":2}}}]})",
+                                 {{std::string(kGangAnnotation), "true"}});
+  Result<GroupSpec> g = ResolveGroup(p, {js}, nullptr);
+  ASSERT_TRUE(g) << g.error().message;
+  EXPECT_EQ(g->size, std::numeric_limits<std::int32_t>::max());
+
+  kube::GenericObject job =
+      Owner("Job", "j", R"({"activeDeadlineSeconds":9223372036854775807,"parallelism":-5,
+                            "completions":-9223372036854775807})",
+            {{std::string(kGangAnnotation), "true"}});
+  job.status_json = R"({"succeeded":9223372036854775807})";
+  g = ResolveGroup(MakePod("j-0"), {job}, nullptr);
+  ASSERT_TRUE(g) << g.error().message;
+  EXPECT_EQ(g->size, 1);
+  EXPECT_EQ(g->time_limit_minutes, 9223372036854775807 / 60 + 1);
 }
 
 TEST(GroupTest, BrokenOwnerSpecIsAnError) {

@@ -705,6 +705,12 @@ template Result<Status> Decode<Status>(std::string_view);
 namespace {
 template <typename Fn>
 Result<std::string> AtPointer(std::string_view json, std::string_view pointer, Fn&& fn) {
+  if (pointer.empty()) {
+    // "" names the document itself, which On Demand reads through the document, not as a value:
+    // a value's getters on the root break simdjson's assumptions (undefined behaviour, found by
+    // fuzz/kube_codec_fuzz).
+    return MakeError(ErrorCode::kInvalidArgument, "the empty JSON pointer is not supported");
+  }
   Scratch& s = ThreadScratch();
   od::document doc;
   std::string out;

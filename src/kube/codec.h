@@ -42,7 +42,7 @@ template <typename T>
 
 // Reads one value of a JSON document by JSON pointer (RFC 6901, "/spec/replicas"), for typed
 // accessors over GenericObject::spec_json. kNotFound when absent, kInvalidArgument when it has
-// another type.
+// another type or the pointer is "" (the whole document).
 [[nodiscard]] Result<std::string> JsonStringAt(std::string_view json, std::string_view pointer);
 [[nodiscard]] Result<std::int64_t> JsonIntAt(std::string_view json, std::string_view pointer);
 [[nodiscard]] Result<bool> JsonBoolAt(std::string_view json, std::string_view pointer);

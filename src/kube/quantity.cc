@@ -157,11 +157,12 @@ Result<std::int64_t> ParseQuantityScaled(std::string_view text, int scale) {
     // Apply 2^binary_shift first (exact), then the power of ten.
     value <<= binary_shift;
     while (exp10 > 0) {
-      value *= 10;
-      --exp10;
-      if (value > limit) {
+      // Checked before multiplying: 20 digits shifted by Ei are close to 2^127 already.
+      if (value > limit / 10) {
         return Bad(text, "out of range");
       }
+      value *= 10;
+      --exp10;
     }
     while (exp10 < 0) {
       if (value == 0) {

@@ -73,6 +73,24 @@ TEST(Quantity, Table) {
   }
 }
 
+// Found by fuzz/quantity_fuzz (UBSan: signed overflow of the 128-bit intermediate): 20
+// significant digits, times 2^60 (Ei), then times a power of ten (a 21st digit, an exponent or
+// the milli scale).
+TEST(Quantity, TwentyDigitsOfExbibytesScaledUpAreOutOfRange) {
+  for (const char* q :
+       {"99999999999999999999Ei", "999999999999999999999Ei", "12345678901234567890123Ei"}) {
+    SCOPED_TRACE(q);
+    Result<std::int64_t> m = ParseQuantityMilli(q);
+    ASSERT_FALSE(m.has_value());
+    EXPECT_EQ(m.error().code, ErrorCode::kInvalidArgument);
+    EXPECT_FALSE(ParseQuantityValue(q).has_value());
+    EXPECT_FALSE(ParseQuantityScaled(q, 12).has_value());
+  }
+  // The fuzzer's input: scale 6, "2666" then 94 nines, "6666661Ei".
+  std::string found = "2666" + std::string(94, '9') + "6666661Ei";
+  EXPECT_FALSE(ParseQuantityScaled(found, 6).has_value());
+}
+
 TEST(Quantity, MilliOverflowIsAnError) {
   EXPECT_TRUE(ParseQuantityValue("9E").has_value());
   EXPECT_FALSE(ParseQuantityValue("10E").has_value());

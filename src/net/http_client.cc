@@ -601,7 +601,11 @@ asio::awaitable<Result<int>> HttpClient::Stream(HttpRequest request,
   const auto timeout = request.timeout.count() > 0 ? request.timeout : d.options.timeout;
   const http::request<http::string_body> req = d.BuildRequest(request);
   // A stream always gets its own new connection; it is never returned to the pool.
-  auto [conn, ec] = co_await d.Connect();
+  // Not a structured binding: the lambdas below capture `conn`, which clang before 16 refuses
+  // for a binding (the fuzz and sanitizer builds use clang 14).
+  std::unique_ptr<Connection> conn;
+  beast::error_code ec;
+  std::tie(conn, ec) = co_await d.Connect();
   if (ec) {
     co_return tl::unexpected(TransportError(d.endpoint, {Stage::kConnect, ec, false}));
   }

@@ -60,6 +60,14 @@ std::int64_t Int(const element& e) {
   }
   double d = 0;
   if (e.get_double().get(d) == simdjson::SUCCESS) {
+    // Clamped as above: converting a double outside int64 (1e19) is undefined behaviour.
+    constexpr double kTwoTo63 = 9223372036854775808.0;
+    if (d >= kTwoTo63) {
+      return std::numeric_limits<std::int64_t>::max();
+    }
+    if (d < -kTwoTo63) {
+      return std::numeric_limits<std::int64_t>::min();
+    }
     return static_cast<std::int64_t>(d);
   }
   std::string_view sv;

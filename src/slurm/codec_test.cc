@@ -4,6 +4,7 @@
 // its record.sh), and encoding of the requests the bridge sends.
 #include "slurm/codec.h"
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -232,6 +233,20 @@ TEST(Decode, MalformedRepliesAreErrorsNotCrashes) {
   EXPECT_EQ(odd->value[0].job_state, std::vector<std::string>{"RUNNING"});
   EXPECT_EQ(odd->value[0].nodes, "");
   EXPECT_EQ(odd->value[0].time_limit, NoValNumber::Of(30));
+}
+
+// Found by review of what fuzz/slurm_codec_fuzz reaches (UBSan: float-cast-overflow): a number
+// with a fraction or an exponent outside int64 is clamped, as a uint64 above int64 already was.
+TEST(Decode, DoublesBeyondInt64AreClamped) {
+  auto r = DecodeJobs(
+      R"({"jobs":[{"job_id":1e300,"cpus":-1e300,"node_count":{"set":true,"number":9.3e18},)"
+      R"("user_id":-9.2e18}],"errors":[],"warnings":[]})");
+  ASSERT_TRUE(r.has_value()) << r.error().ToString();
+  ASSERT_EQ(r->value.size(), 1u);
+  EXPECT_EQ(r->value[0].job_id, std::numeric_limits<std::int64_t>::max());
+  EXPECT_EQ(r->value[0].cpus, std::numeric_limits<std::int64_t>::min());
+  EXPECT_EQ(r->value[0].node_count, std::numeric_limits<std::int64_t>::max());
+  EXPECT_EQ(r->value[0].user_id, -9200000000000000000);
 }
 
 TEST(DecodeOpenApiVersions, ReadsEscapedPaths) {

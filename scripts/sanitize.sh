@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+#
+# The unit tests under AddressSanitizer and UndefinedBehaviorSanitizer: configures and builds
+# build-asan/ (SB_ASAN_DIR) with clang 14 (SB_ASAN_CC / SB_ASAN_CXX), SB_SANITIZE=ON and SB_FUZZ=ON
+# (the same build holds the fuzz targets of scripts/fuzz.sh), then runs `ctest -L unit` there.
+# Any sanitizer report fails its test. Arguments go to ctest (e.g. -R slurm).
+# SB_TEST_JOBS (default 2) is ctest's --parallel; --build-only builds and runs nothing.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${SB_ASAN_DIR:-$root/build-asan}
+build_only=0
+if [ "${1:-}" = --build-only ]; then
+  build_only=1
+  shift
+fi
+# Benchmarks are not run sanitized; the build of everything else is the unit tests' (and the
+# cli test's binary).
+BUILD_DIR=$build CC=${SB_ASAN_CC:-clang-14} CXX=${SB_ASAN_CXX:-clang++-14} \
+  "$root/scripts/build.sh" -DSB_SANITIZE=ON -DSB_FUZZ=ON -DSB_BUILD_BENCHMARKS=OFF
+[ "$build_only" = 1 ] && exit 0
+cd "$build"
+# halt_on_error: the first report ends the test (UBSan already aborts: -fno-sanitize-recover).
+export ASAN_OPTIONS=${ASAN_OPTIONS:-halt_on_error=1:detect_leaks=1:detect_stack_use_after_return=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+ctest -L unit --output-on-failure --timeout 300 --parallel "${SB_TEST_JOBS:-2}" "$@"
