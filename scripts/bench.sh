@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+#
+# The benchmark of issue #13 in one command: kube-scheduler v1.20.2, Slurm alone and
+# `slurm-bridge scheduler` side by side, in an environment of its own (testenv/up.sh, no kubelets)
+# with N Slurm *external* nodes (State=External, 64 CPUs, partition `ext` through
+# NodeSet Feature=ext) registered as Kubernetes Nodes of the same names (Ready, 64 CPUs). Prints
+# one table: metric | kube-scheduler | Slurm alone | bridge | ratio (bench/bench.py says how each
+# figure is taken).
+#
+#   default  100 nodes. Latency: 100 pods (jobs), one every 200 ms. Burst: 2,000 one-CPU
+#            non-exclusive pods created while no scheduler runs, then the scheduler started.
+#            About 6-10 minutes on 2 busy cores.
+#   --smoke  5 nodes, 5 latency pods, 20 burst pods: checks that the benchmark runs (ctest
+#            e2e.bench.scheduler); times nothing worth reading.
+#   --scale  1,000 nodes, 10,000 pods in waves of 2,000 through the bridge alone; then every
+#            pod bound exactly once, RSS, and slurmrestd requests/s while 1,000 pods wait.
+#
+# Slurm's scheduler runs with up.sh's slurm.conf, whose SchedulerParameters are
+# `sched_min_interval=0` and nothing else (Slurm's defaults: default_queue_depth=100, backfill
+# every 30 s, bf_max_job_test=500): the configuration every test of the bridge runs against;
+# --sched-params replaces them (scontrol reconfigure) for all phases alike.
+#
+# Usage: scripts/bench.sh [--smoke|--scale] [--binary PATH] [--nodes N] [--pods N]
+#                         [--latency-pods N] [--sched-params LIST] [--keep]
+#   --binary P   slurm-bridge to run (default: $SB_BINARY, else build/slurm-bridge, built here)
+#   --keep       keep the run directory (logs of the schedulers and daemons) even on success
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+. "$root/testenv/lib.sh"
+mode=default nodes=100 pods=2000 latency=100 binary=${SB_BINARY:-} keep=0 sched_params=""
+extra=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --smoke) mode=smoke nodes=5 pods=20 latency=5; shift ;;
+    --scale) mode=scale nodes=1000 pods=10000; shift ;;
+    --binary) binary=$2; shift 2 ;;
+    --nodes) nodes=$2; shift 2 ;;
+    --pods) pods=$2; shift 2 ;;
+    --latency-pods) latency=$2; shift 2 ;;
+    --sched-params) sched_params=$2; shift 2 ;;
+    --keep) keep=1; shift ;;
+    -h | --help) sed -n '3,29p' "$0"; exit 0 ;;
+    *) die "unknown argument: $1 (see --help)" ;;
+  esac
+done
+for v in "$nodes" "$pods" "$latency"; do
+  [[ "$v" =~ ^[1-9][0-9]*$ ]] || die "--nodes, --pods and --latency-pods take a positive number"
+done
+if [ -z "$binary" ]; then
+  binary=$root/build/slurm-bridge
+  if [ ! -x "$binary" ]; then
+    "$root/scripts/build.sh" >/dev/null
+  fi
+  cmake --build "$root/build" --target slurm-bridge >/dev/null
+fi
+[ -x "$binary" ] || die "no slurm-bridge at $binary"
+kube_scheduler=$SB_KUBE_DIR/bin/kube-scheduler
+[ -x "$kube_scheduler" ] || die "no kube-scheduler at $kube_scheduler: run scripts/prepare-testenv.sh"
+
+run=$(mktemp -d "${TMPDIR:-/tmp}/sb-bench.XXXXXX")
+cleanup() {
+  local rc=$?
+  "$root/testenv/down.sh" "$run" >/dev/null 2>&1 || log "testenv/down.sh $run failed"
+  if [ $rc = 0 ] && [ $keep = 0 ]; then rm -rf "$run"; else log "logs kept in $run"; fi
+  exit $rc
+}
+trap cleanup EXIT
+started=$SECONDS
+log "starting an environment in $run"
+# One slurmd node (the batch partition, unused here) and no kube-controller-manager: nothing
+# but the schedulers and the benchmark talks to the apiserver.
+up_err=$("$root/testenv/up.sh" --run-dir "$run/env" --nodes 1 --no-kcm 2>&1 >/dev/null) ||
+  { echo "$up_err" >&2; die "testenv/up.sh failed"; }
+if [ -n "$sched_params" ]; then
+  sed -i "s/^SchedulerParameters=.*/SchedulerParameters=$sched_params/" "$run/env/slurm/etc/slurm.conf"
+  "$root/testenv/slurm/exec.sh" "$run/env" scontrol reconfigure
+  sleep 2
+fi
+params=$(sed -n 's/^SchedulerParameters=//p' "$run/env/slurm/etc/slurm.conf")
+[ "$mode" = scale ] && extra=(--mode scale)
+echo "slurm-bridge scheduler benchmark ($mode): $nodes external nodes (64 CPUs), $pods burst pods" \
+  "(1 CPU, 100Mi, exclusive=false), $latency latency pods one every 200 ms"
+echo "Slurm SchedulerParameters=$params; kube-scheduler --kube-api-qps 1000 --kube-api-burst 1000;" \
+  "bridge maxConcurrentSubmits 16 (no client QPS limit); load average $(cut -d' ' -f1-3 /proc/loadavg)"
+python3 "$root/bench/bench.py" --env "$run/env/env" --root "$root" --out "$run" \
+  --binary "$binary" --kube-scheduler "$kube_scheduler" --nodes "$nodes" --pods "$pods" \
+  --latency-pods "$latency" --metrics-port "$(free_port)" "${extra[@]}"
+echo "took $((SECONDS - started)) s; load average $(cut -d' ' -f1-3 /proc/loadavg)"
