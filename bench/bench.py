@@ -24,6 +24,7 @@ import concurrent.futures
 import http.client
 import json
 import os
+import re
 import resource
 import signal
 import socket
@@ -360,7 +361,7 @@ class Bench:
         with open(cfg, "w") as f:
             f.write(f"schedulerName: {BRIDGE}\nslurmRestApi: {self.env['SLURM_REST_URL']}\n"
                     f"partition: ext\nmcsLabel: kubernetes\n"
-                    f"maxConcurrentSubmits: {self.a.concurrency}\n")
+                    f"maxConcurrentSubmits: {self.a.max_concurrent_submits}\n")
         env = dict(os.environ, SLURM_JWT_FILE=self.env["SLURM_JWT_FILE"],
                    KUBECONFIG=self.env["KUBECONFIG"])
         cmd = [self.a.binary, "scheduler", "--config", cfg, "--log-level", level,
@@ -462,15 +463,14 @@ class Bench:
         if poll_slurm:
             th.join()
         w.close()
-        bound = [(w.bound[p] - created[p]) * 1000 for p in created]
-        over, slurm_ms = [], []
+        bound = {p: (w.bound[p] - created[p]) * 1000 for p in created}
+        over, slurm_ms = [], {}
         if poll_slurm:
             for p in created:
                 jid = int(w.job.get(p, 0))
                 if jid in seen and jid in running and jid not in before:
-                    s = (running[jid] - seen[jid]) * 1000
-                    slurm_ms.append(s)
-                    over.append((w.bound[p] - created[p]) * 1000 - s)
+                    slurm_ms[p] = (running[jid] - seen[jid]) * 1000
+                    over.append(bound[p] - slurm_ms[p])
             if len(over) < n:
                 self.notes.append(f"latency: {n - len(over)} of the bridge's pods had no job "
                                   "seen by the 10 ms poll (left out of the overhead)")
@@ -480,22 +480,51 @@ class Bench:
         self.latency_slurm()
         ks = self.start_kube_scheduler("latency")
         try:
-            self.results["lat_kube"], _, _ = self.latency_pods("bench-lat-k", "default-scheduler",
-                                                               "kube-scheduler", False)
+            k, _, _ = self.latency_pods("bench-lat-k", "default-scheduler", "kube-scheduler",
+                                        False)
         finally:
             self.stop(ks)
+        self.results["lat_kube"] = list(k.values())
         self.clear_pods("bench-lat-k")
         log(f"latency, kube-scheduler: p50 {pct(self.results['lat_kube'], .5):.0f} ms")
-        br = self.start_bridge("latency")
+        # At debug level the bridge logs each bound job's stages (README, "stage trace").
+        br = self.start_bridge("latency", "debug")
         try:
             b, over, sl = self.latency_pods("bench-lat-b", BRIDGE, "bridge", True)
         finally:
             self.stop(br)
-        self.results["lat_bridge"], self.results["lat_over"] = b, over
-        self.results["lat_bridge_slurm"] = sl
-        log(f"latency, bridge: p50 {pct(b, .5):.0f} ms, overhead p50 {pct(over, .5):.0f} ms")
+        self.results["lat_bridge"], self.results["lat_over"] = list(b.values()), over
+        self.results["lat_bridge_slurm"] = list(sl.values())
+        self.results["lat_stages"] = self.stages(f"{self.out}/bridge-latency.log", b, sl)
+        log(f"latency, bridge: p50 {pct(b.values(), .5):.0f} ms, "
+            f"overhead p50 {pct(over, .5):.0f} ms")
         self.clear_pods("bench-lat-b")
         self.clear_jobs()
+
+    @staticmethod
+    def stages(path, bound, slurm_ms):
+        """Splits the bridge's overhead per pod with its stage trace ("Pod/ns/name: Slurm job 12
+        stages: submitted +0 ms, RUNNING seen +640 ms, 1 pod(s) labelled and bound +700 ms"):
+        create -> submitted (the bound time seen here minus the trace's total), Slurm's RUNNING
+        -> the bridge sees it (its RUNNING seen minus the job's submit -> RUNNING seen here), and
+        RUNNING seen -> bound."""
+        pat = re.compile(r"Pod/[^/]+/(\S+): Slurm job \d+ stages: submitted \+0 ms, "
+                         r"RUNNING seen \+(-?\d+) ms, \d+ pod\(s\) labelled and bound \+(\d+) ms")
+        out = {"submit": [], "seen": [], "bind": []}
+        try:
+            with open(path) as f:
+                text = f.read()
+        except OSError:
+            return out
+        for name, seen, total in pat.findall(text):
+            seen, total = int(seen), int(total)
+            if name not in bound or seen < 0:
+                continue
+            out["submit"].append(bound[name] - total)
+            out["bind"].append(total - seen)
+            if name in slurm_ms:
+                out["seen"].append(seen - slurm_ms[name])
+        return out
 
     # --- 2./3. burst ---------------------------------------------------------------------
     def burst_slurm(self):
@@ -548,14 +577,29 @@ class Bench:
         self.clear_pods(ns)
         return r
 
+    def wait_forgotten(self):
+        """Waits (up to 150 s) until slurmctld has purged every ended job: a job is kept for
+        MinJobAge (60 s in up.sh's slurm.conf) and purged by a pass about once a minute. The
+        bridge reads the whole job list when it starts, and Slurm's passes walk it too, so each
+        Slurm phase starts from an empty job list."""
+        t0 = now()
+        while self.job_states() and now() < t0 + 150:
+            time.sleep(1)
+        left = len(self.job_states())
+        log(f"Slurm's job list emptied in {now() - t0:.0f} s" if not left else
+            f"warning: {left} ended jobs still in Slurm's job list after {now() - t0:.0f} s")
+
     def burst(self):
-        self.burst_slurm()
+        # kube-scheduler first: it needs no Slurm, while slurmctld forgets the latency phase's jobs.
         self.results["burst_kube"] = self.burst_sched(
             "kube-scheduler", "bench-burst-k", "default-scheduler",
             lambda: self.start_kube_scheduler("burst"))
+        self.wait_forgotten()
         self.results["burst_bridge"] = self.burst_sched(
             "bridge", "bench-burst-b", BRIDGE, lambda: self.start_bridge("burst"))
         self.clear_jobs()
+        self.wait_forgotten()
+        self.burst_slurm()
 
     # --- table ---------------------------------------------------------------------------
     def table(self):
@@ -580,6 +624,14 @@ class Bench:
                 None, pct(r["lat_bridge_slurm"], .5))
             row("latency: bridge overhead ms, p50 (goal <= 30)", None, None, pct(lo, .5))
             row("latency: bridge overhead ms, p99 (goal <= 100)", None, None, pct(lo, .99))
+            st = r["lat_stages"]
+            if st["bind"]:
+                row("latency: overhead stage, create->submitted ms, p50", None, None,
+                    pct(st["submit"], .5))
+                row("latency: overhead stage, RUNNING->bridge sees it ms, p50", None, None,
+                    pct(st["seen"], .5))
+                row("latency: overhead stage, bridge sees RUNNING->bound ms, p50", None, None,
+                    pct(st["bind"], .5))
         if "burst_bridge" in r:
             bk, bs, bb = r["burst_kube"], r["burst_slurm"], r["burst_bridge"]
             n = self.a.pods
@@ -604,15 +656,19 @@ class Bench:
         return "\n".join(lines)
 
     # --- 4. scale ------------------------------------------------------------------------
-    def metrics_requests(self):
+    def metric(self, sample):
+        """The value of `sample` (name{labels}) on the bridge's /metrics."""
         conn = http.client.HTTPConnection("127.0.0.1", self.a.metrics_port, timeout=10)
         conn.request("GET", "/metrics")
         body = conn.getresponse().read().decode()
         conn.close()
         for line in body.splitlines():
-            if line.startswith('slurm_bridge_client_requests_total{server="slurmrestd"}'):
+            if line.startswith(sample + " "):
                 return float(line.split()[-1])
         return float("nan")
+
+    def metrics_requests(self):
+        return self.metric('slurm_bridge_client_requests_total{server="slurmrestd"}')
 
     def scale(self):
         a, ns = self.a, "bench-scale"
@@ -660,14 +716,16 @@ class Bench:
             self.slurm_exec("scontrol", "update", "partitionname=ext", "state=down")
             wns = "bench-scale-wait"
             self.namespace(wns)
+            submitted = self.metric("slurm_bridge_jobs_submitted_total")
             self.create_pods(wns, [f"w-{i:05d}" for i in range(a.waiting)], BRIDGE)
+            # Every waiting pod has its job (the job-id label comes only with the Binding).
             deadline = now() + 600
             while now() < deadline:
-                items = self.list_pods(wns)["items"]
-                if sum(1 for p in items
-                       if JOB_ID_LABEL in p["metadata"].get("labels", {})) >= a.waiting:
+                if self.metric("slurm_bridge_jobs_submitted_total") - submitted >= a.waiting:
                     break
                 time.sleep(1)
+            else:
+                self.notes.append("scale: not every waiting pod had its job after 600 s")
             time.sleep(6)
             q0, c0, t0 = self.metrics_requests(), self.daemon_cpu(), now()
             b0 = cpu_ticks(br.pid)
@@ -714,6 +772,7 @@ def main():
     p.add_argument("--interval-ms", type=int, default=200)
     p.add_argument("--concurrency", type=int, default=16)
     p.add_argument("--kube-qps", type=int, default=1000)
+    p.add_argument("--max-concurrent-submits", type=int, default=16)
     p.add_argument("--metrics-port", type=int, required=True)
     p.add_argument("--prefix", default="bx")
     p.add_argument("--wave", type=int, default=2000)

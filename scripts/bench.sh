@@ -22,13 +22,15 @@
 # --sched-params replaces them (scontrol reconfigure) for all phases alike.
 #
 # Usage: scripts/bench.sh [--smoke|--scale] [--binary PATH] [--nodes N] [--pods N]
-#                         [--latency-pods N] [--sched-params LIST] [--keep]
+#                         [--latency-pods N] [--sched-params LIST] [--max-concurrent-submits N]
+#                         [--keep]
 #   --binary P   slurm-bridge to run (default: $SB_BINARY, else build/slurm-bridge, built here)
+#   --max-concurrent-submits N   the bridge's maxConcurrentSubmits (default 16, its own default)
 #   --keep       keep the run directory (logs of the schedulers and daemons) even on success
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 . "$root/testenv/lib.sh"
-mode=default nodes=100 pods=2000 latency=100 binary=${SB_BINARY:-} keep=0 sched_params=""
+mode=default nodes=100 pods=2000 latency=100 binary=${SB_BINARY:-} keep=0 sched_params="" submits=16
 extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -39,12 +41,13 @@ while [ $# -gt 0 ]; do
     --pods) pods=$2; shift 2 ;;
     --latency-pods) latency=$2; shift 2 ;;
     --sched-params) sched_params=$2; shift 2 ;;
+    --max-concurrent-submits) submits=$2; shift 2 ;;
     --keep) keep=1; shift ;;
-    -h | --help) sed -n '3,29p' "$0"; exit 0 ;;
+    -h | --help) sed -n '3,31p' "$0"; exit 0 ;;
     *) die "unknown argument: $1 (see --help)" ;;
   esac
 done
-for v in "$nodes" "$pods" "$latency"; do
+for v in "$nodes" "$pods" "$latency" "$submits"; do
   [[ "$v" =~ ^[1-9][0-9]*$ ]] || die "--nodes, --pods and --latency-pods take a positive number"
 done
 if [ -z "$binary" ]; then
@@ -82,8 +85,8 @@ params=$(sed -n 's/^SchedulerParameters=//p' "$run/env/slurm/etc/slurm.conf")
 echo "slurm-bridge scheduler benchmark ($mode): $nodes external nodes (64 CPUs), $pods burst pods" \
   "(1 CPU, 100Mi, exclusive=false), $latency latency pods one every 200 ms"
 echo "Slurm SchedulerParameters=$params; kube-scheduler --kube-api-qps 1000 --kube-api-burst 1000;" \
-  "bridge maxConcurrentSubmits 16 (no client QPS limit); load average $(cut -d' ' -f1-3 /proc/loadavg)"
+  "bridge maxConcurrentSubmits $submits (no client QPS limit); load average $(cut -d' ' -f1-3 /proc/loadavg)"
 python3 "$root/bench/bench.py" --env "$run/env/env" --root "$root" --out "$run" \
   --binary "$binary" --kube-scheduler "$kube_scheduler" --nodes "$nodes" --pods "$pods" \
-  --latency-pods "$latency" --metrics-port "$(free_port)" "${extra[@]}"
+  --latency-pods "$latency" --max-concurrent-submits "$submits" --metrics-port "$(free_port)" "${extra[@]}"
 echo "took $((SECONDS - started)) s; load average $(cut -d' ' -f1-3 /proc/loadavg)"
