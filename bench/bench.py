@@ -578,16 +578,16 @@ class Bench:
         return r
 
     def wait_forgotten(self):
-        """Waits (up to 150 s) until slurmctld has purged every ended job: a job is kept for
+        """Waits (up to --forget-timeout s) until slurmctld has purged every ended job: a job is kept for
         MinJobAge (60 s in up.sh's slurm.conf) and purged by a pass about once a minute. The
         bridge reads the whole job list when it starts, and Slurm's passes walk it too, so each
         Slurm phase starts from an empty job list."""
         t0 = now()
-        while self.job_states() and now() < t0 + 150:
+        while self.job_states() and now() < t0 + self.a.forget_timeout:
             time.sleep(1)
         left = len(self.job_states())
         log(f"Slurm's job list emptied in {now() - t0:.0f} s" if not left else
-            f"warning: {left} ended jobs still in Slurm's job list after {now() - t0:.0f} s")
+            f"{left} ended jobs still in Slurm's job list after {now() - t0:.0f} s")
 
     def burst(self):
         # kube-scheduler first: it needs no Slurm, while slurmctld forgets the latency phase's jobs.
@@ -606,9 +606,9 @@ class Bench:
         r = self.results
         rows = []
 
-        def row(metric, k, s, b, goal=None):
+        def row(metric, k, s, b, goal=None, of_slurm=False):
             ratio, of = None, ""
-            if b is not None and k not in (None, 0):
+            if b is not None and k not in (None, 0) and not of_slurm:
                 ratio = b / k
             elif b is not None and s not in (None, 0):
                 ratio, of = b / s, "*"
@@ -645,7 +645,7 @@ class Bench:
             for d in ("slurmctld", "slurmrestd", "kube-apiserver", "etcd"):
                 if d in bb["daemons"]:
                     row(f"burst: {d} CPU s in the phase", bk["daemons"][d], bs["daemons"][d],
-                        bb["daemons"][d])
+                        bb["daemons"][d], of_slurm=d.startswith("slurm"))
         width = max(len(x[0]) for x in rows)
         fmt = lambda v: "-" if v is None else (f"{v:.0f}" if abs(v) >= 100 else f"{v:.2f}")
         lines = [f"{'metric':<{width}} | {'kube-scheduler':>14} | {'Slurm alone':>11} | "
@@ -773,6 +773,7 @@ def main():
     p.add_argument("--concurrency", type=int, default=16)
     p.add_argument("--kube-qps", type=int, default=1000)
     p.add_argument("--max-concurrent-submits", type=int, default=16)
+    p.add_argument("--forget-timeout", type=int, default=150)
     p.add_argument("--metrics-port", type=int, required=True)
     p.add_argument("--prefix", default="bx")
     p.add_argument("--wave", type=int, default=2000)

@@ -34,7 +34,7 @@ mode=default nodes=100 pods=2000 latency=100 binary=${SB_BINARY:-} keep=0 sched_
 extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
-    --smoke) mode=smoke nodes=5 pods=20 latency=5; shift ;;
+    --smoke) mode=smoke nodes=5 pods=20 latency=5 extra+=(--forget-timeout 0); shift ;;
     --scale) mode=scale nodes=1000 pods=10000; shift ;;
     --binary) binary=$2; shift 2 ;;
     --nodes) nodes=$2; shift 2 ;;
@@ -81,7 +81,7 @@ if [ -n "$sched_params" ]; then
   sleep 2
 fi
 params=$(sed -n 's/^SchedulerParameters=//p' "$run/env/slurm/etc/slurm.conf")
-[ "$mode" = scale ] && extra=(--mode scale)
+[ "$mode" = scale ] && extra+=(--mode scale)
 echo "slurm-bridge scheduler benchmark ($mode): $nodes external nodes (64 CPUs), $pods burst pods" \
   "(1 CPU, 100Mi, exclusive=false), $latency latency pods one every 200 ms"
 echo "Slurm SchedulerParameters=$params; kube-scheduler --kube-api-qps 1000 --kube-api-burst 1000;" \
