@@ -712,6 +712,18 @@ class Bench:
                        twice=sum(1 for v in listed.values() if v > 1),
                        distinct_job_labels=len(jobs_on_pods - {None}))
             out["rss_bound"] = vm_hwm_mb(br.pid)
+            # The bridge's own invariant check (README, `slurm-bridge check`), looked at once.
+            chk = subprocess.run(
+                [a.binary, "check", "--config", f"{self.out}/bridge-config.yaml", "-n", ns,
+                 "--settle", "0"], capture_output=True, text=True,
+                env=dict(os.environ, SLURM_JWT_FILE=self.env["SLURM_JWT_FILE"],
+                         KUBECONFIG=self.env["KUBECONFIG"]))
+            with open(f"{self.out}/check-scale.log", "w") as f:
+                f.write(chk.stdout + chk.stderr)
+            lines = [x for x in chk.stdout.splitlines() if x.strip()]
+            out["check"] = (f"exit {chk.returncode}, " +
+                            ("no violations" if chk.returncode == 0 else
+                             f"{len(lines)} line(s), first: {lines[0][:120] if lines else ''}"))
             # Steady cost: `waiting` pods wait in Slurm's queue (partition ext down).
             self.slurm_exec("scontrol", "update", "partitionname=ext", "state=down")
             wns = "bench-scale-wait"
@@ -746,6 +758,7 @@ class Bench:
             f"  all bound in {s['wall']:.1f} s ({a.pods / s['wall']:.1f} pods/s); pods {s['pods']}, "
             f"bound {s['bound']}, live jobs tagged by the bridge {s['tagged']}, pods listed by "
             f"two live jobs {s['twice']}, distinct job-id labels {s['distinct_job_labels']}",
+            f"  slurm-bridge check -n {'bench-scale'}: {s['check']}",
             f"  bridge CPU {s['bridge_cpu']:.1f} s ({s['bridge_cpu'] * 1000 / a.pods:.2f} ms per "
             f"pod), peak RSS {s['rss_bound']:.0f} MB after binding, {s['rss']:.0f} MB at the end",
             "  daemons' CPU s while binding: " +
