@@ -362,6 +362,8 @@ class Bench:
             f.write(f"schedulerName: {BRIDGE}\nslurmRestApi: {self.env['SLURM_REST_URL']}\n"
                     f"partition: ext\nmcsLabel: kubernetes\n"
                     f"maxConcurrentSubmits: {self.a.max_concurrent_submits}\n")
+            for line in self.a.bridge_config:
+                f.write(line + "\n")
         env = dict(os.environ, SLURM_JWT_FILE=self.env["SLURM_JWT_FILE"],
                    KUBECONFIG=self.env["KUBECONFIG"])
         cmd = [self.a.binary, "scheduler", "--config", cfg, "--log-level", level,
@@ -567,6 +569,12 @@ class Bench:
             c1 = self.daemon_cpu()
             cpu = cpu_ticks(proc.pid) / HZ
             rss = vm_hwm_mb(proc.pid)
+            if sched == BRIDGE:  # its counters and request durations, for a reader of the logs
+                conn = http.client.HTTPConnection("127.0.0.1", self.a.metrics_port, timeout=10)
+                conn.request("GET", "/metrics")
+                with open(f"{self.out}/bridge-burst-metrics.txt", "wb") as f:
+                    f.write(conn.getresponse().read())
+                conn.close()
         finally:
             self.stop(proc)
             w.close()
@@ -787,6 +795,8 @@ def main():
     p.add_argument("--kube-qps", type=int, default=1000)
     p.add_argument("--max-concurrent-submits", type=int, default=16)
     p.add_argument("--forget-timeout", type=int, default=150)
+    p.add_argument("--bridge-config", action="append", default=[],
+                   help="a line added to the bridge's config.yaml, e.g. 'jobListInterval: 10m'")
     p.add_argument("--metrics-port", type=int, required=True)
     p.add_argument("--prefix", default="bx")
     p.add_argument("--wave", type=int, default=2000)

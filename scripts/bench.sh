@@ -26,16 +26,17 @@
 #
 # Usage: scripts/bench.sh [--smoke|--scale] [--binary PATH] [--nodes N] [--pods N]
 #                         [--latency-pods N] [--sched-params LIST] [--max-concurrent-submits N]
-#                         [--keep]
+#                         [--bridge-config 'KEY: VALUE'] [--keep]
 #   --binary P   slurm-bridge to run (default: $SB_BINARY, else build/slurm-bridge, built here)
 #   --max-concurrent-submits N   the bridge's maxConcurrentSubmits (default 16, its own default)
+#   --bridge-config L  a line added to the bridge's config.yaml (repeatable), e.g. 'jobListInterval: 10m'
 #   --keep       keep the run directory (logs of the schedulers and daemons) even on success
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 . "$root/testenv/lib.sh"
 mode=default nodes=100 pods=2000 latency=100 binary=${SB_BINARY:-} keep=0 submits=16
 sched_params=sched_min_interval=0,batch_sched_delay=0,default_queue_depth=2000
-extra=()
+extra=() bridge_cfg=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --smoke) mode=smoke nodes=5 pods=20 latency=5 extra+=(--forget-timeout 0); shift ;;
@@ -46,8 +47,9 @@ while [ $# -gt 0 ]; do
     --latency-pods) latency=$2; shift 2 ;;
     --sched-params) sched_params=$2; shift 2 ;;
     --max-concurrent-submits) submits=$2; shift 2 ;;
+    --bridge-config) extra+=(--bridge-config "$2") bridge_cfg+="; $2"; shift 2 ;;
     --keep) keep=1; shift ;;
-    -h | --help) sed -n '3,34p' "$0"; exit 0 ;;
+    -h | --help) sed -n '3,35p' "$0"; exit 0 ;;
     *) die "unknown argument: $1 (see --help)" ;;
   esac
 done
@@ -88,7 +90,7 @@ params=$(sed -n 's/^SchedulerParameters=//p' "$run/env/slurm/etc/slurm.conf")
 echo "slurm-bridge scheduler benchmark ($mode): $nodes external nodes (64 CPUs), $pods burst pods" \
   "(1 CPU, 100Mi, exclusive=false), $latency latency pods one every 200 ms"
 echo "Slurm SchedulerParameters=$params; kube-scheduler --kube-api-qps 1000 --kube-api-burst 1000;" \
-  "bridge maxConcurrentSubmits $submits (no client QPS limit); load average $(cut -d' ' -f1-3 /proc/loadavg)"
+  "bridge maxConcurrentSubmits $submits$bridge_cfg (no client QPS limit); load average $(cut -d' ' -f1-3 /proc/loadavg)"
 python3 "$root/bench/bench.py" --env "$run/env/env" --root "$root" --out "$run" \
   --binary "$binary" --kube-scheduler "$kube_scheduler" --nodes "$nodes" --pods "$pods" \
   --latency-pods "$latency" --max-concurrent-submits "$submits" --metrics-port "$(free_port)" "${extra[@]}"
