@@ -87,8 +87,13 @@ sed -i "s/^SchedulerParameters=.*/SchedulerParameters=$sched_params/" "$run/env/
 sleep 2
 params=$(sed -n 's/^SchedulerParameters=//p' "$run/env/slurm/etc/slurm.conf")
 [ "$mode" = scale ] && extra+=(--mode scale)
-echo "slurm-bridge scheduler benchmark ($mode): $nodes external nodes (64 CPUs), $pods burst pods" \
-  "(1 CPU, 100Mi, exclusive=false), $latency latency pods one every 200 ms"
+if [ "$mode" = scale ]; then
+  echo "slurm-bridge scheduler benchmark (scale): $nodes external nodes (64 CPUs), $pods pods" \
+    "(1 CPU, 100Mi, exclusive=false) through the bridge in waves of 2000, then 1000 waiting"
+else
+  echo "slurm-bridge scheduler benchmark ($mode): $nodes external nodes (64 CPUs), $pods burst pods" \
+    "(1 CPU, 100Mi, exclusive=false), $latency latency pods one every 200 ms"
+fi
 echo "Slurm SchedulerParameters=$params; kube-scheduler --kube-api-qps 1000 --kube-api-burst 1000;" \
   "bridge maxConcurrentSubmits $submits$bridge_cfg (no client QPS limit); load average $(cut -d' ' -f1-3 /proc/loadavg)"
 python3 "$root/bench/bench.py" --env "$run/env/env" --root "$root" --out "$run" \
