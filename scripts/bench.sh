@@ -10,11 +10,12 @@
 #
 #   default  100 nodes. Latency: 100 pods (jobs), one every 200 ms. Burst: 2,000 one-CPU
 #            non-exclusive pods created while no scheduler runs, then the scheduler started.
-#            About 6-10 minutes on 2 busy cores.
+#            6-10 minutes on 2 busy cores.
 #   --smoke  5 nodes, 5 latency pods, 20 burst pods: checks that the benchmark runs (ctest
 #            e2e.bench.scheduler); times nothing worth reading.
 #   --scale  1,000 nodes, 10,000 pods in waves of 2,000 through the bridge alone; then every
 #            pod bound exactly once, RSS, and slurmrestd requests/s while 1,000 pods wait.
+#            Long: 4-8 minutes per wave of 2,000 on 2 busy cores (bridge of c029f43).
 #
 # Slurm: up.sh's slurm.conf with SchedulerParameters replaced (scontrol reconfigure) by
 # `sched_min_interval=0,batch_sched_delay=0,default_queue_depth=2000`, the same for every phase.
