@@ -803,6 +803,9 @@ def main():
     p.add_argument("--waiting", type=int, default=1000)
     p.add_argument("--window", type=int, default=20)
     a = p.parse_args()
+    # SIGTERM (bench.sh stopped, a ctest timeout) unwinds through the phases' `finally`, which
+    # stop the schedulers this script started.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     b = Bench(a)
     b.register_nodes(b.nodes)
     if a.mode == "scale":
