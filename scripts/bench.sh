@@ -71,7 +71,7 @@ kube_scheduler=$SB_KUBE_DIR/bin/kube-scheduler
 run=$(mktemp -d "${TMPDIR:-/tmp}/sb-bench.XXXXXX")
 cleanup() {
   local rc=$?
-  "$root/testenv/down.sh" "$run" >/dev/null 2>&1 || log "testenv/down.sh $run failed"
+  "$root/testenv/down.sh" "$run/env" >/dev/null 2>&1 || log "testenv/down.sh $run/env failed"
   if [ $rc = 0 ] && [ $keep = 0 ]; then rm -rf "$run"; else log "logs kept in $run"; fi
   exit $rc
 }
