@@ -1,0 +1,826 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+#
+# The one benchmark of issue #13 (run through scripts/bench.sh, which starts the environment):
+# kube-scheduler v1.20.2, Slurm alone and `slurm-bridge scheduler` side by side, on the same
+# external Slurm nodes (State=External, 64 CPUs, partition `ext`) registered as Kubernetes Nodes
+# of the same names. Prints one table: metric | kube-scheduler | Slurm alone | bridge | ratio.
+#
+#   1. Latency on a quiet cluster: one pod (or job) every --interval-ms; per pod, create -> bound
+#      (pod watch), and for the bridge's pods the same job's submit -> RUNNING as Slurm shows it
+#      (GET /jobs/state/ every 10 ms: first seen -> first seen RUNNING); overhead = the first
+#      minus the second.
+#   2. Burst: --pods pods created while no scheduler runs; the scheduler is started and the time
+#      until every pod has spec.nodeName is taken (pod watch). Slurm alone: the same number of
+#      jobs submitted straight to slurmrestd by --concurrency clients, until all are RUNNING.
+#   3. CPU (utime+stime from /proc/PID/stat) and peak RSS (VmHWM) of each scheduler over its
+#      burst, and the CPU of slurmctld, slurmrestd, kube-apiserver and etcd in each burst phase.
+#   4. --scale: the bridge alone, pods in waves, then every pod bound once (jobs tagged by the
+#      bridge vs pods), and its slurmrestd requests/s while --waiting pods wait.
+#
+# Only the standard library: http.client with keep-alive, one connection per thread.
+import argparse
+import concurrent.futures
+import http.client
+import json
+import os
+import re
+import resource
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+
+BRIDGE = "slurm-bridge-scheduler"
+JOB_ID_LABEL = "scheduler.slinky.slurm.net/slurm-jobid"
+FINALIZER = "scheduler.slinky.slurm.net/finalizer"
+SLURM_API = "/slurm/v0.0.44"
+LIVE = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED"}
+
+
+def log(*a):
+    print(time.strftime("[%H:%M:%S]"), *a, file=sys.stderr, flush=True)
+
+
+def now():
+    return time.monotonic()
+
+
+def read_env(path):
+    env = {}
+    with open(path) as f:
+        for line in f:
+            if "=" in line:
+                k, v = line.rstrip("\n").split("=", 1)
+                env[k] = v
+    return env
+
+
+class Http:
+    """One keep-alive connection per thread to one server; JSON in, JSON out."""
+
+    def __init__(self, url, headers, ca=None):
+        u = urllib.parse.urlparse(url)
+        self.host, self.port, self.tls = u.hostname, u.port, u.scheme == "https"
+        self.headers = headers
+        self.ctx = ssl.create_default_context(cafile=ca) if self.tls else None
+        self.local = threading.local()
+
+    def connect(self, timeout=120):
+        if self.tls:
+            return http.client.HTTPSConnection(self.host, self.port, context=self.ctx,
+                                               timeout=timeout)
+        return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+
+    def call(self, method, path, body=None, ctype="application/json"):
+        for attempt in range(3):
+            conn = getattr(self.local, "conn", None)
+            if conn is None:
+                conn = self.local.conn = self.connect()
+            headers = dict(self.headers)
+            data = None
+            if body is not None:
+                data = body if isinstance(body, (bytes, str)) else json.dumps(body)
+                headers["Content-Type"] = ctype
+            try:
+                conn.request(method, path, body=data, headers=headers)
+                resp = conn.getresponse()
+                raw = resp.read()
+            except (OSError, http.client.HTTPException):
+                conn.close()
+                self.local.conn = None
+                if attempt == 2:
+                    raise
+                continue
+            try:
+                return resp.status, json.loads(raw) if raw else {}
+            except ValueError:
+                return resp.status, {"raw": raw[:200].decode(errors="replace")}
+        raise RuntimeError("unreachable")
+
+
+class PodWatch:
+    """Watches one namespace's pods from a resource version; records when each pod is first
+    seen bound (monotonic time) and its job-id label."""
+
+    def __init__(self, kube, ns, rv):
+        self.kube, self.ns = kube, ns
+        self.bound = {}  # name -> monotonic time of the first event with spec.nodeName
+        self.job = {}  # name -> job id label
+        self.lock = threading.Lock()
+        self.conn = kube.connect(timeout=3600)
+        self.conn.request("GET", f"/api/v1/namespaces/{ns}/pods?watch=1&resourceVersion={rv}",
+                          headers=kube.headers)
+        self.resp = self.conn.getresponse()
+        if self.resp.status != 200:
+            raise RuntimeError(f"watch {ns}: HTTP {self.resp.status}")
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def seed(self, pods):
+        t = now()
+        with self.lock:
+            for p in pods:
+                self.note(p, t)
+
+    def note(self, pod, t):
+        name = pod["metadata"]["name"]
+        job = pod["metadata"].get("labels", {}).get(JOB_ID_LABEL)
+        if job:
+            self.job[name] = job
+        if pod["spec"].get("nodeName") and name not in self.bound:
+            self.bound[name] = t
+
+    def run(self):
+        while True:
+            try:
+                line = self.resp.readline()
+            except Exception:  # closed under it by close(): the watch is over
+                return
+            if not line:
+                return
+            t = now()
+            try:
+                ev = json.loads(line)
+            except ValueError:
+                continue
+            if ev.get("type") in ("ADDED", "MODIFIED"):
+                with self.lock:
+                    self.note(ev["object"], t)
+
+    def count(self):
+        with self.lock:
+            return len(self.bound)
+
+    def close(self):
+        try:
+            self.conn.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.conn.close()
+
+
+def cpu_ticks(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
+    except (OSError, IndexError):
+        return 0
+
+
+def vm_hwm_mb(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+HZ = os.sysconf("SC_CLK_TCK")
+
+
+def find_process(pid, comm):
+    """`pid` or its first descendant named `comm` (supervise.sh records the subshell that
+    chroots into the daemon for some of them)."""
+    todo = [pid]
+    while todo:
+        p = todo.pop(0)
+        try:
+            with open(f"/proc/{p}/comm") as f:
+                if f.read().strip() == comm[:15]:
+                    return p
+            for t in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{t}/children") as f:
+                    todo.extend(int(c) for c in f.read().split())
+        except OSError:
+            continue
+    log(f"warning: no process {comm} under {pid}; its CPU is left out")
+    return pid
+
+
+def pct(values, p):
+    if not values:
+        return float("nan")
+    v = sorted(values)
+    return v[min(len(v) - 1, int(p * (len(v) - 1) + 0.5))]
+
+
+class Bench:
+    def __init__(self, a):
+        self.a = a
+        self.env = read_env(a.env)
+        e = self.env
+        with open(e["KUBE_TOKEN_FILE"]) as f:
+            ktoken = f.read().strip()
+        self.kube = Http(e["KUBE_APISERVER_URL"], {"Authorization": f"Bearer {ktoken}"},
+                         e["KUBE_CA_FILE"])
+        with open(e["SLURM_JWT_FILE"]) as f:
+            stoken = f.read().strip()
+        self.slurm = Http(e["SLURM_REST_URL"], {"X-SLURM-USER-TOKEN": stoken})
+        self.run_dir = e["SB_ENV_DIR"]
+        self.out = a.out
+        self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=a.concurrency)
+        self.daemons = {}
+        for f in ("kube/pids", "slurm/pids"):
+            path = os.path.join(self.run_dir, f)
+            if os.path.exists(path):
+                with open(path) as fh:
+                    for line in fh:
+                        name, pid = line.split()
+                        if name in ("slurmctld", "slurmrestd", "kube-apiserver", "etcd"):
+                            self.daemons[name] = find_process(int(pid), name)
+        self.nodes = [f"{a.prefix}{i:04d}" for i in range(a.nodes)]
+        self.results = {}
+        self.notes = []
+
+    # --- helpers -------------------------------------------------------------------------
+    def pmap(self, fn, items):
+        return list(self.pool.map(fn, items))
+
+    def kcall(self, method, path, body=None, ctype="application/json", ok=(200, 201)):
+        status, obj = self.kube.call(method, path, body, ctype)
+        if status not in ok:
+            raise RuntimeError(f"{method} {path}: HTTP {status}: {str(obj)[:300]}")
+        return obj
+
+    def scall(self, method, path, body=None):
+        status, obj = self.slurm.call(method, SLURM_API + path, body)
+        if status != 200 or obj.get("errors"):
+            raise RuntimeError(f"{method} {path}: HTTP {status}: {str(obj)[:300]}")
+        return obj
+
+    def slurm_exec(self, *args):
+        subprocess.run([os.path.join(self.a.root, "testenv/slurm/exec.sh"), self.run_dir, *args],
+                       check=True, stdout=subprocess.DEVNULL)
+
+    def daemon_cpu(self):
+        return {n: cpu_ticks(p) for n, p in self.daemons.items()}
+
+    def job_states(self):
+        """job id -> first state, for every job slurmctld knows."""
+        _, obj = self.slurm.call("GET", SLURM_API + "/jobs/state/")
+        # v0.0.44: {"jobs":[{"job_id":"12","state":["RUNNING"]}]} (the id is a string).
+        return {int(j["job_id"]): (j.get("state") or j.get("job_state") or ["?"])[0]
+                for j in obj.get("jobs", [])}
+
+    # --- environment ---------------------------------------------------------------------
+    def register_nodes(self, names):
+        t0 = now()
+
+        def slurm_node(n):
+            self.scall("POST", "/new/node/", {
+                "node_conf": f"NodeName={n} NodeAddr=127.0.0.1 NodeHostname={n} CPUs=64 "
+                             "RealMemory=262144 State=External Feature=ext"})
+
+        self.pmap(slurm_node, names)
+        res = {"cpu": "64", "memory": "262144Mi", "pods": "250"}
+
+        def kube_node(n):
+            self.kcall("POST", "/api/v1/nodes", {
+                "apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": n, "labels": {"kubernetes.io/hostname": n}}})
+            ts = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            self.kcall("PATCH", f"/api/v1/nodes/{n}/status", {"status": {
+                "capacity": res, "allocatable": res,
+                "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                                "message": "registered by bench", "lastHeartbeatTime": ts,
+                                "lastTransitionTime": ts}]}}, "application/merge-patch+json")
+
+        self.pmap(kube_node, names)
+        log(f"{len(names)} external nodes registered in Slurm and Kubernetes in "
+            f"{now() - t0:.1f} s")
+
+    def pod(self, name, sched):
+        lim = {"cpu": "1", "memory": "100Mi"}
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": {
+            "name": name, "annotations": {"slurmjob.slinky.slurm.net/exclusive": "false"}},
+            "spec": {"schedulerName": sched, "terminationGracePeriodSeconds": 0,
+                     "containers": [{"name": "c", "image": "busybox",
+                                     "resources": {"requests": lim, "limits": lim}}]}}
+
+    def job(self, name):
+        # The shape the bridge submits for one such pod (bridge/translate.cc, external mode).
+        return {"job": {"name": name, "partition": "ext", "flags": ["EXTERNAL_JOB"],
+                        "current_working_directory": "/tmp", "nodes": "1", "minimum_nodes": 1,
+                        "maximum_nodes": 1, "tasks_per_node": 1, "cpus_per_task": 1,
+                        "memory_per_node": {"set": True, "number": 100},
+                        "admin_comment": "slurm-bridge bench"}}
+
+    def namespace(self, ns):
+        self.kcall("POST", "/api/v1/namespaces",
+                   {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
+                   ok=(200, 201, 409))
+
+    def create_pods(self, ns, names, sched):
+        self.pmap(lambda n: self.kcall("POST", f"/api/v1/namespaces/{ns}/pods",
+                                       self.pod(n, sched)), names)
+
+    def list_pods(self, ns):
+        return self.kcall("GET", f"/api/v1/namespaces/{ns}/pods")
+
+    def clear_pods(self, ns):
+        """Deletes every pod of `ns` (finalizers stripped: the scheduler is stopped by now)."""
+        pods = self.list_pods(ns)["items"]
+        held = [p["metadata"]["name"] for p in pods if p["metadata"].get("finalizers")]
+        self.pmap(lambda n: self.kcall(
+            "PATCH", f"/api/v1/namespaces/{ns}/pods/{n}", {"metadata": {"finalizers": None}},
+            "application/merge-patch+json", ok=(200, 404)), held)
+        self.kcall("DELETE", f"/api/v1/namespaces/{ns}/pods?gracePeriodSeconds=0")
+        deadline = now() + 120
+        while self.list_pods(ns)["items"] and now() < deadline:
+            time.sleep(0.5)
+
+    def clear_jobs(self):
+        """Cancels every job of partition ext and waits until none is live."""
+        self.slurm_exec("scancel", "--partition=ext")
+        deadline = now() + 120
+        while now() < deadline:
+            if not any(s in LIVE for s in self.job_states().values()):
+                return
+            time.sleep(0.5)
+        log("warning: jobs still live after scancel")
+
+    def start_kube_scheduler(self, tag):
+        qps = self.a.kube_qps
+        cmd = [self.a.kube_scheduler, "--kubeconfig", self.env["KUBECONFIG"],
+               "--leader-elect=false", "--port", "0", "--secure-port", "0",
+               "--kube-api-qps", str(qps), "--kube-api-burst", str(qps)]
+        return subprocess.Popen(cmd, stdout=open(f"{self.out}/kube-scheduler-{tag}.log", "w"),
+                                stderr=subprocess.STDOUT)
+
+    def start_bridge(self, tag, level="info"):
+        cfg = f"{self.out}/bridge-config.yaml"
+        with open(cfg, "w") as f:
+            f.write(f"schedulerName: {BRIDGE}\nslurmRestApi: {self.env['SLURM_REST_URL']}\n"
+                    f"partition: ext\nmcsLabel: kubernetes\n"
+                    f"maxConcurrentSubmits: {self.a.max_concurrent_submits}\n")
+            for line in self.a.bridge_config:
+                f.write(line + "\n")
+        env = dict(os.environ, SLURM_JWT_FILE=self.env["SLURM_JWT_FILE"],
+                   KUBECONFIG=self.env["KUBECONFIG"])
+        cmd = [self.a.binary, "scheduler", "--config", cfg, "--log-level", level,
+               "--metrics-bind-address", f"127.0.0.1:{self.a.metrics_port}",
+               "--health-probe-bind-address", "0"]
+        return subprocess.Popen(cmd, env=env, stdout=open(f"{self.out}/bridge-{tag}.log", "w"),
+                                stderr=subprocess.STDOUT)
+
+    @staticmethod
+    def stop(proc):
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+    def watch_from_now(self, ns):
+        lst = self.list_pods(ns)
+        w = PodWatch(self.kube, ns, lst["metadata"]["resourceVersion"])
+        w.seed(lst["items"])
+        return w
+
+    def wait_bound(self, w, n, timeout, what):
+        deadline = now() + timeout
+        while w.count() < n:
+            if now() > deadline:
+                raise RuntimeError(f"{what}: only {w.count()} of {n} pods bound after {timeout} s")
+            time.sleep(0.05)
+        return now()
+
+    # --- 1. latency ----------------------------------------------------------------------
+    def latency_slurm(self):
+        n, gap = self.a.latency_pods, self.a.interval_ms / 1000
+        submitted, running = {}, {}
+        stop = threading.Event()
+
+        def poll():
+            while not stop.is_set():
+                states = self.job_states()
+                t = now()
+                for jid, s in states.items():
+                    if jid in submitted and s == "RUNNING" and jid not in running:
+                        running[jid] = t
+                time.sleep(0.01)
+
+        th = threading.Thread(target=poll, daemon=True)
+        th.start()
+        for i in range(n):
+            t0 = now()
+            jid = self.scall("POST", "/job/submit", self.job(f"lat-slurm-{i}"))["job_id"]
+            submitted[jid] = t0
+            time.sleep(max(0.0, t0 + gap - now()))
+        deadline = now() + 120
+        while len(running) < n and now() < deadline:
+            time.sleep(0.05)
+        stop.set()
+        th.join()
+        ms = [(running[j] - submitted[j]) * 1000 for j in running]
+        self.results["lat_slurm"] = ms
+        log(f"latency, Slurm alone: {len(ms)}/{n} RUNNING, p50 {pct(ms, .5):.0f} ms")
+        self.clear_jobs()
+
+    def latency_pods(self, ns, sched, proc_tag, poll_slurm):
+        n, gap = self.a.latency_pods, self.a.interval_ms / 1000
+        self.namespace(ns)
+        w = self.watch_from_now(ns)
+        # A warm-up pod: the scheduler has synced and serves before the timed pods.
+        self.create_pods(ns, ["warmup"], sched)
+        self.wait_bound(w, 1, 120, f"{proc_tag} warm-up")
+        seen, running = {}, {}
+        stop = threading.Event()
+
+        def poll():
+            while not stop.is_set():
+                states = self.job_states()
+                t = now()
+                for jid, s in states.items():
+                    if s not in LIVE:
+                        continue
+                    seen.setdefault(jid, t)
+                    if s == "RUNNING":
+                        running.setdefault(jid, t)
+                time.sleep(0.01)
+
+        before = set(self.job_states()) if poll_slurm else set()
+        th = threading.Thread(target=poll, daemon=True)
+        if poll_slurm:
+            th.start()
+        created = {}
+        for i in range(n):
+            name = f"lat-{i:04d}"
+            t0 = now()
+            self.kcall("POST", f"/api/v1/namespaces/{ns}/pods", self.pod(name, sched))
+            created[name] = t0
+            time.sleep(max(0.0, t0 + gap - now()))
+        self.wait_bound(w, n + 1, 180, f"{proc_tag} latency")
+        stop.set()
+        if poll_slurm:
+            th.join()
+        w.close()
+        bound = {p: (w.bound[p] - created[p]) * 1000 for p in created}
+        over, slurm_ms = [], {}
+        if poll_slurm:
+            for p in created:
+                jid = int(w.job.get(p, 0))
+                if jid in seen and jid in running and jid not in before:
+                    slurm_ms[p] = (running[jid] - seen[jid]) * 1000
+                    over.append(bound[p] - slurm_ms[p])
+            if len(over) < n:
+                self.notes.append(f"latency: {n - len(over)} of the bridge's pods had no job "
+                                  "seen by the 10 ms poll (left out of the overhead)")
+        return bound, over, slurm_ms
+
+    def latency(self):
+        self.latency_slurm()
+        ks = self.start_kube_scheduler("latency")
+        try:
+            k, _, _ = self.latency_pods("bench-lat-k", "default-scheduler", "kube-scheduler",
+                                        False)
+        finally:
+            self.stop(ks)
+        self.results["lat_kube"] = list(k.values())
+        self.clear_pods("bench-lat-k")
+        log(f"latency, kube-scheduler: p50 {pct(self.results['lat_kube'], .5):.0f} ms")
+        # At debug level the bridge logs each bound job's stages (README, "stage trace").
+        br = self.start_bridge("latency", "debug")
+        try:
+            b, over, sl = self.latency_pods("bench-lat-b", BRIDGE, "bridge", True)
+        finally:
+            self.stop(br)
+        self.results["lat_bridge"], self.results["lat_over"] = list(b.values()), over
+        self.results["lat_bridge_slurm"] = list(sl.values())
+        self.results["lat_stages"] = self.stages(f"{self.out}/bridge-latency.log", b, sl)
+        log(f"latency, bridge: p50 {pct(b.values(), .5):.0f} ms, "
+            f"overhead p50 {pct(over, .5):.0f} ms")
+        self.clear_pods("bench-lat-b")
+        self.clear_jobs()
+
+    @staticmethod
+    def stages(path, bound, slurm_ms):
+        """Splits the bridge's overhead per pod with its stage trace ("Pod/ns/name: Slurm job 12
+        stages: submitted +0 ms, RUNNING seen +640 ms, 1 pod(s) labelled and bound +700 ms"):
+        create -> submitted (the bound time seen here minus the trace's total), Slurm's RUNNING
+        -> the bridge sees it (its RUNNING seen minus the job's submit -> RUNNING seen here), and
+        RUNNING seen -> bound."""
+        pat = re.compile(r"Pod/[^/]+/(\S+): Slurm job \d+ stages: submitted \+0 ms, "
+                         r"RUNNING seen \+(-?\d+) ms, \d+ pod\(s\) labelled and bound \+(\d+) ms")
+        out = {"submit": [], "seen": [], "bind": []}
+        try:
+            with open(path) as f:
+                text = f.read()
+        except OSError:
+            return out
+        for name, seen, total in pat.findall(text):
+            seen, total = int(seen), int(total)
+            if name not in bound or seen < 0:
+                continue
+            out["submit"].append(bound[name] - total)
+            out["bind"].append(total - seen)
+            if name in slurm_ms:
+                out["seen"].append(seen - slurm_ms[name])
+        return out
+
+    # --- 2./3. burst ---------------------------------------------------------------------
+    def burst_slurm(self):
+        n = self.a.pods
+        c0, t0 = self.daemon_cpu(), now()
+        ids = self.pmap(lambda i: self.scall("POST", "/job/submit",
+                                             self.job(f"burst-slurm-{i}"))["job_id"], range(n))
+        submitted = now()
+        want = set(ids)
+        deadline = now() + 600
+        while now() < deadline:
+            states = self.job_states()
+            if all(states.get(j) == "RUNNING" for j in want):
+                break
+            time.sleep(0.2)
+        else:
+            raise RuntimeError("burst, Slurm alone: not all jobs RUNNING after 600 s")
+        t1 = now()
+        c1 = self.daemon_cpu()
+        r = {"wall": t1 - t0, "submit": submitted - t0, "bound": n,
+             "daemons": {k: (c1[k] - c0[k]) / HZ for k in c1}}
+        self.results["burst_slurm"] = r
+        log(f"burst, Slurm alone: {n} jobs RUNNING in {r['wall']:.1f} s "
+            f"(submitted in {r['submit']:.1f} s)")
+        self.clear_jobs()
+
+    def burst_sched(self, tag, ns, sched, start):
+        n = self.a.pods
+        self.namespace(ns)
+        names = [f"b-{i:05d}" for i in range(n)]
+        t = now()
+        self.create_pods(ns, names, sched)
+        log(f"burst, {tag}: {n} pods created in {now() - t:.1f} s; starting the scheduler")
+        w = self.watch_from_now(ns)
+        time.sleep(1)  # the apiserver settles after the creates
+        c0, t0 = self.daemon_cpu(), now()
+        proc = start()
+        try:
+            t1 = self.wait_bound(w, n, 900, f"burst, {tag}")
+            c1 = self.daemon_cpu()
+            cpu = cpu_ticks(proc.pid) / HZ
+            rss = vm_hwm_mb(proc.pid)
+            if sched == BRIDGE:  # its counters and request durations, for a reader of the logs
+                conn = http.client.HTTPConnection("127.0.0.1", self.a.metrics_port, timeout=10)
+                conn.request("GET", "/metrics")
+                with open(f"{self.out}/bridge-burst-metrics.txt", "wb") as f:
+                    f.write(conn.getresponse().read())
+                conn.close()
+        finally:
+            self.stop(proc)
+            w.close()
+        r = {"wall": t1 - t0, "bound": n, "cpu": cpu, "rss": rss,
+             "daemons": {k: (c1[k] - c0[k]) / HZ for k in c1}}
+        log(f"burst, {tag}: {n} pods bound in {r['wall']:.1f} s, CPU {cpu:.2f} s, "
+            f"RSS {rss:.0f} MB")
+        self.clear_pods(ns)
+        return r
+
+    def wait_forgotten(self):
+        """Waits (up to --forget-timeout s) until slurmctld has purged every ended job: a job is kept for
+        MinJobAge (60 s in up.sh's slurm.conf) and purged by a pass about once a minute. The
+        bridge reads the whole job list when it starts, and Slurm's passes walk it too, so each
+        Slurm phase starts from an empty job list."""
+        t0 = now()
+        while self.job_states() and now() < t0 + self.a.forget_timeout:
+            time.sleep(1)
+        left = len(self.job_states())
+        log(f"Slurm's job list emptied in {now() - t0:.0f} s" if not left else
+            f"{left} ended jobs still in Slurm's job list after {now() - t0:.0f} s")
+
+    def burst(self):
+        # kube-scheduler first: it needs no Slurm, while slurmctld forgets the latency phase's jobs.
+        self.results["burst_kube"] = self.burst_sched(
+            "kube-scheduler", "bench-burst-k", "default-scheduler",
+            lambda: self.start_kube_scheduler("burst"))
+        self.wait_forgotten()
+        self.results["burst_bridge"] = self.burst_sched(
+            "bridge", "bench-burst-b", BRIDGE, lambda: self.start_bridge("burst"))
+        self.clear_jobs()
+        self.wait_forgotten()
+        self.burst_slurm()
+
+    # --- table ---------------------------------------------------------------------------
+    def table(self):
+        r = self.results
+        rows = []
+
+        def row(metric, k, s, b, goal=None, of_slurm=False):
+            ratio, of = None, ""
+            if b is not None and k not in (None, 0) and not of_slurm:
+                ratio = b / k
+            elif b is not None and s not in (None, 0):
+                ratio, of = b / s, "*"
+            rows.append((metric, k, s, b, ratio, of, goal))
+
+        if "lat_kube" in r:
+            lk, ls, lb, lo = r["lat_kube"], r["lat_slurm"], r["lat_bridge"], r["lat_over"]
+            row("latency: create->bound ms, p50 (Slurm: submit->RUNNING)",
+                pct(lk, .5), pct(ls, .5), pct(lb, .5))
+            row("latency: create->bound ms, p99 (Slurm: submit->RUNNING)",
+                pct(lk, .99), pct(ls, .99), pct(lb, .99))
+            row("latency: its job's submit->RUNNING ms, p50", None,
+                None, pct(r["lat_bridge_slurm"], .5))
+            row("latency: bridge overhead ms, p50 (goal <= 30)", None, None, pct(lo, .5))
+            row("latency: bridge overhead ms, p99 (goal <= 100)", None, None, pct(lo, .99))
+            st = r["lat_stages"]
+            if st["bind"]:
+                row("latency: overhead stage, create->submitted ms, p50", None, None,
+                    pct(st["submit"], .5))
+                row("latency: overhead stage, RUNNING->bridge sees it ms, p50", None, None,
+                    pct(st["seen"], .5))
+                row("latency: overhead stage, bridge sees RUNNING->bound ms, p50", None, None,
+                    pct(st["bind"], .5))
+        if "burst_bridge" in r:
+            bk, bs, bb = r["burst_kube"], r["burst_slurm"], r["burst_bridge"]
+            n = self.a.pods
+            row(f"burst: {n} pods on {self.a.nodes} nodes, s to all bound (Slurm: RUNNING)",
+                bk["wall"], bs["wall"], bb["wall"])
+            row("burst: pods/s", n / bk["wall"], n / bs["wall"], n / bb["wall"])
+            row("burst: scheduler CPU s", bk["cpu"], None, bb["cpu"])
+            row("burst: scheduler CPU ms per bound pod (goal ratio <= 0.5)",
+                bk["cpu"] * 1000 / n, None, bb["cpu"] * 1000 / n)
+            row("burst: scheduler peak RSS MB (VmHWM)", bk["rss"], None, bb["rss"])
+            for d in ("slurmctld", "slurmrestd", "kube-apiserver", "etcd"):
+                if d in bb["daemons"]:
+                    row(f"burst: {d} CPU s in the phase", bk["daemons"][d], bs["daemons"][d],
+                        bb["daemons"][d], of_slurm=d.startswith("slurm"))
+        width = max(len(x[0]) for x in rows)
+        fmt = lambda v: "-" if v is None else (f"{v:.0f}" if abs(v) >= 100 else f"{v:.2f}")
+        lines = [f"{'metric':<{width}} | {'kube-scheduler':>14} | {'Slurm alone':>11} | "
+                 f"{'bridge':>9} | {'ratio':>6}"]
+        for metric, k, s, b, ratio, of, _ in rows:
+            lines.append(f"{metric:<{width}} | {fmt(k):>14} | {fmt(s):>11} | {fmt(b):>9} | "
+                         f"{(fmt(ratio) + of) if ratio is not None else '-':>6}")
+        return "\n".join(lines)
+
+    # --- 4. scale ------------------------------------------------------------------------
+    def metric(self, sample):
+        """The value of `sample` (name{labels}) on the bridge's /metrics."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.a.metrics_port, timeout=10)
+        conn.request("GET", "/metrics")
+        body = conn.getresponse().read().decode()
+        conn.close()
+        for line in body.splitlines():
+            if line.startswith(sample + " "):
+                return float(line.split()[-1])
+        return float("nan")
+
+    def metrics_requests(self):
+        return self.metric('slurm_bridge_client_requests_total{server="slurmrestd"}')
+
+    def scale(self):
+        a, ns = self.a, "bench-scale"
+        self.namespace(ns)
+        w = self.watch_from_now(ns)
+        c0, t0 = self.daemon_cpu(), now()
+        br = self.start_bridge("scale")
+        out = {}
+        try:
+            done = 0
+            for wave in range(0, a.pods, a.wave):
+                names = [f"s-{i:05d}" for i in range(wave, min(a.pods, wave + a.wave))]
+                tw = now()
+                self.create_pods(ns, names, BRIDGE)
+                done += len(names)
+                self.wait_bound(w, done, 1800, f"scale wave at {wave}")
+                log(f"scale: {done} pods bound (wave of {len(names)} in {now() - tw:.1f} s)")
+            t1 = now()
+            c1 = self.daemon_cpu()
+            out["wall"] = t1 - t0
+            out["bridge_cpu"] = cpu_ticks(br.pid) / HZ
+            out["daemons"] = {k: (c1[k] - c0[k]) / HZ for k in c1}
+            # Every pod bound exactly once: the bridge's live jobs vs the pods.
+            _, obj = self.slurm.call("GET", SLURM_API + "/jobs/")
+            tagged, listed = 0, {}
+            for j in obj.get("jobs", []):
+                state = (j.get("job_state") or ["?"])[0]
+                try:
+                    tag = json.loads(j.get("admin_comment") or "null")
+                except ValueError:
+                    tag = None
+                if not isinstance(tag, dict) or "slurm-bridge" not in tag or state not in LIVE:
+                    continue
+                tagged += 1
+                for p in tag.get("pods", []):
+                    listed[p] = listed.get(p, 0) + 1
+            pods = self.list_pods(ns)["items"]
+            bound = sum(1 for p in pods if p["spec"].get("nodeName"))
+            jobs_on_pods = {p["metadata"].get("labels", {}).get(JOB_ID_LABEL) for p in pods}
+            out.update(pods=len(pods), bound=bound, tagged=tagged,
+                       twice=sum(1 for v in listed.values() if v > 1),
+                       distinct_job_labels=len(jobs_on_pods - {None}))
+            out["rss_bound"] = vm_hwm_mb(br.pid)
+            # The bridge's own invariant check (README, `slurm-bridge check`), looked at once.
+            chk = subprocess.run(
+                [a.binary, "check", "--config", f"{self.out}/bridge-config.yaml", "-n", ns,
+                 "--settle", "0"], capture_output=True, text=True,
+                env=dict(os.environ, SLURM_JWT_FILE=self.env["SLURM_JWT_FILE"],
+                         KUBECONFIG=self.env["KUBECONFIG"]))
+            with open(f"{self.out}/check-scale.log", "w") as f:
+                f.write(chk.stdout + chk.stderr)
+            lines = [x for x in chk.stdout.splitlines() if x.strip()]
+            out["check"] = (f"exit {chk.returncode}, " +
+                            ("no violations" if chk.returncode == 0 else
+                             f"{len(lines)} line(s), first: {lines[0][:120] if lines else ''}"))
+            # Steady cost: `waiting` pods wait in Slurm's queue (partition ext down).
+            self.slurm_exec("scontrol", "update", "partitionname=ext", "state=down")
+            wns = "bench-scale-wait"
+            self.namespace(wns)
+            submitted = self.metric("slurm_bridge_jobs_submitted_total")
+            self.create_pods(wns, [f"w-{i:05d}" for i in range(a.waiting)], BRIDGE)
+            # Every waiting pod has its job (the job-id label comes only with the Binding).
+            deadline = now() + 600
+            while now() < deadline:
+                if self.metric("slurm_bridge_jobs_submitted_total") - submitted >= a.waiting:
+                    break
+                time.sleep(1)
+            else:
+                self.notes.append("scale: not every waiting pod had its job after 600 s")
+            time.sleep(6)
+            q0, c0, t0 = self.metrics_requests(), self.daemon_cpu(), now()
+            b0 = cpu_ticks(br.pid)
+            time.sleep(a.window)
+            q1, c1, t1 = self.metrics_requests(), self.daemon_cpu(), now()
+            out["wait_rps"] = (q1 - q0) / (t1 - t0)
+            out["wait_bridge_cpu"] = (cpu_ticks(br.pid) - b0) / HZ / (t1 - t0)
+            out["wait_daemons"] = {k: (c1[k] - c0[k]) / HZ / (t1 - t0) for k in c1}
+            out["rss"] = vm_hwm_mb(br.pid)
+            self.slurm_exec("scontrol", "update", "partitionname=ext", "state=up")
+        finally:
+            self.stop(br)
+            w.close()
+        self.results["scale"] = out
+        s = out
+        lines = [
+            f"scale: {a.nodes} external nodes, {a.pods} pods in waves of {a.wave}",
+            f"  all bound in {s['wall']:.1f} s ({a.pods / s['wall']:.1f} pods/s); pods {s['pods']}, "
+            f"bound {s['bound']}, live jobs tagged by the bridge {s['tagged']}, pods listed by "
+            f"two live jobs {s['twice']}, distinct job-id labels {s['distinct_job_labels']}",
+            f"  slurm-bridge check -n {'bench-scale'}: {s['check']}",
+            f"  bridge CPU {s['bridge_cpu']:.1f} s ({s['bridge_cpu'] * 1000 / a.pods:.2f} ms per "
+            f"pod), peak RSS {s['rss_bound']:.0f} MB after binding, {s['rss']:.0f} MB at the end",
+            "  daemons' CPU s while binding: " +
+            ", ".join(f"{k} {v:.1f}" for k, v in sorted(s["daemons"].items())),
+            f"  {a.waiting} pods waiting (partition down), over {a.window} s: "
+            f"{s['wait_rps']:.2f} slurmrestd requests/s, bridge {s['wait_bridge_cpu'] * 100:.1f}"
+            "% of a core; " + ", ".join(f"{k} {v * 100:.1f}%"
+                                         for k, v in sorted(s["wait_daemons"].items())),
+        ]
+        return "\n".join(lines)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--env", required=True)
+    p.add_argument("--root", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--binary", required=True)
+    p.add_argument("--kube-scheduler", required=True)
+    p.add_argument("--mode", choices=["default", "scale"], default="default")
+    p.add_argument("--nodes", type=int, default=100)
+    p.add_argument("--pods", type=int, default=2000)
+    p.add_argument("--latency-pods", type=int, default=100)
+    p.add_argument("--interval-ms", type=int, default=200)
+    p.add_argument("--concurrency", type=int, default=16)
+    p.add_argument("--kube-qps", type=int, default=1000)
+    p.add_argument("--max-concurrent-submits", type=int, default=16)
+    p.add_argument("--forget-timeout", type=int, default=150)
+    p.add_argument("--bridge-config", action="append", default=[],
+                   help="a line added to the bridge's config.yaml, e.g. 'jobListInterval: 10m'")
+    p.add_argument("--metrics-port", type=int, required=True)
+    p.add_argument("--prefix", default="bx")
+    p.add_argument("--wave", type=int, default=2000)
+    p.add_argument("--waiting", type=int, default=1000)
+    p.add_argument("--window", type=int, default=20)
+    a = p.parse_args()
+    # SIGTERM (bench.sh stopped, a ctest timeout) unwinds through the phases' `finally`, which
+    # stop the schedulers this script started.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    b = Bench(a)
+    b.register_nodes(b.nodes)
+    if a.mode == "scale":
+        text = b.scale()
+    else:
+        b.latency()
+        b.burst()
+        text = b.table()
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    print(text)
+    for n in b.notes:
+        print("note:", n)
+    print(f"observer (this script) CPU: {ru.ru_utime + ru.ru_stime:.1f} s")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

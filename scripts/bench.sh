@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+#
+# The benchmark of issue #13 in one command: kube-scheduler v1.20.2, Slurm alone and
+# `slurm-bridge scheduler` side by side, in an environment of its own (testenv/up.sh, no kubelets)
+# with N Slurm *external* nodes (State=External, 64 CPUs, partition `ext` through
+# NodeSet Feature=ext) registered as Kubernetes Nodes of the same names (Ready, 64 CPUs). Prints
+# one table: metric | kube-scheduler | Slurm alone | bridge | ratio (bench/bench.py says how each
+# figure is taken).
+#
+#   default  100 nodes. Latency: 100 pods (jobs), one every 200 ms. Burst: 2,000 one-CPU
+#            non-exclusive pods created while no scheduler runs, then the scheduler started.
+#            6-10 minutes on 2 busy cores.
+#   --smoke  5 nodes, 5 latency pods, 20 burst pods: checks that the benchmark runs (ctest
+#            e2e.bench.scheduler); times nothing worth reading.
+#   --scale  1,000 nodes, 10,000 pods in waves of 2,000 through the bridge alone; then every
+#            pod bound exactly once, RSS, and slurmrestd requests/s while 1,000 pods wait.
+#            Long: 4-8 minutes per wave of 2,000 on 2 busy cores (bridge of c029f43).
+#
+# Slurm: up.sh's slurm.conf with SchedulerParameters replaced (scontrol reconfigure) by
+# `sched_min_interval=0,batch_sched_delay=0,default_queue_depth=2000`, the same for every phase.
+# Measured here with Slurm alone (100 external nodes, 2 busy cores): up.sh's
+# `sched_min_interval=0` alone gave submit -> RUNNING p50 1.25 s, p99 2.9 s on a quiet cluster
+# (batch_sched_delay defaults to 3 s) and 51 s for a burst of 2,000 jobs (default_queue_depth=100
+# jobs per pass); batch_sched_delay=0 halves the first (0.6 s, 1.1 s) and default_queue_depth=2000
+# makes the second 5 s. --sched-params LIST sets another list (`sched_min_interval=0` for up.sh's).
+#
+# Usage: scripts/bench.sh [--smoke|--scale] [--binary PATH] [--nodes N] [--pods N]
+#                         [--latency-pods N] [--sched-params LIST] [--max-concurrent-submits N]
+#                         [--bridge-config 'KEY: VALUE'] [--keep]
+#   --binary P   slurm-bridge to run (default: $SB_BINARY, else build/slurm-bridge, built here)
+#   --max-concurrent-submits N   the bridge's maxConcurrentSubmits (default 16, its own default)
+#   --bridge-config L  a line added to the bridge's config.yaml (repeatable), e.g. 'jobListInterval: 10m'
+#   --keep       keep the run directory (logs of the schedulers and daemons) even on success
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+. "$root/testenv/lib.sh"
+mode=default nodes=100 pods=2000 latency=100 binary=${SB_BINARY:-} keep=0 submits=16
+sched_params=sched_min_interval=0,batch_sched_delay=0,default_queue_depth=2000
+extra=() bridge_cfg=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --smoke) mode=smoke nodes=5 pods=20 latency=5 extra+=(--forget-timeout 0); shift ;;
+    --scale) mode=scale nodes=1000 pods=10000; shift ;;
+    --binary) binary=$2; shift 2 ;;
+    --nodes) nodes=$2; shift 2 ;;
+    --pods) pods=$2; shift 2 ;;
+    --latency-pods) latency=$2; shift 2 ;;
+    --sched-params) sched_params=$2; shift 2 ;;
+    --max-concurrent-submits) submits=$2; shift 2 ;;
+    --bridge-config) extra+=(--bridge-config "$2") bridge_cfg+="; $2"; shift 2 ;;
+    --keep) keep=1; shift ;;
+    -h | --help) sed -n '3,35p' "$0"; exit 0 ;;
+    *) die "unknown argument: $1 (see --help)" ;;
+  esac
+done
+for v in "$nodes" "$pods" "$latency" "$submits"; do
+  [[ "$v" =~ ^[1-9][0-9]*$ ]] || die "--nodes, --pods and --latency-pods take a positive number"
+done
+if [ -z "$binary" ]; then
+  binary=$root/build/slurm-bridge
+  if [ ! -x "$binary" ]; then
+    "$root/scripts/build.sh" >/dev/null
+  fi
+  cmake --build "$root/build" --target slurm-bridge >/dev/null
+fi
+[ -x "$binary" ] || die "no slurm-bridge at $binary"
+kube_scheduler=$SB_KUBE_DIR/bin/kube-scheduler
+[ -x "$kube_scheduler" ] || die "no kube-scheduler at $kube_scheduler: run scripts/prepare-testenv.sh"
+
+run=$(mktemp -d "${TMPDIR:-/tmp}/sb-bench.XXXXXX")
+cleanup() {
+  local rc=$?
+  "$root/testenv/down.sh" "$run/env" >/dev/null 2>&1 || log "testenv/down.sh $run/env failed"
+  if [ $rc = 0 ] && [ $keep = 0 ]; then rm -rf "$run"; else log "logs kept in $run"; fi
+  exit $rc
+}
+trap cleanup EXIT
+started=$SECONDS
+log "starting an environment in $run"
+# One slurmd node (the batch partition, unused here) and no kube-controller-manager: nothing
+# but the schedulers and the benchmark talks to the apiserver.
+up_err=$("$root/testenv/up.sh" --run-dir "$run/env" --nodes 1 --no-kcm 2>&1 >/dev/null) ||
+  { echo "$up_err" >&2; die "testenv/up.sh failed"; }
+[[ "$sched_params" =~ ^[a-z_=0-9,]+$ ]] || die "--sched-params: a comma-separated list, got '$sched_params'"
+sed -i "s/^SchedulerParameters=.*/SchedulerParameters=$sched_params/" "$run/env/slurm/etc/slurm.conf"
+"$root/testenv/slurm/exec.sh" "$run/env" scontrol reconfigure
+sleep 2
+params=$(sed -n 's/^SchedulerParameters=//p' "$run/env/slurm/etc/slurm.conf")
+[ "$mode" = scale ] && extra+=(--mode scale)
+if [ "$mode" = scale ]; then
+  echo "slurm-bridge scheduler benchmark (scale): $nodes external nodes (64 CPUs), $pods pods" \
+    "(1 CPU, 100Mi, exclusive=false) through the bridge in waves of 2000, then 1000 waiting"
+else
+  echo "slurm-bridge scheduler benchmark ($mode): $nodes external nodes (64 CPUs), $pods burst pods" \
+    "(1 CPU, 100Mi, exclusive=false), $latency latency pods one every 200 ms"
+fi
+echo "Slurm SchedulerParameters=$params; kube-scheduler --kube-api-qps 1000 --kube-api-burst 1000;" \
+  "bridge maxConcurrentSubmits $submits$bridge_cfg (no client QPS limit); load average $(cut -d' ' -f1-3 /proc/loadavg)"
+python3 "$root/bench/bench.py" --env "$run/env/env" --root "$root" --out "$run" \
+  --binary "$binary" --kube-scheduler "$kube_scheduler" --nodes "$nodes" --pods "$pods" \
+  --latency-pods "$latency" --max-concurrent-submits "$submits" --metrics-port "$(free_port)" "${extra[@]}"
+echo "took $((SECONDS - started)) s; load average $(cut -d' ' -f1-3 /proc/loadavg)"
