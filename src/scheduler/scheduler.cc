@@ -831,8 +831,9 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
   // Pods of this job bound before (an earlier run, a gang member that is re-created) keep their
   // nodes while they are active. A job this process submitted and never bound for has none: a
   // holder is a labelled pod that is bound, and only this process binds pods to the jobs it
-  // submits (Slurm never reuses an id); so the LIST (which costs the apiserver a scan of the
-  // namespace's pods, per job) is skipped.
+  // submits (a pod bound to an older job under the same id, after Slurm's ids wrapped or its
+  // state was lost, is not this job's); so the LIST, which costs the apiserver a scan of the
+  // namespace's pods per job, is skipped.
   Result<std::vector<Holder>> holders = std::vector<Holder>{};
   if (job.submitted == kube::Clock::TimePoint{} || job.bind_tried) {
     holders = co_await ReadHolders(spec.namespace_, job.id);
