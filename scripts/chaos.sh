@@ -33,7 +33,7 @@
 # Exits 1 on a violation, a stuck pod, a crashed replica or a workload that never settled.
 #
 # Usage: scripts/chaos.sh [--seed N] [--pods N] [--faults N] [--duration S] [--binary PATH]
-#                         [--kinds K,K,...] [--settle-timeout S] [--keep]
+#                         [--kinds K,K,...] [--settle-timeout S] [--keep] [--keep-logs]
 #   --seed N        RNG seed (default: random, printed)
 #   --pods N        pods of the workload (default 40)
 #   --faults N      faults to inject (default 9)
@@ -42,11 +42,15 @@
 #   --settle-timeout S  how long the pods may take to end after the last event (default 300)
 #   --binary PATH   slurm-bridge (default: $SB_BINARY, else build/slurm-bridge)
 #   --keep          leave the environment running (and print its directory)
+#   --keep-logs     keep the run directory (logs, schedule) also when the run passes
 set -euo pipefail
+# The whole script in braces: bash parses it before it runs, so editing this file during a run
+# (which may take an hour) cannot change what the run does.
+{
 root=$(cd "$(dirname "$0")/.." && pwd)
 . "$root/testenv/lib.sh"
 need_root
-seed="" pods=40 nfaults=9 duration=90 settle_timeout=300 keep=0 kinds_arg=""
+keep_logs=0 seed="" pods=40 nfaults=9 duration=90 settle_timeout=300 keep=0 kinds_arg=""
 binary=${SB_BINARY:-$root/build/slurm-bridge}
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -58,7 +62,8 @@ while [ $# -gt 0 ]; do
     --settle-timeout) settle_timeout=$2; shift 2 ;;
     --binary) binary=$2; shift 2 ;;
     --keep) keep=1; shift ;;
-    -h | --help) sed -n '3,48p' "$0"; exit 0 ;;
+    --keep-logs) keep_logs=1; shift ;;
+    -h | --help) sed -n '3,49p' "$0"; exit 0 ;;
     *) die "unknown argument: $1 (see --help)" ;;
   esac
 done
@@ -89,7 +94,8 @@ RANDOM=$seed
 rnd() { R=$(($1 + (RANDOM * 32768 + RANDOM) % ($2 - $1 + 1))); }
 events=()   # "T_MS TYPE ARGS..."
 planned=0 units=0 n_single=0 n_job=0 n_pg=0 n_deleted=0
-window=$((duration * 1000 * 7 / 10))
+# Units are created over 90 % of the duration: the faults (over all of it) meet a loaded cluster.
+window=$((duration * 1000 * 9 / 10))
 while [ $planned -lt "$pods" ]; do
   units=$((units + 1))
   left=$((pods - planned))
@@ -103,7 +109,7 @@ while [ $planned -lt "$pods" ]; do
   if [ $R -le 7 ]; then rnd 2 8; else rnd 15 40; fi
   sleep_s=$R
   rnd 0 $window; t=$R
-  name=${kind:0:1}-$units
+  case $kind in pod) name=p-$units ;; job) name=j-$units ;; pg) name=g-$units ;; esac
   events+=("$t create $kind $name $size $sleep_s")
   case $kind in pod) n_single=$((n_single + 1)) ;; job) n_job=$((n_job + 1)) ;; pg) n_pg=$((n_pg + 1)) ;; esac
   planned=$((planned + size))
@@ -167,7 +173,7 @@ cleanup() {
     log "environment left running: $run (stop: testenv/down.sh $run)"
   else
     [ -z "${envdir:-}" ] || "$root/testenv/down.sh" --keep-logs "$envdir" >/dev/null 2>&1 || log "testenv/down.sh $envdir failed"
-    if [ $rc = 0 ]; then rm -rf "$run"; else log "logs kept in $run"; fi
+    if [ $rc = 0 ] && [ $keep_logs = 0 ]; then rm -rf "$run"; else log "logs kept in $run"; fi
   fi
   exit $rc
 }
@@ -311,7 +317,7 @@ delete_unit() { # KIND NAME
 fault_sh() { "$root/testenv/fault.sh" "$envdir" "$@" >>"$run/logs/fault.log" 2>&1; }
 declare -A slurm_of
 for pair in ${KUBE_SLURM_NODES//,/ }; do slurm_of[${pair%%=*}]=${pair#*=}; done
-nodes_down=()
+nodes_down=() bg_faults=() pods_under_down=0
 inject() { # KIND ARGS...
   local k=$1 r role i nodes
   shift
@@ -333,7 +339,10 @@ inject() { # KIND ARGS...
     slurmrestd-start)
       fault_sh slurmrestd-start || log "slurmrestd-start failed (log: $run/logs/fault.log)" ;;
     slurmctld-restart | apiserver-restart)
-      fault_sh "$k" && count_fault "$k" || log "fault $k failed (log: $run/logs/fault.log)" ;;
+      # In the background: the workload goes on while the daemon restarts (tens of seconds for
+      # the apiserver on a busy machine); counted when done.
+      (fault_sh "$k" && echo "$k" >>"$run/faults.bg" || log "fault $k failed (log: $run/logs/fault.log)") &
+      bg_faults+=($!) ;;
     drop-submit-replies)
       local n=0
       [ ! -s "$run/proxy/drop-submits" ] || n=$(cat "$run/proxy/drop-submits")
@@ -354,12 +363,15 @@ inject() { # KIND ARGS...
       mapfile -t nodes < <(kcurl "$api/api/v1/namespaces/$ns/pods?fieldSelector=status.phase%3DRunning" 2>/dev/null |
         jq -r '.items[].spec.nodeName // empty' 2>/dev/null | sort -u)
       [ ${#nodes[@]} -gt 0 ] || mapfile -t nodes < <(printf '%s\n' "${!slurm_of[@]}" | sort)
-      local kn=${nodes[$(($1 % ${#nodes[@]}))]} sn
+      local kn=${nodes[$(($1 % ${#nodes[@]}))]} sn on
       sn=${slurm_of[$kn]:-$kn}
+      on=$(kcurl "$api/api/v1/namespaces/$ns/pods?fieldSelector=status.phase%3DRunning,spec.nodeName%3D$kn" 2>/dev/null |
+        jq '.items | length' 2>/dev/null) || on="?"
       if fault_sh node-down "$sn"; then
         count_fault "$k"
         nodes_down+=("$sn")
-        log "Slurm node $sn DOWN for $(($2 / 1000)) s"
+        [[ ! "$on" =~ ^[0-9]+$ ]] || pods_under_down=$((pods_under_down + on))
+        log "Slurm node $sn DOWN for $(($2 / 1000)) s under $on running pod(s)"
         tick_now
         pending+=("$((NOW - t0 + $2)) undo node-resume $sn")
       else
@@ -414,6 +426,8 @@ while [ $ei -lt ${#events[@]} ] || [ ${#pending[@]} -gt 0 ]; do
   fi
   sleep 0.2
 done
+for p in "${bg_faults[@]}"; do wait "$p" || true; done
+[ ! -f "$run/faults.bg" ] || while read -r k; do count_fault "$k"; done <"$run/faults.bg"
 # Everything restored (each undo ran; this is the safety net).
 fault_sh slurmrestd-start || true
 cp "$run/jwt.good" "$run/jwt.tmp" && mv "$run/jwt.tmp" "$run/jwt"
@@ -481,6 +495,7 @@ printf '%-40s %s\n' "workload units (pods, Jobs, PodGroups)" "$units ($n_single,
 printf '%-40s %s\n' "pods planned" "$planned"
 printf '%-40s %s\n' "units deleted by the driver" "$deleted_units"
 printf '%-40s %s\n' "pods left, by phase" "${phases:-none}"
+printf '%-40s %s\n' "pods running on nodes set DOWN" "$pods_under_down"
 printf '%-40s %s\n' "gang Jobs complete" "$jobs_done"
 printf '%-40s %s\n' "replica exits: SIGKILL, lost Lease" "$exits_killed, $exits_lease"
 printf '%-40s %s\n' "replica crashes" "${#crashes[@]}"
@@ -494,3 +509,4 @@ if [ "$violations" != 0 ]; then echo "$check_out"; status=1; fi
 for c in "${crashes[@]}"; do echo "crash: $c"; status=1; done
 [ ${#stuck[@]} -eq 0 ] || status=1
 exit $status
+}
