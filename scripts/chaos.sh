@@ -34,6 +34,7 @@
 #
 # Usage: scripts/chaos.sh [--seed N] [--pods N] [--faults N] [--duration S] [--binary PATH]
 #                         [--kinds K,K,...] [--settle-timeout S] [--keep] [--keep-logs]
+#                         [--schedule-only]
 #   --seed N        RNG seed (default: random, printed)
 #   --pods N        pods of the workload (default 40)
 #   --faults N      faults to inject (default 9)
@@ -43,6 +44,7 @@
 #   --binary PATH   slurm-bridge (default: $SB_BINARY, else build/slurm-bridge)
 #   --keep          leave the environment running (and print its directory)
 #   --keep-logs     keep the run directory (logs, schedule) also when the run passes
+#   --schedule-only print the schedule the seed gives ("T_MS create|delete|fault|undo ...") and exit
 set -euo pipefail
 # The whole script in braces: bash parses it before it runs, so editing this file during a run
 # (which may take an hour) cannot change what the run does.
@@ -50,7 +52,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 . "$root/testenv/lib.sh"
 need_root
-keep_logs=0 seed="" pods=40 nfaults=9 duration=90 settle_timeout=300 keep=0 kinds_arg=""
+schedule_only=0 keep_logs=0 seed="" pods=40 nfaults=9 duration=90 settle_timeout=300 keep=0 kinds_arg=""
 binary=${SB_BINARY:-$root/build/slurm-bridge}
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -63,7 +65,8 @@ while [ $# -gt 0 ]; do
     --binary) binary=$2; shift 2 ;;
     --keep) keep=1; shift ;;
     --keep-logs) keep_logs=1; shift ;;
-    -h | --help) sed -n '3,49p' "$0"; exit 0 ;;
+    --schedule-only) schedule_only=1; shift ;;
+    -h | --help) awk 'NR > 2 && /^set -euo/ { exit } NR > 2' "$0"; exit 0 ;;
     *) die "unknown argument: $1 (see --help)" ;;
   esac
 done
@@ -152,8 +155,12 @@ for ((i = 0; i < nfaults; i++)); do
   esac
 done
 
-run=$(mktemp -d "${TMPDIR:-/tmp}/sb-chaos.XXXXXX")
 mapfile -t events < <(printf '%s\n' "${events[@]}" | sort -s -n -k1,1)
+if [ $schedule_only = 1 ]; then
+  printf '%s\n' "${events[@]}"
+  exit 0
+fi
+run=$(mktemp -d "${TMPDIR:-/tmp}/sb-chaos.XXXXXX")
 printf '%s\n' "${events[@]}" >"$run/schedule"
 echo "chaos: $planned pods in $units units ($n_single pods, $n_job gang Jobs, $n_pg PodGroups;" \
   "$n_deleted to delete), $nfaults faults over $duration s; schedule: $run/schedule"
