@@ -452,17 +452,20 @@ settle_start=$NOW
 log "last event done after $(((NOW - t0) / 1000)) s; waiting for the pods to end"
 
 # ---- Settling and the check ----------------------------------------------------------------------
+# The pods that have not ended; fails when they cannot be read (which is not "none left").
 live_pods() {
-  kcurl "$api/api/v1/namespaces/$ns/pods" 2>/dev/null |
-    jq -r '.items[] | select(.status.phase != "Succeeded" and .status.phase != "Failed") | .metadata.name' 2>/dev/null
+  local out
+  out=$(kcurl -f "$api/api/v1/namespaces/$ns/pods" 2>/dev/null) || return 1
+  jq -r '.items[] | select(.status.phase != "Succeeded" and .status.phase != "Failed") | .metadata.name' <<<"$out"
 }
-stuck=()
+stuck=() left=("(the pods could not be read)")
 deadline=$((SECONDS + settle_timeout))
 while :; do
   supervise
-  mapfile -t left < <(live_pods)
-  # Unreadable (apiserver) counts as not settled.
-  if kcurl -o /dev/null -f "$api/api/v1/namespaces/$ns" 2>/dev/null && [ ${#left[@]} -eq 0 ]; then break; fi
+  if left_s=$(live_pods); then
+    [ -n "$left_s" ] || break
+    mapfile -t left <<<"$left_s"
+  fi
   if [ $SECONDS -ge $deadline ]; then stuck=("${left[@]}"); break; fi
   sleep 3
 done
@@ -515,5 +518,7 @@ status=0
 if [ "$violations" != 0 ]; then echo "$check_out"; status=1; fi
 for c in "${crashes[@]}"; do echo "crash: $c"; status=1; done
 [ ${#stuck[@]} -eq 0 ] || status=1
+# Belt and braces: the last list of the pods has none that has not ended.
+if [[ "$phases" =~ (Pending|Running|Unknown) ]]; then echo "pods have not ended: $phases"; status=1; fi
 exit $status
 }

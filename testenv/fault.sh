@@ -12,6 +12,7 @@
 #   node-down NODE        scontrol update nodename=NODE state=down (Slurm ends the jobs on it)
 #   node-resume NODE      scontrol update nodename=NODE state=resume
 #
+# Faults of one daemon are serialised (flock on RUN_DIR/.fault-DAEMON.lock).
 # A daemon started here runs under a small bash that waits for it (and so reaps it: PID 1 of
 # this machine does not reap orphans, and down.sh waits for the recorded pids to be gone); its
 # pid is recorded in RUN_DIR's pids files, so down.sh stops it as it stops the first one.
@@ -57,7 +58,7 @@ in_slurm_bg() {
   sup=$(cat "$S/supervisor.pid")
   pidfile=$(mktemp "$S/.fault.XXXXXX")
   setsid bash -c 'pidfile=$1; shift; "$@" & echo $! >"$pidfile"; wait' \
-    fault "$pidfile" nsenter -t "$sup" -m -u "$@" </dev/null >>"$out" 2>&1 &
+    fault "$pidfile" nsenter -t "$sup" -m -u "$@" </dev/null >>"$out" 2>&1 9>&- &
   local deadline=$((SECONDS + 10))
   until [ -s "$pidfile" ]; do
     [ $SECONDS -lt $deadline ] || die "$name did not start"
@@ -82,6 +83,14 @@ stop_slurm_daemon() {
 }
 
 [ -f "$run_dir/env" ] || die "no environment in $run_dir"
+# One fault at a time per daemon (two restarts of one apiserver at once would race for its port
+# and its line in the pids file); faults of different daemons may overlap.
+case "$kind" in
+  slurmctld-*) lock=slurmctld ;; slurmrestd-*) lock=slurmrestd ;; apiserver-*) lock=apiserver ;;
+  *) lock=node ;;
+esac
+exec 9>"$run_dir/.fault-$lock.lock"
+flock 9
 set -a
 . "$run_dir/env"
 set +a
@@ -110,7 +119,15 @@ case "$kind" in
   apiserver-restart)
     [ -f "$K/pids" ] || die "no kube-apiserver in $K"
     pid=$(awk '$1=="kube-apiserver"{print $2}' "$K/pids" | tail -1)
-    [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = kube-apiserver ] || die "kube-apiserver ($pid) not running"
+    if [ "$(cat "/proc/$pid/comm" 2>/dev/null)" != kube-apiserver ]; then
+      # Not the recorded one: this environment's by its --cert-dir.
+      pid=""
+      for p in /proc/[0-9]*; do
+        [ "$(cat "$p/comm" 2>/dev/null)" = kube-apiserver ] &&
+          tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -qF -- "--cert-dir $K/certs " && pid=${p#/proc/}
+      done
+      [ -n "$pid" ] || die "kube-apiserver not running"
+    fi
     mapfile -d '' -t cmd <"/proc/$pid/cmdline"
     kill -TERM "$pid"
     wait_gone "$pid" 30 || { kill -KILL "$pid"; wait_gone "$pid" 10; }
@@ -120,7 +137,7 @@ case "$kind" in
       wrap=(unshare --mount --propagation private -- sh -c 'mount --bind "$0" /etc/hosts && exec "$@"' "$K/hosts")
     pidfile=$(mktemp "$K/.fault.XXXXXX")
     setsid bash -c 'pidfile=$1; shift; "$@" & echo $! >"$pidfile"; wait' \
-      fault "$pidfile" "${wrap[@]}" "${cmd[@]}" </dev/null >>"$K/log/kube-apiserver.log" 2>&1 &
+      fault "$pidfile" "${wrap[@]}" "${cmd[@]}" </dev/null >>"$K/log/kube-apiserver.log" 2>&1 9>&- &
     until [ -s "$pidfile" ]; do sleep 0.05; done
     new=$(cat "$pidfile")
     rm -f "$pidfile"
@@ -136,7 +153,18 @@ case "$kind" in
     [ -n "$node" ] || die "$kind needs a NODE"
     state=down
     [ "$kind" = node-down ] || state=resume
-    "$here/slurm/exec.sh" "$run_dir" scontrol update nodename="$node" state=$state reason=fault.sh
+    # Retried while slurmctld does not answer (a restart); resuming a node that is not DOWN (two
+    # overlapping downs, one resumed) is a no-op.
+    deadline=$((SECONDS + 60))
+    until out=$("$here/slurm/exec.sh" "$run_dir" scontrol update nodename="$node" state=$state \
+      reason=fault.sh 2>&1); do
+      if [ $state = resume ] && show=$("$here/slurm/exec.sh" "$run_dir" scontrol show node "$node" 2>/dev/null) &&
+        ! grep -q 'State=[A-Z+]*DOWN' <<<"$show"; then
+        break
+      fi
+      [ $SECONDS -lt $deadline ] || die "scontrol update nodename=$node state=$state: $out"
+      sleep 1
+    done
     ;;
   *) die "unknown fault: $kind (see testenv/fault.sh)" ;;
 esac
