@@ -702,7 +702,12 @@ awaitable<Result<void>> Scheduler::Submit(const GroupSpec& spec, std::vector<con
       spdlog::warn("{}: submit outcome unknown ({}); Slurm's jobs are read before trying again",
                    spec.key, e.ToString());
     }
-    const std::string msg = "Slurm refused the job: " + ErrorWords(e);
+    // Only an answer from Slurm is a refusal: a submit that did not get through (slurmrestd
+    // down, a reply lost) says so, not "Slurm refused" (seen in the chaos runs, issue #14).
+    const std::string msg =
+        SubmitOutcomeUnknown(e.code)
+            ? "submitting the Slurm job failed: " + ErrorWords(e) + "; trying again"
+            : "Slurm refused the job: " + ErrorWords(e);
     spdlog::warn("{}: {}", spec.key, msg);
     for (const Pod* pod : pods) co_await ReportWaiting(*pod, msg);
     if (e.code == ErrorCode::kInvalidArgument || e.code == ErrorCode::kPermissionDenied) {

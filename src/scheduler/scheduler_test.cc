@@ -706,6 +706,25 @@ TEST_F(SchedulerFlowTest, RefusedUpdateOfAPendingJobIsReportedAndNotRetried) {
       << "the refusal was reported more than once";
 }
 
+// A submit that does not get through (slurmrestd down: connection refused, or a reply lost) is
+// reported as a failed submit that is tried again, not as Slurm refusing the job; an answer of
+// Slurm's is a refusal (chaos run, issue #14).
+TEST_F(SchedulerFlowTest, SubmitThatDidNotGetThroughIsNotReportedAsARefusal) {
+  slurm_.FailNext("SubmitJob",
+                  Error{.code = ErrorCode::kUnavailable, .message = "connect refused"});
+  api_.AddPod("ns", "down");
+  Start();
+  ASSERT_TRUE(AdvanceUntil([&] {
+    return StatusSays("down", "submitting the Slurm job failed: connect refused; trying again");
+  }));
+  EXPECT_FALSE(StatusSays("down", "Slurm refused")) << PatchesOf("down/status");
+  ASSERT_TRUE(AdvanceUntil([&] { return JobOf("down") != 0; })) << "tried again";
+
+  slurm_.FailNext("SubmitJob", Error{.code = ErrorCode::kInvalidArgument, .message = "bad"});
+  api_.AddPod("ns", "refused");
+  ASSERT_TRUE(AdvanceUntil([&] { return StatusSays("refused", "Slurm refused the job: bad"); }));
+}
+
 // Test audit #4: a job adopted after a restart is sent its whole description once (what it was
 // submitted with is unknown to the new process), then nothing while nothing changes.
 TEST_F(SchedulerFlowTest, AdoptedJobIsSentItsWholeDescriptionOnce) {
