@@ -62,9 +62,6 @@ std::string ErrorWords(const Error& e) {
   return words;
 }
 
-// {"metadata":{"labels":{...},"finalizers":[...]},"spec":{"tolerations":[...]}} as a strategic
-// merge patch: labels merge by key, finalizers merge as a set, tolerations are replaced whole
-// (they have no merge key), so the list sent is the pod's plus ours.
 // The toleration of the managed-node taint the bridge gives its pods.
 bool ToleratesManagedNodes(const Pod& pod, const std::string& scheduler_name) {
   return std::ranges::any_of(pod.spec.tolerations, [&](const kube::Toleration& t) {
@@ -82,6 +79,9 @@ bool Labelled(const Pod& pod, std::int64_t job_id, const std::string& scheduler_
          ToleratesManagedNodes(pod, scheduler_name);
 }
 
+// {"metadata":{"labels":{...},"finalizers":[...]},"spec":{"tolerations":[...]}} as a strategic
+// merge patch: labels merge by key, finalizers merge as a set, tolerations are replaced whole
+// (they have no merge key), so the list sent is the pod's plus ours.
 std::string LabelPatch(const Pod& pod, std::int64_t job_id, const std::string& scheduler_name,
                        const std::string* node, const std::string& gpus = "") {
   std::string labels = fmt::format("{}:{}", kube::JsonQuote(bridge::kJobIdLabel),
@@ -97,13 +97,9 @@ std::string LabelPatch(const Pod& pod, std::int64_t job_id, const std::string& s
     }
     meta += fmt::format(",\"annotations\":{{{}}}", annotations);
   }
-  bool tolerated = false;
+  const bool tolerated = ToleratesManagedNodes(pod, scheduler_name);
   std::vector<std::string> tols;
   for (const kube::Toleration& t : pod.spec.tolerations) {
-    if (t.key == bridge::kManagedNodeTaint && t.value == scheduler_name &&
-        (t.effect.empty() || t.effect == "NoExecute")) {
-      tolerated = true;
-    }
     std::string one =
         fmt::format("\"key\":{},\"operator\":{},\"value\":{},\"effect\":{}", kube::JsonQuote(t.key),
                     kube::JsonQuote(t.operator_.empty() ? "Equal" : t.operator_),
