@@ -609,6 +609,28 @@ class Bench:
         self.wait_forgotten()
         self.burst_slurm()
 
+    def bridge_only(self):
+        br = self.start_bridge("latency", "debug")
+        try:
+            b, over, sl = self.latency_pods("bench-lat-b", BRIDGE, "bridge", True)
+        finally:
+            self.stop(br)
+        st = self.stages(f"{self.out}/bridge-latency.log", b, sl)
+        self.clear_pods("bench-lat-b")
+        self.clear_jobs()
+        self.wait_forgotten()
+        r = self.burst_sched("bridge", "bench-burst-b", BRIDGE, lambda: self.start_bridge("burst"))
+        self.clear_jobs()
+        n = self.a.pods
+        return "\n".join([
+            f"latency: create->bound p50 {pct(b.values(), .5):.1f} ms, overhead p50 "
+            f"{pct(over, .5):.1f} / p99 {pct(over, .99):.1f} ms; stages p50: create->submitted "
+            f"{pct(st['submit'], .5):.1f}, RUNNING->seen {pct(st['seen'], .5):.1f}, "
+            f"seen->bound {pct(st['bind'], .5):.1f} ms",
+            f"burst: {n} pods in {r['wall']:.2f} s ({n / r['wall']:.0f} pods/s), CPU "
+            f"{r['cpu'] * 1000 / n:.2f} ms per pod, RSS {r['rss']:.0f} MB; daemons' CPU s: " +
+            ", ".join(f"{k} {v:.2f}" for k, v in sorted(r["daemons"].items()))])
+
     # --- table ---------------------------------------------------------------------------
     def table(self):
         r = self.results
@@ -786,7 +808,9 @@ def main():
     p.add_argument("--out", required=True)
     p.add_argument("--binary", required=True)
     p.add_argument("--kube-scheduler", required=True)
-    p.add_argument("--mode", choices=["default", "scale"], default="default")
+    p.add_argument("--mode", choices=["default", "scale", "bridge"], default="default",
+                   help="bridge: the bridge's latency and burst phases only (no table; for "
+                   "trying a change quickly)")
     p.add_argument("--nodes", type=int, default=100)
     p.add_argument("--pods", type=int, default=2000)
     p.add_argument("--latency-pods", type=int, default=100)
@@ -810,6 +834,8 @@ def main():
     b.register_nodes(b.nodes)
     if a.mode == "scale":
         text = b.scale()
+    elif a.mode == "bridge":
+        text = b.bridge_only()
     else:
         b.latency()
         b.burst()

@@ -16,6 +16,8 @@
 #   --scale  1,000 nodes, 10,000 pods in waves of 2,000 through the bridge alone; then every
 #            pod bound exactly once, RSS, and slurmrestd requests/s while 1,000 pods wait.
 #            Long: 4-8 minutes per wave of 2,000 on 2 busy cores (bridge of c029f43).
+#   --bridge-only  the bridge's latency and burst phases alone, a line each, no table: for
+#            trying a change (about 2 minutes).
 #
 # Slurm: up.sh's slurm.conf with SchedulerParameters replaced (scontrol reconfigure) by
 # `sched_min_interval=0,batch_sched_delay=0,default_queue_depth=2000`, the same for every phase.
@@ -25,7 +27,7 @@
 # jobs per pass); batch_sched_delay=0 halves the first (0.6 s, 1.1 s) and default_queue_depth=2000
 # makes the second 5 s. --sched-params LIST sets another list (`sched_min_interval=0` for up.sh's).
 #
-# Usage: scripts/bench.sh [--smoke|--scale] [--binary PATH] [--nodes N] [--pods N]
+# Usage: scripts/bench.sh [--smoke|--scale|--bridge-only] [--binary PATH] [--nodes N] [--pods N]
 #                         [--latency-pods N] [--sched-params LIST] [--max-concurrent-submits N]
 #                         [--bridge-config 'KEY: VALUE'] [--keep]
 #   --binary P   slurm-bridge to run (default: $SB_BINARY, else build/slurm-bridge, built here)
@@ -42,6 +44,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --smoke) mode=smoke nodes=5 pods=20 latency=5 extra+=(--forget-timeout 0); shift ;;
     --scale) mode=scale nodes=1000 pods=10000; shift ;;
+    --bridge-only) mode=bridge; shift ;;
     --binary) binary=$2; shift 2 ;;
     --nodes) nodes=$2; shift 2 ;;
     --pods) pods=$2; shift 2 ;;
@@ -88,6 +91,7 @@ sed -i "s/^SchedulerParameters=.*/SchedulerParameters=$sched_params/" "$run/env/
 sleep 2
 params=$(sed -n 's/^SchedulerParameters=//p' "$run/env/slurm/etc/slurm.conf")
 [ "$mode" = scale ] && extra+=(--mode scale)
+[ "$mode" = bridge ] && extra+=(--mode bridge)
 if [ "$mode" = scale ]; then
   echo "slurm-bridge scheduler benchmark (scale): $nodes external nodes (64 CPUs), $pods pods" \
     "(1 CPU, 100Mi, exclusive=false) through the bridge in waves of 2000, then 1000 waiting"

@@ -2,8 +2,12 @@
 #include "testing/fake_slurm_client.h"
 
 #include <algorithm>
+#include <charconv>
 #include <set>
+#include <string_view>
 #include <utility>
+
+#include "bridge/hostlist.h"
 
 namespace sb::testing {
 namespace {
@@ -213,10 +217,45 @@ slurm::Task<bool> FakeSlurmClient::CancelJob(std::int64_t job_id, slurm::CancelO
 
 slurm::Task<std::vector<slurm::NodeAllocation>> FakeSlurmClient::JobResources(std::int64_t job_id) {
   if (auto f = Enter("JobResources")) co_return tl::unexpected(f->error);
-  if (!jobs_.contains(job_id)) {
-    co_return tl::unexpected(NotFound("job " + std::to_string(job_id)));
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) co_return tl::unexpected(NotFound("job " + std::to_string(job_id)));
+  // As slurmctld: only an allocated job has a layout (422, Slurm's 2085, otherwise).
+  const slurm::JobInfo& job = it->second;
+  const std::string state(job.BaseState());
+  if (job.nodes.empty() || (state != "RUNNING" && state != "SUSPENDED" && state != "COMPLETING")) {
+    Error e{ErrorCode::kFailedPrecondition,
+            "resources of job " + std::to_string(job_id) + ": Job is not running", 422};
+    e.details.push_back({.number = 2085, .error = "Job is not running"});
+    co_return tl::unexpected(std::move(e));
   }
-  co_return std::vector<slurm::NodeAllocation>{};
+  Result<std::vector<std::string>> names = bridge::ExpandHostlist(job.nodes);
+  if (!names) co_return tl::unexpected(names.error());
+  std::vector<slurm::NodeAllocation> out;
+  for (std::size_t i = 0; i < names->size(); ++i) {
+    slurm::NodeAllocation& a = out.emplace_back();
+    a.node = (*names)[i];
+    // gres_detail's "gpu:h100:2(IDX:0-1)" entries, as the layout lists them.
+    if (i >= job.gres_detail.size()) continue;
+    std::string_view d = job.gres_detail[i];
+    while (!d.empty()) {
+      std::size_t end = d.find("),");
+      std::string_view one = d.substr(0, end == std::string_view::npos ? d.size() : end + 1);
+      d.remove_prefix(end == std::string_view::npos ? d.size() : end + 2);
+      const std::size_t at = one.find("(IDX:");
+      if (at == std::string_view::npos) continue;
+      std::string_view head = one.substr(0, at);
+      slurm::GresAllocation g;
+      g.index = std::string(one.substr(at + 5, one.size() - at - 6));
+      const std::size_t c1 = head.find(':');
+      const std::size_t c2 = head.rfind(':');
+      g.name = std::string(head.substr(0, c1));
+      if (c2 != c1) g.type = std::string(head.substr(c1 + 1, c2 - c1 - 1));
+      const std::string_view count = head.substr(c2 + 1);
+      std::from_chars(count.data(), count.data() + count.size(), g.count);
+      a.gres.push_back(std::move(g));
+    }
+  }
+  co_return out;
 }
 
 slurm::Task<std::vector<slurm::NodeInfo>> FakeSlurmClient::ListNodes() {

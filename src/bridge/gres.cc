@@ -86,4 +86,16 @@ std::string GpuIndicesOn(const std::vector<std::string>& gres_detail,
   return i < gres_detail.size() ? GpuIndices(gres_detail[i]) : "";
 }
 
+std::string GresDetail(const std::vector<slurm::GresAllocation>& gres) {
+  std::string out;
+  for (const slurm::GresAllocation& g : gres) {
+    if (!out.empty()) out += ',';
+    out += g.name;
+    if (!g.type.empty()) out += ':' + g.type;
+    out += ':' + std::to_string(g.count);
+    if (!g.index.empty()) out += "(IDX:" + g.index + ')';
+  }
+  return out;
+}
+
 }  // namespace sb::bridge

@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "slurm/types.h"
+
 namespace sb::bridge {
 
 // The GPU indices of one entry of a job's `gres_detail` (one entry per node of the job, in the
@@ -22,5 +24,10 @@ namespace sb::bridge {
 [[nodiscard]] std::string GpuIndicesOn(const std::vector<std::string>& gres_detail,
                                        const std::vector<std::string>& job_nodes,
                                        std::string_view slurm_node);
+
+// One node's allocated GRES as /resources/{job_id} lists them, written as the job's
+// `gres_detail` entry for that node: {gpu, fake, 2, "0-1"} -> "gpu:fake:2(IDX:0-1)"; entries
+// without an index (count-only GRES) are written without "(IDX:...)".
+[[nodiscard]] std::string GresDetail(const std::vector<slurm::GresAllocation>& gres);
 
 }  // namespace sb::bridge

@@ -30,5 +30,18 @@ TEST(GpuIndices, OfOneNodeOfTheJob) {
   EXPECT_EQ(GpuIndicesOn({}, nodes, "n1"), "");  // a job without GPUs
 }
 
+// /resources/{job_id}'s GRES of a node, as recorded from slurmrestd 26.05 (two of four fake GPUs
+// on n1): the same indices as the job's gres_detail gives.
+TEST(GresDetail, FromTheResourceLayout) {
+  const std::vector<slurm::GresAllocation> layout = {
+      {.name = "gpu", .type = "fake", .count = 2, .index = "0-1"}};
+  EXPECT_EQ(GresDetail(layout), "gpu:fake:2(IDX:0-1)");
+  EXPECT_EQ(GpuIndices(GresDetail(layout)), GpuIndices("gpu:fake:2(IDX:0-1)"));
+  EXPECT_EQ(GpuIndices(GresDetail(
+                {{.name = "gpu", .count = 3, .index = "0,2-3"}, {.name = "shard", .count = 1}})),
+            "0,2,3");
+  EXPECT_EQ(GresDetail({}), "");
+}
+
 }  // namespace
 }  // namespace sb::bridge

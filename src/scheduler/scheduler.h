@@ -21,7 +21,8 @@
 //     about 2,000 jobs; none while no job is tracked), one GET /jobs/?update_time=... every
 //     jobListInterval while jobs are tracked (state reasons, duplicates; Slurm sends every job
 //     only when one changed since the last list, else "no change" and the last list holds), one
-//     GET /nodes/ every nodeListInterval, and a GET /job/{id} only when a job changes state.
+//     GET /nodes/ every nodeListInterval, and when a job starts, its resource layout (GET
+//     /resources/{id}: its nodes and GPUs; a GET /job/{id} where that cannot be had).
 //     Start-up reads the full job list once (adoption before the first submit).
 //   - While the job waits, each pod has PodScheduled=False (reason Unschedulable) and a Warning
 //     FailedScheduling event with Slurm's words ("waiting for Slurm job 12 in partition gpu:
@@ -234,8 +235,9 @@ class Scheduler {
   };
   std::unordered_map<std::string, CachedOwner> owners_;
   std::vector<std::string> slurm_nodes_;
-  bool slurm_nodes_known_ = false;                      // a Slurm node list succeeded
-  bool nodes_refresh_ = false;                          // read Slurm's nodes at the next poll
+  bool slurm_nodes_known_ = false;  // a Slurm node list succeeded
+  bool resources_endpoint_ = true;  // slurmrestd serves /resources/{job_id} (until it does not)
+  bool nodes_refresh_ = false;      // read Slurm's nodes at the next poll
   mutable std::vector<std::string> logged_duplicates_;  // Slurm names two K8s nodes claim
   std::set<std::int64_t> missing_;                      // tracked jobs a list left out, to confirm
   // Slurm's last job list: live jobs tagged by this scheduler, by group key; when it was asked.

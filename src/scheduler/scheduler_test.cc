@@ -243,15 +243,51 @@ TEST_P(ConstantCostTest, OneStatePollPerIntervalWhateverThePendingCount) {
   EXPECT_EQ(slurm_.calls("ListJobsSince"), lists);
   EXPECT_EQ(slurm_.calls("SubmitJob"), n) << "one job per pod, submitted once";
   EXPECT_EQ(LiveJobs(), n + 50);
-  // A state change costs one GET /job/{id}, for that job only.
+  // A job that starts costs one GET /resources/{id} (its nodes and GPUs), for that job only.
   const std::int64_t first = JobOf("p0");
   ASSERT_NE(first, 0);
   Allocate(first);
   clock_.Advance(config_.job_poll_interval);
   ASSERT_TRUE(RunUntil([&] { return bindings_.contains("p0"); }));
   EXPECT_EQ(slurm_.calls("JobStates"), kPolls + 1);
-  EXPECT_EQ(slurm_.calls("GetJob"), 1);
+  EXPECT_EQ(slurm_.calls("JobResources"), 1);
+  EXPECT_EQ(slurm_.calls("GetJob"), 0) << "the layout is enough; no 28 KB job record";
   EXPECT_EQ(bindings_.size(), 1u);
+}
+
+// A slurmrestd without /resources/ (404 without a Slurm error: "Unable to find requested URL
+// endpoint"): the job record gives the nodes, and the layout is not asked for again.
+TEST_F(SchedulerTest, WithoutTheResourceLayoutTheJobRecordGivesTheNodes) {
+  ASSERT_NO_FATAL_FAILURE(StartWithPendingPods(2));
+  slurm_.FailNext("JobResources",
+                  Error{ErrorCode::kNotFound, "resources of job: HTTP 404: Unable to find", 404});
+  for (const char* name : {"p0", "p1"}) {
+    Allocate(JobOf(name));
+    clock_.Advance(config_.job_poll_interval);
+    ASSERT_TRUE(RunUntil([&] { return bindings_.contains(name); })) << name;
+  }
+  EXPECT_EQ(slurm_.calls("JobResources"), 1);
+  EXPECT_EQ(slurm_.calls("GetJob"), 2);
+}
+
+// The poll saw the job RUNNING, but Slurm refuses its layout (422, Slurm's 2085 "Job is not
+// running": it changed in between): the job record decides, here RUNNING on n1 again, and the
+// layout is still asked for next time.
+TEST_F(SchedulerTest, LayoutRefusedThenTheJobRecordDecides) {
+  ASSERT_NO_FATAL_FAILURE(StartWithPendingPods(2));
+  Error not_running{ErrorCode::kFailedPrecondition, "resources of job: Job is not running", 422};
+  not_running.details.push_back({.number = 2085, .error = "Job is not running"});
+  slurm_.FailNext("JobResources", not_running);
+  Allocate(JobOf("p0"));
+  clock_.Advance(config_.job_poll_interval);
+  ASSERT_TRUE(RunUntil([&] { return bindings_.contains("p0"); }));
+  EXPECT_EQ(bindings_.at("p0"), "n1");
+  EXPECT_EQ(slurm_.calls("GetJob"), 1);
+  Allocate(JobOf("p1"));
+  clock_.Advance(config_.job_poll_interval);
+  ASSERT_TRUE(RunUntil([&] { return bindings_.contains("p1"); }));
+  EXPECT_EQ(slurm_.calls("JobResources"), 2);
+  EXPECT_EQ(slurm_.calls("GetJob"), 1);
 }
 
 INSTANTIATE_TEST_SUITE_P(PendingPods, ConstantCostTest, ::testing::Values(10, 1000));
