@@ -32,10 +32,13 @@ constexpr std::string_view kPodItem = "p:";
 constexpr std::string_view kGroupItem = "g:";
 constexpr auto kOwnerCacheTtl = std::chrono::seconds(10);
 // After a submit, the jobs submitted within kFreshWindow are polled every kFreshPollInterval
-// (all tracked jobs every jobPollInterval): Slurm usually starts a job that fits within tens of
-// milliseconds of its submit. A fresh poll also waits kFreshPollSpacing times as long as the last
-// poll took, so that polls take at most a fraction of slurmrestd's time in a burst.
-constexpr auto kFreshPollInterval = std::chrono::milliseconds(20);
+// (all tracked jobs every jobPollInterval): slurmctld starts a job that fits in a scheduling pass
+// soon after its submit (measured with the benchmark's settings: within about a second, usually
+// several jobs in one pass), and the wait until the next poll is the bridge's whole share of
+// that stage. A fresh poll also waits kFreshPollSpacing times as long as the last poll took, so
+// that polls take at most a fraction of slurmrestd's time in a burst. Measured (issue #13): one
+// state poll of a few jobs costs slurmctld and slurmrestd about 1.4 ms of CPU together.
+constexpr auto kFreshPollInterval = std::chrono::milliseconds(10);
 constexpr auto kFreshWindow = std::chrono::seconds(3);
 constexpr int kFreshPollSpacing = 3;
 // The periodic job list waits at least this many times as long as the last one took.
@@ -194,8 +197,13 @@ void Scheduler::OnPod(const Pod* old, const std::shared_ptr<const Pod>& pod) {
   if (old != nullptr && old->metadata.uid != pod->metadata.uid) {
     reported_.erase(old->metadata.uid);
     bound_.erase(old->metadata.uid);
+    seen_.erase(old->metadata.uid);
   }
-  if (!pod->spec.node_name.empty()) return;
+  if (!pod->spec.node_name.empty()) {
+    seen_.erase(pod->metadata.uid);
+    return;
+  }
+  if (spdlog::should_log(spdlog::level::debug)) seen_.try_emplace(pod->metadata.uid, clock_.Now());
   // Gated (spec.schedulingGates): no job until the gates are gone; their removal is an update.
   // A gated pod that was a member leaves its group's count.
   if (!Schedulable(*pod)) {
@@ -236,6 +244,7 @@ void Scheduler::OnPodDeleted(const std::shared_ptr<const Pod>& pod) {
   const std::string key = PodKey(*pod);
   reported_.erase(pod->metadata.uid);
   bound_.erase(pod->metadata.uid);
+  seen_.erase(pod->metadata.uid);
   auto it = group_of_pod_.find(key);
   if (it == group_of_pod_.end()) return;
   const std::string group = it->second;
@@ -695,6 +704,7 @@ awaitable<Result<void>> Scheduler::Submit(const GroupSpec& spec, std::vector<con
   // A scheduler that stops (lost leadership) submits nothing more: the next leader does.
   if (!permit || stopping_) co_return Result<void>{};
   const std::string partition = wanted.job.partition;
+  const kube::Clock::TimePoint sent = clock_.Now();
   Result<slurm::JobSubmitResult> submitted = co_await slurm_.SubmitJob(wanted.job);
   permit.reset();
   if (!submitted) {
@@ -727,8 +737,14 @@ awaitable<Result<void>> Scheduler::Submit(const GroupSpec& spec, std::vector<con
                  .state = "PENDING",
                  .partition = partition,
                  .submitted = clock_.Now(),
+                 .submit_sent = sent,
                  .sent = std::move(wanted.job)};
   for (const Pod* pod : pods) {
+    if (auto it = seen_.find(pod->metadata.uid); it != seen_.end()) {
+      if (job.pod_seen == kube::Clock::TimePoint{} || it->second < job.pod_seen) {
+        job.pod_seen = it->second;
+      }
+    }
     job.uids.push_back(pod->metadata.uid);
     job.pods.push_back(pod->metadata.namespace_ + "/" + pod->metadata.name);
   }
@@ -989,6 +1005,7 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
     }
     ++stats_.pods_bound;
     reported_.erase(pod->metadata.uid);
+    seen_.erase(pod->metadata.uid);
     // Hidden until the watch drops it; when the watch already has (its DELETED came before the
     // Binding's answer), nothing would ever erase the entry.
     if (std::shared_ptr<const Pod> cached = pods_.cache().Get(PodKey(*pod));
@@ -1010,10 +1027,16 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
       return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
     };
     const TrackedJob& t = it->second;
+    // Before the submit's answer: the pod's first watch event, the submit sent.
+    const std::string before =
+        t.pod_seen == kube::Clock::TimePoint{}
+            ? ""
+            : fmt::format("pod seen -{} ms, submit sent -{} ms, ", ms(t.submitted - t.pod_seen),
+                          ms(t.submitted - t.submit_sent));
     spdlog::debug(
-        "{}: Slurm job {} stages: submitted +0 ms, RUNNING seen +{} ms, {} pod(s) "
+        "{}: Slurm job {} stages: {}submitted +0 ms, RUNNING seen +{} ms, {} pod(s) "
         "labelled and bound +{} ms",
-        spec.key, job.id,
+        spec.key, job.id, before,
         t.running_seen == kube::Clock::TimePoint{} ? -1 : ms(t.running_seen - t.submitted),
         plan.assign.size(), ms(clock_.Now() - t.submitted));
   }
@@ -1254,8 +1277,13 @@ awaitable<void> Scheduler::PollSlurm() {
   kube::Clock::TimePoint last_poll = clock_.Now();       // of any kind
   kube::Clock::TimePoint last_full_poll = clock_.Now();  // of every tracked job
   kube::Clock::Duration last_poll_took{};
-  while (co_await tasks_.Sleep(
-      std::min<kube::Clock::Duration>(config_.job_poll_interval, kFreshPollInterval))) {
+  // Wakes every `period` from the last wake-up (a poll's own time is not added to the wait).
+  const kube::Clock::Duration period =
+      std::min<kube::Clock::Duration>(config_.job_poll_interval, kFreshPollInterval);
+  kube::Clock::TimePoint woke = clock_.Now();
+  while (co_await tasks_.Sleep(std::max<kube::Clock::Duration>(std::chrono::milliseconds(1),
+                                                               period - (clock_.Now() - woke)))) {
+    woke = clock_.Now();
     // Every tracked job every jobPollInterval; the fresh ones every kFreshPollInterval while a
     // submit is recent (the wake-ups in between cost no request).
     const kube::Clock::TimePoint tick = clock_.Now();

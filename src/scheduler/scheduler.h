@@ -111,7 +111,7 @@ class Scheduler {
   // Per-pod bookkeeping still held (queue ranks, last reported messages, bound UIDs): returns to
   // 0 once the pods are bound or gone. For tests and metrics.
   [[nodiscard]] std::size_t TrackedKeys() const {
-    return ranks_.size() + reported_.size() + bound_.size();
+    return ranks_.size() + reported_.size() + bound_.size() + seen_.size();
   }
 
  private:
@@ -128,6 +128,9 @@ class Scheduler {
     bool refill = false;                    // adopted with pods of the group bound to it
     kube::Clock::TimePoint submitted{};     // by this process (adopted jobs: the epoch)
     kube::Clock::TimePoint running_seen{};  // when this process saw it RUNNING (stage trace)
+    // Stage trace (debug level): the first watch event of its first pod, the submit sent.
+    kube::Clock::TimePoint pod_seen{};
+    kube::Clock::TimePoint submit_sent{};
     // Bind() ran for it in this process: from then on pods may carry its job-id label.
     bool bind_tried = false;
     // The description Slurm has, as far as this process knows (unset for adopted jobs).
@@ -228,6 +231,8 @@ class Scheduler {
   std::map<std::string, TrackedJob> jobs_;                     // group key -> job
   std::unordered_map<std::string, std::string> reported_;      // pod uid -> last message
   std::set<std::string> bound_;  // uids of pods bound and not yet gone from the watch
+  // Pod uid -> its first watch event, for the stage trace (only at debug level).
+  std::unordered_map<std::string, kube::Clock::TimePoint> seen_;
   std::unordered_map<std::string, kube::Clock::TimePoint> incomplete_since_;  // group key
   struct CachedOwner {
     kube::GenericObject object;

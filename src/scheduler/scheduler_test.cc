@@ -292,7 +292,7 @@ TEST_F(SchedulerTest, LayoutRefusedThenTheJobRecordDecides) {
 
 INSTANTIATE_TEST_SUITE_P(PendingPods, ConstantCostTest, ::testing::Values(10, 1000));
 
-// Issue #13, latency: right after a submit the tracked jobs are polled every 50 ms (Slurm usually
+// Issue #13, latency: right after a submit the tracked jobs are polled every 10 ms (Slurm usually
 // starts a job that fits within its first scheduling pass), for 3 s; then every jobPollInterval
 // again (the idle cost stays one request per interval).
 TEST_F(SchedulerTest, FreshJobsArePolledFastThenAtTheInterval) {
