@@ -683,6 +683,13 @@ class Bench:
             if st["bind"]:
                 row("latency: overhead stage, create->submitted ms, p50", None, None,
                     pct(st["submit"], .5))
+                if st["watch"]:
+                    row("  of which: create -> the bridge's watch event ms, p50", None, None,
+                        pct(st["watch"], .5))
+                    row("  of which: watch event -> submit sent ms, p50", None, None,
+                        pct(st["bridge"], .5))
+                    row("  of which: the submit's round trip ms, p50", None, None,
+                        pct(st["slurm"], .5))
                 row("latency: overhead stage, RUNNING->bridge sees it ms, p50", None, None,
                     pct(st["seen"], .5))
                 row("latency: overhead stage, bridge sees RUNNING->bound ms, p50", None, None,

@@ -85,11 +85,11 @@ bool Labelled(const Pod& pod, std::int64_t job_id, const std::string& scheduler_
 // {"metadata":{"labels":{...},"finalizers":[...]},"spec":{"tolerations":[...]}} as a strategic
 // merge patch: labels merge by key, finalizers merge as a set, tolerations are replaced whole
 // (they have no merge key), so the list sent is the pod's plus ours.
-// /resources/{job_id} missing from this slurmrestd: a data_parser older than v0.0.44, or a 404
-// that is not Slurm's answer about a job (no Slurm error in it: slurmrestd's "Unable to find
-// requested URL endpoint").
+// /resources/{job_id} not to be had from this slurmrestd: a data_parser older than v0.0.44, a
+// 404 that is not Slurm's answer about a job (no Slurm error in it: slurmrestd's "Unable to find
+// requested URL endpoint"), or access denied to this user.
 bool ResourcesUnavailable(const Error& e) {
-  return e.code == ErrorCode::kUnimplemented ||
+  return e.code == ErrorCode::kUnimplemented || e.code == ErrorCode::kPermissionDenied ||
          (e.code == ErrorCode::kNotFound && e.details.empty());
 }
 
@@ -846,15 +846,15 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
         it->second.nodes = job.nodes;
         it->second.gres_detail = job.gres_detail;
       }
-    } else if (!layout && !ResourcesUnavailable(layout.error()) &&
-               layout.error().code != ErrorCode::kFailedPrecondition &&
-               layout.error().code != ErrorCode::kNotFound) {
-      co_return tl::unexpected(layout.error());  // transient: with the queue's backoff
     } else if (!layout && ResourcesUnavailable(layout.error())) {
-      // An older slurmrestd without /resources/: the job record from now on.
+      // An older slurmrestd without /resources/, or a user Slurm does not show layouts to: the
+      // job record from now on.
       spdlog::info("Slurm gives no job resource layout ({}); reading whole jobs instead",
                    layout.error().ToString());
       resources_endpoint_ = false;
+    } else if (!layout && layout.error().code != ErrorCode::kFailedPrecondition &&
+               layout.error().code != ErrorCode::kNotFound) {
+      co_return tl::unexpected(layout.error());  // transient: with the queue's backoff
     }
     // Not running after all (422), gone (404), or an empty layout: the job record says which.
   }
