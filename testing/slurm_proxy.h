@@ -101,8 +101,11 @@ class LossyProxy {
       // Jobs seem allocated on x1..x4 (Slurm names no Kubernetes node has) until a second job is
       // submitted.
       if (r.method == "POST" && r.target.find("/job/submit") != std::string::npos) ++submits_;
-      if (submits_ < 2 && r.method == "GET" && r.target.find("/job") != std::string::npos) {
-        static const std::regex kNodes(R"re(("nodes"\s*:\s*")n([0-9]))re");
+      // The job record's "nodes" and the resource layout's "node" (GET /resources/{id}).
+      if (submits_ < 2 && r.method == "GET" &&
+          (r.target.find("/job") != std::string::npos ||
+           r.target.find("/resources/") != std::string::npos)) {
+        static const std::regex kNodes(R"re(("nodes?"\s*:\s*")n([0-9]))re");
         std::string rewritten = std::regex_replace(reply, kNodes, "$1x$2");
         if (rewritten != reply) ++lost_;
         // The body's length is unchanged: the header stays right.
