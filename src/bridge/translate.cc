@@ -450,6 +450,54 @@ bool NodeIsReady(const kube::Node& node) {
   return false;
 }
 
+std::string ExclusionKey(const std::vector<const kube::Pod*>& pods) {
+  std::string key;
+  // Length-prefixed, so that no two different inputs give the same key.
+  const auto add = [&key](std::string_view s) {
+    key += std::to_string(s.size());
+    key += ':';
+    key += s;
+  };
+  const auto requirements = [&](const std::vector<kube::NodeSelectorRequirement>& rs) {
+    add("r" + std::to_string(rs.size()));
+    for (const kube::NodeSelectorRequirement& r : rs) {
+      add(r.key);
+      add(r.operator_);
+      add("v" + std::to_string(r.values.size()));
+      for (const std::string& v : r.values) add(v);
+    }
+  };
+  for (const kube::Pod* pod : pods) {
+    const kube::PodSpec& spec = pod->spec;
+    add("t" + std::to_string(spec.tolerations.size()));
+    for (const kube::Toleration& t : spec.tolerations) {
+      add(t.key);
+      add(t.operator_);
+      add(t.value);
+      add(t.effect);
+    }
+    add("s" + std::to_string(spec.node_selector.size()));
+    for (const auto& [k, v] : spec.node_selector) {
+      add(k);
+      add(v);
+    }
+    add("a" + std::to_string(spec.required_node_affinity.size()));
+    for (const kube::NodeSelectorTerm& term : spec.required_node_affinity) {
+      requirements(term.match_expressions);
+      requirements(term.match_fields);
+    }
+    Result<std::map<std::string, std::int64_t>> r = PodRequests(*pod);
+    add(r ? "q" + std::to_string(r->size()) : "q!");
+    if (r) {
+      for (const auto& [name, n] : *r) {
+        add(name);
+        add(std::to_string(n));
+      }
+    }
+  }
+  return key;
+}
+
 std::vector<Exclusion> ExcludedNodes(
     const std::vector<const kube::Pod*>& pods, const std::vector<std::string>& slurm_nodes,
     const std::map<std::string, const kube::Node*>& k8s_nodes_by_slurm_name) {

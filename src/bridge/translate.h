@@ -90,6 +90,12 @@ struct Exclusion {
     const std::vector<const kube::Pod*>& pods, const std::vector<std::string>& slurm_nodes,
     const std::map<std::string, const kube::Node*>& k8s_nodes_by_slurm_name);
 
+// What ExcludedNodes reads of the pods, as one string: per pod its tolerations, nodeSelector,
+// required node affinity and requests (PodRequests), nothing else (not its name). For the same
+// nodes, pods with equal keys have equal exclusions, so a caller may keep the result per key until
+// a node changes (thousands of pods of one shape cost one walk over the nodes).
+[[nodiscard]] std::string ExclusionKey(const std::vector<const kube::Pod*>& pods);
+
 // Matching helpers (exposed for tests).
 [[nodiscard]] bool Tolerates(const std::vector<kube::Toleration>& tolerations,
                              const kube::Taint& taint);

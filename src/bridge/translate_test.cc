@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // Pod groups -> Slurm job descriptions, exclusions, group resolution.
 #include <cstdint>
+#include <functional>
 #include <limits>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -367,6 +369,44 @@ TEST(ExcludedNodesTest, KubernetesConstraintsBecomeExclusions) {
   std::erase(want_tolerated, Exclusion{"tainted", "taint dedicated=db:NoSchedule"});
   ASSERT_EQ(want_tolerated.size(), want.size() - 1);
   EXPECT_EQ(got, want_tolerated);
+}
+
+// Every input of ExcludedNodes changes the key; the pod's name and other fields do not.
+TEST(ExcludedNodesTest, ExclusionKeyFollowsWhatExclusionsRead) {
+  kube::Pod a = MakePod("a", {{"cpu", "2"}});
+  kube::Pod b = MakePod("b", {{"cpu", "2"}});
+  b.metadata.labels = {{"app", "x"}};
+  b.spec.scheduler_name = "other";
+  EXPECT_EQ(ExclusionKey({&a}), ExclusionKey({&b}));
+  EXPECT_NE(ExclusionKey({&a}), ExclusionKey({&a, &b}));
+  const std::string base = ExclusionKey({&a});
+  std::vector<std::function<void(kube::Pod&)>> changes = {
+      [](kube::Pod& p) { p.spec.tolerations.push_back({.key = "k", .operator_ = "Exists"}); },
+      [](kube::Pod& p) { p.spec.tolerations.push_back({.key = "k", .effect = "NoSchedule"}); },
+      [](kube::Pod& p) { p.spec.node_selector["zone"] = "a"; },
+      [](kube::Pod& p) {
+        p.spec.required_node_affinity.push_back(
+            {.match_expressions = {{.key = "zone", .operator_ = "In", .values = {"a"}}}});
+      },
+      [](kube::Pod& p) {
+        p.spec.required_node_affinity.push_back(
+            {.match_fields = {{.key = "metadata.name", .operator_ = "In", .values = {"n1"}}}});
+      },
+      [](kube::Pod& p) { p.spec.containers[0].resources.requests["cpu"] = "3"; },
+      [](kube::Pod& p) { p.spec.containers[0].resources.requests["nvidia.com/gpu"] = "1"; },
+  };
+  std::set<std::string> keys = {base};
+  for (const auto& change : changes) {
+    kube::Pod c = a;
+    change(c);
+    EXPECT_TRUE(keys.insert(ExclusionKey({&c})).second) << ExclusionKey({&c});
+  }
+  // Strings that run into each other stay apart ("ab"+"c" is not "a"+"bc").
+  kube::Pod x = a;
+  kube::Pod y = a;
+  x.spec.node_selector = {{"ab", "c"}};
+  y.spec.node_selector = {{"a", "bc"}};
+  EXPECT_NE(ExclusionKey({&x}), ExclusionKey({&y}));
 }
 
 TEST(ExcludedNodesTest, RequestsNotLimitsMustFit) {

@@ -31,6 +31,8 @@ namespace {
 constexpr std::string_view kPodItem = "p:";
 constexpr std::string_view kGroupItem = "g:";
 constexpr auto kOwnerCacheTtl = std::chrono::seconds(10);
+// Pod shapes whose excluded nodes are kept (Scheduler::exclusions_); more start it afresh.
+constexpr std::size_t kExclusionCacheSize = 1024;
 // After a submit, the jobs submitted within kFreshWindow are polled every kFreshPollInterval
 // (all tracked jobs every jobPollInterval): slurmctld starts a job that fits in a scheduling pass
 // soon after its submit (measured with the benchmark's settings: within about a second, usually
@@ -228,6 +230,7 @@ void Scheduler::RetryLater(const std::string& group_key, const std::vector<const
 }
 
 void Scheduler::OnNodeChanged(const kube::Node* before, const kube::Node& after) {
+  node_map_.reset();  // its pointers may be the old objects'
   // What decides exclusions: schedulability, taints, labels, readiness, allocatable.
   if (before != nullptr && before->unschedulable == after.unschedulable &&
       before->taints == after.taints && before->metadata.labels == after.metadata.labels &&
@@ -235,6 +238,7 @@ void Scheduler::OnNodeChanged(const kube::Node* before, const kube::Node& after)
       before->allocatable == after.allocatable) {
     return;
   }
+  exclusions_.clear();
   for (const auto& [group, job] : jobs_) {
     if (job.state == "PENDING") queue_.Add(std::string(kGroupItem) + group);
   }
@@ -415,6 +419,7 @@ awaitable<Result<void>> Scheduler::Resolve(const std::string& pod_key) {
 }
 
 std::map<std::string, const kube::Node*> Scheduler::NodesBySlurmName() const {
+  if (node_map_) return *node_map_;
   std::vector<std::shared_ptr<const kube::Node>> all = nodes_.cache().List();
   std::vector<const kube::Node*> nodes;
   for (const auto& n : all) nodes.push_back(n.get());
@@ -428,7 +433,8 @@ std::map<std::string, const kube::Node*> Scheduler::NodesBySlurmName() const {
           fmt::join(m.duplicates, ", "), bridge::kSlurmNodeNameLabel);
     }
   }
-  return std::move(m.by_slurm_name);
+  node_map_ = std::move(m.by_slurm_name);
+  return *node_map_;
 }
 
 void Scheduler::Emit(const std::vector<const Pod*>& pods, const std::string& reason,
@@ -660,8 +666,16 @@ Scheduler::Wanted Scheduler::Describe(const GroupSpec& spec,
     w.retry = std::chrono::seconds(30);
     return w;
   }
-  std::vector<bridge::Exclusion> excluded =
-      bridge::ExcludedNodes(pods, slurm_nodes_, NodesBySlurmName());
+  std::string key = bridge::ExclusionKey(pods);
+  auto cached = exclusions_.find(key);
+  if (cached == exclusions_.end()) {
+    if (exclusions_.size() >= kExclusionCacheSize) exclusions_.clear();
+    cached =
+        exclusions_
+            .emplace(std::move(key), bridge::ExcludedNodes(pods, slurm_nodes_, NodesBySlurmName()))
+            .first;
+  }
+  const std::vector<bridge::Exclusion>& excluded = cached->second;
   if (!slurm_nodes_.empty() && excluded.size() == slurm_nodes_.size()) {
     std::vector<std::string> why;
     for (const bridge::Exclusion& e : excluded) why.push_back(e.slurm_node + ": " + e.reason);
@@ -1234,6 +1248,7 @@ awaitable<Result<void>> Scheduler::ListSlurmNodes() {
   if (!nodes) co_return tl::unexpected(nodes.error());
   std::vector<std::string> names;
   for (const slurm::NodeInfo& n : *nodes) names.push_back(n.name);
+  if (names != slurm_nodes_) exclusions_.clear();
   slurm_nodes_ = std::move(names);
   slurm_nodes_known_ = true;
   co_return Result<void>{};

@@ -244,7 +244,12 @@ class Scheduler {
   bool resources_endpoint_ = true;  // slurmrestd serves /resources/{job_id} (until it does not)
   bool nodes_refresh_ = false;      // read Slurm's nodes at the next poll
   mutable std::vector<std::string> logged_duplicates_;  // Slurm names two K8s nodes claim
-  std::set<std::int64_t> missing_;                      // tracked jobs a list left out, to confirm
+  // NodesBySlurmName() until a node event (the pointers are the node cache's), and the nodes
+  // excluded per bridge::ExclusionKey until a node change that matters or a new Slurm node list:
+  // pods of one shape cost one walk over the nodes, not one each (issue #13, 1,000 nodes).
+  mutable std::optional<std::map<std::string, const kube::Node*>> node_map_;
+  mutable std::unordered_map<std::string, std::vector<bridge::Exclusion>> exclusions_;
+  std::set<std::int64_t> missing_;  // tracked jobs a list left out, to confirm
   // Slurm's last job list: live jobs tagged by this scheduler, by group key; when it was asked.
   std::map<std::string, std::vector<JobView>> listed_;
   std::optional<kube::Clock::TimePoint> listed_at_;

@@ -255,6 +255,24 @@ TEST_P(ConstantCostTest, OneStatePollPerIntervalWhateverThePendingCount) {
   EXPECT_EQ(bindings_.size(), 1u);
 }
 
+// Issue #13: the nodes excluded for a pod are kept per pod shape, and a new Slurm node list
+// starts them afresh: a job excluding a node Slurm no longer knows would be refused.
+TEST_F(SchedulerTest, ExcludedNodesOfAPodShapeFollowSlurmsNodeList) {
+  slurm::NodeInfo gone;
+  gone.name = "gone";  // no Kubernetes node: excluded
+  slurm_.AddNode(gone);
+  ASSERT_NO_FATAL_FAILURE(StartWithPendingPods(2));
+  ASSERT_EQ(slurm_.submitted().size(), 2u);
+  EXPECT_EQ(slurm_.submitted()[0].excluded_nodes, std::vector<std::string>{"gone"});
+  EXPECT_EQ(slurm_.submitted()[1].excluded_nodes, std::vector<std::string>{"gone"});
+  ASSERT_TRUE(sb::testing::RunSync(io_, slurm_.DeleteNode("gone")));
+  const int lists = slurm_.calls("ListNodes");
+  ASSERT_TRUE(AdvanceUntil([&] { return slurm_.calls("ListNodes") > lists; }, 1s));
+  api_.AddPod("ns", "p2");
+  ASSERT_TRUE(AdvanceUntil([&] { return slurm_.submitted().size() == 3; }));
+  EXPECT_TRUE(slurm_.submitted()[2].excluded_nodes.empty());
+}
+
 // A slurmrestd without /resources/ (404 without a Slurm error: "Unable to find requested URL
 // endpoint"): the job record gives the nodes, and the layout is not asked for again.
 TEST_F(SchedulerTest, WithoutTheResourceLayoutTheJobRecordGivesTheNodes) {
