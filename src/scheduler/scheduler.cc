@@ -84,9 +84,6 @@ bool Labelled(const Pod& pod, std::int64_t job_id, const std::string& scheduler_
          ToleratesManagedNodes(pod, scheduler_name);
 }
 
-// {"metadata":{"labels":{...},"finalizers":[...]},"spec":{"tolerations":[...]}} as a strategic
-// merge patch: labels merge by key, finalizers merge as a set, tolerations are replaced whole
-// (they have no merge key), so the list sent is the pod's plus ours.
 // /resources/{job_id} not to be had from this slurmrestd: a data_parser older than v0.0.44, a
 // 404 that is not Slurm's answer about a job (no Slurm error in it: slurmrestd's "Unable to find
 // requested URL endpoint"), or access denied to this user.
@@ -95,6 +92,9 @@ bool ResourcesUnavailable(const Error& e) {
          (e.code == ErrorCode::kNotFound && e.details.empty());
 }
 
+// {"metadata":{"labels":{...},"finalizers":[...]},"spec":{"tolerations":[...]}} as a strategic
+// merge patch: labels merge by key, finalizers merge as a set, tolerations are replaced whole
+// (they have no merge key), so the list sent is the pod's plus ours.
 std::string LabelPatch(const Pod& pod, std::int64_t job_id, const std::string& scheduler_name,
                        const std::string* node, const std::string& gpus = "") {
   std::string labels = fmt::format("{}:{}", kube::JsonQuote(bridge::kJobIdLabel),
@@ -418,7 +418,7 @@ awaitable<Result<void>> Scheduler::Resolve(const std::string& pod_key) {
   co_return Result<void>{};
 }
 
-std::map<std::string, const kube::Node*> Scheduler::NodesBySlurmName() const {
+const std::map<std::string, const kube::Node*>& Scheduler::NodesBySlurmName() const {
   if (node_map_) return *node_map_;
   std::vector<std::shared_ptr<const kube::Node>> all = nodes_.cache().List();
   std::vector<const kube::Node*> nodes;

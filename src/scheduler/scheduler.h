@@ -204,7 +204,8 @@ class Scheduler {
   boost::asio::awaitable<Result<void>> ListSlurmNodes();
   void ApplyState(TrackedJob& job, const std::string& state);
 
-  std::map<std::string, const kube::Node*> NodesBySlurmName() const;
+  // Kept in node_map_ until a node event: valid until the next co_await.
+  const std::map<std::string, const kube::Node*>& NodesBySlurmName() const;
   void Emit(const std::vector<const kube::Pod*>& pods, const std::string& reason,
             const std::string& message);
 
