@@ -11,6 +11,8 @@ PACKAGES=(
   libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev libssl-dev
   libsimdjson-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev
   prometheus-cpp-dev libexpected-dev libgtest-dev libgmock-dev libbenchmark-dev
+  # the allocator the slurm-bridge binary links (issue #13: malloc/free were a fifth of its CPU)
+  libjemalloc-dev
   # the ASan/UBSan build and the fuzz targets (scripts/sanitize.sh, scripts/fuzz.sh): clang 14
   # with its sanitizer and libFuzzer runtimes
   clang-14 libclang-rt-14-dev
