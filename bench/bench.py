@@ -104,6 +104,13 @@ class Http:
         raise RuntimeError("unreachable")
 
 
+def states_of(reply):
+    """job id -> first state, from a GET /jobs/state/ reply.
+    v0.0.44: {"jobs":[{"job_id":"12","state":["RUNNING"]}]} (the id is a string)."""
+    return {int(j["job_id"]): (j.get("state") or j.get("job_state") or ["?"])[0]
+            for j in reply.get("jobs", [])}
+
+
 def poll_job_states(env, stop, out):
     """In a process of its own: every job's state every 10 ms (GET /jobs/state/) until `stop`;
     sends (job id -> first seen live, job id -> first seen RUNNING), monotonic times."""
@@ -113,11 +120,9 @@ def poll_job_states(env, stop, out):
     while not stop.is_set():
         _, obj = slurm.call("GET", SLURM_API + "/jobs/state/")
         t = now()
-        for j in obj.get("jobs", []):
-            s = (j.get("state") or j.get("job_state") or ["?"])[0]
+        for jid, s in states_of(obj).items():
             if s not in LIVE:
                 continue
-            jid = int(j["job_id"])
             seen.setdefault(jid, t)
             if s == "RUNNING":
                 running.setdefault(jid, t)
@@ -289,9 +294,7 @@ class Bench:
     def job_states(self):
         """job id -> first state, for every job slurmctld knows."""
         _, obj = self.slurm.call("GET", SLURM_API + "/jobs/state/")
-        # v0.0.44: {"jobs":[{"job_id":"12","state":["RUNNING"]}]} (the id is a string).
-        return {int(j["job_id"]): (j.get("state") or j.get("job_state") or ["?"])[0]
-                for j in obj.get("jobs", [])}
+        return states_of(obj)
 
     # --- environment ---------------------------------------------------------------------
     def register_nodes(self, names):

@@ -1301,7 +1301,7 @@ awaitable<void> Scheduler::PollSlurm() {
     woke = clock_.Now();
     // Every tracked job every jobPollInterval; the fresh ones every kFreshPollInterval while a
     // submit is recent (the wake-ups in between cost no request).
-    const kube::Clock::TimePoint tick = clock_.Now();
+    const kube::Clock::TimePoint tick = woke;
     const bool fresh = last_submit_ && tick - *last_submit_ < kFreshWindow;
     const bool full = tick - last_full_poll >= config_.job_poll_interval;
     if (!full && (!fresh ||
