@@ -77,7 +77,7 @@ class Http:
                                                timeout=timeout)
         return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
 
-    def call(self, method, path, body=None, ctype="application/json"):
+    def call(self, method, path, body=None, ctype="application/json", raw_reply=False):
         for attempt in range(3):
             conn = getattr(self.local, "conn", None)
             if conn is None:
@@ -97,6 +97,8 @@ class Http:
                 if attempt == 2:
                     raise
                 continue
+            if raw_reply:
+                return resp.status, raw
             try:
                 return resp.status, json.loads(raw) if raw else {}
             except ValueError:
@@ -290,6 +292,33 @@ class Bench:
 
     def daemon_cpu(self):
         return {n: cpu_ticks(p) for n, p in self.daemons.items()}
+
+    def apiserver_requests(self):
+        """(verb, resource[/subresource]) -> requests answered so far, from kube-apiserver's
+        apiserver_request_total (every client: the scheduler's, this benchmark's, the
+        controllers' of up.sh if any); {} if /metrics cannot be read."""
+        status, raw = self.kube.call("GET", "/metrics", raw_reply=True)
+        out = {}
+        if status != 200:
+            return out
+        for line in raw.decode(errors="replace").splitlines():
+            if not line.startswith("apiserver_request_total{"):
+                continue
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', line[:line.rindex("}")]))
+            res = labels.get("resource", "")
+            if labels.get("subresource"):
+                res += "/" + labels["subresource"]
+            key = (labels.get("verb", ""), res)
+            out[key] = out.get(key, 0) + float(line.split()[-1])
+        return out
+
+    def requests_in(self, a0, a1):
+        """The requests answered between two apiserver_requests() readings, by verb and
+        resource, writes and reads apart (WATCH streams not counted)."""
+        d = {k: a1[k] - a0.get(k, 0) for k in a1 if a1[k] - a0.get(k, 0) > 0}
+        writes = {k: v for k, v in d.items() if k[0] in ("POST", "PUT", "PATCH", "DELETE")}
+        reads = {k: v for k, v in d.items() if k[0] in ("GET", "LIST")}
+        return writes, reads
 
     def job_states(self):
         """job id -> first state, for every job slurmctld knows."""
@@ -558,7 +587,7 @@ class Bench:
     # --- 2./3. burst ---------------------------------------------------------------------
     def burst_slurm(self):
         n = self.a.pods
-        c0, t0 = self.daemon_cpu(), now()
+        c0, t0, m0 = self.daemon_cpu(), now(), time.process_time()
         ids = self.pmap(lambda i: self.scall("POST", "/job/submit",
                                              self.job(f"burst-slurm-{i}"))["job_id"], range(n))
         submitted = now()
@@ -572,9 +601,9 @@ class Bench:
         else:
             raise RuntimeError("burst, Slurm alone: not all jobs RUNNING after 600 s")
         t1 = now()
-        c1 = self.daemon_cpu()
+        c1, m1 = self.daemon_cpu(), time.process_time()
         r = {"wall": t1 - t0, "submit": submitted - t0, "bound": n,
-             "daemons": {k: (c1[k] - c0[k]) / HZ for k in c1}}
+             "daemons": {k: (c1[k] - c0[k]) / HZ for k in c1}, "bench_cpu": m1 - m0}
         self.results["burst_slurm"] = r
         log(f"burst, Slurm alone: {n} jobs RUNNING in {r['wall']:.1f} s "
             f"(submitted in {r['submit']:.1f} s)")
@@ -589,11 +618,13 @@ class Bench:
         log(f"burst, {tag}: {n} pods created in {now() - t:.1f} s; starting the scheduler")
         w = self.watch_from_now(ns)
         time.sleep(1)  # the apiserver settles after the creates
-        c0, t0 = self.daemon_cpu(), now()
+        a0 = self.apiserver_requests()
+        c0, t0, m0 = self.daemon_cpu(), now(), time.process_time()
         proc = start()
         try:
             t1 = self.wait_bound(w, n, 900, f"burst, {tag}")
-            c1 = self.daemon_cpu()
+            c1, m1 = self.daemon_cpu(), time.process_time()
+            a1 = self.apiserver_requests()
             cpu = cpu_ticks(proc.pid) / HZ
             rss = vm_hwm_mb(proc.pid)
             if sched == BRIDGE:  # its counters and request durations, for a reader of the logs
@@ -605,10 +636,15 @@ class Bench:
         finally:
             self.stop(proc)
             w.close()
+        writes, reads = self.requests_in(a0, a1)
         r = {"wall": t1 - t0, "bound": n, "cpu": cpu, "rss": rss,
-             "daemons": {k: (c1[k] - c0[k]) / HZ for k in c1}}
+             "daemons": {k: (c1[k] - c0[k]) / HZ for k in c1}, "bench_cpu": m1 - m0,
+             "writes": writes, "reads": reads}
         log(f"burst, {tag}: {n} pods bound in {r['wall']:.1f} s, CPU {cpu:.2f} s, "
-            f"RSS {rss:.0f} MB")
+            f"RSS {rss:.0f} MB; apiserver writes: " +
+            (", ".join(f"{v:.0f} {k[0]} {k[1]}" for k, v in sorted(writes.items())) or "none") +
+            "; reads: " +
+            (", ".join(f"{v:.0f} {k[0]} {k[1]}" for k, v in sorted(reads.items())) or "none"))
         self.clear_pods(ns)
         return r
 
@@ -711,6 +747,7 @@ class Bench:
                 if d in bb["daemons"]:
                     row(f"burst: {d} CPU s in the phase", bk["daemons"][d], bs["daemons"][d],
                         bb["daemons"][d], of_slurm=d.startswith("slurm"))
+            self.burst_floor(row, bk, bs, bb, n)
         width = max(len(x[0]) for x in rows)
         fmt = lambda v: "-" if v is None else (f"{v:.0f}" if abs(v) >= 100 else f"{v:.2f}")
         lines = [f"{'metric':<{width}} | {'kube-scheduler':>14} | {'Slurm alone':>11} | "
@@ -719,6 +756,27 @@ class Bench:
             lines.append(f"{metric:<{width}} | {fmt(k):>14} | {fmt(s):>11} | {fmt(b):>9} | "
                          f"{(fmt(ratio) + of) if ratio is not None else '-':>6}")
         return "\n".join(lines)
+
+    @staticmethod
+    def burst_floor(row, bk, bs, bb, n):
+        """Rows that say what bounds the burst on this machine, where every process shares the
+        same cores: the apiserver's writes per pod, the CPU of all processes, and the floor: the
+        time the bridge's burst would take if its pods cost the apiserver and etcd no more than
+        kube-scheduler's did and Slurm no more than Slurm alone's jobs did, with the bridge's
+        own CPU as measured, at the rate the cores were busy in kube-scheduler's burst."""
+        writes = lambda r: sum(r["writes"].values()) / n
+        if bk.get("writes") and bb.get("writes"):
+            row("burst: apiserver writes per pod", writes(bk), None, writes(bb))
+        total = lambda r, sched: sum(r["daemons"].values()) + r["bench_cpu"] + sched
+        k_all, s_all, b_all = total(bk, bk["cpu"]), total(bs, 0), total(bb, bb["cpu"])
+        row("burst: CPU s of all processes (daemons, scheduler, benchmark)", k_all, s_all, b_all)
+        row("burst: cores busy (CPU of all processes / wall)", k_all / bk["wall"],
+            s_all / bs["wall"], b_all / bb["wall"])
+        slurm = sum(v for k, v in bs["daemons"].items() if k.startswith("slurm"))
+        floor = (k_all - bk["cpu"] + slurm + bb["cpu"]) / (k_all / bk["wall"])
+        row("burst: floor for the bridge here, s (kube-scheduler's apiserver CPU + Slurm "
+            "alone's + the bridge's own, at kube-scheduler's cores busy)", None, None, floor)
+        row("burst: best pods/s ratio that floor allows", None, None, bk["wall"] / floor)
 
     # --- 4. scale ------------------------------------------------------------------------
     def metric(self, sample):

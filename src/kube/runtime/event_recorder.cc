@@ -7,6 +7,7 @@
 
 #include <boost/asio/this_coro.hpp>
 
+#include "kube/runtime/task_group.h"
 #include "kube/runtime/time_format.h"
 
 namespace sb::kube {
@@ -71,6 +72,11 @@ std::string AggregateKey(const Event& e) {
   const ObjectReference& o = e.involved_object;
   return Join({e.source_component, e.source_host, o.kind, o.namespace_, o.name, o.field_path, o.uid,
                o.api_version, e.type, e.reason});
+}
+
+// The involved object alone: its Events are written one at a time.
+std::string ObjectKey(const ObjectReference& o) {
+  return Join({o.kind, o.namespace_, o.name, o.uid, o.api_version});
 }
 
 // client-go's getSpamKey.
@@ -162,6 +168,9 @@ bool EventRecorder::Emit(ObjectReference object, EventType type, std::string rea
 
 void EventRecorder::ShutDown() {
   shutting_down_ = true;
+  if (writes_) {
+    writes_->Stop();  // a write waiting to retry gives up now
+  }
   if (wake_) {
     wake_->Wake();
   }
@@ -292,41 +301,57 @@ asio::awaitable<Result<RecordOutcome>> EventRecorder::Write(Correlated c) {
 
 asio::awaitable<void> EventRecorder::WriteWithRetries(Event event) {
   const Correlated c = Correlate(std::move(event));
-  std::unique_ptr<Timer> timer;
   for (int attempt = 1;; ++attempt) {
     Result<RecordOutcome> r = co_await Write(c);
     if (r) {
       co_return;
     }
-    if (!Retryable(r.error()) || attempt >= options_.max_tries || shutting_down_) {
-      ++dropped_;
-      co_return;
-    }
-    if (!timer) {
-      timer = clock_.MakeTimer(co_await asio::this_coro::executor);
-    }
-    if (co_await timer->WaitUntil(clock_.Now() + options_.retry_interval) == WaitResult::kAborted) {
+    // After ShutDown() no retry: the wait ends at once and the Event is dropped.
+    if (!Retryable(r.error()) || attempt >= options_.max_tries || shutting_down_ || !writes_ ||
+        !co_await writes_->Sleep(options_.retry_interval)) {
       ++dropped_;
       co_return;
     }
   }
 }
 
+asio::awaitable<void> EventRecorder::WriteQueued(Event event, std::string object) {
+  co_await WriteWithRetries(std::move(event));
+  writing_.erase(object);
+  if (wake_) {
+    wake_->Wake();
+  }
+}
+
 asio::awaitable<void> EventRecorder::Run() {
-  wake_ = clock_.MakeTimer(co_await asio::this_coro::executor);
+  const asio::any_io_executor executor = co_await asio::this_coro::executor;
+  wake_ = clock_.MakeTimer(executor);
+  writes_ = std::make_unique<TaskGroup>(executor, clock_, "event recorder");
+  const std::size_t most = std::max<std::size_t>(options_.writers, 1);
   for (;;) {
-    while (!queue_.empty()) {
-      Event next = std::move(queue_.front());
-      queue_.pop_front();
-      co_await WriteWithRetries(std::move(next));
+    // The oldest queued Events whose object has no write in flight, up to `most` writes. A write
+    // that ends at once (inside Spawn) frees its slot before the next check.
+    for (auto it = queue_.begin(); it != queue_.end() && writing_.size() < most;) {
+      std::string object = ObjectKey(it->involved_object);
+      if (!writing_.insert(object).second) {
+        ++it;
+        continue;
+      }
+      Event next = std::move(*it);
+      it = queue_.erase(it);
+      writes_->Spawn(WriteQueued(std::move(next), std::move(object)));
     }
-    if (shutting_down_) {
+    if (shutting_down_ && queue_.empty() && writing_.empty()) {
       break;
     }
     if (co_await wake_->WaitUntil(Clock::TimePoint::max()) == WaitResult::kAborted) {
+      shutting_down_ = true;
+      writes_->Stop();
       break;
     }
   }
+  co_await writes_->Join();
+  writes_.reset();
   wake_.reset();
 }
 

@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "kube/runtime/event_recorder.h"
 
+#include <algorithm>
 #include <chrono>
 #include <deque>
 #include <exception>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -29,6 +31,7 @@ class FakeEventSink final : public EventSink {
  public:
   asio::awaitable<Result<Event>> Create(Event event) override {
     calls.push_back("create " + event.metadata.name);
+    co_await Delay(event.involved_object.name);
     if (!errors.empty()) {
       Error e = errors.front();
       errors.pop_front();
@@ -46,6 +49,7 @@ class FakeEventSink final : public EventSink {
   asio::awaitable<Result<Event>> Patch(EventPatch patch) override {
     calls.push_back("patch " + patch.name);
     patches.push_back(patch);
+    co_await Delay(patch.name.substr(0, patch.name.rfind('.')));
     if (!errors.empty()) {
       Error e = errors.front();
       errors.pop_front();
@@ -66,8 +70,27 @@ class FakeEventSink final : public EventSink {
   std::vector<std::string> calls;
   std::vector<EventPatch> patches;
   std::deque<Error> errors;  // answered, in order, before any real handling
+  // With a clock: every call takes `delay` of it; the most calls in flight at once, overall and
+  // about one object.
+  Clock* clock = nullptr;
+  Clock::Duration delay{};
+  std::map<std::string, int> in_flight;  // object name -> calls
+  int most_in_flight = 0;
+  int most_about_one_object = 0;
 
  private:
+  asio::awaitable<void> Delay(const std::string& object) {
+    if (clock == nullptr) co_return;
+    const int now = ++in_flight[object];
+    most_about_one_object = std::max(most_about_one_object, now);
+    int all = 0;
+    for (const auto& [_, n] : in_flight) all += n;
+    most_in_flight = std::max(most_in_flight, all);
+    std::unique_ptr<Timer> t = clock->MakeTimer(co_await asio::this_coro::executor);
+    (void)co_await t->WaitUntil(clock->Now() + delay);
+    --in_flight[object];
+  }
+
   int rv_ = 0;
 };
 
@@ -288,6 +311,61 @@ TEST_F(EventRecorderTest, RunWritesQueuedEventsRetriesTransportErrorsAndDrainsOn
   testing::Drain(io_);
   EXPECT_TRUE(returned);
   EXPECT_EQ(sink_.events.begin()->second.count, 2) << "queued before ShutDown: still written";
+}
+
+class ConcurrentWritesTest : public EventRecorderTest {
+ protected:
+  ConcurrentWritesTest() : EventRecorderTest({.source = {.component = "sched"}, .writers = 3}) {
+    sink_.clock = &clock_;
+    sink_.delay = seconds(1);
+  }
+};
+
+TEST_F(ConcurrentWritesTest, EventsOfDifferentObjectsAreWrittenAtOnceOfOneObjectInOrder) {
+  bool returned = false;
+  asio::co_spawn(io_, recorder_.Run(), [&](std::exception_ptr e) {
+    EXPECT_FALSE(e);
+    returned = true;
+  });
+  testing::Drain(io_);
+  // Two identical Events about "a" first: one write at a time makes the second a patch of the
+  // first (count 2); written side by side both would be created.
+  for (const char* pod : {"a", "a", "b", "c", "d", "e"}) {
+    EXPECT_TRUE(recorder_.Emit(PodRef(pod, std::string("uid-") + pod), EventType::kNormal,
+                               "Scheduled", std::string("assigned ") + pod));
+  }
+  testing::Drain(io_);
+  EXPECT_EQ(sink_.most_in_flight, 3) << "writers: 3";
+  EXPECT_EQ(recorder_.Pending(), 3u) << "the second a, d and e wait";
+  testing::RunFor(io_, clock_, seconds(1));
+  testing::RunFor(io_, clock_, seconds(1));
+  testing::RunFor(io_, clock_, seconds(1));
+  EXPECT_EQ(recorder_.Pending(), 0u);
+  EXPECT_EQ(sink_.most_about_one_object, 1);
+  ASSERT_EQ(sink_.events.size(), 5u);
+  for (const auto& [key, e] : sink_.events) {
+    EXPECT_EQ(e.count, e.involved_object.name == "a" ? 2 : 1) << key;
+  }
+  EXPECT_EQ(sink_.patches.size(), 1u);
+  recorder_.ShutDown();
+  testing::Drain(io_);
+  EXPECT_TRUE(returned);
+}
+
+TEST_F(ConcurrentWritesTest, ShutDownEndsAWaitToRetryAtOnce) {
+  bool returned = false;
+  asio::co_spawn(io_, recorder_.Run(), [&](std::exception_ptr) { returned = true; });
+  testing::Drain(io_);
+  sink_.errors.push_back(Error{ErrorCode::kUnavailable, "connection refused"});
+  EXPECT_TRUE(recorder_.Emit(PodRef("p"), EventType::kNormal, "R", "m"));
+  testing::RunFor(io_, clock_, seconds(1));  // the failed write; its retry waits 10 s
+  EXPECT_EQ(sink_.calls.size(), 1u);
+  EXPECT_FALSE(returned);
+  recorder_.ShutDown();
+  testing::Drain(io_);
+  EXPECT_TRUE(returned) << "no 10 s wait after ShutDown()";
+  EXPECT_EQ(recorder_.Dropped(), 1u);
+  EXPECT_EQ(sink_.calls.size(), 1u);
 }
 
 TEST_F(EventRecorderTest, ClusterScopedObjectsGetEventsInDefault) {
