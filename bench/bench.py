@@ -636,12 +636,15 @@ class Bench:
         finally:
             self.stop(proc)
             w.close()
+        # Written by the scheduler, before it exits, after the pods were bound.
+        scheduled = len(self.kcall(
+            "GET", f"/api/v1/namespaces/{ns}/events?fieldSelector=reason%3DScheduled")["items"])
         writes, reads = self.requests_in(a0, a1)
         r = {"wall": t1 - t0, "bound": n, "cpu": cpu, "rss": rss,
              "daemons": {k: (c1[k] - c0[k]) / HZ for k in c1}, "bench_cpu": m1 - m0,
-             "writes": writes, "reads": reads}
+             "writes": writes, "reads": reads, "scheduled_events": scheduled}
         log(f"burst, {tag}: {n} pods bound in {r['wall']:.1f} s, CPU {cpu:.2f} s, "
-            f"RSS {rss:.0f} MB; apiserver writes: " +
+            f"RSS {rss:.0f} MB; {scheduled} Scheduled Events; apiserver writes until all bound: " +
             (", ".join(f"{v:.0f} {k[0]} {k[1]}" for k, v in sorted(writes.items())) or "none") +
             "; reads: " +
             (", ".join(f"{v:.0f} {k[0]} {k[1]}" for k, v in sorted(reads.items())) or "none"))
@@ -766,7 +769,10 @@ class Bench:
         own CPU as measured, at the rate the cores were busy in kube-scheduler's burst."""
         writes = lambda r: sum(r["writes"].values()) / n
         if bk.get("writes") and bb.get("writes"):
-            row("burst: apiserver writes per pod", writes(bk), None, writes(bb))
+            row("burst: apiserver writes per pod until all bound", writes(bk), None, writes(bb))
+        if "scheduled_events" in bb:
+            row("burst: Scheduled Events written (by the scheduler's exit)",
+                bk["scheduled_events"], None, bb["scheduled_events"])
         total = lambda r, sched: sum(r["daemons"].values()) + r["bench_cpu"] + sched
         k_all, s_all, b_all = total(bk, bk["cpu"]), total(bs, 0), total(bb, bb["cpu"])
         row("burst: CPU s of all processes (daemons, scheduler, benchmark)", k_all, s_all, b_all)

@@ -107,6 +107,21 @@ std::string RenderMetrics(const MetricsSnapshot& s) {
   m.Sample("slurm_bridge_queue_depth", "queue=\"pods\"", s.pods_queue_depth);
   m.Family("slurm_bridge_tracked_jobs", "Jobs the scheduler waits on", "gauge");
   m.Sample("slurm_bridge_tracked_jobs", "", s.tracked_jobs);
+  m.Family("slurm_bridge_events_dropped_total",
+           "Events not written (queue full, spam-filtered, failed for good), by component",
+           "counter");
+  m.Family("slurm_bridge_events_pending", "Events queued to be written, by component", "gauge");
+  for (const auto& [name, e] :
+       {std::pair{"scheduler", &s.scheduler_events}, std::pair{"pods", &s.pods_events},
+        std::pair{"nodes", &s.nodes_events}}) {
+    m.Sample("slurm_bridge_events_dropped_total", fmt::format("component=\"{}\"", name),
+             e->dropped);
+  }
+  for (const auto& [name, e] :
+       {std::pair{"scheduler", &s.scheduler_events}, std::pair{"pods", &s.pods_events},
+        std::pair{"nodes", &s.nodes_events}}) {
+    m.Sample("slurm_bridge_events_pending", fmt::format("component=\"{}\"", name), e->pending);
+  }
   const net::ClientStats& sl = s.slurm_http;
   const net::ClientStats& ku = s.kube_http;
   m.Family("slurm_bridge_client_requests_total", "Requests sent, by server", "counter");

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "controllers/node/node_controller.h"
@@ -18,6 +19,12 @@
 
 namespace sb::app {
 
+// One component's Event recorder.
+struct EventStats {
+  std::uint64_t dropped = 0;  // queue full, spam-filtered, or failed for good
+  std::size_t pending = 0;    // queued, not yet being written
+};
+
 struct MetricsSnapshot {
   bool leader = true;  // leads, or runs without election
   scheduler::Stats scheduler;
@@ -26,6 +33,9 @@ struct MetricsSnapshot {
   std::size_t scheduler_queue_depth = 0;
   std::size_t pods_queue_depth = 0;
   std::size_t tracked_jobs = 0;
+  EventStats scheduler_events;
+  EventStats pods_events;
+  EventStats nodes_events;
   net::ClientStats slurm_http;
   net::ClientStats kube_http;
 };

@@ -27,6 +27,8 @@ TEST(RenderMetricsTest, EachStatIsServedUnderItsName) {
   s.pods.orphans_cancelled = 9;
   s.nodes.drains = 10;
   s.tracked_jobs = 11;
+  s.scheduler_events = {.dropped = 14, .pending = 15};
+  s.nodes_events = {.dropped = 16, .pending = 0};
   const std::string text = RenderMetrics(s);
   struct Row {
     std::string sample;  // name{labels} value
@@ -45,6 +47,10 @@ TEST(RenderMetricsTest, EachStatIsServedUnderItsName) {
       {"slurm_bridge_tracked_jobs 11", "gauge"},
       {R"(slurm_bridge_jobs_cancelled_total{reason="duplicate"} 12)", "counter"},
       {R"(slurm_bridge_jobs_cancelled_total{reason="node_not_in_kubernetes"} 13)", "counter"},
+      {R"(slurm_bridge_events_dropped_total{component="scheduler"} 14)", "counter"},
+      {R"(slurm_bridge_events_pending{component="scheduler"} 15)", "gauge"},
+      {R"(slurm_bridge_events_dropped_total{component="nodes"} 16)", "counter"},
+      {R"(slurm_bridge_events_dropped_total{component="pods"} 0)", "counter"},
   };
   for (const Row& r : rows) {
     EXPECT_NE(text.find("\n" + r.sample + "\n"), std::string::npos) << r.sample;

@@ -163,12 +163,17 @@ int RunComponents(const RunOptions& options) {
       snap.scheduler = sched->stats();
       snap.scheduler_queue_depth = sched->QueueDepth();
       snap.tracked_jobs = sched->TrackedJobs();
+      snap.scheduler_events = {sched->events().Dropped(), sched->events().Pending()};
     }
     if (pods) {
       snap.pods = pods->stats();
       snap.pods_queue_depth = pods->QueueDepth();
+      snap.pods_events = {pods->events().Dropped(), pods->events().Pending()};
     }
-    if (nodes) snap.nodes = nodes->stats();
+    if (nodes) {
+      snap.nodes = nodes->stats();
+      snap.nodes_events = {nodes->events().Dropped(), nodes->events().Pending()};
+    }
     snap.slurm_http = (*slurm_client)->http_stats();
     snap.kube_http = (*kube_http)->stats();
     return net::TextResponse(200, RenderMetrics(snap), "text/plain; version=0.0.4; charset=utf-8");

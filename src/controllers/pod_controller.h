@@ -95,6 +95,7 @@ class PodController {
   [[nodiscard]] bool Ready() const { return ready_; }
   [[nodiscard]] const PodControllerStats& stats() const { return stats_; }
   [[nodiscard]] std::size_t QueueDepth() { return queue_.Len(); }
+  [[nodiscard]] const kube::EventRecorder& events() const { return recorder_; }
 
  private:
   // What is known of one job: the latest state, and what the last GET /job/{id} said.

@@ -104,6 +104,7 @@ class Scheduler {
   // Groups waiting in the queue.
   [[nodiscard]] std::size_t QueueDepth() { return queue_.Len(); }
   [[nodiscard]] std::size_t TrackedJobs() const { return jobs_.size(); }
+  [[nodiscard]] const kube::EventRecorder& events() const { return recorder_; }
   // The unbound pod `ns/name` as the scheduler's cache has it (for tests).
   [[nodiscard]] std::shared_ptr<const kube::Pod> CachedPod(const std::string& key) const {
     return pods_.cache().Get(key);

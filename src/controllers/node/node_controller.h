@@ -95,6 +95,7 @@ class NodeController {
   // Started: the Node cache is synced and Slurm's node list has been read once.
   [[nodiscard]] bool Ready() const;
   [[nodiscard]] const NodeControllerStats& stats() const { return stats_; }
+  [[nodiscard]] const kube::EventRecorder& events() const { return recorder_; }
 
  private:
   void Enqueue(const std::string& name) { queue_.Add(name); }

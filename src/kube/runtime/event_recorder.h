@@ -18,14 +18,15 @@
 //     one Event whose message starts with "(combined from similar events): ".
 //   - Spam filter (client-go's EventSourceObjectSpamFilter): a token bucket per source+object+type
 //     (burst 25, one token back every 5 minutes); Events beyond it are dropped.
-//   - Emit() is fire-and-forget, as in client-go: it queues (bounded, 1000; drops when full),
+//   - Emit() is fire-and-forget, as in client-go: it queues (bounded, 5,000; drops when full),
 //     and Run() writes the queue through the sink, retrying transport failures (kUnavailable,
 //     kDeadlineExceeded) up to 12 times, 10 s apart (not after ShutDown()). Other errors drop
 //     the Event.
 //   - Run() writes up to `writers` (8) Events at once, as client-go's events.k8s.io broadcaster
-//     (kube-scheduler's since 1.19) writes each Event in a goroutine of its own: one write at a
-//     time kept up with about 300 Events/s here, and a burst that bound 2,000 pods in 12 s lost
-//     1,097 of its Scheduled Events to the full queue. Events about one object are still
+//     (kube-scheduler's since 1.19) writes each Event in a goroutine of its own. Measured with
+//     2,000 pods bound in 12-14 s (scripts/bench.sh): one write at a time and a queue of 1,000
+//     lost 1,097 of their Scheduled Events to the full queue, 8 writers still 385; the queue
+//     of 5,000 (a few MB at most) loses none. Events about one object are still
 //     written one at a time, in order, so the de-duplication, aggregation and spam state of
 //     every key (each names the object) sees them as a single writer would; a write waiting to
 //     retry holds its object and one writer, not the whole queue.
@@ -105,7 +106,7 @@ struct EventRecorderOptions {
   bool spam_filter = true;
   double spam_burst = 25;
   Clock::Duration spam_refill_every = std::chrono::minutes(5);  // one token per this
-  std::size_t queue_size = 1000;
+  std::size_t queue_size = 5000;
   std::size_t writers = 8;  // Events written at once (0 counts as 1)
   int max_tries = 12;
   Clock::Duration retry_interval = std::chrono::seconds(10);

@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 
 #include "kube/runtime/clock.h"
@@ -366,6 +367,33 @@ TEST_F(ConcurrentWritesTest, ShutDownEndsAWaitToRetryAtOnce) {
   EXPECT_TRUE(returned) << "no 10 s wait after ShutDown()";
   EXPECT_EQ(recorder_.Dropped(), 1u);
   EXPECT_EQ(sink_.calls.size(), 1u);
+}
+
+class SmallQueueTest : public EventRecorderTest {
+ protected:
+  SmallQueueTest()
+      : EventRecorderTest({.source = {.component = "sched"}, .queue_size = 2, .writers = 1}) {
+    sink_.clock = &clock_;
+    sink_.delay = seconds(1);
+  }
+};
+
+TEST_F(SmallQueueTest, AFullQueueDropsAndCountsWhatDoesNotFit) {
+  asio::co_spawn(io_, recorder_.Run(), asio::detached);
+  testing::Drain(io_);
+  EXPECT_TRUE(recorder_.Emit(PodRef("a", "ua"), EventType::kNormal, "R", "m"));
+  testing::Drain(io_);  // a is being written: the queue is empty again
+  EXPECT_TRUE(recorder_.Emit(PodRef("b", "ub"), EventType::kNormal, "R", "m"));
+  EXPECT_TRUE(recorder_.Emit(PodRef("c", "uc"), EventType::kNormal, "R", "m"));
+  EXPECT_FALSE(recorder_.Emit(PodRef("d", "ud"), EventType::kNormal, "R", "m"));
+  EXPECT_EQ(recorder_.Dropped(), 1u);
+  testing::RunFor(io_, clock_, seconds(1));
+  testing::RunFor(io_, clock_, seconds(1));
+  testing::RunFor(io_, clock_, seconds(1));
+  EXPECT_EQ(sink_.events.size(), 3u);
+  EXPECT_EQ(sink_.most_in_flight, 1);
+  recorder_.ShutDown();
+  testing::Drain(io_);
 }
 
 TEST_F(EventRecorderTest, ClusterScopedObjectsGetEventsInDefault) {
