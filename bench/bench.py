@@ -627,12 +627,16 @@ class Bench:
             a1 = self.apiserver_requests()
             cpu = cpu_ticks(proc.pid) / HZ
             rss = vm_hwm_mb(proc.pid)
+            sent = None  # requests the scheduler sent until all were bound
             if sched == BRIDGE:  # its counters and request durations, for a reader of the logs
                 conn = http.client.HTTPConnection("127.0.0.1", self.a.metrics_port, timeout=10)
                 conn.request("GET", "/metrics")
-                with open(f"{self.out}/bridge-burst-metrics.txt", "wb") as f:
-                    f.write(conn.getresponse().read())
+                text = conn.getresponse().read()
                 conn.close()
+                with open(f"{self.out}/bridge-burst-metrics.txt", "wb") as f:
+                    f.write(text)
+                sent = sum(float(line.split()[-1]) for line in text.decode().splitlines()
+                           if line.startswith("slurm_bridge_client_requests_total{"))
         finally:
             self.stop(proc)
             w.close()
@@ -640,9 +644,11 @@ class Bench:
         scheduled = len(self.kcall(
             "GET", f"/api/v1/namespaces/{ns}/events?fieldSelector=reason%3DScheduled")["items"])
         writes, reads = self.requests_in(a0, a1)
+        if sent is None:  # kube-scheduler: what the apiserver answered (this script sent none)
+            sent = sum(writes.values()) + sum(reads.values())
         r = {"wall": t1 - t0, "bound": n, "cpu": cpu, "rss": rss,
              "daemons": {k: (c1[k] - c0[k]) / HZ for k in c1}, "bench_cpu": m1 - m0,
-             "writes": writes, "reads": reads, "scheduled_events": scheduled}
+             "writes": writes, "reads": reads, "scheduled_events": scheduled, "sent": sent}
         log(f"burst, {tag}: {n} pods bound in {r['wall']:.1f} s, CPU {cpu:.2f} s, "
             f"RSS {rss:.0f} MB; {scheduled} Scheduled Events; apiserver writes until all bound: " +
             (", ".join(f"{v:.0f} {k[0]} {k[1]}" for k, v in sorted(writes.items())) or "none") +
@@ -770,6 +776,11 @@ class Bench:
         writes = lambda r: sum(r["writes"].values()) / n
         if bk.get("writes") and bb.get("writes"):
             row("burst: apiserver writes per pod until all bound", writes(bk), None, writes(bb))
+        if bk.get("sent") and bb.get("sent"):
+            row("burst: scheduler's requests per pod (bridge: apiserver and slurmrestd)",
+                bk["sent"] / n, None, bb["sent"] / n)
+            row("burst: scheduler CPU us per request", bk["cpu"] * 1e6 / bk["sent"], None,
+                bb["cpu"] * 1e6 / bb["sent"])
         if "scheduled_events" in bb:
             row("burst: Scheduled Events written (by the scheduler's exit)",
                 bk["scheduled_events"], None, bb["scheduled_events"])
@@ -780,8 +791,7 @@ class Bench:
             s_all / bs["wall"], b_all / bb["wall"])
         slurm = sum(v for k, v in bs["daemons"].items() if k.startswith("slurm"))
         floor = (k_all - bk["cpu"] + slurm + bb["cpu"]) / (k_all / bk["wall"])
-        row("burst: floor for the bridge here, s (kube-scheduler's apiserver CPU + Slurm "
-            "alone's + the bridge's own, at kube-scheduler's cores busy)", None, None, floor)
+        row("burst: floor for the bridge on this machine, s (README)", None, None, floor)
         row("burst: best pods/s ratio that floor allows", None, None, bk["wall"] / floor)
 
     # --- 4. scale ------------------------------------------------------------------------
