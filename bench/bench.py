@@ -21,6 +21,7 @@
 # Only the standard library: http.client with keep-alive, one connection per thread.
 import argparse
 import concurrent.futures
+import datetime
 import http.client
 import json
 import multiprocessing
@@ -501,6 +502,7 @@ class Bench:
             proc.start()
             time.sleep(0.5)
         created = {}
+        self.wall_offset = time.time() - now()  # monotonic -> wall clock, for the bridge's log
         for i in range(n):
             name = f"lat-{i:04d}"
             t0 = now()
@@ -515,6 +517,8 @@ class Bench:
             proc.join()
         w.close()
         bound = {p: (w.bound[p] - created[p]) * 1000 for p in created}
+        self.lat_times = {p: (created[p] + self.wall_offset, w.bound[p] + self.wall_offset)
+                          for p in created}
         over, slurm_ms = [], {}
         if poll_slurm:
             for p in created:
@@ -552,23 +556,29 @@ class Bench:
         self.clear_pods("bench-lat-b")
         self.clear_jobs()
 
-    @staticmethod
-    def stages(path, bound, slurm_ms):
-        """Splits the bridge's overhead per pod with its stage trace ("Pod/ns/name: Slurm job 12
-        stages: submitted +0 ms, RUNNING seen +640 ms, 1 pod(s) labelled and bound +700 ms"):
-        create -> submitted (the bound time seen here minus the trace's total), Slurm's RUNNING
-        -> the bridge sees it (its RUNNING seen minus the job's submit -> RUNNING seen here), and
-        RUNNING seen -> bound."""
-        pat = re.compile(r"Pod/[^/]+/(\S+): Slurm job \d+ stages: "
+    def stages(self, path, bound, slurm_ms):
+        """Splits the bridge's overhead per pod with its stage trace ("[2026-12-02 06:15:29.041]
+        [debug] Pod/ns/name: Slurm job 12 stages: pod seen -6 ms, submit sent -6 ms, submitted
+        +0 ms, RUNNING seen +640 ms, bind began +640 ms, nodes read +644 ms, 1 pod(s) labelled
+        and bound +652 ms"): create -> submitted (the bound time seen here minus the trace's
+        total), Slurm's RUNNING -> the bridge sees it (its RUNNING seen minus the job's submit
+        -> RUNNING seen here), RUNNING seen -> bound, and the steps between. The log's wall-clock
+        time (ms) places the bridge's first watch event and its Binding's answer against this
+        script's create and watch event."""
+        pat = re.compile(r"\[(\S+ \S+)\] \[debug\] Pod/[^/]+/(\S+): Slurm job \d+ stages: "
                          r"(?:pod seen -(\d+) ms, submit sent -(\d+) ms, )?submitted \+0 ms, "
-                         r"RUNNING seen \+(-?\d+) ms, \d+ pod\(s\) labelled and bound \+(\d+) ms")
-        out = {"submit": [], "seen": [], "bind": [], "watch": [], "bridge": [], "slurm": []}
+                         r"RUNNING seen \+(-?\d+) ms, (?:bind began \+(\d+) ms, nodes read "
+                         r"\+(\d+) ms, )?\d+ pod\(s\) labelled and bound \+(\d+) ms")
+        keys = ("submit", "seen", "bind", "watch", "bridge", "slurm", "began", "read", "bound",
+                "observed")
+        out = {k: [] for k in keys}
         try:
             with open(path) as f:
                 text = f.read()
         except OSError:
             return out
-        for name, pod_seen, sent, seen, total in pat.findall(text):
+        times = getattr(self, "lat_times", {})
+        for stamp, name, pod_seen, sent, seen, began, read, total in pat.findall(text):
             seen, total = int(seen), int(total)
             if name not in bound or seen < 0:
                 continue
@@ -576,12 +586,27 @@ class Bench:
             out["bind"].append(total - seen)
             if name in slurm_ms:
                 out["seen"].append(seen - slurm_ms[name])
-            if pod_seen:
-                # create -> submitted, split: the create and its watch event; the bridge until
-                # it sends the submit; the submit's round trip.
-                out["watch"].append(bound[name] - total - int(pod_seen))
+            if began:
+                out["began"].append(int(began) - seen)
+                out["read"].append(int(read) - int(began))
+                out["bound"].append(total - int(read))
+            logged = None
+            try:
+                logged = datetime.datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S.%f").replace(
+                    tzinfo=datetime.timezone.utc).timestamp()
+            except ValueError:
+                pass
+            if pod_seen and logged is not None and name in times:
+                # create -> submitted, split: the create and the bridge's watch event (wall
+                # clocks of this script and of the bridge's log); the bridge until it sends the
+                # submit; the submit's round trip. And the Binding's answer -> this script's
+                # watch event of the bound pod.
+                created, observed = times[name]
+                submitted = logged - total / 1000
+                out["watch"].append((submitted - int(pod_seen) / 1000 - created) * 1000)
                 out["bridge"].append(int(pod_seen) - int(sent))
                 out["slurm"].append(int(sent))
+                out["observed"].append((observed - logged) * 1000)
         return out
 
     # --- 2./3. burst ---------------------------------------------------------------------
@@ -699,7 +724,9 @@ class Bench:
             f"{pct(over, .5):.1f} / p99 {pct(over, .99):.1f} ms; stages p50: create->submitted "
             f"{pct(st['submit'], .5):.1f} (create+watch {pct(st['watch'], .5):.1f}, bridge "
             f"{pct(st['bridge'], .5):.1f}, submit {pct(st['slurm'], .5):.1f}), RUNNING->seen "
-            f"{pct(st['seen'], .5):.1f}, seen->bound {pct(st['bind'], .5):.1f} ms",
+            f"{pct(st['seen'], .5):.1f}, seen->bound {pct(st['bind'], .5):.1f} (worker "
+            f"{pct(st['began'], .5):.1f}, nodes {pct(st['read'], .5):.1f}, bind "
+            f"{pct(st['bound'], .5):.1f}), Binding->watch here {pct(st['observed'], .5):.1f} ms",
             f"burst: {n} pods in {r['wall']:.2f} s ({n / r['wall']:.0f} pods/s), CPU "
             f"{r['cpu'] * 1000 / n:.2f} ms per pod, RSS {r['rss']:.0f} MB; daemons' CPU s: " +
             ", ".join(f"{k} {v:.2f}" for k, v in sorted(r["daemons"].items()))])
@@ -742,6 +769,16 @@ class Bench:
                     pct(st["seen"], .5))
                 row("latency: overhead stage, bridge sees RUNNING->bound ms, p50", None, None,
                     pct(st["bind"], .5))
+                if st["began"]:
+                    row("  of which: RUNNING seen -> a worker begins the bind ms, p50", None,
+                        None, pct(st["began"], .5))
+                    row("  of which: its nodes read from Slurm (layout) ms, p50", None, None,
+                        pct(st["read"], .5))
+                    row("  of which: labelled if need be and bound (Binding) ms, p50", None,
+                        None, pct(st["bound"], .5))
+                if st["observed"]:
+                    row("latency: Binding answered -> this script's watch event ms, p50", None,
+                        None, pct(st["observed"], .5))
         if "burst_bridge" in r:
             bk, bs, bb = r["burst_kube"], r["burst_slurm"], r["burst_bridge"]
             n = self.a.pods

@@ -840,6 +840,7 @@ awaitable<bool> Scheduler::UpdatePending(const GroupSpec& spec, std::vector<cons
 
 awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const Pod*> pods,
                                         TrackedJob job) {
+  const kube::Clock::TimePoint bind_began = clock_.Now();  // the stage trace
   // A job this process submitted and saw RUNNING at its last poll: its nodes and GPUs from its
   // resource layout, a reply of about 1 KB instead of the 28 KB job record (measured: 3.3
   // instead of 4.5-5.7 ms of slurmctld and slurmrestd CPU). Anything else, or a layout Slurm
@@ -897,6 +898,7 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
       co_return Result<void>{};
     }
   }
+  const kube::Clock::TimePoint nodes_read = clock_.Now();
   Result<std::vector<std::string>> slurm_nodes = bridge::ExpandHostlist(job.nodes);
   if (!slurm_nodes) co_return tl::unexpected(slurm_nodes.error());
   // Pods of this job bound before (an earlier run, a gang member that is re-created) keep their
@@ -1047,12 +1049,15 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
             ? ""
             : fmt::format("pod seen -{} ms, submit sent -{} ms, ", ms(t.submitted - t.pod_seen),
                           ms(t.submitted - t.submit_sent));
+    // After RUNNING seen: a worker takes the group, its nodes are read (the layout), and the
+    // pods are labelled if need be and bound.
     spdlog::debug(
-        "{}: Slurm job {} stages: {}submitted +0 ms, RUNNING seen +{} ms, {} pod(s) "
-        "labelled and bound +{} ms",
+        "{}: Slurm job {} stages: {}submitted +0 ms, RUNNING seen +{} ms, bind began +{} ms, "
+        "nodes read +{} ms, {} pod(s) labelled and bound +{} ms",
         spec.key, job.id, before,
         t.running_seen == kube::Clock::TimePoint{} ? -1 : ms(t.running_seen - t.submitted),
-        plan.assign.size(), ms(clock_.Now() - t.submitted));
+        ms(bind_began - t.submitted), ms(nodes_read - t.submitted), plan.assign.size(),
+        ms(clock_.Now() - t.submitted));
   }
   // From here on the controllers own the pods and the job. A member re-created later finds the
   // job again in Slurm's job list.
