@@ -653,6 +653,7 @@ class Bench:
             cpu = cpu_ticks(proc.pid) / HZ
             rss = vm_hwm_mb(proc.pid)
             sent = None  # requests the scheduler sent until all were bound
+            opened = {}  # the bridge's connections opened, by server
             if sched == BRIDGE:  # its counters and request durations, for a reader of the logs
                 conn = http.client.HTTPConnection("127.0.0.1", self.a.metrics_port, timeout=10)
                 conn.request("GET", "/metrics")
@@ -660,8 +661,12 @@ class Bench:
                 conn.close()
                 with open(f"{self.out}/bridge-burst-metrics.txt", "wb") as f:
                     f.write(text)
-                sent = sum(float(line.split()[-1]) for line in text.decode().splitlines()
+                lines = text.decode().splitlines()
+                sent = sum(float(line.split()[-1]) for line in lines
                            if line.startswith("slurm_bridge_client_requests_total{"))
+                opened = {line[line.index('"') + 1:line.rindex('"')]: float(line.split()[-1])
+                          for line in lines
+                          if line.startswith("slurm_bridge_client_connections_opened_total{")}
         finally:
             self.stop(proc)
             w.close()
@@ -675,7 +680,9 @@ class Bench:
              "daemons": {k: (c1[k] - c0[k]) / HZ for k in c1}, "bench_cpu": m1 - m0,
              "writes": writes, "reads": reads, "scheduled_events": scheduled, "sent": sent}
         log(f"burst, {tag}: {n} pods bound in {r['wall']:.1f} s, CPU {cpu:.2f} s, "
-            f"RSS {rss:.0f} MB; {scheduled} Scheduled Events; apiserver writes until all bound: " +
+            f"RSS {rss:.0f} MB; {scheduled} Scheduled Events; " +
+            "".join(f"{v:.0f} connections opened to {k}; " for k, v in sorted(opened.items())) +
+            "apiserver writes until all bound: " +
             (", ".join(f"{v:.0f} {k[0]} {k[1]}" for k, v in sorted(writes.items())) or "none") +
             "; reads: " +
             (", ".join(f"{v:.0f} {k[0]} {k[1]}" for k, v in sorted(reads.items())) or "none"))

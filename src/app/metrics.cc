@@ -127,6 +127,12 @@ std::string RenderMetrics(const MetricsSnapshot& s) {
   m.Family("slurm_bridge_client_requests_total", "Requests sent, by server", "counter");
   m.Sample("slurm_bridge_client_requests_total", "server=\"slurmrestd\"", sl.requests);
   m.Sample("slurm_bridge_client_requests_total", "server=\"kube-apiserver\"", ku.requests);
+  m.Family("slurm_bridge_client_connections_opened_total",
+           "Connections opened, by server (the other requests reused one)", "counter");
+  m.Sample("slurm_bridge_client_connections_opened_total", "server=\"slurmrestd\"",
+           sl.connections_opened);
+  m.Sample("slurm_bridge_client_connections_opened_total", "server=\"kube-apiserver\"",
+           ku.connections_opened);
   m.Family("slurm_bridge_client_errors_total", "Failed requests, by server and kind", "counter");
   m.Sample("slurm_bridge_client_errors_total", "server=\"slurmrestd\",kind=\"transport\"",
            sl.transport_errors);

@@ -29,6 +29,7 @@ TEST(RenderMetricsTest, EachStatIsServedUnderItsName) {
   s.tracked_jobs = 11;
   s.scheduler_events = {.dropped = 14, .pending = 15};
   s.nodes_events = {.dropped = 16, .pending = 0};
+  s.kube_http.connections_opened = 17;
   const std::string text = RenderMetrics(s);
   struct Row {
     std::string sample;  // name{labels} value
@@ -51,6 +52,7 @@ TEST(RenderMetricsTest, EachStatIsServedUnderItsName) {
       {R"(slurm_bridge_events_pending{component="scheduler"} 15)", "gauge"},
       {R"(slurm_bridge_events_dropped_total{component="nodes"} 16)", "counter"},
       {R"(slurm_bridge_events_dropped_total{component="pods"} 0)", "counter"},
+      {R"(slurm_bridge_client_connections_opened_total{server="kube-apiserver"} 17)", "counter"},
   };
   for (const Row& r : rows) {
     EXPECT_NE(text.find("\n" + r.sample + "\n"), std::string::npos) << r.sample;
