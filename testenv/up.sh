@@ -178,7 +178,11 @@ CONF
   local deadline=$((SECONDS + 180))
   until [ -f "$S/ready" ]; do
     [ ! -f "$S/failed" ] || die "Slurm did not start: $(cat "$S/failed") (log: $S/log/supervisor.log)"
-    kill -0 "$(cat "$S/unshare.pid")" 2>/dev/null || die "Slurm supervisor exited (log: $S/log/supervisor.log)"
+    if ! kill -0 "$(cat "$S/unshare.pid")" 2>/dev/null; then
+      # It writes its reason and then exits: both may have happened since the check above.
+      [ ! -f "$S/failed" ] || die "Slurm did not start: $(cat "$S/failed") (log: $S/log/supervisor.log)"
+      die "Slurm supervisor exited (log: $S/log/supervisor.log)"
+    fi
     [ $SECONDS -lt $deadline ] || die "Slurm not ready after 180 s"
     sleep 0.1
   done

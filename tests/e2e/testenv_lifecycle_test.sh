@@ -9,7 +9,7 @@ here=$(cd "$(dirname "$0")/../../testenv" && pwd)
 fails=0
 check() {
   local name=$1; shift
-  if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fails=$((fails + 1)); fi
+  if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fails=$((fails + 1)); return 1; fi
 }
 # Count the environment's Slurm processes: in its mount namespace and with its slurm.conf
 # mounted (the namespace's number alone may name other environments' namespaces too).
@@ -31,7 +31,8 @@ mounts_before=$(mounts_under_chroot)
 SB_TESTENV_INJECT_FAILURE=after-slurmctld "$here/up.sh" --no-kube --run-dir "$base/a" >/dev/null 2>"$base/a.err"
 rc=$?
 check "failed start exits non-zero" [ $rc != 0 ]
-check "failed start says why" grep -q "injected failure after slurmctld" "$base/a.err"
+check "failed start says why" grep -q "injected failure after slurmctld" "$base/a.err" ||
+  sed 's/^/  up.sh: /' "$base/a.err"
 check "failed start left no process" [ "$(procs_in_ns "$base/a")" = 0 ]
 check "failed start left no mount" [ "$(mounts_under_chroot)" = "$mounts_before" ]
 check "failed start kept its logs" [ -s "$base/a/slurm/log/slurmctld.log" ]
