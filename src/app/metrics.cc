@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "app/metrics.h"
 
+#include <array>
 #include <sstream>
 #include <string_view>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -107,19 +109,18 @@ std::string RenderMetrics(const MetricsSnapshot& s) {
   m.Sample("slurm_bridge_queue_depth", "queue=\"pods\"", s.pods_queue_depth);
   m.Family("slurm_bridge_tracked_jobs", "Jobs the scheduler waits on", "gauge");
   m.Sample("slurm_bridge_tracked_jobs", "", s.tracked_jobs);
+  // Each family's samples follow its own HELP and TYPE lines (the format wants them together).
+  const std::array<std::pair<std::string_view, const EventStats*>, 3> recorders = {
+      {{"scheduler", &s.scheduler_events}, {"pods", &s.pods_events}, {"nodes", &s.nodes_events}}};
   m.Family("slurm_bridge_events_dropped_total",
            "Events not written (queue full, spam-filtered, failed for good), by component",
            "counter");
-  m.Family("slurm_bridge_events_pending", "Events queued to be written, by component", "gauge");
-  for (const auto& [name, e] :
-       {std::pair{"scheduler", &s.scheduler_events}, std::pair{"pods", &s.pods_events},
-        std::pair{"nodes", &s.nodes_events}}) {
+  for (const auto& [name, e] : recorders) {
     m.Sample("slurm_bridge_events_dropped_total", fmt::format("component=\"{}\"", name),
              e->dropped);
   }
-  for (const auto& [name, e] :
-       {std::pair{"scheduler", &s.scheduler_events}, std::pair{"pods", &s.pods_events},
-        std::pair{"nodes", &s.nodes_events}}) {
+  m.Family("slurm_bridge_events_pending", "Events queued to be written, by component", "gauge");
+  for (const auto& [name, e] : recorders) {
     m.Sample("slurm_bridge_events_pending", fmt::format("component=\"{}\"", name), e->pending);
   }
   const net::ClientStats& sl = s.slurm_http;

@@ -57,8 +57,13 @@ TEST(RenderMetricsTest, EachStatIsServedUnderItsName) {
   for (const Row& r : rows) {
     EXPECT_NE(text.find("\n" + r.sample + "\n"), std::string::npos) << r.sample;
     const std::string name = r.sample.substr(0, r.sample.find_first_of("{ "));
-    EXPECT_NE(text.find("\n# TYPE " + name + " " + r.type + "\n"), std::string::npos)
-        << name << " is not a " << r.type;
+    const std::size_t type = text.find("\n# TYPE " + name + " " + r.type + "\n");
+    EXPECT_NE(type, std::string::npos) << name << " is not a " << r.type;
+    // The sample belongs to the family whose TYPE line came last before it.
+    const std::size_t at = text.find("\n" + r.sample + "\n");
+    EXPECT_LT(type, at) << r.sample << " comes before its TYPE line";
+    EXPECT_GT(text.find("\n# TYPE ", type + 1), at)
+        << r.sample << " is not among its family's lines";
   }
 }
 

@@ -345,8 +345,7 @@ asio::awaitable<void> EventRecorder::Run() {
       break;
     }
     if (co_await wake_->WaitUntil(Clock::TimePoint::max()) == WaitResult::kAborted) {
-      shutting_down_ = true;
-      writes_->Stop();
+      ShutDown();
       break;
     }
   }
