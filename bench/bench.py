@@ -502,7 +502,7 @@ class Bench:
             proc.start()
             time.sleep(0.5)
         created = {}
-        self.wall_offset = time.time() - now()  # monotonic -> wall clock, for the bridge's log
+        wall_offset = time.time() - now()  # monotonic -> wall clock, for the bridge's log
         for i in range(n):
             name = f"lat-{i:04d}"
             t0 = now()
@@ -517,7 +517,7 @@ class Bench:
             proc.join()
         w.close()
         bound = {p: (w.bound[p] - created[p]) * 1000 for p in created}
-        self.lat_times = {p: (created[p] + self.wall_offset, w.bound[p] + self.wall_offset)
+        self.lat_times = {p: (created[p] + wall_offset, w.bound[p] + wall_offset)
                           for p in created}
         over, slurm_ms = [], {}
         if poll_slurm:
@@ -655,18 +655,11 @@ class Bench:
             sent = None  # requests the scheduler sent until all were bound
             opened = {}  # the bridge's connections opened, by server
             if sched == BRIDGE:  # its counters and request durations, for a reader of the logs
-                conn = http.client.HTTPConnection("127.0.0.1", self.a.metrics_port, timeout=10)
-                conn.request("GET", "/metrics")
-                text = conn.getresponse().read()
-                conn.close()
-                with open(f"{self.out}/bridge-burst-metrics.txt", "wb") as f:
+                text = self.bridge_metrics()
+                with open(f"{self.out}/bridge-burst-metrics.txt", "w") as f:
                     f.write(text)
-                lines = text.decode().splitlines()
-                sent = sum(float(line.split()[-1]) for line in lines
-                           if line.startswith("slurm_bridge_client_requests_total{"))
-                opened = {line[line.index('"') + 1:line.rindex('"')]: float(line.split()[-1])
-                          for line in lines
-                          if line.startswith("slurm_bridge_client_connections_opened_total{")}
+                sent = sum(self.samples(text, "slurm_bridge_client_requests_total").values())
+                opened = self.samples(text, "slurm_bridge_client_connections_opened_total")
         finally:
             self.stop(proc)
             w.close()
@@ -839,13 +832,23 @@ class Bench:
         row("burst: best pods/s ratio that floor allows", None, None, bk["wall"] / floor)
 
     # --- 4. scale ------------------------------------------------------------------------
-    def metric(self, sample):
-        """The value of `sample` (name{labels}) on the bridge's /metrics."""
+    def bridge_metrics(self):
+        """The bridge's /metrics text."""
         conn = http.client.HTTPConnection("127.0.0.1", self.a.metrics_port, timeout=10)
         conn.request("GET", "/metrics")
         body = conn.getresponse().read().decode()
         conn.close()
-        for line in body.splitlines():
+        return body
+
+    @staticmethod
+    def samples(text, name):
+        """label values -> value of the samples of metric `name` (one label) in /metrics text."""
+        return {line[line.index('"') + 1:line.rindex('"')]: float(line.split()[-1])
+                for line in text.splitlines() if line.startswith(name + "{")}
+
+    def metric(self, sample):
+        """The value of `sample` (name{labels}) on the bridge's /metrics."""
+        for line in self.bridge_metrics().splitlines():
             if line.startswith(sample + " "):
                 return float(line.split()[-1])
         return float("nan")
