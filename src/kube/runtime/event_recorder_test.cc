@@ -114,6 +114,12 @@ class EventRecorderTest : public ::testing::Test {
     return sb::testing::RunSync(io_, recorder_.Record(ref, type, reason, message));
   }
 
+  // Every sink call takes 1 s of the fake clock.
+  void SlowSink() {
+    sink_.clock = &clock_;
+    sink_.delay = seconds(1);
+  }
+
   FakeClock clock_;
   FakeEventSink sink_;
   EventRecorder recorder_;
@@ -317,8 +323,7 @@ TEST_F(EventRecorderTest, RunWritesQueuedEventsRetriesTransportErrorsAndDrainsOn
 class ConcurrentWritesTest : public EventRecorderTest {
  protected:
   ConcurrentWritesTest() : EventRecorderTest({.source = {.component = "sched"}, .writers = 3}) {
-    sink_.clock = &clock_;
-    sink_.delay = seconds(1);
+    SlowSink();
   }
 };
 
@@ -373,8 +378,7 @@ class SmallQueueTest : public EventRecorderTest {
  protected:
   SmallQueueTest()
       : EventRecorderTest({.source = {.component = "sched"}, .queue_size = 2, .writers = 1}) {
-    sink_.clock = &clock_;
-    sink_.delay = seconds(1);
+    SlowSink();
   }
 };
 
