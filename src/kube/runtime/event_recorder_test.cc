@@ -12,7 +12,6 @@
 
 #include <gtest/gtest.h>
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 
 #include "kube/runtime/clock.h"
@@ -114,6 +113,15 @@ class EventRecorderTest : public ::testing::Test {
     return sb::testing::RunSync(io_, recorder_.Record(ref, type, reason, message));
   }
 
+  // Runs the recorder's queue until ShutDown(); run_returned_ says when Run() has returned.
+  void StartRun() {
+    asio::co_spawn(io_, recorder_.Run(), [this](std::exception_ptr e) {
+      EXPECT_FALSE(e);
+      run_returned_ = true;
+    });
+    testing::Drain(io_);
+  }
+
   // Every sink call takes 1 s of the fake clock.
   void SlowSink() {
     sink_.clock = &clock_;
@@ -124,6 +132,7 @@ class EventRecorderTest : public ::testing::Test {
   FakeEventSink sink_;
   EventRecorder recorder_;
   asio::io_context io_;
+  bool run_returned_ = false;
 };
 
 TEST_F(EventRecorderTest, RepeatedEventIsCreatedOnceThenPatchedWithRisingCount) {
@@ -287,12 +296,7 @@ TEST_F(EventRecorderTest, SpamFilterAllowsABurstOf25PerObjectThenOnePerFiveMinut
 }
 
 TEST_F(EventRecorderTest, RunWritesQueuedEventsRetriesTransportErrorsAndDrainsOnShutDown) {
-  bool returned = false;
-  asio::co_spawn(io_, recorder_.Run(), [&](std::exception_ptr e) {
-    EXPECT_FALSE(e);
-    returned = true;
-  });
-  testing::Drain(io_);
+  StartRun();
 
   EXPECT_TRUE(recorder_.Emit(PodRef("p"), EventType::kNormal, "R", "m"));
   testing::Drain(io_);
@@ -316,7 +320,7 @@ TEST_F(EventRecorderTest, RunWritesQueuedEventsRetriesTransportErrorsAndDrainsOn
   recorder_.ShutDown();
   EXPECT_FALSE(recorder_.Emit(PodRef("s"), EventType::kNormal, "R", "m"));
   testing::Drain(io_);
-  EXPECT_TRUE(returned);
+  EXPECT_TRUE(run_returned_);
   EXPECT_EQ(sink_.events.begin()->second.count, 2) << "queued before ShutDown: still written";
 }
 
@@ -328,12 +332,7 @@ class ConcurrentWritesTest : public EventRecorderTest {
 };
 
 TEST_F(ConcurrentWritesTest, EventsOfDifferentObjectsAreWrittenAtOnceOfOneObjectInOrder) {
-  bool returned = false;
-  asio::co_spawn(io_, recorder_.Run(), [&](std::exception_ptr e) {
-    EXPECT_FALSE(e);
-    returned = true;
-  });
-  testing::Drain(io_);
+  StartRun();
   // Two identical Events about "a" first: one write at a time makes the second a patch of the
   // first (count 2); written side by side both would be created.
   for (const char* pod : {"a", "a", "b", "c", "d", "e"}) {
@@ -355,21 +354,19 @@ TEST_F(ConcurrentWritesTest, EventsOfDifferentObjectsAreWrittenAtOnceOfOneObject
   EXPECT_EQ(sink_.patches.size(), 1u);
   recorder_.ShutDown();
   testing::Drain(io_);
-  EXPECT_TRUE(returned);
+  EXPECT_TRUE(run_returned_);
 }
 
 TEST_F(ConcurrentWritesTest, ShutDownEndsAWaitToRetryAtOnce) {
-  bool returned = false;
-  asio::co_spawn(io_, recorder_.Run(), [&](std::exception_ptr) { returned = true; });
-  testing::Drain(io_);
+  StartRun();
   sink_.errors.push_back(Error{ErrorCode::kUnavailable, "connection refused"});
   EXPECT_TRUE(recorder_.Emit(PodRef("p"), EventType::kNormal, "R", "m"));
   testing::RunFor(io_, clock_, seconds(1));  // the failed write; its retry waits 10 s
   EXPECT_EQ(sink_.calls.size(), 1u);
-  EXPECT_FALSE(returned);
+  EXPECT_FALSE(run_returned_);
   recorder_.ShutDown();
   testing::Drain(io_);
-  EXPECT_TRUE(returned) << "no 10 s wait after ShutDown()";
+  EXPECT_TRUE(run_returned_) << "no 10 s wait after ShutDown()";
   EXPECT_EQ(recorder_.Dropped(), 1u);
   EXPECT_EQ(sink_.calls.size(), 1u);
 }
@@ -383,8 +380,7 @@ class SmallQueueTest : public EventRecorderTest {
 };
 
 TEST_F(SmallQueueTest, AFullQueueDropsAndCountsWhatDoesNotFit) {
-  asio::co_spawn(io_, recorder_.Run(), asio::detached);
-  testing::Drain(io_);
+  StartRun();
   EXPECT_TRUE(recorder_.Emit(PodRef("a", "ua"), EventType::kNormal, "R", "m"));
   testing::Drain(io_);  // a is being written: the queue is empty again
   EXPECT_TRUE(recorder_.Emit(PodRef("b", "ub"), EventType::kNormal, "R", "m"));
