@@ -406,7 +406,7 @@ class Bench:
     def start_kube_scheduler(self, tag):
         qps = self.a.kube_qps
         cmd = [self.a.kube_scheduler, "--kubeconfig", self.env["KUBECONFIG"],
-               "--leader-elect=false", "--port", "0", "--secure-port", "0",
+               "--leader-elect=false", "--secure-port", "0",
                "--kube-api-qps", str(qps), "--kube-api-burst", str(qps)]
         return subprocess.Popen(cmd, stdout=open(f"{self.out}/kube-scheduler-{tag}.log", "w"),
                                 stderr=subprocess.STDOUT)

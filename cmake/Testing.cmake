@@ -45,26 +45,50 @@ function(sb_unit_test name)
   gtest_discover_tests(${name} PROPERTIES LABELS unit TIMEOUT 120 DISCOVERY_TIMEOUT 60)
 endfunction()
 
-# sb_e2e_gtest(<name> SOURCES ... LIBS ...): a GoogleTest binary against the real daemons.
+# The e2e test binaries are built unless SB_E2E_TESTS=OFF (the sanitized build of
+# scripts/sanitize.sh, which runs only the unit tests, leaves them out).
+option(SB_E2E_TESTS "Build the end-to-end test binaries" ON)
+
+# sb_e2e_gtest(<name> SOURCES ... LIBS ... [FIXTURE testenv|testenv-kubelets] [TEST_PREFIX p]
+#              [SOURCE_DIR] [BRIDGE]): a GoogleTest binary against the real daemons of the
+# fixture's environment (default testenv). SOURCE_DIR defines SB_SOURCE_DIR (the checkout);
+# BRIDGE also SB_BINARY (the slurm-bridge binary, built first).
 function(sb_e2e_gtest name)
-  cmake_parse_arguments(ARG "" "" "SOURCES;LIBS" ${ARGN})
+  cmake_parse_arguments(ARG "SOURCE_DIR;BRIDGE" "FIXTURE;TEST_PREFIX" "SOURCES;LIBS" ${ARGN})
+  if(NOT SB_E2E_TESTS)
+    return()
+  endif()
   add_executable(${name} ${ARG_SOURCES})
   sb_set_warnings(${name})
   target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gmock GTest::gtest_main)
-  gtest_discover_tests(${name} PROPERTIES LABELS e2e FIXTURES_REQUIRED testenv TIMEOUT 600
-    RESOURCE_LOCK testenv-nodes ENVIRONMENT SB_TESTENV=${SB_TESTENV_FILE} DISCOVERY_TIMEOUT 60)
+  if(ARG_SOURCE_DIR OR ARG_BRIDGE)
+    target_compile_definitions(${name} PRIVATE SB_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+  endif()
+  if(ARG_BRIDGE)
+    target_compile_definitions(${name} PRIVATE SB_BINARY="$<TARGET_FILE:slurm-bridge>")
+    add_dependencies(${name} slurm-bridge)
+  endif()
+  if(ARG_FIXTURE STREQUAL "testenv-kubelets")
+    set(env_file ${SB_TESTENV_KUBELETS_FILE})
+    set(lock testenv-kubelet-nodes)
+  else()
+    set(ARG_FIXTURE testenv)
+    set(env_file ${SB_TESTENV_FILE})
+    set(lock testenv-nodes)
+  endif()
+  set(prefix "")
+  if(ARG_TEST_PREFIX)
+    set(prefix TEST_PREFIX ${ARG_TEST_PREFIX})
+  endif()
+  gtest_discover_tests(${name} ${prefix} PROPERTIES LABELS e2e
+    FIXTURES_REQUIRED ${ARG_FIXTURE} TIMEOUT 600 RESOURCE_LOCK ${lock}
+    ENVIRONMENT SB_TESTENV=${env_file} DISCOVERY_TIMEOUT 60)
 endfunction()
 
-# sb_e2e_kubelet_gtest(<name> SOURCES ... LIBS ...): as sb_e2e_gtest, against the environment
-# with kubelets (fixture testenv-kubelets).
+# sb_e2e_kubelet_gtest(<name> ...): as sb_e2e_gtest, against the environment with kubelets
+# (fixture testenv-kubelets).
 function(sb_e2e_kubelet_gtest name)
-  cmake_parse_arguments(ARG "" "" "SOURCES;LIBS" ${ARGN})
-  add_executable(${name} ${ARG_SOURCES})
-  sb_set_warnings(${name})
-  target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gmock GTest::gtest_main)
-  gtest_discover_tests(${name} PROPERTIES LABELS e2e FIXTURES_REQUIRED testenv-kubelets
-    TIMEOUT 600 RESOURCE_LOCK testenv-kubelet-nodes
-    ENVIRONMENT SB_TESTENV=${SB_TESTENV_KUBELETS_FILE} DISCOVERY_TIMEOUT 60)
+  sb_e2e_gtest(${name} FIXTURE testenv-kubelets ${ARGN})
 endfunction()
 
 # sb_e2e_script(<name> <script> [args...]): a shell test against the real daemons.

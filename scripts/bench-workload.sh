@@ -64,7 +64,7 @@ YAML
   --health-probe-bind-address 0 >"$run/bridge.log" 2>&1 &
 pids+=($!)
 # The default scheduler, serving nothing (no port), as the environment's admin.
-"$scheduler_bin" --kubeconfig "$KUBECONFIG" --leader-elect=false --port 0 --secure-port 0 \
+"$scheduler_bin" --kubeconfig "$KUBECONFIG" --leader-elect=false --secure-port 0 \
   >"$run/kube-scheduler.log" 2>&1 &
 pids+=($!)
 # Both kinds of pods meet the node as the bridge leaves it: with its managed-node taint.

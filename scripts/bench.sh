@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 #
-# The benchmark of issue #13 in one command: kube-scheduler v1.20.2, Slurm alone and
+# The benchmark of issue #13 in one command: kube-scheduler (the environment's, 1.36.2), Slurm alone and
 # `slurm-bridge scheduler` side by side, in an environment of its own (testenv/up.sh, no kubelets)
 # with N Slurm *external* nodes (State=External, 64 CPUs, partition `ext` through
 # NodeSet Feature=ext) registered as Kubernetes Nodes of the same names (Ready, 64 CPUs). Prints

@@ -16,9 +16,10 @@ PACKAGES=(
   # the ASan/UBSan build and the fuzz targets (scripts/sanitize.sh, scripts/fuzz.sh): clang 14
   # with its sanitizer and libFuzzer runtimes
   clang-14 libclang-rt-14-dev
-  # the test environment: Slurm chroot, etcd, the kube-apiserver build, and the tools the
-  # scripts and tests call
-  debootstrap etcd-server golang-1.19-go golang-github-modern-go-reflect2-dev
+  # the test environment: the Slurm chroot, and the tools the scripts and tests call. Kubernetes
+  # 1.36 (its Go 1.26, etcd 3.5 and kubectl) is built and unpacked into the cache by
+  # testenv/kube/build.sh, not installed; Go 1.19 builds the chart tests' renderer.
+  debootstrap golang-1.19-go
   # the chart tests' renderer (testenv/helm-render): sprig v3 and yaml.v3, as Helm uses
   golang-github-masterminds-sprig-dev golang-gopkg-yaml.v3-dev python3-yaml
   curl jq openssl ca-certificates util-linux procps psmisc iproute2 xz-utils
@@ -26,10 +27,6 @@ PACKAGES=(
   # loopback plugin, and busybox for the test images (built offline, statically linked)
   containerd runc containernetworking-plugins busybox-static
 )
-
-# kubectl for the demo and for people: Debian's kubernetes-client, unless a kubectl is already
-# installed (another package owning /usr/bin/kubectl would conflict with it).
-command -v kubectl >/dev/null 2>&1 || PACKAGES+=(kubernetes-client)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

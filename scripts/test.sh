@@ -4,7 +4,7 @@
 # The test command: installs what is missing, builds, checks formatting, and runs every test
 # (unit, then e2e against a real Slurm and kube-apiserver that ctest starts and stops), then the
 # unit tests under ASan + UBSan and a short run of each fuzz target (scripts/sanitize.sh,
-# scripts/fuzz.sh; SB_SANITIZE=0 skips them).
+# scripts/fuzz.sh; SB_SANITIZE=0 skips them). The sanitized build runs beside the tests.
 # Arguments go to ctest, e.g. scripts/test.sh -L unit, or scripts/test.sh -R slurm.
 # SB_TEST_JOBS (default 2) is ctest's --parallel.
 set -euo pipefail
@@ -17,8 +17,18 @@ t2=$SECONDS
 "$root/scripts/build.sh"
 t3=$SECONDS
 "$root/scripts/check-format.sh"
-cd "${BUILD_DIR:-$root/build}"
+build=${BUILD_DIR:-$root/build}
 status=0
+# The sanitized build (build-asan/) goes on beside the tests at the lowest CPU priority: the e2e
+# tests spend much of their time waiting on the daemons, and the build takes the CPU they leave
+# (nice 19 yields to them whenever they want it). Its output: build/sanitize-build.log.
+asan_pid=""
+if [ "${SB_SANITIZE:-1}" != 0 ]; then
+  mkdir -p "$build"
+  nice -n 19 "$root/scripts/sanitize.sh" --build-only >"$build/sanitize-build.log" 2>&1 &
+  asan_pid=$!
+fi
+cd "$build"
 # Two at a time: the tests of each environment hold its RESOURCE_LOCK (cmake/Testing.cmake), so
 # what runs side by side is a unit test, or the tests of different environments (SB_TEST_JOBS=1:
 # one at a time).
@@ -27,12 +37,20 @@ t4=$SECONDS
 # The unit tests again under ASan + UBSan (build-asan/, clang 14), then each fuzz target for
 # SB_FUZZ_SECONDS (default 10) from its corpus, two at a time. SB_SANITIZE=0 skips both.
 sanitized=""
-if [ "${SB_SANITIZE:-1}" != 0 ]; then
-  "$root/scripts/sanitize.sh" || status=$?
+if [ -n "$asan_pid" ]; then
+  if ! wait "$asan_pid"; then
+    tail -50 "$build/sanitize-build.log"
+    echo "test.sh: the sanitized build failed (log: $build/sanitize-build.log)" >&2
+    status=1
+  fi
   t5=$SECONDS
+  "$root/scripts/sanitize.sh" || status=$?
+  t6=$SECONDS
   SB_FUZZ_BUILD=0 SB_FUZZ_JOBS=${SB_FUZZ_JOBS:-2} "$root/scripts/fuzz.sh" "${SB_FUZZ_SECONDS:-10}" ||
     status=$?
-  sanitized=", sanitized build + unit tests $((t5 - t4)) s, fuzzing $((SECONDS - t5)) s"
+  sanitized=", sanitized build after the tests $((t5 - t4)) s, sanitized unit tests $((t6 - t5)) s,"
+  sanitized+=" fuzzing $((SECONDS - t6)) s"
 fi
-echo "test.sh: deps $((t1 - t0)) s, test environment artifacts $((t2 - t1)) s, build $((t3 - t2)) s, tests $((t4 - t3)) s$sanitized"
+echo "test.sh: deps $((t1 - t0)) s, test environment artifacts $((t2 - t1)) s, build $((t3 - t2)) s," \
+  "tests (sanitized build beside them) $((t4 - t3)) s$sanitized, total $((SECONDS - t0)) s"
 exit $status

@@ -5,14 +5,29 @@
 # Where built artifacts (the Slurm chroot, the Kubernetes binaries) are cached, outside the clone.
 SB_CACHE_DIR="${SB_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/slurm-bridge}"
 SB_CHROOT="${SB_CHROOT:-$SB_CACHE_DIR/slurm-sid-chroot}"
-SB_KUBE_DIR="${SB_KUBE_DIR:-$SB_CACHE_DIR/kube-1.20.2}"
+# The Kubernetes the environment runs (testenv/kube/build.sh builds it from the source tarball in
+# SB_VENDOR_DIR, or takes official release binaries from SB_KUBE_BIN_DIR): 1.36.2 by default;
+# scripts/compat.sh sets 1.34.2.
+SB_KUBE_VERSION="${SB_KUBE_VERSION:-1.36.2}"
+SB_KUBE_DIR="${SB_KUBE_DIR:-$SB_CACHE_DIR/kube-$SB_KUBE_VERSION}"
+# The source tarballs of Kubernetes (kubernetes-<version>-openshift-min.tar.xz): the workplace's
+# shared/vendor beside the checkout.
+SB_VENDOR_DIR="${SB_VENDOR_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/../shared/vendor}"
+# etcd 3.5 (Debian sid's etcd-server, unpacked into the cache by testenv/kube/build.sh); bookworm's
+# 3.4 lacks the watch-progress requests that 1.36's consistent reads from the watch cache need.
+SB_ETCD_VERSION="3.5.30"
+SB_ETCD_DIR="${SB_ETCD_DIR:-$SB_CACHE_DIR/etcd-$SB_ETCD_VERSION}"
+SB_ETCD="$SB_ETCD_DIR/usr/bin/etcd"
+# The environment's kubectl (built with the rest, the apiserver's version) comes first on PATH.
+export PATH="$SB_KUBE_DIR/bin:$PATH"
 # Bumped when the chroot's content changes, so old caches are rebuilt.
 SB_CHROOT_STAMP=".slurm-bridge-chroot-v1"
-SB_KUBE_STAMP=".slurm-bridge-kube-v4"
-SB_KUBELET_STAMP=".slurm-bridge-kubelet-v1"
+# The stamp of a complete Kubernetes build: all five binaries (the control plane, the kubelet and
+# kubectl) at SB_KUBE_VERSION.
+SB_KUBE_STAMP=".slurm-bridge-kube-v5"
 # The container images of the kubelets' nodes (testenv/kube/build-images.sh).
 SB_IMAGES_DIR="${SB_IMAGES_DIR:-$SB_CACHE_DIR/images}"
-SB_IMAGES_STAMP=".slurm-bridge-images-v1"
+SB_IMAGES_STAMP=".slurm-bridge-images-v2"
 DEBIAN_MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -59,4 +74,28 @@ wait_for() {
     [ $SECONDS -lt $deadline ] || return 1
     sleep 0.1
   done
+}
+
+# debian_unpack SUITE DEST PACKAGE...: downloads the packages from SUITE of Debian's archive and
+# unpacks them under DEST (dpkg-deb -x, nothing installed; the machine's apt sources untouched:
+# a private APT_CONFIG under DEST/.apt).
+debian_unpack() {
+  local suite=$1 dest=$2; shift 2
+  local a="$dest/.apt"
+  mkdir -p "$a/lists/partial" "$a/archives/partial" "$a/cache" "$a/debs"
+  echo "deb $DEBIAN_MIRROR $suite main" >"$a/sources.list"
+  cat >"$a/apt.conf" <<CONF
+Dir::Etc::sourcelist "$a/sources.list";
+Dir::Etc::sourceparts "-";
+Dir::State::Lists "$a/lists";
+Dir::Cache "$a/cache";
+Dir::Cache::archives "$a/archives";
+CONF
+  APT_CONFIG="$a/apt.conf" apt-get -q update >"$a/log" 2>&1 ||
+    { tail -20 "$a/log" >&2; die "apt-get update ($suite) failed"; }
+  (cd "$a/debs" && APT_CONFIG="$a/apt.conf" apt-get -q download "$@") >>"$a/log" 2>&1 ||
+    { tail -20 "$a/log" >&2; die "apt-get download $* ($suite) failed"; }
+  local deb
+  for deb in "$a"/debs/*.deb; do dpkg-deb -x "$deb" "$dest"; done
+  rm -rf "$a"
 }

@@ -203,7 +203,7 @@ CONF
 start_kube() {
   local B="$SB_KUBE_DIR/bin"
   [ -f "$SB_KUBE_DIR/$SB_KUBE_STAMP" ] || die "no Kubernetes binaries at $B: run testenv/kube/build.sh"
-  command -v etcd >/dev/null || die "etcd missing: run scripts/install-deps.sh"
+  [ -x "$SB_ETCD" ] || die "no etcd at $SB_ETCD: run testenv/kube/build.sh"
   local K="$run_dir/kube"
   mkdir -p "$K/etcd" "$K/certs" "$K/log"
   local etcd_port peer_port api_port token
@@ -237,20 +237,27 @@ start_kube() {
     wrap=(unshare --mount --propagation private -- sh -c 'mount --bind "$0" /etc/hosts && exec "$@"' "$K/hosts")
   fi
 
-  log "starting etcd :$etcd_port and kube-apiserver :$api_port"
-  setsid etcd --name sb --data-dir "$K/etcd/data" \
+  # The Workload API (scheduling.k8s.io/v1alpha2 PodGroups, the pods' spec.schedulingGroup) is
+  # alpha in 1.36 and unknown to 1.34, which refuses a --runtime-config of a group it lacks.
+  local api_extra=()
+  case "$SB_KUBE_VERSION" in
+    1.34.*) ;;
+    *) api_extra=(--runtime-config scheduling.k8s.io/v1alpha2=true --feature-gates GenericWorkload=true) ;;
+  esac
+  log "starting etcd :$etcd_port and kube-apiserver :$api_port (v$SB_KUBE_VERSION)"
+  setsid "$SB_ETCD" --name sb --data-dir "$K/etcd/data" \
     --listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
     --listen-peer-urls "http://127.0.0.1:$peer_port" --initial-advertise-peer-urls "http://127.0.0.1:$peer_port" \
     --initial-cluster "sb=http://127.0.0.1:$peer_port" --log-level warn \
     >"$K/log/etcd.log" 2>&1 </dev/null &
   echo "etcd $!" >>"$K/pids"
   setsid "${wrap[@]}" "$B/kube-apiserver" --etcd-servers "http://127.0.0.1:$etcd_port" \
-    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" --insecure-port 0 \
+    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
     --cert-dir "$K/certs" --token-auth-file "$K/tokens.csv" "${authz[@]}" \
     --service-account-issuer https://kubernetes.default.svc --service-account-key-file "$K/sa.key" \
     --service-account-signing-key-file "$K/sa.key" --service-cluster-ip-range 10.96.0.0/16 \
     --endpoint-reconciler-type none --allow-privileged \
-    --disable-admission-plugins "$disabled_plugins" "${routing[@]}" \
+    --disable-admission-plugins "$disabled_plugins" "${routing[@]}" "${api_extra[@]}" \
     >"$K/log/kube-apiserver.log" 2>&1 </dev/null &
   echo "kube-apiserver $!" >>"$K/pids"
   local url="https://127.0.0.1:$api_port"
@@ -297,31 +304,39 @@ CONF
   emit KUBE_CA_FILE "$K/certs/apiserver.crt"
   emit KUBE_TOKEN_FILE "$K/token"
   emit ETCD_URL "http://127.0.0.1:$etcd_port"
+  emit KUBE_BIN_DIR "$B"
+  emit KUBE_VERSION "$SB_KUBE_VERSION"
 
   # The workload APIs the bridge groups pods by (coscheduling PodGroup, LeaderWorkerSet, JobSet):
   # their CRDs only, no controllers. Before kube-controller-manager, whose garbage collector then
   # knows them as owners from its start.
   log "installing the PodGroup, LeaderWorkerSet and JobSet CRDs"
-  command -v kubectl >/dev/null || die "kubectl missing: run scripts/install-deps.sh"
-  KUBECONFIG="$K/kubeconfig" kubectl apply -f "$here/kube/crds/" >/dev/null ||
+  KUBECONFIG="$K/kubeconfig" "$B/kubectl" apply -f "$here/kube/crds/" >/dev/null ||
     die "applying testenv/kube/crds failed"
-  KUBECONFIG="$K/kubeconfig" kubectl wait --for condition=established --timeout=60s \
+  KUBECONFIG="$K/kubeconfig" "$B/kubectl" wait --for condition=established --timeout=60s \
     -f "$here/kube/crds/" >/dev/null || die "the CRDs of testenv/kube/crds were not established"
 
   if [ $with_kcm = 1 ]; then
     # The node lifecycle controller only with kubelets: it would mark the registered Nodes of
     # the other mode, which no kubelet heartbeats, NotReady.
-    local controllers=job,replicaset,garbagecollector
-    [ $with_kubelets = 0 ] || controllers+=,nodelifecycle
+    # The controllers by their names since 1.26 (`*-controller`; the short 1.20 names are refused).
+    # The disruption controller keeps PodDisruptionBudgets' status, which evictions read.
+    local controllers=job-controller,replicaset-controller,garbage-collector-controller
+    controllers+=,disruption-controller
+    [ $with_kubelets = 0 ] || controllers+=,node-lifecycle-controller
     local sa_args=()
     if [ $in_cluster = 1 ]; then
-      controllers+=,deployment,serviceaccount,serviceaccount-token,endpoint
+      # In-cluster pods mount a projected token with ConfigMap kube-root-ca.crt (and, in this
+      # fork, openshift-service-ca.crt): their publishers run too.
+      controllers+=,deployment-controller,serviceaccount-controller,serviceaccount-token-controller
+      controllers+=,endpoints-controller,endpointslice-controller,root-ca-certificate-publisher-controller
+      controllers+=,service-ca-certificate-publisher-controller
       sa_args=(--service-account-private-key-file "$K/sa.key" --root-ca-file "$K/certs/apiserver.crt")
     fi
     log "starting kube-controller-manager ($controllers)"
     setsid "$B/kube-controller-manager" --kubeconfig "$K/kubeconfig" --master "$url" \
       --controllers "$controllers" --leader-elect=false "${sa_args[@]}" \
-      --bind-address 127.0.0.1 --secure-port 0 --port 0 \
+      --bind-address 127.0.0.1 --secure-port 0 \
       >"$K/log/kube-controller-manager.log" 2>&1 </dev/null &
     echo "kube-controller-manager $!" >>"$K/pids"
     emit KUBE_CONTROLLER_MANAGER 1
@@ -348,7 +363,6 @@ done
 
 # The converged nodes: all start side by side, then each must be Ready with its GPUs.
 if [ $with_kubelets = 1 ]; then
-  [ -f "$SB_KUBE_DIR/$SB_KUBELET_STAMP" ] || die "no kubelet in $SB_KUBE_DIR: run testenv/kube/build.sh"
   "$here/kube/build-images.sh" >/dev/null 2>&1 || die "building the node images failed: run testenv/kube/build-images.sh"
   kubelets_started=$SECONDS
   log "starting kubelets: ${kube_nodes[*]}"

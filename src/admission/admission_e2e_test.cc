@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// The admission webhook behind the real kube-apiserver 1.20.2 of the test environment
+// The admission webhook behind the real kube-apiserver (1.36.2) of the test environment
 // ($SB_TESTENV): the server runs in this process over TLS (a throw-away CA, a certificate for
 // 127.0.0.1), Mutating- and ValidatingWebhookConfigurations point the apiserver at it, and pods
 // created through the apiserver come back mutated or are refused with our message.
@@ -57,7 +57,7 @@ std::string WebhookConfig(const std::string& kind, const std::string& name,
   json::object rule{{"apiGroups", json::array{""}},
                     {"apiVersions", json::array{"v1"}},
                     {"operations", json::array{"CREATE", "UPDATE"}},
-                    {"resources", json::array{"pods"}},
+                    {"resources", json::array{"pods", "pods/resize"}},
                     {"scope", "Namespaced"}};
   json::object hook{
       {"name", hook_name},
@@ -200,6 +200,94 @@ class AdmissionE2e : public ::testing::Test {
     return spec.contains("schedulerName") ? std::string(spec.at("schedulerName").as_string()) : "";
   }
 
+  // Starts the webhook server, the two namespaces (each with user "alice" allowed to write pods)
+  // and the webhook configurations, and waits until the apiserver calls both hooks.
+  void StartWebhooks() {
+    Policy policy;
+    policy.managed_namespaces = {managed_ns_};
+    policy.privileged_users = {"admin"};  // the environment's user stands for the bridge
+    server_ = std::make_unique<Server>(io_.get_executor(), policy,
+                                       ServerOptions{.bind_address = "127.0.0.1:0",
+                                                     .cert_file = certs_.cert_file,
+                                                     .key_file = certs_.key_file,
+                                                     .health_bind_address = ""},
+                                       nullptr);
+    ASSERT_TRUE(server_->Start().has_value());
+    const std::string base = "https://127.0.0.1:" + std::to_string(server_->port());
+
+    for (const std::string& ns : {managed_ns_, other_ns_}) {
+      std::string body = R"({"apiVersion":"v1","kind":"Namespace","metadata":{"name":")" + ns +
+                         R"(","labels":{")" + std::string(kSelectorKey) + R"(":")" + run_id_ +
+                         R"("}}})";
+      Result<std::string> r = RunSync(io_, client_->Create(kube::NamespacesRef(), body));
+      ASSERT_TRUE(r) << r.error().message;
+      // "alice", an ordinary user who may write pods in both namespaces. (The built-in "edit" role
+      // is aggregated by kube-controller-manager, which the environment does not run.)
+      const std::string role =
+          R"({"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":"pod-writer"},)"
+          R"("rules":[{"apiGroups":[""],"resources":["pods","pods/resize"],)"
+          R"("verbs":["get","list","create","update","patch","delete"]}]})";
+      kube::ResourceRef roles{.group = "rbac.authorization.k8s.io",
+                              .version = "v1",
+                              .resource = "roles",
+                              .namespace_ = ns};
+      Result<std::string> ro = RunSync(io_, client_->Create(roles, role));
+      ASSERT_TRUE(ro) << ro.error().message;
+      const std::string binding =
+          R"({"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","metadata":{"name":"alice-pod-writer"},)"
+          R"("roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"Role","name":"pod-writer"},)"
+          R"("subjects":[{"apiGroup":"rbac.authorization.k8s.io","kind":"User","name":"alice"}]})";
+      kube::ResourceRef bindings{.group = "rbac.authorization.k8s.io",
+                                 .version = "v1",
+                                 .resource = "rolebindings",
+                                 .namespace_ = ns};
+      Result<std::string> rb = RunSync(io_, client_->Create(bindings, binding));
+      ASSERT_TRUE(rb) << rb.error().message;
+    }
+    const std::string ca = ReadFile(certs_.ca_file);
+    const std::string mutating =
+        WebhookConfig("MutatingWebhookConfiguration", hooks_name_, "mpod.slurm-bridge.test",
+                      base + std::string(kMutatePodPath), ca, run_id_);
+    const std::string validating =
+        WebhookConfig("ValidatingWebhookConfiguration", hooks_name_, "vpod.slurm-bridge.test",
+                      base + std::string(kValidatePodPath), ca, run_id_);
+    Result<std::string> m =
+        RunSync(io_, client_->Create(WebhookRef("mutatingwebhookconfigurations"), mutating));
+    ASSERT_TRUE(m) << m.error().message;
+    Result<std::string> v =
+        RunSync(io_, client_->Create(WebhookRef("validatingwebhookconfigurations"), validating));
+    ASSERT_TRUE(v) << v.error().message;
+
+    // The apiserver picks new webhook configurations up from its own informer: probe until both
+    // hooks answer (bounded). topologySpreadConstraints are refused for everyone.
+    const std::string ours =
+        std::string(R"(,"schedulerName":")") + std::string(bridge::kDefaultSchedulerName) + "\"";
+    const std::string spread =
+        ours +
+        R"(,"topologySpreadConstraints":[{"maxSkew":1,"topologyKey":"zone","whenUnsatisfiable":"DoNotSchedule","labelSelector":{}}])";
+    bool mutating_live = false;
+    bool validating_live = false;
+    for (int i = 0; i < 150 && !(mutating_live && validating_live); ++i) {
+      const std::string probe = "probe-" + std::to_string(i);
+      Result<std::string> p = CreatePod(managed_ns_, PodJson(probe));
+      if (p) {
+        mutating_live = SchedulerOf(*p) == bridge::kDefaultSchedulerName;
+        DeletePod(managed_ns_, probe);
+      }
+      Result<std::string> l = CreatePod(managed_ns_, PodJson(probe + "-s", "{}", spread));
+      if (l) {
+        DeletePod(managed_ns_, probe + "-s");
+      } else {
+        validating_live = l.error().message.find("topologySpreadConstraints") != std::string::npos;
+      }
+      if (!(mutating_live && validating_live)) {
+        Pause(200ms);
+      }
+    }
+    ASSERT_TRUE(mutating_live) << "the mutating webhook was never called";
+    ASSERT_TRUE(validating_live) << "the validating webhook was never called";
+  }
+
   asio::io_context io_;
   std::unique_ptr<net::HttpClient> http_;
   std::unique_ptr<kube::Client> client_;
@@ -211,89 +299,7 @@ class AdmissionE2e : public ::testing::Test {
 };
 
 TEST_F(AdmissionE2e, MutatesAndValidatesPodsThroughTheApiserver) {
-  Policy policy;
-  policy.managed_namespaces = {managed_ns_};
-  policy.privileged_users = {"admin"};  // the environment's user stands for the bridge
-  server_ = std::make_unique<Server>(io_.get_executor(), policy,
-                                     ServerOptions{.bind_address = "127.0.0.1:0",
-                                                   .cert_file = certs_.cert_file,
-                                                   .key_file = certs_.key_file,
-                                                   .health_bind_address = ""},
-                                     nullptr);
-  ASSERT_TRUE(server_->Start().has_value());
-  const std::string base = "https://127.0.0.1:" + std::to_string(server_->port());
-
-  for (const std::string& ns : {managed_ns_, other_ns_}) {
-    std::string body = R"({"apiVersion":"v1","kind":"Namespace","metadata":{"name":")" + ns +
-                       R"(","labels":{")" + std::string(kSelectorKey) + R"(":")" + run_id_ +
-                       R"("}}})";
-    Result<std::string> r = RunSync(io_, client_->Create(kube::NamespacesRef(), body));
-    ASSERT_TRUE(r) << r.error().message;
-    // "alice", an ordinary user who may write pods in both namespaces. (The built-in "edit" role
-    // is aggregated by kube-controller-manager, which the environment does not run.)
-    const std::string role =
-        R"({"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":"pod-writer"},)"
-        R"("rules":[{"apiGroups":[""],"resources":["pods"],)"
-        R"("verbs":["get","list","create","update","patch","delete"]}]})";
-    kube::ResourceRef roles{.group = "rbac.authorization.k8s.io",
-                            .version = "v1",
-                            .resource = "roles",
-                            .namespace_ = ns};
-    Result<std::string> ro = RunSync(io_, client_->Create(roles, role));
-    ASSERT_TRUE(ro) << ro.error().message;
-    const std::string binding =
-        R"({"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","metadata":{"name":"alice-pod-writer"},)"
-        R"("roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"Role","name":"pod-writer"},)"
-        R"("subjects":[{"apiGroup":"rbac.authorization.k8s.io","kind":"User","name":"alice"}]})";
-    kube::ResourceRef bindings{.group = "rbac.authorization.k8s.io",
-                               .version = "v1",
-                               .resource = "rolebindings",
-                               .namespace_ = ns};
-    Result<std::string> rb = RunSync(io_, client_->Create(bindings, binding));
-    ASSERT_TRUE(rb) << rb.error().message;
-  }
-  const std::string ca = ReadFile(certs_.ca_file);
-  const std::string mutating =
-      WebhookConfig("MutatingWebhookConfiguration", hooks_name_, "mpod.slurm-bridge.test",
-                    base + std::string(kMutatePodPath), ca, run_id_);
-  const std::string validating =
-      WebhookConfig("ValidatingWebhookConfiguration", hooks_name_, "vpod.slurm-bridge.test",
-                    base + std::string(kValidatePodPath), ca, run_id_);
-  Result<std::string> m =
-      RunSync(io_, client_->Create(WebhookRef("mutatingwebhookconfigurations"), mutating));
-  ASSERT_TRUE(m) << m.error().message;
-  Result<std::string> v =
-      RunSync(io_, client_->Create(WebhookRef("validatingwebhookconfigurations"), validating));
-  ASSERT_TRUE(v) << v.error().message;
-
-  // The apiserver picks new webhook configurations up from its own informer: probe until both
-  // hooks answer (bounded). topologySpreadConstraints are refused for everyone.
-  const std::string ours =
-      std::string(R"(,"schedulerName":")") + std::string(bridge::kDefaultSchedulerName) + "\"";
-  const std::string spread =
-      ours +
-      R"(,"topologySpreadConstraints":[{"maxSkew":1,"topologyKey":"zone","whenUnsatisfiable":"DoNotSchedule","labelSelector":{}}])";
-  bool mutating_live = false;
-  bool validating_live = false;
-  for (int i = 0; i < 150 && !(mutating_live && validating_live); ++i) {
-    const std::string probe = "probe-" + std::to_string(i);
-    Result<std::string> p = CreatePod(managed_ns_, PodJson(probe));
-    if (p) {
-      mutating_live = SchedulerOf(*p) == bridge::kDefaultSchedulerName;
-      DeletePod(managed_ns_, probe);
-    }
-    Result<std::string> l = CreatePod(managed_ns_, PodJson(probe + "-s", "{}", spread));
-    if (l) {
-      DeletePod(managed_ns_, probe + "-s");
-    } else {
-      validating_live = l.error().message.find("topologySpreadConstraints") != std::string::npos;
-    }
-    if (!(mutating_live && validating_live)) {
-      Pause(200ms);
-    }
-  }
-  ASSERT_TRUE(mutating_live) << "the mutating webhook was never called";
-  ASSERT_TRUE(validating_live) << "the validating webhook was never called";
+  ASSERT_NO_FATAL_FAILURE(StartWebhooks());
   const std::uint64_t reviews_after_probe = server_->stats().reviews;
   int writes = 0;  // pod CREATEs and UPDATEs below: each is reviewed by both hooks or by one
 
@@ -360,6 +366,73 @@ TEST_F(AdmissionE2e, MutatesAndValidatesPodsThroughTheApiserver) {
   ++writes;
   EXPECT_TRUE(other_label) << other_label.error().message;
   EXPECT_GE(server_->stats().reviews - reviews_after_probe, static_cast<std::uint64_t>(writes));
+}
+
+// The APIs of a current Kubernetes through the real apiserver: a pod that asks for a DRA
+// ResourceClaim (resource.k8s.io/v1) is refused at admission with a message that says what to do
+// instead (until DRA support lands); an in-place resize (pods/resize) of a bridge pod is refused
+// with a message that names Slurm, and neither side changes.
+TEST_F(AdmissionE2e, DraClaimsAndInPlaceResizeAreRefusedWithWhy) {
+  ASSERT_NO_FATAL_FAILURE(StartWebhooks());
+  const std::string ours =
+      std::string(R"(,"schedulerName":")") + std::string(bridge::kDefaultSchedulerName) + "\"";
+  // A DeviceClass and a ResourceClaim exist on the server: the claim is real, not a typo.
+  const std::string device_class =
+      R"({"apiVersion":"resource.k8s.io/v1","kind":"DeviceClass","metadata":{"name":"gpu-)" +
+      run_id_ + R"("},"spec":{"selectors":[{"cel":{"expression":"device.driver == 'gpu.example.com'"}}]}})";
+  kube::ResourceRef classes{.group = "resource.k8s.io", .version = "v1", .resource = "deviceclasses"};
+  Result<std::string> dc = RunSync(io_, client_->Create(classes, device_class));
+  ASSERT_TRUE(dc) << dc.error().message;
+  struct DeleteClass {
+    AdmissionE2e* t;
+    kube::ResourceRef ref;
+    ~DeleteClass() { (void)RunSync(t->io_, t->client_->Delete(ref, {})); }
+  } delete_class{this, classes.WithName("gpu-" + run_id_)};
+  const std::string claim =
+      R"({"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{"name":"one-gpu"},)"
+      R"("spec":{"devices":{"requests":[{"name":"gpu","exactly":{"deviceClassName":"gpu-)" +
+      run_id_ + R"("}}]}}})";
+  kube::ResourceRef claims{.group = "resource.k8s.io",
+                           .version = "v1",
+                           .resource = "resourceclaims",
+                           .namespace_ = managed_ns_};
+  Result<std::string> rc = RunSync(io_, client_->Create(claims, claim));
+  ASSERT_TRUE(rc) << rc.error().message;
+  const std::string with_claim =
+      ours + R"(,"resourceClaims":[{"name":"gpu","resourceClaimName":"one-gpu"}])";
+  Result<std::string> refused = CreatePodAs("alice", managed_ns_, PodJson("dra", "{}", with_claim));
+  ASSERT_FALSE(refused) << "a pod with spec.resourceClaims was admitted";
+  EXPECT_NE(refused.error().message.find("spec.resourceClaims is not supported"), std::string::npos)
+      << refused.error().message;
+  EXPECT_NE(refused.error().message.find("nvidia.com/gpu"), std::string::npos)
+      << refused.error().message;
+  // The same pod for the default scheduler is none of the bridge's business.
+  Result<std::string> other = CreatePodAs("alice", other_ns_, PodJson("dra", "{}",
+      R"(,"resourceClaims":[{"name":"gpu","resourceClaimName":"one-gpu"}])"));
+  EXPECT_TRUE(other) << other.error().message;
+
+  // In-place resize: the pod's Slurm job keeps what it was submitted with, so the kubelet must
+  // not grow the container behind Slurm's back. (The resize subresource is served since 1.33.)
+  const std::string sized =
+      ours + R"(,"containers":[{"name":"c","image":"busybox","resources":{"requests":{"cpu":"1","memory":"1Gi"},"limits":{"cpu":"1","memory":"1Gi"}}}])";
+  std::string pod = R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"sized"},"spec":{)" +
+                    sized.substr(1) + "}}";
+  Result<std::string> created = CreatePodAs("alice", managed_ns_, pod);
+  ASSERT_TRUE(created) << created.error().message;
+  const std::string grow =
+      R"({"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"2"},"limits":{"cpu":"2"}}}]}})";
+  Result<std::string> resized =
+      As("alice", net::Method::kPatch,
+         kube::PodsRef(managed_ns_).WithName("sized").WithSubresource("resize").Path(), grow,
+         "application/strategic-merge-patch+json");
+  ASSERT_FALSE(resized) << "the resize was applied: " << *resized;
+  EXPECT_NE(resized.error().message.find("in-place resize"), std::string::npos)
+      << resized.error().message;
+  EXPECT_NE(resized.error().message.find("Slurm"), std::string::npos) << resized.error().message;
+  Result<std::string> after = RunSync(io_, client_->Get(kube::PodsRef(managed_ns_).WithName("sized")));
+  ASSERT_TRUE(after) << after.error().message;
+  EXPECT_EQ(json::parse(*after).at_pointer("/spec/containers/0/resources/requests/cpu"), "1")
+      << *after;
 }
 
 }  // namespace

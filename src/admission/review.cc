@@ -488,7 +488,9 @@ Decision Validate(const Request& request, const Policy& policy) {
     }
     if (pod.has_resource_claims) {
       problems.push_back("spec.resourceClaims is not supported for pods scheduled by " +
-                         Quote(policy.scheduler_name));
+                         Quote(policy.scheduler_name) +
+                         ": slurm-bridge does not carry DRA claims to Slurm yet; ask for GPUs "
+                         "with resources.limits nvidia.com/gpu (Slurm's gres/gpu)");
     }
     if (pod.topology_spread_constraints > 0) {
       problems.push_back("spec.topologySpreadConstraints is not supported for pods scheduled by " +
@@ -499,7 +501,9 @@ Decision Validate(const Request& request, const Policy& policy) {
       problems.push_back(
           "in-place resize (subresource \"resize\") is not supported for pods "
           "scheduled by " +
-          Quote(policy.scheduler_name));
+          Quote(policy.scheduler_name) +
+          ": the pod's Slurm job keeps the CPUs and memory it was submitted with; delete and "
+          "re-create the pod to change them");
     }
     // Every phase and every subresource (pods/status may change labels too): a user who can
     // point a pod at another job id could make the bridge act on someone else's Slurm job.

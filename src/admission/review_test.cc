@@ -526,6 +526,8 @@ TEST(Validate, ResizeIsRejectedDeleteAllowed) {
   Decision resize = Validate(Decoded(ReviewJson("UPDATE", "hpc", pod, pod, "alice", "resize")), p);
   EXPECT_FALSE(resize.allowed);
   EXPECT_NE(resize.message.find("resize"), std::string::npos);
+  EXPECT_NE(resize.message.find("Slurm job keeps the CPUs and memory"), std::string::npos)
+      << resize.message;
   const std::string labelled = PodJson(
       "hpc", kOurs, "n1", R"("labels":{")" + std::string(bridge::kJobIdLabel) + R"(":"1"})");
   EXPECT_TRUE(Validate(Decoded(ReviewJson("DELETE", "hpc", "null", labelled)), p).allowed);

@@ -80,6 +80,14 @@ std::string ResourceOfKind(std::string_view kind) {
 Result<GroupSpec> ResolveGroup(const kube::Pod& pod, const std::vector<kube::GenericObject>& owners,
                                const kube::GenericObject* pod_group) {
   const std::string& ns = pod.metadata.namespace_;
+  if (!pod.spec.scheduling_group.empty()) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "spec.schedulingGroup names PodGroup " + pod.spec.scheduling_group +
+                         " of the Workload API (scheduling.k8s.io/v1alpha2), which slurm-bridge "
+                         "does not read yet: the pod is not scheduled, since alone it could start "
+                         "part of a gang. Use the label scheduling.x-k8s.io/pod-group with a "
+                         "coscheduling PodGroup (scheduling.x-k8s.io/v1alpha1) instead");
+  }
   // The root: the highest supported owner, else the highest readable owner, else the pod.
   const kube::GenericObject* root = nullptr;
   const kube::GenericObject* job = nullptr;

@@ -15,6 +15,9 @@
 //      to do, completions - status.succeeded, so that a last smaller wave runs; a JobSet's
 //      sum over replicatedJobs of replicas x parallelism).
 //   4. Otherwise the pod alone (a Job's or JobSet's pod is one job each, as upstream).
+// A pod that names a PodGroup of the Workload API (spec.schedulingGroup, scheduling.k8s.io
+// v1alpha2, Kubernetes 1.36) is refused with an error that says so: the bridge does not read
+// that API yet, and scheduling such a pod alone could start part of a gang.
 // Annotations are read from the root: the highest supported owner (Job, JobSet,
 // LeaderWorkerSet, PodGroup) in the controller chain, else the highest owner that could be
 // read, else the pod itself. A Job's activeDeadlineSeconds becomes the time limit.

@@ -612,6 +612,25 @@ TEST(GroupTest, CoschedulingPodGroupOnlyWhenReadable) {
   EXPECT_EQ(g->key, "Pod/ns/w0");
 }
 
+// Kubernetes 1.36's Workload API: a pod that names a scheduling.k8s.io/v1alpha2 PodGroup is
+// refused (never a job of its own), with a message that names the PodGroup and the way out, also
+// when it carries the coscheduling label too.
+TEST(GroupTest, WorkloadApiPodGroupIsRefusedAndSaysWhy) {
+  kube::Pod p = MakePod("w0");
+  p.spec.scheduling_group = "train";
+  Result<GroupSpec> g = ResolveGroup(p, {}, nullptr);
+  ASSERT_FALSE(g);
+  EXPECT_EQ(g.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(g.error().message.find("PodGroup train"), std::string::npos) << g.error().message;
+  EXPECT_NE(g.error().message.find("scheduling.k8s.io/v1alpha2"), std::string::npos);
+  EXPECT_NE(g.error().message.find("scheduling.x-k8s.io/pod-group"), std::string::npos);
+  p.metadata.labels = {{"scheduling.x-k8s.io/pod-group", "pg"}};
+  kube::GenericObject pg = Owner("PodGroup", "pg", R"({"minMember":2})", {});
+  EXPECT_FALSE(ResolveGroup(p, {}, &pg));
+  p.spec.scheduling_group.clear();
+  EXPECT_TRUE(ResolveGroup(p, {}, &pg));
+}
+
 TEST(GroupTest, UnsupportedOwnersGiveAnnotationsOnly) {
   kube::Pod p = MakePod("web-1");
   kube::GenericObject rs = Owner("ReplicaSet", "web-5d", "{}");

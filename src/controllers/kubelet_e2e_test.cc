@@ -309,6 +309,127 @@ TEST_F(KubeletE2e, KubectlDrainDrainsTheSlurmNodeAndEndsTheJob) {
       << shown;
 }
 
+// `kubectl drain` of a Slurm node whose pod a policy/v1 PodDisruptionBudget protects (the
+// disruption controller keeps the budget's status): while the budget forbids it, the eviction is
+// refused, and the pod and its Slurm job stay; once it allows it, the pod goes and its job is
+// cancelled.
+TEST_F(KubeletE2e, DrainHonoursAPodDisruptionBudget) {
+  scheduler_ = StartBridge("all");
+  const std::string manifest = fmt::format(
+      R"({{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"guarded","namespace":"{}",
+      "labels":{{"app":"guarded"}},"annotations":{{"slurmjob.slinky.slurm.net/exclusive":"false"}}}},
+      "spec":{{"schedulerName":"slurm-bridge-scheduler","restartPolicy":"Never",
+      "terminationGracePeriodSeconds":5,
+      "containers":[{{"name":"c","image":"localhost/busybox:1","imagePullPolicy":"Never",
+      "command":["sleep","600"],"resources":{{"limits":{{"cpu":"100m","memory":"64Mi"}}}}}}]}}}})",
+      ns_);
+  auto created = RunSync(io_, kube_->Create(kube::PodsRef(ns_), manifest));
+  ASSERT_TRUE(created) << created.error().message;
+  const std::string pdb = fmt::format(
+      R"({{"apiVersion":"policy/v1","kind":"PodDisruptionBudget","metadata":{{"name":"keep","namespace":"{}"}},
+      "spec":{{"minAvailable":1,"selector":{{"matchLabels":{{"app":"guarded"}}}}}}}})",
+      ns_);
+  kube::ResourceRef pdbs{
+      .group = "policy", .version = "v1", .resource = "poddisruptionbudgets", .namespace_ = ns_};
+  auto made = RunSync(io_, kube_->Create(pdbs, pdb));
+  ASSERT_TRUE(made) << made.error().message;
+  std::optional<kube::Pod> running = WaitForPod("guarded", IsRunning, 120s);
+  ASSERT_TRUE(running) << "not running";
+  const std::int64_t job = JobId(*running);
+  const std::string node = running->spec.node_name;
+  // The disruption controller has counted the pod: 1 healthy, 0 disruptions allowed.
+  const std::string status = "get pdb keep -n " + ns_ +
+                             " -o jsonpath='{.status.currentHealthy}/{.status.disruptionsAllowed}'";
+  std::string shown;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        shown = Kubectl(status);
+        return shown == "1/0";
+      },
+      60s))
+      << shown;
+  Restore uncordon([&] { Kubectl("uncordon " + node); });
+  std::string out;
+  const int rc = sb::testing::RunCommand(
+      fmt::format("KUBECONFIG={} kubectl drain {} --force --ignore-daemonsets --timeout=15s 2>&1",
+                  env_.Get("KUBECONFIG"), node),
+      &out);
+  EXPECT_NE(rc, 0) << "the drain went through the budget:\n" << out;
+  EXPECT_NE(out.find("disruption budget"), std::string::npos) << out;
+  auto still = RunSync(io_, kube::GetPod(*kube_, ns_, "guarded"));
+  ASSERT_TRUE(still) << "the protected pod is gone: " << still.error().message;
+  EXPECT_EQ(still->status.phase, "Running");
+  EXPECT_TRUE(still->metadata.deletion_timestamp.empty());
+  EXPECT_EQ(JobState(job), "RUNNING");
+  // The budget allows one disruption now: the drain evicts the pod, and its job ends.
+  Kubectl("patch pdb keep -n " + ns_ +
+          R"( --type=merge -p '{"spec":{"minAvailable":null,"maxUnavailable":1}}')");
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        shown = Kubectl(status);
+        return shown == "1/1";
+      },
+      60s))
+      << shown;
+  Kubectl("drain " + node + " --force --ignore-daemonsets --timeout=120s");
+  EXPECT_TRUE(WaitFor([&] { return PodGone("guarded"); }, 60s)) << "the pod was not evicted";
+  EXPECT_TRUE(WaitFor([&] { return JobState(job) == "CANCELLED"; }, 30s)) << JobState(job);
+}
+
+// A native sidecar (an init container with restartPolicy Always) runs beside the main container
+// on the node of the pod's Slurm job; when the main container ends, the kubelet stops the sidecar,
+// the pod Succeeds and its job is ended.
+TEST_F(KubeletE2e, NativeSidecarRunsBesideTheMainContainerOnTheSlurmNode) {
+  scheduler_ = StartBridge("all");
+  const std::string manifest = fmt::format(
+      R"({{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"withsidecar","namespace":"{}",
+      "annotations":{{"slurmjob.slinky.slurm.net/exclusive":"false"}}}},
+      "spec":{{"schedulerName":"slurm-bridge-scheduler","restartPolicy":"Never",
+      "terminationGracePeriodSeconds":5,
+      "initContainers":[{{"name":"proxy","image":"localhost/busybox:1","imagePullPolicy":"Never",
+        "restartPolicy":"Always","command":["sh","-c","echo proxy on $NODE_NAME; exec sleep 600"],
+        "env":[{{"name":"NODE_NAME","valueFrom":{{"fieldRef":{{"fieldPath":"spec.nodeName"}}}}}}],
+        "resources":{{"limits":{{"cpu":"100m","memory":"32Mi"}}}}}}],
+      "containers":[{{"name":"main","image":"localhost/busybox:1","imagePullPolicy":"Never",
+        "command":["sh","-c","sleep 15; echo main done"],
+        "resources":{{"limits":{{"cpu":"100m","memory":"64Mi"}}}}}}]}}}})",
+      ns_);
+  auto created = RunSync(io_, kube_->Create(kube::PodsRef(ns_), manifest));
+  ASSERT_TRUE(created) << created.error().message;
+  std::optional<kube::Pod> running = WaitForPod("withsidecar", IsRunning, 120s);
+  ASSERT_TRUE(running) << "not running";
+  const std::int64_t job = JobId(*running);
+  ASSERT_GT(job, 0);
+  auto info = RunSync(io_, slurm_->GetJob(job));
+  ASSERT_TRUE(info) << info.error().ToString();
+  EXPECT_EQ(info->nodes, SlurmNames()[running->spec.node_name]);
+  // Both containers run at once, on that node.
+  const std::string states =
+      "get pod withsidecar -n " + ns_ +
+      " -o jsonpath='{.status.initContainerStatuses[0].started}/{.status.containerStatuses[0].started}'";
+  std::string shown;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        shown = Kubectl(states);
+        return shown == "true/true";
+      },
+      60s))
+      << shown;
+  std::string logs;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        logs = Kubectl("logs -n " + ns_ + " withsidecar -c proxy");
+        return logs.find("proxy on " + running->spec.node_name) != std::string::npos;
+      },
+      30s))
+      << logs;
+  // The main container ends: the sidecar is stopped with it and the pod Succeeds.
+  std::optional<kube::Pod> done = WaitForPod("withsidecar", HasEnded, 120s);
+  ASSERT_TRUE(done) << "the pod did not end";
+  EXPECT_EQ(done->status.phase, "Succeeded") << done->status.message;
+  EXPECT_TRUE(WaitFor([&] { return JobState(job) == "CANCELLED"; }, 30s)) << JobState(job);
+}
+
 // Slurm's allocation reaches the container: two non-exclusive one-GPU pods on one node, their
 // containers given the environment the webhook adds (admission::SlurmEnv: the job-id label and
 // the GPU annotation through the downward API), each see their own Slurm job and a different GPU

@@ -351,6 +351,12 @@ error_code ReadPodSpec(od::value v, PodSpec& s) {
         return SUCCESS;
       });
     }
+    if (k == "schedulingGroup") {
+      s.scheduling_group.clear();
+      return ForEachField(val, [&](std::string_view gk, od::value gv) -> error_code {
+        return gk == "podGroupName" ? ReadString(gv, s.scheduling_group) : SUCCESS;
+      });
+    }
     return SUCCESS;
   });
 }
@@ -903,6 +909,9 @@ bj::object PodSpecJson(const PodSpec& s) {
                         {{"nodeSelectorTerms", std::move(terms)}}}}}};
   }
   if (!s.overhead.empty()) o["overhead"] = StringMapJson(s.overhead);
+  if (!s.scheduling_group.empty()) {
+    o["schedulingGroup"] = {{"podGroupName", s.scheduling_group}};
+  }
   if (!s.resources.requests.empty() || !s.resources.limits.empty()) {
     bj::object res;
     if (!s.resources.requests.empty()) res["requests"] = StringMapJson(s.resources.requests);

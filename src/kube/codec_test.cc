@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 #include <boost/json.hpp>
 
+#include "testing/testdata.h"
+
 namespace sb::kube {
 namespace {
 
@@ -96,6 +98,19 @@ TEST(Codec, RoundTripsPodThroughEncode) {
   ASSERT_TRUE(again) << again.error().message;
   EXPECT_EQ(*again, *pod);
   EXPECT_NE(json.find("\"kind\":\"Pod\""), std::string::npos);
+}
+
+// A pod of Kubernetes 1.36 that names a Workload API PodGroup (spec.schedulingGroup), as the
+// 1.36.2 apiserver of the test environment returned it.
+TEST(Codec, DecodesTheSchedulingGroupOfA136Pod) {
+  Result<Pod> pod =
+      Decode<Pod>(sb::testing::ReadTestData("kube/pod_scheduling_group_1.36.json"));
+  ASSERT_TRUE(pod) << pod.error().message;
+  EXPECT_EQ(pod->spec.scheduling_group, "train");
+  Result<Pod> again = Decode<Pod>(Encode(*pod));
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_EQ(again->spec.scheduling_group, "train");
+  EXPECT_EQ(Decode<Pod>(kPod)->spec.scheduling_group, "");
 }
 
 TEST(Codec, DecodesNodeLeaseEventJobNamespace) {

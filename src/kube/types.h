@@ -110,6 +110,9 @@ struct PodSpec {
   // spec.schedulingGates[].name (GA in Kubernetes 1.30): no scheduler may place the pod while
   // any is left.
   std::vector<std::string> scheduling_gates;
+  // spec.schedulingGroup.podGroupName (Kubernetes 1.36, feature GenericWorkload): the
+  // scheduling.k8s.io/v1alpha2 PodGroup of the Workload API the pod belongs to; "" when unset.
+  std::string scheduling_group;
   bool operator==(const PodSpec&) const = default;
 };
 

@@ -217,12 +217,12 @@ class GangKindsE2e : public sb::testing::BridgeE2e {
   // and those Jobs as the JobSet controller makes them (kubernetes-sigs/jobset,
   // labelAndAnnotateObject: the jobset.sigs.k8s.io/ keys as labels and annotations on the Job and
   // its pod template; the Job named <jobset>-<replicated job>-<index>, controlled by the JobSet).
-  // Kubernetes 1.20 has no Indexed completion mode, which JobSet defaults to: the Jobs are
-  // NonIndexed here (the bridge does not read it).
+  // Indexed, JobSet's default completion mode (the Job controller then names each pod's index).
   void CreateJobSet(const std::string& name, const std::string& annotations, int replicas,
                     int parallelism) {
     const std::string job_spec = fmt::format(
-        R"({{"parallelism":{0},"completions":{0},"backoffLimit":0,"template":{{"spec":{1}}}}})",
+        R"({{"parallelism":{0},"completions":{0},"completionMode":"Indexed","backoffLimit":0,)"
+        R"("template":{{"spec":{1}}}}})",
         parallelism, PodSpec("Never"));
     kube::GenericObject js = Create(
         Ref("jobset.x-k8s.io", "v1alpha2", "jobsets", ns_),

@@ -18,7 +18,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 # shellcheck disable=SC1090
 . "$env_file"
-export KUBECONFIG
+export KUBECONFIG PATH="$KUBE_BIN_DIR:$PATH"
 work=$(mktemp -d "${TMPDIR:-/tmp}/sb-chart-check.XXXXXX")
 id="sbchk$$"
 ns="$id-ns"
@@ -37,8 +37,9 @@ fail() { echo "FAIL $*"; fails=$((fails + 1)); }
 server=$(kubectl version -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["serverVersion"]["gitVersion"])')
 echo "kube-apiserver $server"
 kubectl create namespace "$ns" >/dev/null
-# Before 1.21 namespaces lack the kubernetes.io/metadata.name label the webhooks' selector uses.
-kubectl label namespace "$ns" "kubernetes.io/metadata.name=$ns" --overwrite >/dev/null
+# The apiserver labels it kubernetes.io/metadata.name (1.21 on), which the webhooks' selector uses.
+[ "$(kubectl get namespace "$ns" -o jsonpath='{.metadata.labels.kubernetes\.io/metadata\.name}')" = "$ns" ] ||
+  fail "namespace $ns lacks its kubernetes.io/metadata.name label"
 
 names=(--set "nameOverride=$id" --set "schedulerConfig.schedulerName=$id-scheduler")
 render() { "$work/helm-render" -n "$ns" --kube-version "$server" "${names[@]}" "$@" "$id" "$root/helm/slurm-bridge"; }

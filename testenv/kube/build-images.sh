@@ -4,8 +4,8 @@
 # Builds, offline and once, the container images the kubelets' nodes need, as OCI image-layout
 # archives in the cache (SB_IMAGES_DIR), which testenv/kubelet/node.sh imports into each node's
 # containerd at node start (there is no registry; nothing is ever pulled):
-#   pause.tar     localhost/pause:3.4              the sandbox image: a static build of the tree's
-#                                                  build/pause/linux/pause.c (Kubernetes 1.20.2)
+#   pause.tar     localhost/pause:3.4              the sandbox image: a static build of
+#                                                  testenv/kube/pause.c
 #   busybox.tar   localhost/busybox:1              busybox-static with its applet links
 #   demo.tar      localhost/slurm-bridge-demo:1    busybox plus /bin/demo-workload: an offline
 #                                                  stand-in for the seed's YOLO image (that one
@@ -17,7 +17,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 . "$here/lib.sh"
 
-inputs=$(cat "$0" "$here/kube/demo-workload.sh" | sha256sum | cut -d' ' -f1)
+inputs=$(cat "$0" "$here/kube/demo-workload.sh" "$here/kube/pause.c" | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$SB_IMAGES_DIR/$SB_IMAGES_STAMP" 2>/dev/null)" = "$inputs" ]; then
   log "images ready: $SB_IMAGES_DIR"
   exit 0
@@ -27,8 +27,6 @@ busybox=/bin/busybox
 file -b "$busybox" 2>/dev/null | grep -q 'statically linked' ||
   ldd "$busybox" 2>&1 | grep -q 'not a dynamic executable' ||
   die "$busybox is not static: run scripts/install-deps.sh (busybox-static)"
-orig=$(ls "$SB_CACHE_DIR"/src/kubernetes_*really1.20.2.orig.tar.gz 2>/dev/null | head -n1 || true)
-[ -n "$orig" ] || die "no kubernetes source tarball in $SB_CACHE_DIR/src: run testenv/kube/build.sh"
 start=$SECONDS
 work=$(mktemp -d "${TMPDIR:-/tmp}/sb-images.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -74,12 +72,9 @@ oci_archive() {
   tar --numeric-owner --owner=0 --group=0 --mtime=@0 -C "$d" -cf "$tar_out" oci-layout index.json blobs
 }
 
-# pause: the tree's own pause.c, linked statically (the image has nothing else).
-tar -xzf "$orig" -C "$work" --wildcards '*/build/pause/linux/pause.c'
-pause_c=$(find "$work" -path '*/build/pause/linux/pause.c' | head -n1)
-[ -n "$pause_c" ] || die "build/pause/linux/pause.c not found in $orig"
+# pause: testenv/kube/pause.c, linked statically (the image has nothing else).
 mkdir -p "$work/pause"/{dev,proc,sys}
-gcc -Os -Wall -Werror -static -DVERSION=v3.4-slurm-bridge-testenv -o "$work/pause/pause" "$pause_c"
+gcc -Os -Wall -Werror -static -o "$work/pause/pause" "$here/kube/pause.c"
 strip "$work/pause/pause"
 oci_archive "$work/pause" "$out/pause.tar" 3.4 '["/pause"]' 'null'
 

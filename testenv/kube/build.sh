@@ -1,118 +1,109 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 #
-# Builds kube-apiserver, kube-controller-manager, kube-scheduler and the kubelet v1.20.2 offline
-# from Debian bookworm's `kubernetes` source package (its orig tarball carries the full tree with
-# vendor/), with Debian's Go 1.19, into the cache, once. Builds only what the cache lacks: the
-# control plane (stamp SB_KUBE_STAMP) and the kubelet (stamp SB_KUBELET_STAMP) separately, so a
-# cache from before the kubelet gets just the kubelet added.
-# The machine's apt sources are left alone: a private APT_CONFIG adds the deb-src line.
+# Puts the Kubernetes of the test environment into the cache, once: kube-apiserver,
+# kube-controller-manager, kube-scheduler, kubelet and kubectl at SB_KUBE_VERSION (default 1.36.2;
+# 1.34.2 for scripts/compat.sh) in SB_KUBE_DIR/bin, and etcd 3.5 in SB_ETCD_DIR.
+#
+# The binaries are built offline from the minimal source tarball
+# SB_VENDOR_DIR/kubernetes-<version>-openshift-min.tar.xz (OpenShift's fork of Kubernetes, as
+# carried in openshift/microshift: upstream's API types, defaults and feature gates; see that
+# folder's README), with Go from Debian's archive (1.26 from trixie-backports for 1.36, 1.24 from
+# trixie for 1.34), unpacked into the cache, not installed. Where the tarball is missing, set
+# SB_KUBE_BIN_DIR to a folder holding the five official release binaries of the same version
+# (https://dl.k8s.io/release/v<version>/bin/linux/amd64/<name>): they are copied in instead.
+# etcd-server 3.5 comes from Debian sid, also unpacked into the cache.
+# The machine's apt sources are left alone (a private APT_CONFIG, see debian_unpack in lib.sh).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 . "$here/lib.sh"
 
-KUBE_SRC_VERSION="${KUBE_SRC_VERSION:-1.20.5+really1.20.2-1.1+deb12u1}"
-GO="${GO:-/usr/lib/go-1.19/bin/go}"
+COMMANDS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl)
+case "$SB_KUBE_VERSION" in
+  1.36.2) go_pkg=golang-1.26 go_suite=trixie-backports commit=98b35193b2ac7a23a673325f5e9b830ecd5ba406 ;;
+  1.34.2) go_pkg=golang-1.24 go_suite=trixie commit=047d96223dd843e9d54bed59bc212d2e9122c56a ;;
+  *) die "SB_KUBE_VERSION=$SB_KUBE_VERSION: this script knows 1.36.2 and 1.34.2" ;;
+esac
 
-# One build at a time per cache (the work dir is shared); a second caller waits, then finds the
-# binaries built.
+# One build at a time per cache (the work dirs are shared); a second caller waits, then finds
+# the binaries built.
 mkdir -p "$SB_CACHE_DIR"
 exec 9>"$SB_CACHE_DIR/kube-build.lock"
 flock 9
-want=()
-[ -f "$SB_KUBE_DIR/$SB_KUBE_STAMP" ] || want+=(kube-apiserver kube-controller-manager kube-scheduler)
-[ -f "$SB_KUBE_DIR/$SB_KUBELET_STAMP" ] || want+=(kubelet)
-if [ ${#want[@]} -eq 0 ]; then
-  log "kubernetes binaries ready: $SB_KUBE_DIR/bin"
+start=$SECONDS
+
+if [ ! -x "$SB_ETCD" ]; then
+  log "fetching etcd-server $SB_ETCD_VERSION from Debian sid"
+  rm -rf "$SB_ETCD_DIR.tmp"
+  debian_unpack sid "$SB_ETCD_DIR.tmp" "etcd-server=$SB_ETCD_VERSION*"
+  "$SB_ETCD_DIR.tmp/usr/bin/etcd" --version >/dev/null || die "the unpacked etcd does not run"
+  rm -rf "$SB_ETCD_DIR"
+  mv "$SB_ETCD_DIR.tmp" "$SB_ETCD_DIR"
+fi
+
+if [ -f "$SB_KUBE_DIR/$SB_KUBE_STAMP" ]; then
+  log "kubernetes $SB_KUBE_VERSION ready: $SB_KUBE_DIR/bin"
   exit 0
 fi
-log "building ${want[*]}"
-[ -x "$GO" ] || die "$GO missing: run scripts/install-deps.sh (golang-1.19-go)"
-start=$SECONDS
-mkdir -p "$SB_CACHE_DIR/src"
-work="$SB_CACHE_DIR/kube-build"
+
+work="$SB_CACHE_DIR/kube-build-$SB_KUBE_VERSION"
 rm -rf "$work"
-mkdir -p "$work/apt/lists/partial" "$work/apt/archives/partial" "$work/gopath/src/k8s.io"
-
-orig=$(ls "$SB_CACHE_DIR"/src/kubernetes_*really1.20.2.orig.tar.gz 2>/dev/null | head -n1 || true)
-if [ -z "$orig" ]; then
-  log "fetching the kubernetes source package from Debian's archive"
-  cat >"$work/apt/sources.list" <<SRC
-deb-src $DEBIAN_MIRROR bookworm main
-deb-src $DEBIAN_MIRROR bookworm-updates main
-deb-src ${DEBIAN_SECURITY_MIRROR:-http://deb.debian.org/debian-security} bookworm-security main
-SRC
-  cat >"$work/apt/apt.conf" <<CONF
-Dir::Etc::sourcelist "$work/apt/sources.list";
-Dir::Etc::sourceparts "-";
-Dir::State::Lists "$work/apt/lists";
-Dir::Cache "$work/apt/cache";
-Dir::Cache::archives "$work/apt/archives";
-CONF
-  mkdir -p "$work/apt/cache"
-  export APT_CONFIG="$work/apt/apt.conf"
-  apt-get -q update >"$work/apt.log" 2>&1 || { cat "$work/apt.log" >&2; die "apt-get update (deb-src) failed"; }
-  (cd "$SB_CACHE_DIR/src" && apt-get -q source --download-only "kubernetes=$KUBE_SRC_VERSION") >>"$work/apt.log" 2>&1 ||
-    { tail -20 "$work/apt.log" >&2; die "apt-get source kubernetes=$KUBE_SRC_VERSION failed"; }
-  unset APT_CONFIG
-  orig=$(ls "$SB_CACHE_DIR"/src/kubernetes_*really1.20.2.orig.tar.gz | head -n1)
-fi
-log "unpacking $(basename "$orig")"
-tree="$work/gopath/src/k8s.io/kubernetes"
-mkdir -p "$tree"
-tar -xzf "$orig" -C "$tree" --strip-components=1
-[ -f "$tree/cmd/kube-apiserver/apiserver.go" ] || die "unexpected tarball layout in $orig"
-
-# Kubernetes 1.20 vendors modern-go/reflect2 1.0.1, whose map iteration crashes under Go >= 1.18
-# ("fatal error: fault" in mapiterinit as soon as the apiserver encodes a map). Debian's own
-# reflect2 1.0.2 (golang-github-modern-go-reflect2-dev) is the fixed release with the same API.
-reflect2=/usr/share/gocode/src/github.com/modern-go/reflect2
-[ -f "$reflect2/go_above_118.go" ] || die "$reflect2 missing: run scripts/install-deps.sh"
-rm -rf "$tree/vendor/github.com/modern-go/reflect2"
-cp -r "$reflect2" "$tree/vendor/github.com/modern-go/reflect2"
-rm -f "$tree/vendor/github.com/modern-go/reflect2/go.mod"
-
-export GOPATH="$work/gopath" GOCACHE="$work/gocache" GO111MODULE=off GOPROXY=off GOFLAGS= CGO_ENABLED=0
-cd "$tree"
-# The one generated file the tarball lacks (upstream's make generates it); the apiserver needs
-# it, the kubelet does not.
-if [[ " ${want[*]} " == *" kube-apiserver "* ]]; then
-log "generating pkg/generated/openapi"
-"$GO" build -o "$work/openapi-gen" ./vendor/k8s.io/kube-openapi/cmd/openapi-gen
-pkgs=$(grep -rl --include='*.go' '+k8s:openapi-gen=' --exclude-dir=vendor --exclude-dir=_output . |
-  xargs -n1 dirname | sort -u | sed -e 's|^\./||' -e 's|^staging/src/|vendor/|' |
-  grep -v -e '^vendor/k8s.io/code-generator' -e '^vendor/k8s.io/sample-apiserver' |
-  sed 's|^|k8s.io/kubernetes/|' | paste -sd, -)
-"$work/openapi-gen" -i "$pkgs" -p k8s.io/kubernetes/pkg/generated/openapi -O zz_generated.openapi \
-  -h vendor/k8s.io/code-generator/hack/boilerplate.go.txt -r "$work/openapi-report.txt" >"$work/openapi-gen.log" 2>&1 ||
-  { tail -20 "$work/openapi-gen.log" >&2; die "openapi-gen failed"; }
-fi
-
-# /version must say v1.20.2. -X on the vendored package paths does not take in GOPATH mode with
-# staging symlinks, so the defaults in both version packages (component-base's, behind
-# --version, and client-go's, behind the apiserver's /version) are set instead.
-for base in "$tree/staging/src/k8s.io/component-base/version/base.go" \
-  "$tree/staging/src/k8s.io/client-go/pkg/version/base.go"; do
-  sed -i -e 's|^\(\s*gitMajor\) string.*|\1 string = "1"|' -e 's|^\(\s*gitMinor\) string.*|\1 string = "20"|' \
-    -e 's|^\(\s*gitVersion\s*\(string\s*\)\?=\s*\)"[^"]*"|\1"v1.20.2"|' \
-    -e 's|^\(\s*gitTreeState\s*\(string\s*\)\?=\s*\)"[^"]*"|\1"clean"|' "$base"
-  grep -Eq 'gitVersion +(string +)?= *"v1.20.2"' "$base" || die "could not set the version in $base"
-done
-ldflags="-s -w"
 mkdir -p "$work/bin"
-for cmd in "${want[@]}"; do
-  t=$SECONDS
-  log "go build $cmd"
-  "$GO" build -ldflags "$ldflags" -o "$work/bin/$cmd" "./cmd/$cmd"
-  log "$cmd built in $((SECONDS - t)) s"
+tarball="$SB_VENDOR_DIR/kubernetes-$SB_KUBE_VERSION-openshift-min.tar.xz"
+if [ -n "${SB_KUBE_BIN_DIR:-}" ]; then
+  log "taking the Kubernetes binaries from SB_KUBE_BIN_DIR=$SB_KUBE_BIN_DIR"
+  for c in "${COMMANDS[@]}"; do
+    [ -x "$SB_KUBE_BIN_DIR/$c" ] || die "SB_KUBE_BIN_DIR: $SB_KUBE_BIN_DIR/$c missing or not executable"
+    cp "$SB_KUBE_BIN_DIR/$c" "$work/bin/$c"
+  done
+elif [ ! -f "$tarball" ]; then
+  die "the Kubernetes $SB_KUBE_VERSION source tarball is missing ($tarball). Point SB_VENDOR_DIR at \
+the folder that holds kubernetes-$SB_KUBE_VERSION-openshift-min.tar.xz, or SB_KUBE_BIN_DIR at a \
+folder with the official v$SB_KUBE_VERSION release binaries ${COMMANDS[*]} \
+(https://dl.k8s.io/release/v$SB_KUBE_VERSION/bin/linux/amd64/<name>)"
+else
+  goroot_parent="$SB_CACHE_DIR/$go_pkg"
+  if [ ! -x "$goroot_parent/usr/lib/go-${go_pkg#golang-}/bin/go" ]; then
+    log "fetching $go_pkg-go from Debian $go_suite"
+    rm -rf "$goroot_parent.tmp"
+    debian_unpack "$go_suite" "$goroot_parent.tmp" "$go_pkg-go" "$go_pkg-src"
+    rm -rf "$goroot_parent"
+    mv "$goroot_parent.tmp" "$goroot_parent"
+  fi
+  export GOROOT="$goroot_parent/usr/lib/go-${go_pkg#golang-}"
+  GO="$GOROOT/bin/go"
+  "$GO" version >/dev/null || die "$GO does not run"
+  log "unpacking $(basename "$tarball")"
+  mkdir -p "$work/src"
+  tar -xJf "$tarball" -C "$work/src"
+  [ -f "$work/src/cmd/kube-apiserver/apiserver.go" ] || die "unexpected tarball layout in $tarball"
+  export GOTOOLCHAIN=local GOPROXY=off GOSUMDB=off GOFLAGS=-mod=vendor CGO_ENABLED=0 \
+    GOCACHE="$work/gocache" GOPATH="$work/gopath"
+  # The version stamps of the tarball's README: /version and --version say v<version>.
+  maj=${SB_KUBE_VERSION%%.*} min=${SB_KUBE_VERSION#*.}
+  min=${min%%.*}
+  ldf="-s -w"
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ldf+=" -X $pkg.gitMajor=$maj -X $pkg.gitMinor=$min -X $pkg.gitVersion=v$SB_KUBE_VERSION"
+    ldf+=" -X $pkg.gitCommit=$commit -X $pkg.gitTreeState=clean"
+  done
+  cd "$work/src"
+  for c in "${COMMANDS[@]}"; do
+    t=$SECONDS
+    log "go build $c ($("$GO" version | cut -d' ' -f3))"
+    "$GO" build -trimpath -ldflags "$ldf" -o "$work/bin/$c" "./cmd/$c"
+    log "$c built in $((SECONDS - t)) s"
+  done
+  cd /
+fi
+for c in "${COMMANDS[@]}"; do
+  v=$("$work/bin/$c" --version 2>/dev/null || "$work/bin/$c" version --client 2>/dev/null) ||
+    die "$c --version failed"
+  case "$v" in *"v$SB_KUBE_VERSION"*) ;; *) die "$c says '$v', not v$SB_KUBE_VERSION" ;; esac
 done
-mkdir -p "$SB_KUBE_DIR/bin"
-for cmd in "${want[@]}"; do
-  "$work/bin/$cmd" --version >/dev/null || die "$cmd --version failed"
-  mv -f "$work/bin/$cmd" "$SB_KUBE_DIR/bin/$cmd"
-done
-[ -f "$SB_KUBE_DIR/$SB_KUBE_STAMP" ] || "$SB_KUBE_DIR/bin/kube-apiserver" --version >"$SB_KUBE_DIR/$SB_KUBE_STAMP"
-[ -f "$SB_KUBE_DIR/$SB_KUBELET_STAMP" ] || "$SB_KUBE_DIR/bin/kubelet" --version >"$SB_KUBE_DIR/$SB_KUBELET_STAMP"
-cd /
+rm -rf "$SB_KUBE_DIR/bin"
+mkdir -p "$SB_KUBE_DIR"
+mv "$work/bin" "$SB_KUBE_DIR/bin"
+"$SB_KUBE_DIR/bin/kube-apiserver" --version >"$SB_KUBE_DIR/$SB_KUBE_STAMP"
 rm -rf "$work"
-log "kubernetes binaries ready in $((SECONDS - start)) s: $SB_KUBE_DIR/bin"
+log "kubernetes $SB_KUBE_VERSION binaries ready in $((SECONDS - start)) s: $SB_KUBE_DIR/bin"

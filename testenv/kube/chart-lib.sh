@@ -7,7 +7,7 @@
 #   chart_env          testenv/up.sh --kubelets --in-cluster in BASE/env, its env file sourced, the
 #                      image imported into every node (array `nodes`), a stand-in kube-scheduler
 #                      for the bridge's own pods (pid in `binder_pid`), namespaces slinky and
-#                      slurm-bridge (labelled as 1.21+ labels them), the JWT Secret
+#                      slurm-bridge, the JWT Secret
 #   render OUT [ARGS]  the chart with the seed's settings, this environment's values and ARGS
 #   apply FILE         kubectl apply, Deployments last (as helm orders an install)
 #   all_rolled_out     every Deployment's newest ReplicaSet Ready, no older pod left
@@ -62,11 +62,6 @@ chart_env() {
   binder_pid=$!
   k create namespace slinky >/dev/null
   k create namespace slurm-bridge >/dev/null
-  # Kubernetes 1.20 does not label namespaces with their name; the webhooks' selector skips
-  # kube-system and the release namespace by that label.
-  for n in kube-system slinky slurm-bridge; do
-    k label namespace "$n" "kubernetes.io/metadata.name=$n" --overwrite >/dev/null
-  done
   k -n slinky create secret generic slurm-bridge-token --from-file=auth-token="$SLURM_JWT_FILE" >/dev/null
   api_port=${KUBE_APISERVER_URL##*:}
   adm_port=$(free_port); adm_health=$(free_port); ctl_health=$(free_port); ctl_metrics=$(free_port)

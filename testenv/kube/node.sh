@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 #
-# One converged node of the test environment: a containerd and a kubelet v1.20.2 beside the
+# One converged node of the test environment: a containerd and a kubelet (SB_KUBE_VERSION) beside the
 # environment's slurmd, isolated from the other nodes and from the host:
 #   - its own mount and UTS namespace (hostname = the node's Kubernetes name). Every mount of the
 #     node (the kubelet's, containerd's, the containers' rootfs) lives only there and goes away
@@ -178,14 +178,15 @@ CONF
   healthz=$(free_port)
   [ -n "$slurm_name" ] && [ "$slurm_name" != "$name" ] && labels="--node-labels=slinky.slurm.net/slurm-nodename=$slurm_name"
   echo "$port" >"$N/kubelet.port"
-  # One flag a line; the kubelet 1.20 takes flags (a config file would not save anything here).
+  # One flag a line; the kubelet still takes these as flags (a config file would not save anything
+  # here). The sandbox image is containerd's sandbox_image. --fail-cgroupv1=false: since 1.35 the
+  # kubelet refuses a cgroup v1 host without it (1.34 defaults to false).
   cat >"$N/kubelet.args" <<ARGS
 --kubeconfig=$K/kubeconfig.$name
 --hostname-override=$name
 $labels
---container-runtime=remote
 --container-runtime-endpoint=unix://$N/containerd/containerd.sock
---pod-infra-container-image=localhost/pause:3.4
+--fail-cgroupv1=false
 --root-dir=$N/kubelet
 --volume-plugin-dir=$N/volume-plugins
 --cgroup-driver=cgroupfs

@@ -67,7 +67,7 @@ check "JWT Secret created" k -n slinky get secret slurm-bridge-token
 step "install"
 render "$base/install.yaml" || die "rendering failed"
 check "rendered $(grep -c '^kind:' "$base/install.yaml") objects, applied" apply "$base/install.yaml"
-# A pod of the old ReplicaSet can take a while to be removed by a 1.20 kubelet (~2 min seen).
+# A pod of the old ReplicaSet can take a while to be removed by its kubelet (~2 min seen on 1.20).
 wait_for 300 all_rolled_out
 for d in "${deploys[@]}"; do
   check "$d: pods Running and Ready" rolled_out "$d"

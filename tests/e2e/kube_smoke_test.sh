@@ -6,6 +6,7 @@
 # pod become bound, and kube-controller-manager's job controller makes pods for a Job.
 set -uo pipefail
 . "${SB_TESTENV:?SB_TESTENV must name the env file of a running test environment}"
+export PATH="$KUBE_BIN_DIR:$PATH"
 fails=0
 check() {
   local name=$1; shift
@@ -28,7 +29,7 @@ sfx=$RANDOM$RANDOM
 node=smoke-node-$sfx
 pod=smoke-pod-$sfx
 
-check "version is v1.20.2" [ "$(req GET /version >/dev/null; jq -r .gitVersion "$tmp/out")" = v1.20.2 ]
+check "version is v$KUBE_VERSION" [ "$(req GET /version >/dev/null; jq -r .gitVersion "$tmp/out")" = "v$KUBE_VERSION" ]
 check "anonymous request forbidden (RBAC)" [ "$(curl -s --cacert "$KUBE_CA_FILE" -o /dev/null -w '%{http_code}' "$A/api/v1/nodes")" = 403 ]
 check "a wrong token is refused" [ "$(curl -s --cacert "$KUBE_CA_FILE" -H 'Authorization: Bearer wrong' -o /dev/null -w '%{http_code}' "$A/api/v1/nodes")" = 401 ]
 
