@@ -121,6 +121,6 @@ kubectl -n $ns get pods -o wide 2>&1 | indent
 if [ $keep = 1 ]; then
   echo
   echo "The environment and the bridge (pods in namespace slinky) stay up."
-  echo "Use it with:  set -a; . $env_file; set +a"
+  echo "Use it with:  set -a; . $env_file; set +a; PATH=\$KUBE_BIN_DIR:\$PATH   (its kubectl)"
   echo "Stop it with: kill $binder_pid; $root/testenv/down.sh $run_dir/env"
 fi

@@ -36,9 +36,9 @@ std::optional<TestEnv> TestEnv::Load(std::string* why) {
   // The environment's own kubectl (the apiserver's version) before any other on PATH, for the
   // tests that run kubectl as a user would.
   if (std::string bin = env.Get("KUBE_BIN_DIR"); !bin.empty()) {
-    const char* path = std::getenv("PATH");
-    std::string want = bin + ":" + (path != nullptr ? path : "/usr/bin:/bin");
-    if (path == nullptr || !std::string_view(path).starts_with(bin + ":")) {
+    const char* search = std::getenv("PATH");
+    std::string want = bin + ":" + (search != nullptr ? search : "/usr/bin:/bin");
+    if (search == nullptr || !std::string_view(search).starts_with(bin + ":")) {
       setenv("PATH", want.c_str(), 1);
     }
   }

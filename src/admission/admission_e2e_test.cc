@@ -14,6 +14,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -379,15 +380,17 @@ TEST_F(AdmissionE2e, DraClaimsAndInPlaceResizeAreRefusedWithWhy) {
   // A DeviceClass and a ResourceClaim exist on the server: the claim is real, not a typo.
   const std::string device_class =
       R"({"apiVersion":"resource.k8s.io/v1","kind":"DeviceClass","metadata":{"name":"gpu-)" +
-      run_id_ + R"("},"spec":{"selectors":[{"cel":{"expression":"device.driver == 'gpu.example.com'"}}]}})";
-  kube::ResourceRef classes{.group = "resource.k8s.io", .version = "v1", .resource = "deviceclasses"};
+      run_id_ +
+      R"("},"spec":{"selectors":[{"cel":{"expression":"device.driver == 'gpu.example.com'"}}]}})";
+  kube::ResourceRef classes{
+      .group = "resource.k8s.io", .version = "v1", .resource = "deviceclasses"};
   Result<std::string> dc = RunSync(io_, client_->Create(classes, device_class));
   ASSERT_TRUE(dc) << dc.error().message;
-  struct DeleteClass {
-    AdmissionE2e* t;
-    kube::ResourceRef ref;
-    ~DeleteClass() { (void)RunSync(t->io_, t->client_->Delete(ref, {})); }
-  } delete_class{this, classes.WithName("gpu-" + run_id_)};
+  struct AtEnd {
+    std::function<void()> f;
+    ~AtEnd() { f(); }
+  } delete_class{
+      [&] { (void)RunSync(io_, client_->Delete(classes.WithName("gpu-" + run_id_), {})); }};
   const std::string claim =
       R"({"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{"name":"one-gpu"},)"
       R"("spec":{"devices":{"requests":[{"name":"gpu","exactly":{"deviceClassName":"gpu-)" +
@@ -407,14 +410,16 @@ TEST_F(AdmissionE2e, DraClaimsAndInPlaceResizeAreRefusedWithWhy) {
   EXPECT_NE(refused.error().message.find("nvidia.com/gpu"), std::string::npos)
       << refused.error().message;
   // The same pod for the default scheduler is none of the bridge's business.
-  Result<std::string> other = CreatePodAs("alice", other_ns_, PodJson("dra", "{}",
-      R"(,"resourceClaims":[{"name":"gpu","resourceClaimName":"one-gpu"}])"));
+  Result<std::string> other = CreatePodAs(
+      "alice", other_ns_,
+      PodJson("dra", "{}", R"(,"resourceClaims":[{"name":"gpu","resourceClaimName":"one-gpu"}])"));
   EXPECT_TRUE(other) << other.error().message;
 
   // In-place resize: the pod's Slurm job keeps what it was submitted with, so the kubelet must
   // not grow the container behind Slurm's back. (The resize subresource is served since 1.33.)
   const std::string sized =
-      ours + R"(,"containers":[{"name":"c","image":"busybox","resources":{"requests":{"cpu":"1","memory":"1Gi"},"limits":{"cpu":"1","memory":"1Gi"}}}])";
+      ours +
+      R"(,"containers":[{"name":"c","image":"busybox","resources":{"requests":{"cpu":"1","memory":"1Gi"},"limits":{"cpu":"1","memory":"1Gi"}}}])";
   std::string pod = R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"sized"},"spec":{)" +
                     sized.substr(1) + "}}";
   Result<std::string> created = CreatePodAs("alice", managed_ns_, pod);
@@ -429,7 +434,8 @@ TEST_F(AdmissionE2e, DraClaimsAndInPlaceResizeAreRefusedWithWhy) {
   EXPECT_NE(resized.error().message.find("in-place resize"), std::string::npos)
       << resized.error().message;
   EXPECT_NE(resized.error().message.find("Slurm"), std::string::npos) << resized.error().message;
-  Result<std::string> after = RunSync(io_, client_->Get(kube::PodsRef(managed_ns_).WithName("sized")));
+  Result<std::string> after =
+      RunSync(io_, client_->Get(kube::PodsRef(managed_ns_).WithName("sized")));
   ASSERT_TRUE(after) << after.error().message;
   EXPECT_EQ(json::parse(*after).at_pointer("/spec/containers/0/resources/requests/cpu"), "1")
       << *after;

@@ -361,9 +361,9 @@ TEST_F(KubeletE2e, DrainHonoursAPodDisruptionBudget) {
   EXPECT_EQ(still->status.phase, "Running");
   EXPECT_TRUE(still->metadata.deletion_timestamp.empty());
   EXPECT_EQ(JobState(job), "RUNNING");
-  // The budget allows one disruption now: the drain evicts the pod, and its job ends.
-  Kubectl("patch pdb keep -n " + ns_ +
-          R"( --type=merge -p '{"spec":{"minAvailable":null,"maxUnavailable":1}}')");
+  // The budget allows one disruption now (minAvailable 0: a bare pod has no controller whose
+  // scale a maxUnavailable could be counted against): the drain evicts the pod, and its job ends.
+  Kubectl("patch pdb keep -n " + ns_ + R"( --type=merge -p '{"spec":{"minAvailable":0}}')");
   ASSERT_TRUE(WaitFor(
       [&] {
         shown = Kubectl(status);
@@ -404,9 +404,10 @@ TEST_F(KubeletE2e, NativeSidecarRunsBesideTheMainContainerOnTheSlurmNode) {
   ASSERT_TRUE(info) << info.error().ToString();
   EXPECT_EQ(info->nodes, SlurmNames()[running->spec.node_name]);
   // Both containers run at once, on that node.
-  const std::string states =
-      "get pod withsidecar -n " + ns_ +
-      " -o jsonpath='{.status.initContainerStatuses[0].started}/{.status.containerStatuses[0].started}'";
+  const std::string states = "get pod withsidecar -n " + ns_ +
+                             " -o "
+                             "jsonpath='{.status.initContainerStatuses[0].started}/"
+                             "{.status.containerStatuses[0].started}'";
   std::string shown;
   ASSERT_TRUE(WaitFor(
       [&] {

@@ -103,8 +103,7 @@ TEST(Codec, RoundTripsPodThroughEncode) {
 // A pod of Kubernetes 1.36 that names a Workload API PodGroup (spec.schedulingGroup), as the
 // 1.36.2 apiserver of the test environment returned it.
 TEST(Codec, DecodesTheSchedulingGroupOfA136Pod) {
-  Result<Pod> pod =
-      Decode<Pod>(sb::testing::ReadTestData("kube/pod_scheduling_group_1.36.json"));
+  Result<Pod> pod = Decode<Pod>(sb::testing::ReadTestData("kube/pod_scheduling_group_1.36.json"));
   ASSERT_TRUE(pod) << pod.error().message;
   EXPECT_EQ(pod->spec.scheduling_group, "train");
   Result<Pod> again = Decode<Pod>(Encode(*pod));

@@ -22,8 +22,9 @@ using CurrentApiE2e = sb::testing::BridgeE2e;
 // an outside controller (here the test, as Kueue would) removes its last gate; then it is.
 TEST_F(CurrentApiE2e, GatedPodGetsNoJobUntilItsLastGateIsRemoved) {
   StartScheduler();
-  CreatePod("gated", R"({"limits":{"cpu":"1"}})", "{}",
-            R"(,"schedulingGates":[{"name":"example.com/quota"},{"name":"kueue.x-k8s.io/admission"}])");
+  CreatePod(
+      "gated", R"({"limits":{"cpu":"1"}})", "{}",
+      R"(,"schedulingGates":[{"name":"example.com/quota"},{"name":"kueue.x-k8s.io/admission"}])");
   // The apiserver itself marks the pod gated.
   auto gated = RunSync(io_, kube::GetPod(*kube_, ns_, "gated"));
   ASSERT_TRUE(gated) << gated.error().message;
@@ -47,7 +48,8 @@ TEST_F(CurrentApiE2e, GatedPodGetsNoJobUntilItsLastGateIsRemoved) {
   };
   expect_nothing("two gates");
   // One gate removed: still gated. The update reaches the scheduler (it is an update event).
-  Shell(kubectl + R"(patch pod gated --type=json -p '[{"op":"remove","path":"/spec/schedulingGates/0"}]')");
+  Shell(kubectl +
+        R"(patch pod gated --type=json -p '[{"op":"remove","path":"/spec/schedulingGates/0"}]')");
   auto one = RunSync(io_, kube::GetPod(*kube_, ns_, "gated"));
   ASSERT_TRUE(one) << one.error().message;
   ASSERT_EQ(one->spec.scheduling_gates, std::vector<std::string>{"kueue.x-k8s.io/admission"});
@@ -55,7 +57,8 @@ TEST_F(CurrentApiE2e, GatedPodGetsNoJobUntilItsLastGateIsRemoved) {
   ASSERT_TRUE(WaitForPod("control2", IsBound)) << "control2 not bound";
   expect_nothing("one gate left");
   // The last gate removed: scheduled, one job.
-  Shell(kubectl + R"(patch pod gated --type=json -p '[{"op":"remove","path":"/spec/schedulingGates/0"}]')");
+  Shell(kubectl +
+        R"(patch pod gated --type=json -p '[{"op":"remove","path":"/spec/schedulingGates/0"}]')");
   std::optional<kube::Pod> bound = WaitForPod("gated", IsBound);
   ASSERT_TRUE(bound) << "the pod was not scheduled after its last gate was removed";
   EXPECT_GT(JobId(*bound), 0);
@@ -78,11 +81,12 @@ TEST_F(CurrentApiE2e, SidecarsAndPodLevelResourcesSizeTheJobAsKubeSchedulerDoes)
        "resources":{"requests":{"cpu":"2","memory":"64Mi"}}}])";
   CreatePod("sidecar", R"({"requests":{"cpu":"1","memory":"1Gi"}})", "{}", sidecar_spec);
   // Pod-level resources: 4 CPU / 2Gi for the whole pod, more than the container asks for.
-  CreatePod("podlevel", R"({"requests":{"cpu":"1","memory":"512Mi"}})", "{}",
-            R"(,"resources":{"requests":{"cpu":"4","memory":"2Gi"},"limits":{"cpu":"4","memory":"2Gi"}})");
+  CreatePod(
+      "podlevel", R"({"requests":{"cpu":"1","memory":"512Mi"}})", "{}",
+      R"(,"resources":{"requests":{"cpu":"4","memory":"2Gi"},"limits":{"cpu":"4","memory":"2Gi"}})");
   for (const auto& [pod, want] : std::vector<std::pair<std::string, std::vector<std::string>>>{
            {"sidecar", {"MinCPUsNode=3 ", "MinMemoryNode=1280M "}},
-           {"podlevel", {"MinCPUsNode=4 ", "MinMemoryNode=2048M "}}}) {
+           {"podlevel", {"MinCPUsNode=4 ", "MinMemoryNode=2G "}}}) {
     std::optional<kube::Pod> p = WaitForPod(pod, HasJob);
     ASSERT_TRUE(p) << pod << ": no Slurm job";
     const std::string show = Slurm(fmt::format("scontrol show job -o {}", JobId(*p)));

@@ -181,7 +181,16 @@ CONF
   # One flag a line; the kubelet still takes these as flags (a config file would not save anything
   # here). The sandbox image is containerd's sandbox_image. --fail-cgroupv1=false: since 1.35 the
   # kubelet refuses a cgroup v1 host without it (1.34 defaults to false).
+  # The node's status is posted at every update (as 1.20 did when the update frequency was set):
+  # without it a kubelet posts an unchanged status only every 5 minutes, and a restarted kubelet's
+  # Ready heartbeat would not be seen newer than its start (node_ready).
+  cat >"$N/kubelet.yaml" <<YAML
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+nodeStatusReportFrequency: ${SB_KUBELET_STATUS_FREQ:-2s}
+YAML
   cat >"$N/kubelet.args" <<ARGS
+--config=$N/kubelet.yaml
 --kubeconfig=$K/kubeconfig.$name
 --hostname-override=$name
 $labels

@@ -78,7 +78,7 @@ for d in "${deploys[@]}"; do
       and (.status.conditions[] | select(.type == "Ready") | .status) == "True")' <<<"$j" >/dev/null
   check "$d: runs with its ServiceAccount's token only" jq -e --arg sa "$d" '.items | all(.[];
       .spec.serviceAccountName == $sa and
-      ([.spec.volumes[] | select(.secret.secretName // "" | startswith($sa + "-token-"))] | length == 1) and
+      ([.spec.volumes[] | select(.projected.sources[]?.serviceAccountToken)] | length == 1) and
       ([.spec.containers[0].env[]?.name] | index("KUBECONFIG") == null))' <<<"$j" >/dev/null
 done
 holder() { k -n slinky get lease "$1" -o jsonpath='{.spec.holderIdentity}'; }
@@ -101,10 +101,8 @@ check "admission Service has the pod's endpoint (hostNetwork: the node's address
 
 # --- 3. RBAC with the real tokens -------------------------------------------------------------
 step "RBAC with the ServiceAccounts' tokens"
-token_of() { # SA: the token of its token Secret (the one mounted into its pods)
-  local s
-  s=$(k -n slinky get sa "$1" -o jsonpath='{.secrets[0].name}')
-  k -n slinky get secret "$s" -o jsonpath='{.data.token}' | base64 -d
+token_of() { # SA: a token of it from the TokenRequest API (what the kubelet projects into its pods)
+  k -n slinky create token "$1" --duration 10m
 }
 # as SA METHOD PATH -> HTTP status
 as() {

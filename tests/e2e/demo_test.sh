@@ -24,7 +24,7 @@ check "demo exits 0" [ $rc = 0 ]
 job=$(sed -n 's/^== the Slurm job for the pod: \([0-9][0-9]*\)$/\1/p' "$out")
 check "a Slurm job for the pod" [ -n "$job" ]
 check "bound by the bridge" grep -q "Scheduled .*slurm-bridge-scheduler .*(Slurm job $job)" "$out"
-check "the kubelet started the container" grep -q "Started .*kubelet .*Started container yolo" "$out"
+check "the kubelet started the container" grep -qE "Started .*kubelet .*(Started container yolo|Container started)" "$out"
 check "the container knows its Slurm job" grep -qE "SLURM_JOB_ID: +$job\$" "$out"
 check "the container knows its GPUs" grep -qE "SLURM_JOB_GPUS: +[0-9]" "$out"
 check "the benchmark ran" grep -qE "rate: +[0-9]+ rounds/s" "$out"
