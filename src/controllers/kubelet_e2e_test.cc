@@ -85,6 +85,23 @@ class KubeletE2e : public sb::testing::BridgeE2e {
     return Shell(fmt::format("KUBECONFIG={} kubectl {} 2>&1", env_.Get("KUBECONFIG"), args));
   }
 
+  // Polls `kubectl <args>` until it prints exactly `want` (for `limit`); the failure names what it
+  // printed last.
+  ::testing::AssertionResult KubectlShows(const std::string& args, const std::string& want,
+                                          std::chrono::seconds limit = 60s) {
+    std::string shown;
+    if (WaitFor(
+            [&] {
+              shown = Kubectl(args);
+              return shown == want;
+            },
+            limit)) {
+      return ::testing::AssertionSuccess();
+    }
+    return ::testing::AssertionFailure()
+           << "kubectl " << args << " shows '" << shown << "', not '" << want << "'";
+  }
+
   // The Slurm node names that Slurm's host list `nodes` ("n[1-3],n5") names.
   std::set<std::string> Hostnames(const std::string& nodes) {
     std::set<std::string> out;
@@ -340,14 +357,7 @@ TEST_F(KubeletE2e, DrainHonoursAPodDisruptionBudget) {
   // The disruption controller has counted the pod: 1 healthy, 0 disruptions allowed.
   const std::string status = "get pdb keep -n " + ns_ +
                              " -o jsonpath='{.status.currentHealthy}/{.status.disruptionsAllowed}'";
-  std::string shown;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        shown = Kubectl(status);
-        return shown == "1/0";
-      },
-      60s))
-      << shown;
+  ASSERT_TRUE(KubectlShows(status, "1/0"));
   Restore uncordon([&] { Kubectl("uncordon " + node); });
   std::string out;
   const int rc = sb::testing::RunCommand(
@@ -364,13 +374,7 @@ TEST_F(KubeletE2e, DrainHonoursAPodDisruptionBudget) {
   // The budget allows one disruption now (minAvailable 0: a bare pod has no controller whose
   // scale a maxUnavailable could be counted against): the drain evicts the pod, and its job ends.
   Kubectl("patch pdb keep -n " + ns_ + R"( --type=merge -p '{"spec":{"minAvailable":0}}')");
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        shown = Kubectl(status);
-        return shown == "1/1";
-      },
-      60s))
-      << shown;
+  ASSERT_TRUE(KubectlShows(status, "1/1"));
   Kubectl("drain " + node + " --force --ignore-daemonsets --timeout=120s");
   EXPECT_TRUE(WaitFor([&] { return PodGone("guarded"); }, 60s)) << "the pod was not evicted";
   EXPECT_TRUE(WaitFor([&] { return JobState(job) == "CANCELLED"; }, 30s)) << JobState(job);
@@ -408,14 +412,7 @@ TEST_F(KubeletE2e, NativeSidecarRunsBesideTheMainContainerOnTheSlurmNode) {
                              " -o "
                              "jsonpath='{.status.initContainerStatuses[0].started}/"
                              "{.status.containerStatuses[0].started}'";
-  std::string shown;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        shown = Kubectl(states);
-        return shown == "true/true";
-      },
-      60s))
-      << shown;
+  ASSERT_TRUE(KubectlShows(states, "true/true"));
   std::string logs;
   EXPECT_TRUE(WaitFor(
       [&] {
