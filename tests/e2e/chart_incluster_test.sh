@@ -75,11 +75,11 @@ for d in "${deploys[@]}"; do
   # Ready with probes configured means the kubelet's readiness probe got 200 from /readyz.
   check "$d: readiness probe on its health port" jq -e '.items | length > 0 and all(.[];
       (.spec.containers[0].readinessProbe.httpGet.path == "/readyz") and .spec.hostNetwork
-      and (.status.conditions[] | select(.type == "Ready") | .status) == "True")' <<<"$j" >/dev/null
+      and (.status.conditions[] | select(.type == "Ready") | .status) == "True")' <<<"$j"
   check "$d: runs with its ServiceAccount's token only" jq -e --arg sa "$d" '.items | all(.[];
       .spec.serviceAccountName == $sa and
       ([.spec.volumes[] | select(.projected.sources[]?.serviceAccountToken)] | length == 1) and
-      ([.spec.containers[0].env[]?.name] | index("KUBECONFIG") == null))' <<<"$j" >/dev/null
+      ([.spec.containers[0].env[]?.name] | index("KUBECONFIG") == null))' <<<"$j"
 done
 holder() { k -n slinky get lease "$1" -o jsonpath='{.spec.holderIdentity}'; }
 # The binary's identity is <hostname>_<random>; a hostNetwork pod's hostname is its node's.
@@ -96,8 +96,10 @@ for kind in validatingwebhookconfiguration mutatingwebhookconfiguration; do
   check "$kind slurm-bridge-admission registered, CA bundle set" \
     sh -c "kubectl get $kind slurm-bridge-admission -o json | jq -e '.webhooks[0].clientConfig | .service.name == \"slurm-bridge-admission\" and (.caBundle | length > 100)' >/dev/null"
 done
+# In its EndpointSlice (discovery.k8s.io/v1; v1 Endpoints are deprecated since 1.33).
 check "admission Service has the pod's endpoint (hostNetwork: the node's address)" \
-  sh -c "kubectl -n slinky get endpoints slurm-bridge-admission -o json | jq -e '.subsets[0].addresses | length == 1' >/dev/null"
+  sh -c "kubectl -n slinky get endpointslices -l kubernetes.io/service-name=slurm-bridge-admission -o json |
+    jq -e '[.items[].endpoints[]? | select(.conditions.ready)] | length == 1' >/dev/null"
 
 # --- 3. RBAC with the real tokens -------------------------------------------------------------
 step "RBAC with the ServiceAccounts' tokens"
