@@ -10,10 +10,12 @@
 // Thread model: plain values. The informer cache shares them as shared_ptr<const T>.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace sb::kube {
@@ -57,6 +59,13 @@ struct Condition {
   std::string last_transition_time;
   bool operator==(const Condition&) const = default;
 };
+
+// The condition of `type` among `conditions` (a pod's or a node's); nullptr when there is none.
+[[nodiscard]] inline const Condition* FindCondition(const std::vector<Condition>& conditions,
+                                                    std::string_view type) {
+  auto it = std::ranges::find(conditions, type, &Condition::type);
+  return it == conditions.end() ? nullptr : &*it;
+}
 
 struct ResourceRequirements {
   ResourceList requests;

@@ -28,10 +28,7 @@ TEST_F(CurrentApiE2e, GatedPodGetsNoJobUntilItsLastGateIsRemoved) {
   // The apiserver itself marks the pod gated.
   auto gated = RunSync(io_, kube::GetPod(*kube_, ns_, "gated"));
   ASSERT_TRUE(gated) << gated.error().message;
-  const kube::Condition* cond = nullptr;
-  for (const kube::Condition& c : gated->status.conditions) {
-    if (c.type == "PodScheduled") cond = &c;
-  }
+  const kube::Condition* cond = kube::FindCondition(gated->status.conditions, "PodScheduled");
   ASSERT_NE(cond, nullptr) << "no PodScheduled condition on a gated pod";
   EXPECT_EQ(cond->reason, "SchedulingGated");
   // A pod created after it is bound: the scheduler has looked at the gated one and passed it by.
@@ -154,10 +151,7 @@ TEST_F(CurrentApiE2e, WorkloadApiPodGroupPodWaitsWithAnEventThatSaysWhy) {
     if (p.metadata.name == "control") continue;
     EXPECT_TRUE(p.spec.node_name.empty()) << p.metadata.name;
     EXPECT_TRUE(JobsByUid()[p.metadata.uid].empty()) << p.metadata.name << " has a Slurm job";
-    const kube::Condition* cond = nullptr;
-    for (const kube::Condition& c : p.status.conditions) {
-      if (c.type == "PodScheduled") cond = &c;
-    }
+    const kube::Condition* cond = kube::FindCondition(p.status.conditions, "PodScheduled");
     ASSERT_NE(cond, nullptr) << p.metadata.name;
     EXPECT_EQ(cond->status, "False");
     EXPECT_NE(cond->message.find("Workload API"), std::string::npos) << cond->message;

@@ -50,13 +50,6 @@ constexpr int kMinWorkers = 16;
 
 std::string PodKey(const Pod& pod) { return kube::ObjectKey(pod.metadata); }
 
-const kube::Condition* PodScheduledCondition(const Pod& pod) {
-  for (const kube::Condition& c : pod.status.conditions) {
-    if (c.type == "PodScheduled") return &c;
-  }
-  return nullptr;
-}
-
 std::string ErrorWords(const Error& e) {
   std::string words = e.message;
   for (const ErrorDetail& d : e.details) {
@@ -1100,7 +1093,7 @@ awaitable<void> Scheduler::RetryCancels() {
 }
 
 awaitable<void> Scheduler::ReportWaiting(const Pod& pod, std::string message) {
-  const kube::Condition* cond = PodScheduledCondition(pod);
+  const kube::Condition* cond = kube::FindCondition(pod.status.conditions, "PodScheduled");
   if (cond != nullptr && cond->status == "False" && cond->message == message) {
     reported_[pod.metadata.uid] = message;
     co_return;

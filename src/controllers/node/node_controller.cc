@@ -37,13 +37,6 @@ std::string TaintsText(const std::vector<kube::Taint>& taints) {
   return fmt::format("[{}]", fmt::join(out, ", "));
 }
 
-const kube::Condition* FindCondition(const kube::Node& node) {
-  for (const kube::Condition& c : node.conditions) {
-    if (c.type == kSlurmNodeReadyCondition) return &c;
-  }
-  return nullptr;
-}
-
 bool SameCondition(const kube::Condition& a, const kube::Condition& b) {
   return a.status == b.status && a.reason == b.reason && a.message == b.message;
 }
@@ -276,7 +269,7 @@ awaitable<Result<void>> NodeController::SyncCondition(const kube::Node& node,
                                                       const NodePlan& plan) {
   const std::string& name = node.metadata.name;
   if (auto w = written_.find(name); w != written_.end()) {
-    const kube::Condition* current = FindCondition(node);
+    const kube::Condition* current = kube::FindCondition(node.conditions, kSlurmNodeReadyCondition);
     if (current != nullptr && SameCondition(*current, w->second.condition)) {
       written_.erase(w);  // the cache has caught up with our write
     } else if (plan.condition && SameCondition(*plan.condition, w->second.condition) &&

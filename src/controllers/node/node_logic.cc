@@ -25,13 +25,6 @@ kube::Condition ReadyCondition(const HealthStatus& h) {
   return c;
 }
 
-const kube::Condition* FindCondition(const kube::Node& node) {
-  for (const kube::Condition& c : node.conditions) {
-    if (c.type == kSlurmNodeReadyCondition) return &c;
-  }
-  return nullptr;
-}
-
 }  // namespace
 
 std::string CordonDrainReason(std::string_view k8s_node) {
@@ -152,7 +145,7 @@ NodePlan PlanNode(const kube::Node& node, const slurm::NodeInfo* slurm_node,
   if (!plan.taints_added.empty() || !plan.taints_removed.empty()) plan.taints = std::move(taints);
 
   // Slurm -> Kubernetes: the SlurmNodeReady condition.
-  const kube::Condition* current = FindCondition(node);
+  const kube::Condition* current = kube::FindCondition(node.conditions, kSlurmNodeReadyCondition);
   if (health) {
     kube::Condition want = ReadyCondition(*health);
     const bool same = current != nullptr && current->status == want.status &&
