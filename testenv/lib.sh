@@ -18,8 +18,12 @@ SB_VENDOR_DIR="${SB_VENDOR_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 SB_ETCD_VERSION="3.5.30"
 SB_ETCD_DIR="${SB_ETCD_DIR:-$SB_CACHE_DIR/etcd-$SB_ETCD_VERSION}"
 SB_ETCD="$SB_ETCD_DIR/usr/bin/etcd"
-# The environment's kubectl (built with the rest, the apiserver's version) comes first on PATH.
-export PATH="$SB_KUBE_DIR/bin:$PATH"
+# The environment's kubectl (built with the rest, the apiserver's version) comes first on PATH
+# (once: scripts that source this one from each other do not grow it).
+case "$PATH:" in
+  "$SB_KUBE_DIR/bin:"*) ;;
+  *) export PATH="$SB_KUBE_DIR/bin:$PATH" ;;
+esac
 # Bumped when the chroot's content changes, so old caches are rebuilt.
 SB_CHROOT_STAMP=".slurm-bridge-chroot-v1"
 # The stamp of a complete Kubernetes build: all five binaries (the control plane, the kubelet and

@@ -83,6 +83,11 @@ std::string PodJson(const std::string& name, const std::string& labels_json = "{
          "}}";
 }
 
+// The spec field that makes a pod the bridge's (JSON text, for PodJson's `spec_extra`).
+std::string OurScheduler() {
+  return std::string(R"(,"schedulerName":")") + std::string(bridge::kDefaultSchedulerName) + "\"";
+}
+
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
   std::ostringstream s;
@@ -261,8 +266,7 @@ class AdmissionE2e : public ::testing::Test {
 
     // The apiserver picks new webhook configurations up from its own informer: probe until both
     // hooks answer (bounded). topologySpreadConstraints are refused for everyone.
-    const std::string ours =
-        std::string(R"(,"schedulerName":")") + std::string(bridge::kDefaultSchedulerName) + "\"";
+    const std::string ours = OurScheduler();
     const std::string spread =
         ours +
         R"(,"topologySpreadConstraints":[{"maxSkew":1,"topologyKey":"zone","whenUnsatisfiable":"DoNotSchedule","labelSelector":{}}])";
@@ -375,8 +379,7 @@ TEST_F(AdmissionE2e, MutatesAndValidatesPodsThroughTheApiserver) {
 // with a message that names Slurm, and neither side changes.
 TEST_F(AdmissionE2e, DraClaimsAndInPlaceResizeAreRefusedWithWhy) {
   ASSERT_NO_FATAL_FAILURE(StartWebhooks());
-  const std::string ours =
-      std::string(R"(,"schedulerName":")") + std::string(bridge::kDefaultSchedulerName) + "\"";
+  const std::string ours = OurScheduler();
   // A DeviceClass and a ResourceClaim exist on the server: the claim is real, not a typo.
   const std::string device_class =
       R"({"apiVersion":"resource.k8s.io/v1","kind":"DeviceClass","metadata":{"name":"gpu-)" +
