@@ -349,7 +349,12 @@ TEST_F(PodControllerTest, ForgedLabelNeverCancelsAnotherClustersJob) {
 // pods; the sweep must not take their jobs for orphans.
 TEST_F(PodControllerTest, SweepSkippedWhileThePodWatchIsBroken) {
   Start();
+  // The pod watch is open when the server breaks (it used to race the break: under the
+  // sanitizers it often was, and nothing ever ended it); it ends as a broken server's would, and
+  // the requests after it (re-watch, relist) get the 500s.
+  ASSERT_TRUE(RunUntil([&] { return api_.open_watches() >= 1; }));
   pods_broken_ = true;
+  api_.CloseWatches();
   ASSERT_TRUE(RunUntil([&] { return broken_answers_ >= 2; }));
   // A pod created meanwhile, and the scheduler's job for it.
   const std::string uid = NextUid("new");
