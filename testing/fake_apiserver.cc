@@ -232,6 +232,42 @@ FakeReply StatusReply(int code, const std::string& reason, const std::string& me
   return HttpReply(code, StatusJson(code, reason, message));
 }
 
+// The apiserver's rule for a pod update (ValidatePodUpdate, validateOnlyAddedTolerations): every
+// toleration the pod had is still there, equal in all but tolerationSeconds; fields left out
+// equal empty ones, as Go's decoding has it (operator is not defaulted).
+std::optional<std::string> TolerationsChanged(const bj::object& before, const bj::object& after) {
+  auto list = [](const bj::object& pod) {
+    std::vector<std::string> out;
+    const bj::value* spec = pod.if_contains("spec");
+    const bj::value* tols = spec != nullptr && spec->is_object()
+                                ? spec->as_object().if_contains("tolerations")
+                                : nullptr;
+    if (tols == nullptr || !tols->is_array()) return out;
+    for (const bj::value& t : tols->as_array()) {
+      if (!t.is_object()) continue;
+      std::string norm;
+      for (const char* f : {"key", "operator", "value", "effect"}) {
+        const bj::value* v = t.as_object().if_contains(f);
+        norm += std::string(f) + "=" +
+                (v != nullptr && v->is_string() ? std::string(v->as_string()) : "") + ";";
+      }
+      out.push_back(std::move(norm));
+    }
+    return out;
+  };
+  std::vector<std::string> now = list(after);
+  for (const std::string& t : list(before)) {
+    auto it = std::ranges::find(now, t);
+    if (it == now.end()) {
+      return "Pod \"\" is invalid: spec.tolerations: Forbidden: existing toleration can not be "
+             "modified except its tolerationSeconds (" +
+             t + ")";
+    }
+    now.erase(it);
+  }
+  return std::nullopt;
+}
+
 // A strategic merge patch as the fake applies it: a merge patch, except that lists named
 // "conditions" merge element by element on "type" (as PodStatus and NodeStatus declare).
 void StrategicMerge(bj::object& target, const bj::object& patch) {
@@ -476,10 +512,16 @@ struct FakeApiServer::Impl {
                               Meta(obj, "resourceVersion"))) {
       return std::move(*c);
     }
+    const bj::object before = obj;
     if (type.find("strategic-merge-patch") != std::string::npos) {
       StrategicMerge(obj, *patch);
     } else {
       MergePatch(obj, *patch);
+    }
+    if (resource == "pods") {
+      if (std::optional<std::string> why = TolerationsChanged(before, obj)) {
+        return StatusReply(422, "Invalid", *why);
+      }
     }
     Record(resource, "MODIFIED", key, std::move(obj));
     return HttpReply(200, bj::serialize(store[resource].at(key)));

@@ -14,7 +14,8 @@
 //   GET    .../pods/{name}, /api/v1/nodes/{name}
 //   PATCH  the same, and their /status: a merge patch (a strategic merge patch is applied as one,
 //          except that lists named "conditions" merge by "type"); metadata.resourceVersion or
-//          metadata.uid in the patch are preconditions: 409 Conflict when they differ
+//          metadata.uid in the patch are preconditions: 409 Conflict when they differ; a pod
+//          patch that changes or drops a toleration it had gets the apiserver's 422
 //   PUT    the same: metadata.resourceVersion must be set (422) and current (409)
 //   DELETE the same, with DeleteOptions preconditions (uid, resourceVersion: 409); an object with
 //          finalizers, or a pod on a node deleted with a grace period, gets deletionTimestamp
@@ -32,7 +33,7 @@
 // request first and may answer it with raw bytes (WatchReply/Cut helpers below); with
 // conflict_writes the next writes answer 409 whatever their preconditions.
 // Not modelled: timeoutSeconds (watches end at CloseWatches()), creation by POST, subresources
-// other than those above, JSON patch (415), admission and validation.
+// other than those above, JSON patch (415), admission, and validation beyond the tolerations rule.
 //
 // Thread model: runs on the caller's io_context; tests drive both sides on one thread.
 #pragma once

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "bridge/hostlist.h"
+#include "slurm/codec.h"
 
 namespace sb::testing {
 namespace {
@@ -188,6 +189,17 @@ slurm::Task<bool> FakeSlurmClient::UpdateJob(std::int64_t job_id, slurm::JobDesc
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) co_return tl::unexpected(NotFound("job " + std::to_string(job_id)));
   slurm::JobInfo& j = it->second;
+  // As slurmctld for the SlurmUser: a job that has started takes a new admin_comment (the
+  // scheduler's retag of a refilled job), nothing else.
+  slurm::JobDescription tag_only;
+  tag_only.admin_comment = changes.admin_comment;
+  const bool only_tag = !changes.admin_comment.empty() && slurm::EncodeJobDescription(changes) ==
+                                                              slurm::EncodeJobDescription(tag_only);
+  if (j.BaseState() == "RUNNING" && only_tag) {
+    j.admin_comment = changes.admin_comment;
+    ++changed_;
+    co_return true;
+  }
   if (j.BaseState() != "PENDING") {
     Error e{ErrorCode::kFailedPrecondition, "job is no longer pending", 200};
     e.details.push_back({.number = 2073, .error = "Job is no longer pending execution"});

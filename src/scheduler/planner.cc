@@ -298,23 +298,30 @@ BindPlan PlanBind(const BindInput& in, const PlannerOptions& options) {
     plan.recheck_at = in.now + options.full_recheck;
     return plan;
   }
-  std::vector<std::string> uids = job.uids;
-  std::vector<std::string> names = job.pods;
-  names.resize(uids.size());
-  bool retag = false;
-  for (const auto& [pod, node] : plan.assign) {
-    if (!Contains(uids, pod->metadata.uid)) {
-      uids.push_back(pod->metadata.uid);
-      names.push_back(pod->metadata.namespace_ + "/" + pod->metadata.name);
-      retag = true;
-    }
-  }
-  if (retag) {
-    plan.retag_uids = std::move(uids);
-    plan.retag_pods = std::move(names);
-  }
+  plan.retag = std::ranges::any_of(
+      plan.assign, [&](const auto& a) { return !Contains(job.uids, a.first->metadata.uid); });
   plan.done = free.empty();
   return plan;
+}
+
+TagMembers MergeTag(const TagMembers& current, const std::vector<Holder>& holders,
+                    const std::vector<const kube::Pod*>& waiting,
+                    const std::vector<std::pair<const kube::Pod*, std::string>>& assign) {
+  std::set<std::string> live;
+  for (const Holder& h : holders) live.insert(h.uid);
+  for (const kube::Pod* p : waiting) live.insert(p->metadata.uid);
+  TagMembers out;
+  for (std::size_t i = 0; i < current.uids.size(); ++i) {
+    if (!live.contains(current.uids[i]) || Contains(out.uids, current.uids[i])) continue;
+    out.uids.push_back(current.uids[i]);
+    out.pods.push_back(i < current.pods.size() ? current.pods[i] : "");
+  }
+  for (const auto& [pod, node] : assign) {
+    if (Contains(out.uids, pod->metadata.uid)) continue;
+    out.uids.push_back(pod->metadata.uid);
+    out.pods.push_back(pod->metadata.namespace_ + "/" + pod->metadata.name);
+  }
+  return out;
 }
 
 std::vector<Cancel> PlanDuplicates(const std::map<std::string, std::int64_t>& tracked,

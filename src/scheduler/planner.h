@@ -140,12 +140,11 @@ struct BindInput {
 
 struct BindPlan {
   std::vector<std::pair<const kube::Pod*, std::string>> assign;  // pod -> Kubernetes node
-  // Set: the job's tag must list these UIDs (the job's and the assigned pods') before binding.
-  std::vector<std::string> retag_uids;
-  std::vector<std::string> retag_pods;  // their "ns/name"
-  bool done = false;                    // every node of the job has its pod after `assign`
-  std::vector<std::string> unmapped;    // Slurm nodes no Kubernetes node maps to
-  std::optional<Cancel> cancel;         // the job, after `unmapped_grace`
+  // An assigned pod is not in the job's tag: the tag must list it before binding (MergeTag).
+  bool retag = false;
+  bool done = false;                  // every node of the job has its pod after `assign`
+  std::vector<std::string> unmapped;  // Slurm nodes no Kubernetes node maps to
+  std::optional<Cancel> cancel;       // the job, after `unmapped_grace`
   std::string event_reason;
   std::string event_message;
   std::string report;
@@ -153,6 +152,23 @@ struct BindPlan {
 };
 
 [[nodiscard]] BindPlan PlanBind(const BindInput& in, const PlannerOptions& options);
+
+// The pods a job's tag lists (bridge/tag.h), UIDs and "ns/name" in the same order.
+struct TagMembers {
+  std::vector<std::string> uids;
+  std::vector<std::string> pods;
+  bool operator==(const TagMembers&) const = default;
+};
+
+// The tag of a refilled job (review N-1, N-16): the tag Slurm has now (`current`, read just
+// before: never a copy from an older job list, which would drop a pod an earlier refill added),
+// plus the pods being bound (`assign`), less the pods that are gone. A listed pod stays while it
+// is bound to the job (a holder, running or done) or waits in the group; so the tag follows the
+// group's live pods instead of growing with every completion of a long Job.
+[[nodiscard]] TagMembers MergeTag(
+    const TagMembers& current, const std::vector<Holder>& holders,
+    const std::vector<const kube::Pod*>& waiting,
+    const std::vector<std::pair<const kube::Pod*, std::string>>& assign);
 
 // The periodic check for a second job of a group (a lost submit reply, an old leader's submit):
 // live jobs tagged for a tracked group, with another id and no bound pod, are cancelled.

@@ -423,7 +423,7 @@ TEST(PlanBindTest, Table) {
     SCOPED_TRACE(row.name);
     BindPlan plan = PlanBind(row.in, {});
     EXPECT_EQ(Assigned(plan), row.assign);
-    EXPECT_EQ(plan.retag_uids, row.retag);
+    EXPECT_EQ(plan.retag, !row.retag.empty());
     EXPECT_EQ(plan.done, row.done);
     EXPECT_FALSE(plan.cancel);
     if (row.report_prefix.empty()) {
@@ -584,6 +584,21 @@ TEST(GangJobSizeTest, FromTheWorkLeft) {
     ASSERT_TRUE(g) << g.error().message;
     EXPECT_EQ(g->size, r.size) << r.status;
   }
+}
+
+// Review N-1, N-16: the retag starts from Slurm's tag, keeps the pods bound to the job (running
+// or done) and those still waiting, drops the pods that are gone, and adds the assigned ones.
+TEST(MergeTagTest, FromSlurmsTagKeepsLivePodsDropsGoneOnesAddsTheAssigned) {
+  kube::Pod d = MakePod("d");
+  kube::Pod e = MakePod("e");
+  const TagMembers current{.uids = {"uid-a", "uid-b", "uid-c", "uid-d"},
+                           .pods = {"ns/a", "ns/b", "ns/c", "ns/d"}};
+  const std::vector<Holder> holders = {{"uid-a", "n1", false}, {"uid-b", "n2", true}};
+  const TagMembers merged = MergeTag(current, holders, {&d, &e}, {{&e, "n1"}});
+  EXPECT_EQ(merged.uids, (std::vector<std::string>{"uid-a", "uid-b", "uid-d", "uid-e"}));
+  EXPECT_EQ(merged.pods, (std::vector<std::string>{"ns/a", "ns/b", "ns/d", "ns/e"}));
+  // An assigned pod already listed is not listed twice.
+  EXPECT_EQ(MergeTag(merged, holders, {&d, &e}, {{&d, "n1"}}), merged);
 }
 
 }  // namespace

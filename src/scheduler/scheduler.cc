@@ -104,19 +104,22 @@ std::string LabelPatch(const Pod& pod, std::int64_t job_id, const std::string& s
     meta += fmt::format(",\"annotations\":{{{}}}", annotations);
   }
   const bool tolerated = ToleratesManagedNodes(pod, scheduler_name);
+  // Each toleration exactly as stored: a field left out stays out (the API does not default
+  // `operator`), since the apiserver refuses an update that changes an existing one (review N-2).
   std::vector<std::string> tols;
   for (const kube::Toleration& t : pod.spec.tolerations) {
-    std::string one =
-        fmt::format("\"key\":{},\"operator\":{},\"value\":{},\"effect\":{}", kube::JsonQuote(t.key),
-                    kube::JsonQuote(t.operator_.empty() ? "Equal" : t.operator_),
-                    kube::JsonQuote(t.value), kube::JsonQuote(t.effect));
-    if (t.operator_ == "Exists") {
-      one = fmt::format("\"key\":{},\"operator\":\"Exists\",\"effect\":{}", kube::JsonQuote(t.key),
-                        kube::JsonQuote(t.effect));
+    std::vector<std::string> fields;
+    const auto field = [&](std::string_view name, const std::string& value) {
+      if (!value.empty()) fields.push_back(fmt::format("\"{}\":{}", name, kube::JsonQuote(value)));
+    };
+    field("key", t.key);
+    field("operator", t.operator_);
+    field("value", t.value);
+    field("effect", t.effect);
+    if (t.toleration_seconds) {
+      fields.push_back(fmt::format("\"tolerationSeconds\":{}", *t.toleration_seconds));
     }
-    if (t.toleration_seconds)
-      one += fmt::format(",\"tolerationSeconds\":{}", *t.toleration_seconds);
-    tols.push_back("{" + one + "}");
+    tols.push_back(fmt::format("{{{}}}", fmt::join(fields, ",")));
   }
   std::string spec;
   if (!tolerated) {
@@ -617,11 +620,8 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
   if (auto it = jobs_.find(group_key); it != jobs_.end() && !plan.label.empty()) {
     const std::int64_t id = it->second.id;
     for (const Pod* pod : plan.label) {
-      std::string patch = LabelPatch(*pod, id, config_.scheduler_name, nullptr);
-      Result<Pod> r = co_await kube::PatchAs<Pod>(
-          kube_, kube::PodsRef(pod->metadata.namespace_).WithName(pod->metadata.name),
-          kube::PatchType::kStrategicMerge, std::move(patch));
-      if (!r && r.error().code != ErrorCode::kNotFound) co_return tl::unexpected(r.error());
+      Result<void> r = co_await LabelPod(*pod, id, nullptr, "");
+      if (!r) co_return r;
     }
   }
   if (!plan.submit.empty()) co_return co_await Submit(spec, plan.submit);
@@ -952,24 +952,9 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
 
   // Pods the job was not submitted for (a re-created member) join its tag before they bind, so
   // that the controllers know them as the job's.
-  if (!plan.retag_uids.empty()) {
-    bridge::JobTag tag{.pods = plan.retag_pods,
-                       .uids = plan.retag_uids,
-                       .group = spec.key,
-                       .cluster = config_.cluster_name,
-                       .scheduler = config_.scheduler_name};
-    slurm::JobDescription change;
-    change.admin_comment = bridge::EncodeJobTag(tag);
-    Result<bool> r = co_await slurm_.UpdateJob(job.id, std::move(change));
-    if (!r) {
-      spdlog::warn("{}: adding pods to the tag of Slurm job {} failed: {}", spec.key, job.id,
-                   r.error().ToString());
-      co_return tl::unexpected(r.error());
-    }
-    if (auto it = jobs_.find(spec.key); it != jobs_.end() && it->second.id == job.id) {
-      it->second.uids = plan.retag_uids;
-      it->second.pods = plan.retag_pods;
-    }
+  if (plan.retag) {
+    Result<void> r = co_await Retag(spec, job.id, in.holders, pods, plan.assign);
+    if (!r) co_return r;
   }
   // Each pod carries the job id (label, finalizer, toleration: set after the submit) before it
   // is bound; the node and the GPU indices Slurm gave the job there, which the containers read
@@ -989,12 +974,9 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
     a.emplace(bridge::kNodeAnnotation, node);
     if (!gpus.empty()) a.emplace(bridge::kJobGpusAnnotation, gpus);
     if (Labelled(*pod, job.id, config_.scheduler_name)) continue;
-    std::string patch = LabelPatch(*pod, job.id, config_.scheduler_name, &node, gpus);
-    Result<Pod> r = co_await kube::PatchAs<Pod>(
-        kube_, kube::PodsRef(pod->metadata.namespace_).WithName(pod->metadata.name),
-        kube::PatchType::kStrategicMerge, std::move(patch));
     ++stats_.bind_patches;
-    if (!r && r.error().code != ErrorCode::kNotFound) co_return tl::unexpected(r.error());
+    Result<void> r = co_await LabelPod(*pod, job.id, &node, gpus);
+    if (!r) co_return r;
   }
   for (std::size_t i = 0; i < plan.assign.size(); ++i) {
     const Pod* pod = plan.assign[i].first;
@@ -1058,6 +1040,66 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
     jobs_.erase(it);
   }
   co_return Result<void>{};
+}
+
+awaitable<Result<void>> Scheduler::Retag(
+    const GroupSpec& spec, std::int64_t id, const std::vector<Holder>& holders,
+    const std::vector<const Pod*>& waiting,
+    const std::vector<std::pair<const Pod*, std::string>>& assign) {
+  // Read-modify-write: the tag as Slurm has it now (an earlier refill may have changed it since
+  // any job list this process holds).
+  Result<slurm::JobInfo> info = co_await slurm_.GetJob(id);
+  if (!info) co_return tl::unexpected(info.error());
+  TagMembers current;
+  if (std::optional<bridge::JobTag> tag = bridge::ParseJobTag(info->admin_comment);
+      tag && tag->BelongsTo(config_.cluster_name, config_.scheduler_name)) {
+    current = {.uids = tag->uids, .pods = tag->pods};
+  }
+  const TagMembers merged = MergeTag(current, holders, waiting, assign);
+  bridge::JobTag tag{.pods = merged.pods,
+                     .uids = merged.uids,
+                     .group = spec.key,
+                     .cluster = config_.cluster_name,
+                     .scheduler = config_.scheduler_name};
+  slurm::JobDescription change;
+  change.admin_comment = bridge::EncodeJobTag(tag);
+  Result<bool> r = co_await slurm_.UpdateJob(id, std::move(change));
+  if (!r) {
+    spdlog::warn("{}: adding pods to the tag of Slurm job {} failed: {}", spec.key, id,
+                 r.error().ToString());
+    co_return tl::unexpected(r.error());
+  }
+  if (auto it = jobs_.find(spec.key); it != jobs_.end() && it->second.id == id) {
+    it->second.uids = merged.uids;
+    it->second.pods = merged.pods;
+  }
+  // The job list held stays true to Slurm: the next refill may adopt the job from it.
+  if (auto it = listed_.find(spec.key); it != listed_.end()) {
+    for (JobView& v : it->second) {
+      if (v.id != id) continue;
+      v.uids = merged.uids;
+      v.pods = merged.pods;
+    }
+  }
+  co_return Result<void>{};
+}
+
+awaitable<Result<void>> Scheduler::LabelPod(const Pod& pod, std::int64_t job_id,
+                                            const std::string* node, const std::string& gpus) {
+  std::string patch = LabelPatch(pod, job_id, config_.scheduler_name, node, gpus);
+  Result<Pod> r = co_await kube::PatchAs<Pod>(
+      kube_, kube::PodsRef(pod.metadata.namespace_).WithName(pod.metadata.name),
+      kube::PatchType::kStrategicMerge, std::move(patch));
+  if (r || r.error().code == ErrorCode::kNotFound) co_return Result<void>{};
+  if (r.error().code == ErrorCode::kInvalidArgument) {
+    // Refused (a validation rule, an admission policy): said on the pod, not only in the log,
+    // and tried again with the queue's backoff (a stale cache is the usual cause).
+    recorder_.Emit(kube::MakeObjectReference("v1", "Pod", pod.metadata), kube::EventType::kWarning,
+                   "SlurmJobLabelRefused",
+                   fmt::format("the apiserver refused the label of Slurm job {}: {}", job_id,
+                               ErrorWords(r.error())));
+  }
+  co_return tl::unexpected(r.error());
 }
 
 awaitable<void> Scheduler::CancelJob(Cancel cancel) {

@@ -171,6 +171,15 @@ class Scheduler {
                   kube::Clock::Duration after);
   boost::asio::awaitable<Result<void>> Bind(const bridge::GroupSpec& spec,
                                             std::vector<const kube::Pod*> pods, TrackedJob job);
+  // Adds the assigned pods to the job's tag in Slurm (MergeTag), from the tag Slurm has now.
+  boost::asio::awaitable<Result<void>> Retag(
+      const bridge::GroupSpec& spec, std::int64_t id, const std::vector<Holder>& holders,
+      const std::vector<const kube::Pod*>& waiting,
+      const std::vector<std::pair<const kube::Pod*, std::string>>& assign);
+  // Sets the job-id label, the finalizer and the managed-node toleration (and, with `node`, the
+  // node and GPU annotations); a refused patch is reported on the pod.
+  boost::asio::awaitable<Result<void>> LabelPod(const kube::Pod& pod, std::int64_t job_id,
+                                                const std::string* node, const std::string& gpus);
   // Cancels until Slurm confirms: a failed cancel is tried again by PollSlurm.
   boost::asio::awaitable<void> CancelJob(Cancel cancel);
   boost::asio::awaitable<void> RetryCancels();

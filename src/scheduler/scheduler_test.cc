@@ -908,5 +908,77 @@ TEST_F(SchedulerFlowTest, DuplicateJobCancelIsNotCountedAsPodsGone) {
   EXPECT_EQ(scheduler_->stats().duplicates_cancelled, 1u);
 }
 
+// Review N-2: a toleration written without `operator` (the common form in users' manifests;
+// the API does not default it) is sent back as it is stored when the bridge adds its own: the
+// apiserver refuses a pod update that changes an existing toleration, and the pod would never be
+// labelled nor bound while its job held the node.
+TEST_F(SchedulerTest, TolerationWithoutOperatorIsKeptAsStoredAndThePodBinds) {
+  apply_patches_ = true;
+  api_.pod_merge_patch =
+      R"({"spec":{"tolerations":[{"key":"dedicated","value":"gpu","effect":"NoSchedule"},)"
+      R"({"key":"x","operator":"Exists","tolerationSeconds":30}]}})";
+  ASSERT_NO_FATAL_FAILURE(StartWithPendingPods(1));
+  ASSERT_TRUE(RunUntil([&] {
+    std::shared_ptr<const kube::Pod> cached = scheduler_->CachedPod("ns/p0");
+    return cached && cached->metadata.labels.contains(std::string(bridge::kJobIdLabel));
+  })) << api_.PodJson("ns", "p0");
+  Allocate(JobOf("p0"));
+  ASSERT_TRUE(AdvanceUntil([&] { return bindings_.contains("p0"); }));
+  const std::string json = api_.PodJson("ns", "p0");
+  EXPECT_NE(json.find(R"({"key":"dedicated","value":"gpu","effect":"NoSchedule"})"),
+            std::string::npos)
+      << json;
+  EXPECT_NE(json.find(R"({"key":"x","operator":"Exists","tolerationSeconds":30})"),
+            std::string::npos)
+      << json;
+  EXPECT_NE(json.find(bridge::kManagedNodeTaint), std::string::npos) << json;
+}
+
+// Review N-1: two refills of one running gang job, with no job list between them (the scheduler
+// is otherwise idle): the second retag starts from the job's tag as Slurm has it now, not from
+// the list read before the first, so the first refilled pod stays the job's (else the
+// controllers take it for a stray and delete it).
+TEST_F(SchedulerFlowTest, SecondRefillKeepsTheFirstRefilledPodInTheTag) {
+  kube_nodes_ = {"n1", "n2"};
+  slurm::NodeInfo n2;
+  n2.name = "n2";
+  slurm_.AddNode(n2);
+  apply_patches_ = true;
+  AddGangJob("train", 2);
+  const std::string uid0 = NextUid("w0");
+  api_.AddPod("ns", "w0", {}, "n1");
+  const std::string uid1 = NextUid("w1");
+  api_.AddPod("ns", "w1", {}, "n2");
+  bridge::JobTag tag{.pods = {"ns/w0", "ns/w1"},
+                     .uids = {uid0, uid1},
+                     .group = "Job/ns/train",
+                     .cluster = config_.cluster_name,
+                     .scheduler = config_.scheduler_name};
+  const std::int64_t id = slurm_.AddJob("RUNNING", bridge::EncodeJobTag(tag), "n[1-2]");
+  const std::string label =
+      fmt::format(R"({{"metadata":{{"labels":{{"{}":"{}"}}}}}})", bridge::kJobIdLabel, id);
+  api_.PatchPod("ns", "w0", label);
+  api_.PatchPod("ns", "w1", label);
+  Start();
+
+  api_.PatchPod("ns", "w0", R"({"status":{"phase":"Succeeded"}})");
+  const std::string uid2 = NextUid("w2");
+  api_.AddPod("ns", "w2");
+  ASSERT_TRUE(AdvanceUntil([&] { return bindings_.contains("w2"); }));
+  EXPECT_EQ(bindings_["w2"], "n1");
+  ASSERT_NE(slurm_.Job(id)->admin_comment.find(uid2), std::string::npos);
+
+  api_.PatchPod("ns", "w1", R"({"status":{"phase":"Succeeded"}})");
+  const std::string uid3 = NextUid("w3");
+  api_.AddPod("ns", "w3");
+  ASSERT_TRUE(AdvanceUntil([&] { return bindings_.contains("w3"); }));
+  EXPECT_EQ(bindings_["w3"], "n2");
+  const std::string& now = slurm_.Job(id)->admin_comment;
+  EXPECT_NE(now.find(uid2), std::string::npos) << "the first refilled pod left the tag: " << now;
+  EXPECT_NE(now.find(uid3), std::string::npos) << now;
+  EXPECT_TRUE(slurm_.cancels().empty());
+  EXPECT_EQ(slurm_.calls("SubmitJob"), 0);
+}
+
 }  // namespace
 }  // namespace sb::scheduler
