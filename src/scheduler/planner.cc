@@ -90,7 +90,10 @@ GroupPlan PlanGroup(const GroupInput& in, const PlannerOptions& options) {
   }
   if (pods.empty()) {
     if (job) {
-      if (!job->refill) plan.cancel.push_back({job->id, "its pods are gone"});
+      // Pods bound to it (or maybe bound: holders not read) make it the controllers' job.
+      const bool maybe_bound =
+          job->refill || (job->bind_tried && (!job->holders_known || !job->holders.empty()));
+      if (!maybe_bound) plan.cancel.push_back({job->id, "its pods are gone"});
       plan.forget = true;
     }
     return plan;
@@ -233,7 +236,12 @@ BindPlan PlanBind(const BindInput& in, const PlannerOptions& options) {
       targets.push_back(it->second);
     }
   }
-  if (!plan.unmapped.empty()) {
+  // Bound before (a re-created member, or a binding cut short): fill what is free. Never bound:
+  // the group binds as a whole.
+  const bool refill = !in.holders.empty();
+  // A job with pods bound to it is the controllers' (review N-14): a node of it Kubernetes lacks
+  // now (a Node deleted and not yet back) is reported, never a reason to cancel the running pods.
+  if (!plan.unmapped.empty() && !refill) {
     const std::string names = fmt::format("{}", fmt::join(plan.unmapped, ","));
     const TimePoint since = in.unmapped_since.value_or(in.now);
     if (in.now - since >= options.unmapped_grace) {
@@ -258,9 +266,6 @@ BindPlan PlanBind(const BindInput& in, const PlannerOptions& options) {
   for (const Holder& h : in.holders) {
     if (h.active) free.erase(h.node);
   }
-  // Bound before (a re-created member, or a binding cut short): fill what is free. Never bound:
-  // the group binds as a whole.
-  const bool refill = !in.holders.empty();
   const std::vector<const kube::Pod*> pods = TaggedFirst(ByName(in.pods), job.uids);
 
   // A pod annotated earlier with a free node keeps it; the rest in order.
@@ -290,12 +295,29 @@ BindPlan PlanBind(const BindInput& in, const PlannerOptions& options) {
     plan.assign.emplace_back(pod, *free.begin());
     free.erase(free.begin());
   }
+  if (plan.assign.empty() && !plan.unmapped.empty()) {
+    plan.report = fmt::format(
+        "Slurm job {} of {} {} has a pod on each of its nodes Kubernetes knows; its node(s) {} "
+        "match no Kubernetes node",
+        job.id, in.kind, in.name, fmt::join(plan.unmapped, ","));
+    plan.recheck_at = in.now + std::chrono::seconds(5);
+    return plan;
+  }
   if (plan.assign.empty()) {
     if (!free.empty()) return plan;  // nothing to bind (cannot happen with pods waiting)
+    std::vector<std::string> terminating;
+    for (const Holder& h : in.holders) {
+      if (h.terminating) terminating.push_back(h.node);
+    }
     plan.report = fmt::format(
         "Slurm job {} of {} {} has a pod on each of its {} node(s); waiting for one to be free",
         job.id, in.kind, in.name, targets.size());
-    plan.recheck_at = in.now + options.full_recheck;
+    if (!terminating.empty()) {
+      plan.report += fmt::format(" (a pod is terminating on {})", fmt::join(terminating, ", "));
+    }
+    // The scheduler does not watch bound pods: it looks again, sooner while one terminates.
+    plan.recheck_at =
+        in.now + (terminating.empty() ? options.full_recheck : options.terminating_recheck);
     return plan;
   }
   plan.retag = std::ranges::any_of(

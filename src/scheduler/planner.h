@@ -44,8 +44,11 @@ using TimePoint = kube::Clock::TimePoint;
 // A pod bound to a node of a job (labelled with its id).
 struct Holder {
   std::string uid;
-  std::string node;    // Kubernetes node name
-  bool active = true;  // false: Succeeded, Failed or being deleted (its node is free again)
+  std::string node;  // Kubernetes node name
+  // false: Succeeded or Failed (its node is free again). A pod being deleted holds its node
+  // until it is gone or its phase is terminal: the kubelet still counts it (review N-8).
+  bool active = true;
+  bool terminating = false;  // being deleted (deletionTimestamp set), still active
 };
 
 // A Slurm job of a group, as the scheduler knows it.
@@ -64,6 +67,9 @@ struct JobView {
   // Pods of the group were bound to it before (a refill): the controllers own it, so the
   // scheduler never cancels it, even when no pod of the group waits any more.
   bool refill = false;
+  // This process tried to bind pods to it: one may be bound though its Binding's reply was lost
+  // (review N-10), so it is never cancelled as "pods gone" without holders read and none found.
+  bool bind_tried = false;
 };
 
 struct PlannerOptions {
@@ -72,6 +78,7 @@ struct PlannerOptions {
   std::chrono::seconds unmapped_grace{30};  // then a job on a node Kubernetes lacks is cancelled
   std::chrono::seconds owner_recheck{10};   // an incomplete group reads its owners again
   std::chrono::seconds full_recheck{10};    // a refilled job with no free node looks again
+  std::chrono::seconds terminating_recheck{2};  // ... sooner while a pod of it terminates
 };
 
 // Whether the pod may be scheduled at all (no spec.schedulingGates left).

@@ -601,5 +601,75 @@ TEST(MergeTagTest, FromSlurmsTagKeepsLivePodsDropsGoneOnesAddsTheAssigned) {
   EXPECT_EQ(MergeTag(merged, holders, {&d, &e}, {{&d, "n1"}}), merged);
 }
 
+// Review N-8: a pod being deleted still holds its node (the kubelet counts it until it is gone):
+// the replacement waits, and the group is looked at again soon.
+TEST(PlanBindTest, TerminatingHolderKeepsItsNodeUntilGone) {
+  kube::Pod c = MakePod("c");
+  BindInput in{.job = Job(7, "RUNNING", {"uid-a", "uid-b"}),
+               .slurm_nodes = {"n1", "n2"},
+               .kube_node_of = {{"n1", "n1"}, {"n2", "n2"}},
+               .pods = {&c},
+               .holders = {{.uid = "uid-a", .node = "n1"},
+                           {.uid = "uid-b", .node = "n2", .active = true, .terminating = true}},
+               .kind = "Job",
+               .name = "train",
+               .now = kT0};
+  BindPlan plan = PlanBind(in, {});
+  EXPECT_TRUE(plan.assign.empty());
+  EXPECT_FALSE(plan.cancel);
+  EXPECT_NE(plan.report.find("a pod is terminating on n2"), std::string::npos) << plan.report;
+  EXPECT_EQ(plan.recheck_at, kT0 + 2s);
+  // Its phase terminal (the kubelet stopped it): the node is free.
+  in.holders[1] = {.uid = "uid-b", .node = "n2", .active = false};
+  plan = PlanBind(in, {});
+  EXPECT_EQ(Assigned(plan), (std::vector<std::pair<std::string, std::string>>{{"c", "n2"}}));
+}
+
+// Review N-14: a running job with pods bound is never cancelled for a node Kubernetes lacks;
+// its other free nodes still take pods.
+TEST(PlanBindTest, RefillIsNeverCancelledForAnUnmappedNode) {
+  kube::Pod c = MakePod("c");
+  kube::Pod d = MakePod("d");
+  BindInput in{.job = Job(7, "RUNNING", {"uid-a", "uid-b", "uid-x"}),
+               .slurm_nodes = {"n1", "n2", "n3"},
+               .kube_node_of = {{"n1", "n1"}, {"n2", "n2"}},
+               .pods = {&c},
+               .holders = {{.uid = "uid-a", .node = "n1"}, {.uid = "uid-b", .node = "n2"}},
+               .kind = "Job",
+               .name = "train",
+               .unmapped_since = kT0 - 1h,
+               .now = kT0};
+  BindPlan plan = PlanBind(in, {});
+  EXPECT_FALSE(plan.cancel);
+  EXPECT_TRUE(plan.assign.empty());
+  EXPECT_EQ(plan.unmapped, std::vector<std::string>{"n3"});
+  EXPECT_NE(plan.report.find("its node(s) n3 match no Kubernetes node"), std::string::npos)
+      << plan.report;
+  // n2's pod done: the waiting pod binds there; still no cancel.
+  in.holders[1].active = false;
+  in.pods = {&c, &d};
+  plan = PlanBind(in, {});
+  EXPECT_FALSE(plan.cancel);
+  EXPECT_EQ(Assigned(plan), (std::vector<std::pair<std::string, std::string>>{{"c", "n2"}}));
+}
+
+// Review N-10: a job this process tried to bind is cancelled as "pods gone" only when the
+// apiserver shows no pod bound to it.
+TEST(PlanGroupTest, PodsGoneAfterABindCancelOnlyWithNoHolder) {
+  JobView job = Job(7, "RUNNING", {"uid-a"});
+  job.bind_tried = true;
+  GroupPlan plan = PlanGroup({.spec = Gang(1), .tracked = job, .now = kT0}, {});
+  EXPECT_TRUE(plan.cancel.empty()) << "holders not read";
+  EXPECT_TRUE(plan.forget);
+  job.holders_known = true;
+  job.holders = {{.uid = "uid-a", .node = "n1"}};
+  plan = PlanGroup({.spec = Gang(1), .tracked = job, .now = kT0}, {});
+  EXPECT_TRUE(plan.cancel.empty()) << "a pod is bound to it";
+  job.holders.clear();
+  plan = PlanGroup({.spec = Gang(1), .tracked = job, .now = kT0}, {});
+  ASSERT_EQ(plan.cancel.size(), 1u);
+  EXPECT_EQ(plan.cancel.front().reason, "its pods are gone");
+}
+
 }  // namespace
 }  // namespace sb::scheduler

@@ -450,7 +450,8 @@ JobView Scheduler::View(const TrackedJob& job) {
                  .uids = job.uids,
                  .pods = job.pods,
                  .submitted = job.submitted,
-                 .refill = job.refill};
+                 .refill = job.refill,
+                 .bind_tried = job.bind_tried};
 }
 
 void Scheduler::Unlist(std::int64_t id) {
@@ -469,9 +470,11 @@ awaitable<Result<std::vector<Holder>>> Scheduler::ReadHolders(const std::string&
   std::vector<Holder> out;
   for (const Pod& p : labelled->items) {
     if (p.spec.node_name.empty()) continue;
-    const bool done = p.status.phase == "Succeeded" || p.status.phase == "Failed" ||
-                      !p.metadata.deletion_timestamp.empty();
-    out.push_back({.uid = p.metadata.uid, .node = p.spec.node_name, .active = !done});
+    const bool done = p.status.phase == "Succeeded" || p.status.phase == "Failed";
+    out.push_back({.uid = p.metadata.uid,
+                   .node = p.spec.node_name,
+                   .active = !done,
+                   .terminating = !done && !p.metadata.deletion_timestamp.empty()});
   }
   co_return out;
 }
@@ -535,6 +538,20 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
                 .now = now};
   if (auto it = jobs_.find(group_key); it != jobs_.end()) {
     in.tracked = View(it->second);
+    if (live.empty() && in.tracked->bind_tried) {
+      // Its pods left the watch: bound (a Binding whose reply was lost) or gone? The apiserver
+      // says which before the job may be cancelled.
+      const std::int64_t id = in.tracked->id;
+      Result<std::vector<Holder>> h = co_await ReadHolders(spec.namespace_, id);
+      if (!h) co_return tl::unexpected(h.error());
+      auto now_it = jobs_.find(group_key);
+      if (now_it == jobs_.end() || now_it->second.id != id) {
+        queue_.Add(std::string(kGroupItem) + group_key);  // changed meanwhile: look again
+        co_return Result<void>{};
+      }
+      in.tracked->holders = std::move(*h);
+      in.tracked->holders_known = true;
+    }
   } else if (!live.empty()) {
     Result<std::vector<JobView>> candidates = co_await Candidates(group_key, spec.namespace_);
     if (!candidates) co_return tl::unexpected(candidates.error());

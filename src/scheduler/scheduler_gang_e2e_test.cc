@@ -73,7 +73,8 @@ class SchedulerGangE2e : public sb::testing::BridgeE2e {
 };
 
 // Item 3: a member deleted after its gang was bound is re-created by the Job controller and
-// binds to the node it left, in the same Slurm job.
+// binds to the node it left, in the same Slurm job, once the old pod has terminated (review N-8:
+// never beside it while it terminates).
 TEST_F(SchedulerGangE2e, ReplacementOfADeletedMemberBindsToTheFreeNodeOfTheSameJob) {
   StartScheduler();
   CreateGangJob("pair", 2, 2);
@@ -92,7 +93,27 @@ TEST_F(SchedulerGangE2e, ReplacementOfADeletedMemberBindsToTheFreeNodeOfTheSameJ
   // Deleted (the finalizer keeps it Terminating: there is no kubelet); the Job makes another.
   auto del = RunSync(io_, kube_->Delete(kube::PodsRef(ns_).WithName(gone.metadata.name), {}));
   ASSERT_TRUE(del) << del.error().message;
+  // The replacement comes and waits while the old pod terminates (the scheduler looks every
+  // 2 s meanwhile: a few of those pass here).
   std::optional<kube::Pod> replacement;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        for (const kube::Pod& p : LivePods()) {
+          if (p.metadata.uid != pods[0].metadata.uid) replacement = p;
+        }
+        return replacement.has_value();
+      },
+      90s))
+      << "no replacement";
+  std::this_thread::sleep_for(6s);
+  for (const kube::Pod& p : LivePods()) {
+    EXPECT_TRUE(p.metadata.uid == pods[0].metadata.uid || p.spec.node_name.empty())
+        << p.metadata.name << " was bound to " << p.spec.node_name
+        << " while its predecessor terminates there";
+  }
+  // The kubelet's part: the old pod's containers stopped, its phase is terminal.
+  PatchPhase(gone.metadata.name, "Failed");
+  replacement.reset();
   ASSERT_TRUE(WaitFor(
       [&] {
         for (const kube::Pod& p : LivePods()) {

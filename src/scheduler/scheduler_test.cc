@@ -99,6 +99,21 @@ class SchedulerTest : public ::testing::Test {
     const std::string sub = rest.size() > name.size() ? rest.substr(name.size() + 1) : "";
     const std::string json = api_.PodJson("ns", name);
     if (json.empty()) return HttpReply(404, R"({"kind":"Status","code":404,"reason":"NotFound"})");
+    if (req.method == "GET" && sub.empty() && failing_gets_ > 0) {
+      // (A 503 the HTTP client would try again.)
+      --failing_gets_;
+      return HttpReply(500, R"({"kind":"Status","code":500,"message":"etcd leader changed"})");
+    }
+    if (req.method == "POST" && sub == "binding" && lost_binding_replies_ > 0) {
+      // Committed, and the reply lost (an apiserver that restarts just after): the GET that
+      // checks fails too.
+      --lost_binding_replies_;
+      ++failing_gets_;
+      const std::size_t at = req.body.find("\"name\":\"", req.body.find("\"target\""));
+      const std::size_t from = at + std::string_view("\"name\":\"").size();
+      api_.SetPodNode("ns", name, req.body.substr(from, req.body.find('"', from) - from));
+      return HttpReply(503, R"({"kind":"Status","code":503,"message":"apiserver restarting"})");
+    }
     if (req.method == "POST" && sub == "binding" && failing_bindings_ > 0) {
       --failing_bindings_;
       return HttpReply(500, R"({"kind":"Status","code":500,"message":"etcd timeout"})");
@@ -207,6 +222,9 @@ class SchedulerTest : public ::testing::Test {
   std::map<std::string, int> patches_;  // pod name -> label patches
   std::map<std::string, std::string> bindings_;        // pod name -> node
   std::map<std::string, std::string> binding_bodies_;  // pod name -> the Binding sent
+  int failing_gets_ = 0;                               // the next GETs of a pod answer 500
+  // The next bindings are committed and answer 503, and the GET after each answers 500.
+  int lost_binding_replies_ = 0;
   bool apply_patches_ = false;  // pod patches reach the fake's store (else answered unchanged)
 };
 
@@ -636,6 +654,32 @@ class SchedulerFlowTest : public SchedulerTest {
     });
   }
 
+  // A gang Job `train` of 2 whose pods w0 (on n1) and w1 (on n2) are bound to a RUNNING job,
+  // as the scheduler leaves them (labelled, tagged); returns the job id. Pod patches apply.
+  std::int64_t RunningGangOnTwoNodes() {
+    kube_nodes_ = {"n1", "n2"};
+    slurm::NodeInfo n2;
+    n2.name = "n2";
+    slurm_.AddNode(n2);
+    apply_patches_ = true;
+    AddGangJob("train", 2);
+    const std::string uid0 = NextUid("w0");
+    api_.AddPod("ns", "w0", {}, "n1");
+    const std::string uid1 = NextUid("w1");
+    api_.AddPod("ns", "w1", {}, "n2");
+    bridge::JobTag tag{.pods = {"ns/w0", "ns/w1"},
+                       .uids = {uid0, uid1},
+                       .group = "Job/ns/train",
+                       .cluster = config_.cluster_name,
+                       .scheduler = config_.scheduler_name};
+    const std::int64_t id = slurm_.AddJob("RUNNING", bridge::EncodeJobTag(tag), "n[1-2]");
+    const std::string label =
+        fmt::format(R"({{"metadata":{{"labels":{{"{}":"{}"}}}}}})", bridge::kJobIdLabel, id);
+    api_.PatchPod("ns", "w0", label);
+    api_.PatchPod("ns", "w1", label);
+    return id;
+  }
+
   // The scheduler restarts (a new process): a new Scheduler on the same servers.
   void Restart() {
     StopScheduler();
@@ -939,26 +983,7 @@ TEST_F(SchedulerTest, TolerationWithoutOperatorIsKeptAsStoredAndThePodBinds) {
 // the list read before the first, so the first refilled pod stays the job's (else the
 // controllers take it for a stray and delete it).
 TEST_F(SchedulerFlowTest, SecondRefillKeepsTheFirstRefilledPodInTheTag) {
-  kube_nodes_ = {"n1", "n2"};
-  slurm::NodeInfo n2;
-  n2.name = "n2";
-  slurm_.AddNode(n2);
-  apply_patches_ = true;
-  AddGangJob("train", 2);
-  const std::string uid0 = NextUid("w0");
-  api_.AddPod("ns", "w0", {}, "n1");
-  const std::string uid1 = NextUid("w1");
-  api_.AddPod("ns", "w1", {}, "n2");
-  bridge::JobTag tag{.pods = {"ns/w0", "ns/w1"},
-                     .uids = {uid0, uid1},
-                     .group = "Job/ns/train",
-                     .cluster = config_.cluster_name,
-                     .scheduler = config_.scheduler_name};
-  const std::int64_t id = slurm_.AddJob("RUNNING", bridge::EncodeJobTag(tag), "n[1-2]");
-  const std::string label =
-      fmt::format(R"({{"metadata":{{"labels":{{"{}":"{}"}}}}}})", bridge::kJobIdLabel, id);
-  api_.PatchPod("ns", "w0", label);
-  api_.PatchPod("ns", "w1", label);
+  const std::int64_t id = RunningGangOnTwoNodes();
   Start();
 
   api_.PatchPod("ns", "w0", R"({"status":{"phase":"Succeeded"}})");
@@ -978,6 +1003,49 @@ TEST_F(SchedulerFlowTest, SecondRefillKeepsTheFirstRefilledPodInTheTag) {
   EXPECT_NE(now.find(uid3), std::string::npos) << now;
   EXPECT_TRUE(slurm_.cancels().empty());
   EXPECT_EQ(slurm_.calls("SubmitJob"), 0);
+}
+
+// Review N-8: a member being deleted still holds its node until it is gone: its replacement is
+// not bound there meanwhile (the kubelet would refuse it, or two pods would share the
+// allocation), and binds once the predecessor is gone.
+TEST_F(SchedulerFlowTest, ReplacementWaitsForItsPredecessorToTerminate) {
+  const std::int64_t id = RunningGangOnTwoNodes();
+  Start();
+  api_.PatchPod("ns", "w1", R"({"metadata":{"deletionTimestamp":"2026-01-01T00:00:00Z"}})");
+  api_.AddPod("ns", "w2");
+  const std::string waiting = fmt::format(
+      "Slurm job {} of Job train has a pod on each of its 2 node(s); waiting for one to be free "
+      "(a pod is terminating on n2)",
+      id);
+  ASSERT_TRUE(AdvanceUntil([&] { return StatusSays("w2", waiting); })) << PatchesOf("w2/status");
+  // Several rechecks later, still waiting.
+  const kube::Clock::TimePoint until = clock_.Now() + 10s;
+  ASSERT_TRUE(AdvanceUntil([&] { return clock_.Now() >= until; }));
+  EXPECT_FALSE(bindings_.contains("w2")) << "bound beside a terminating pod";
+  api_.DeletePod("ns", "w1");
+  ASSERT_TRUE(AdvanceUntil([&] { return bindings_.contains("w2"); }));
+  EXPECT_EQ(bindings_["w2"], "n2");
+  EXPECT_TRUE(slurm_.cancels().empty());
+}
+
+// Review N-10: the Binding is committed but its reply is lost, and the check that follows fails
+// too. The pod then leaves the unbound pods' watch; the scheduler must not take its job for one
+// whose pods are gone: a bound pod labelled with it is found, and the job is left running.
+TEST_F(SchedulerTest, LostBindingReplyThenAFailedCheckNeverCancelsTheJob) {
+  apply_patches_ = true;
+  ASSERT_NO_FATAL_FAILURE(StartWithPendingPods(1));
+  ASSERT_TRUE(RunUntil([&] {
+    std::shared_ptr<const kube::Pod> cached = scheduler_->CachedPod("ns/p0");
+    return cached && cached->metadata.labels.contains(std::string(bridge::kJobIdLabel));
+  }));
+  lost_binding_replies_ = 1;
+  const std::int64_t id = JobOf("p0");
+  Allocate(id);
+  ASSERT_TRUE(AdvanceUntil([&] { return lost_binding_replies_ == 0 && failing_gets_ == 0; }));
+  EXPECT_EQ(scheduler_->stats().bind_errors, 1u);
+  ASSERT_TRUE(AdvanceUntil([&] { return scheduler_->TrackedJobs() == 0; }));
+  EXPECT_TRUE(slurm_.cancels().empty()) << "the job of a bound pod was cancelled";
+  EXPECT_EQ(slurm_.Job(id)->BaseState(), "RUNNING");
 }
 
 }  // namespace
