@@ -656,7 +656,7 @@ TEST(PlanBindTest, RefillIsNeverCancelledForAnUnmappedNode) {
 // Review N-10: a job this process tried to bind is cancelled as "pods gone" only when the
 // apiserver shows no pod bound to it.
 TEST(PlanGroupTest, PodsGoneAfterABindCancelOnlyWithNoHolder) {
-  JobView job = Job(7, "RUNNING", {"uid-a"});
+  JobView job = Job(7, "RUNNING", {"uid-a"}, {}, /*holders_known=*/false);
   job.bind_tried = true;
   GroupPlan plan = PlanGroup({.spec = Gang(1), .tracked = job, .now = kT0}, {});
   EXPECT_TRUE(plan.cancel.empty()) << "holders not read";
