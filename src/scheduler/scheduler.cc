@@ -47,6 +47,10 @@ constexpr int kFreshPollSpacing = 3;
 constexpr int kListSpacing = 20;
 // Workers on the queue: 4 x maxConcurrentSubmits, at least this many.
 constexpr int kMinWorkers = 16;
+// After a group is bound, its duplicates are looked for this long, and at least this many job
+// lists (a submit slurmrestd gave up on can reach slurmctld minutes later).
+constexpr auto kDuplicateWatch = std::chrono::minutes(5);
+constexpr int kDuplicateWatchLists = 5;
 
 std::string PodKey(const Pod& pod) { return kube::ObjectKey(pod.metadata); }
 
@@ -1052,10 +1056,17 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
         ms(clock_.Now() - t.submitted));
   }
   // From here on the controllers own the pods and the job. A member re-created later finds the
-  // job again in Slurm's job list.
+  // job again in Slurm's job list; a second job of the group that shows up meanwhile is
+  // cancelled.
   if (auto it = jobs_.find(spec.key); it != jobs_.end() && it->second.id == job.id) {
     jobs_.erase(it);
   }
+  recently_bound_[spec.key] = {
+      .id = job.id,
+      .namespace_ = spec.namespace_,
+      .until =
+          clock_.Now() + std::max<kube::Clock::Duration>(
+                             kDuplicateWatch, kDuplicateWatchLists * config_.job_list_interval)};
   co_return Result<void>{};
 }
 
@@ -1271,10 +1282,18 @@ void Scheduler::ApplyJobList(const std::vector<slurm::JobInfo>& jobs, kube::Cloc
 awaitable<void> Scheduler::CancelDuplicates() {
   // A second live job of a tracked group (a submit whose reply was lost, an old leader's
   // submit): cancelled unless pods are bound to it.
+  // Tracked groups, and groups bound lately (their bound job is the one kept).
   std::map<std::string, std::int64_t> tracked;
+  std::map<std::string, std::string> namespaces;
+  std::erase_if(recently_bound_, [&](const auto& r) { return r.second.until < clock_.Now(); });
+  for (const auto& [group, r] : recently_bound_) {
+    if (listed_.contains(group)) tracked[group] = r.id;
+    namespaces[group] = r.namespace_;
+  }
   for (const auto& [group, t] : jobs_) {
     if (listed_.contains(group)) tracked[group] = t.id;
   }
+  for (const auto& [group, spec] : groups_) namespaces[group] = spec.namespace_;
   if (tracked.empty()) co_return;
   std::map<std::string, std::vector<JobView>> others;
   for (const auto& [group, id] : tracked) {
@@ -1282,9 +1301,9 @@ awaitable<void> Scheduler::CancelDuplicates() {
     for (JobView j : views) {
       if (j.id == id) continue;
       if (j.state == "RUNNING") {
-        auto spec = groups_.find(group);
-        if (spec == groups_.end()) continue;
-        Result<std::vector<Holder>> h = co_await ReadHolders(spec->second.namespace_, j.id);
+        auto ns = namespaces.find(group);
+        if (ns == namespaces.end()) continue;
+        Result<std::vector<Holder>> h = co_await ReadHolders(ns->second, j.id);
         if (!h) continue;  // unknown: left alone this time
         j.holders = std::move(*h);
         j.holders_known = true;
@@ -1374,7 +1393,9 @@ awaitable<void> Scheduler::PollSlurm() {
     bool asked_this_time = false;
     // The list runs beside the polls: a full list of thousands of jobs takes seconds, during
     // which the jobs that start must still be seen.
-    if (full && !jobs_.empty() && last_poll >= next_list_ && !listing_) {
+    std::erase_if(recently_bound_, [&](const auto& r) { return r.second.until < tick; });
+    if (full && (!jobs_.empty() || !recently_bound_.empty()) && last_poll >= next_list_ &&
+        !listing_) {
       next_list_ = kube::Clock::TimePoint::max();  // set again when the list is done
       asked_this_time = true;
       tasks_.Spawn(PeriodicList());

@@ -273,6 +273,14 @@ class Scheduler {
   // Slurm usually starts a fitting job within a second of its submit.
   std::optional<kube::Clock::TimePoint> last_submit_;
   std::map<std::int64_t, Cancel> to_cancel_;  // cancels Slurm has not confirmed
+  // Groups bound lately: their job, and until when a second live job tagged for them (a submit
+  // that reached slurmctld late, an old leader's) is looked for and cancelled (review N-12).
+  struct RecentlyBound {
+    std::int64_t id = 0;
+    std::string namespace_;
+    kube::Clock::TimePoint until{};
+  };
+  std::map<std::string, RecentlyBound> recently_bound_;                      // group key
   std::unordered_map<std::int64_t, kube::Clock::TimePoint> unmapped_since_;  // job id
   std::map<std::string, std::set<std::string>> excluded_;  // group -> Slurm nodes K8s lacks
   PlannerOptions planner_;

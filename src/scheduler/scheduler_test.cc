@@ -1048,5 +1048,31 @@ TEST_F(SchedulerTest, LostBindingReplyThenAFailedCheckNeverCancelsTheJob) {
   EXPECT_EQ(slurm_.Job(id)->BaseState(), "RUNNING");
 }
 
+// Review N-12: a submit slurmrestd gave up on reaches slurmctld late, after the group's second
+// job was bound (or an old leader's submit lands late): that job holds an allocation for as long
+// as the pods exist unless someone looks. The scheduler keeps looking for a while after binding.
+TEST_F(SchedulerTest, DuplicateThatAppearsAfterTheBindIsCancelled) {
+  ASSERT_NO_FATAL_FAILURE(StartWithPendingPods(1));
+  const std::int64_t bound = JobOf("p0");
+  Allocate(bound);
+  ASSERT_TRUE(AdvanceUntil([&] { return bindings_.contains("p0"); }));
+  ASSERT_TRUE(AdvanceUntil([&] { return scheduler_->TrackedJobs() == 0; }));
+  // The late job: the same tag, pending.
+  const std::int64_t late = slurm_.AddJob("PENDING", slurm_.Job(bound)->admin_comment);
+  ASSERT_TRUE(AdvanceUntil(
+      [&] { return std::ranges::find(slurm_.cancels(), late) != slurm_.cancels().end(); }, 1s))
+      << slurm_.calls("ListJobsSince") << " job lists";
+  EXPECT_EQ(slurm_.Job(bound)->BaseState(), "RUNNING");
+  EXPECT_EQ(scheduler_->stats().duplicates_cancelled, 1u);
+  // Later still, nothing is watched any more: no Slurm request while idle.
+  const std::int64_t lists = slurm_.calls("ListJobsSince");
+  const kube::Clock::TimePoint until = clock_.Now() + 30min;
+  ASSERT_TRUE(AdvanceUntil([&] { return clock_.Now() >= until; }, 10s));
+  const std::int64_t later = slurm_.calls("ListJobsSince");
+  ASSERT_TRUE(AdvanceUntil([&] { return clock_.Now() >= until + 10min; }, 10s));
+  EXPECT_EQ(slurm_.calls("ListJobsSince"), later) << "still listing jobs when idle";
+  EXPECT_GT(later, lists);
+}
+
 }  // namespace
 }  // namespace sb::scheduler
