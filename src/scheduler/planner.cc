@@ -171,6 +171,18 @@ GroupPlan PlanGroup(const GroupInput& in, const PlannerOptions& options) {
         plan.list_jobs = true;
         return plan;
       }
+      // The list shows no live job: the extras of a PodGroup whose job ended run on their own.
+      if (in.ran_before && spec.kind == "PodGroup" && in.slurm_nodes_known) {
+        plan.incomplete = false;
+        plan.submit = pods;
+        plan.submit_size = have;
+        plan.event_reason = "PodGroupRemainder";
+        plan.event_message = fmt::format(
+            "PodGroup {} ran before and its job has ended; its {} remaining pod(s) get a Slurm job "
+            "of their own",
+            spec.name, have);
+        return plan;
+      }
       // A workload's pods arrive one by one: say nothing while the group is still filling.
       if (in.now - since < options.fill_grace) {
         plan.recheck_at = since + options.fill_grace;

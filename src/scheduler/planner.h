@@ -18,6 +18,9 @@
 //     pods beyond the group size wait for a job of their own.
 //   - A job allocated a Slurm node that no Kubernetes node maps to is cancelled after
 //     `unmapped_grace`, and the group's next job excludes that node.
+//   - A PodGroup that ran before and has no live job any more (its members ended together while
+//     pods beyond minMember waited for a node of it) gives its remaining pods a job of their own
+//     size, instead of waiting for minMember again (review N-9).
 //   - Nothing is submitted before a Slurm node list succeeded.
 //   - A job's node count is the number of its pods (one pod per node): min-nodes/max-nodes
 //     annotations asking for another count are overridden, with a warning (FitNodeCount).
@@ -96,6 +99,8 @@ struct GroupInput {
   std::optional<TimePoint> submit_doubt_since;
   bool slurm_nodes_known = true;
   std::optional<TimePoint> incomplete_since;  // the group has been short of pods since
+  // A job of the group was bound by this process (the group reached its size once).
+  bool ran_before = false;
   TimePoint now;
 };
 
@@ -120,6 +125,7 @@ struct GroupPlan {
   bool list_jobs = false;                 // read Slurm's jobs, then plan again; nothing else
   std::vector<const kube::Pod*> label;    // label with the tracked job (its UIDs only)
   std::vector<const kube::Pod*> submit;   // one job for these (cut to the group size)
+  int submit_size = 0;                    // the group size that job is for; 0: the spec's
   std::vector<const kube::Pod*> members;  // the pods the tracked job is for (pending update)
   bool bind = false;                      // the tracked job runs: PlanBind
   bool update_pending = false;            // send the pending job what changed

@@ -671,5 +671,35 @@ TEST(PlanGroupTest, PodsGoneAfterABindCancelOnlyWithNoHolder) {
   EXPECT_EQ(plan.cancel.front().reason, "its pods are gone");
 }
 
+// Review N-9: the remainder of a PodGroup that ran before, with no live job in a list read after
+// it became short, is submitted at its own size; other kinds, or a group that never ran, wait.
+TEST(PlanGroupTest, PodGroupThatRanBeforeSubmitsItsRemainder) {
+  kube::Pod c = MakePod("c");
+  bridge::GroupSpec pg = Gang(3, "PodGroup/ns/pg");
+  pg.kind = "PodGroup";
+  pg.name = "pg";
+  GroupInput in{.spec = pg,
+                .pods = {&c},
+                .jobs_listed_at = kT0 - 1s,
+                .incomplete_since = kT0 - 5s,
+                .ran_before = true,
+                .now = kT0};
+  GroupPlan plan = PlanGroup(in, {});
+  EXPECT_EQ(Names(plan.submit), std::vector<std::string>{"c"});
+  EXPECT_EQ(plan.submit_size, 1);
+  EXPECT_EQ(plan.event_reason, "PodGroupRemainder");
+  // The list is older than the shortage: read it first (a live job would be the group's).
+  in.jobs_listed_at = kT0 - 10s;
+  EXPECT_TRUE(PlanGroup(in, {}).list_jobs);
+  in.jobs_listed_at = kT0 - 1s;
+  in.ran_before = false;
+  plan = PlanGroup(in, {});
+  EXPECT_TRUE(plan.submit.empty());
+  EXPECT_EQ(plan.report.rfind("waiting for 2 more pod(s) of PodGroup pg", 0), 0u) << plan.report;
+  in.ran_before = true;
+  in.spec = Gang(3);
+  EXPECT_TRUE(PlanGroup(in, {}).submit.empty()) << "a Job's size follows its spec";
+}
+
 }  // namespace
 }  // namespace sb::scheduler

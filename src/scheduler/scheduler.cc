@@ -511,7 +511,11 @@ awaitable<bool> Scheduler::RefreshJobs() {
 awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
   auto spec_it = groups_.find(group_key);
   if (spec_it == groups_.end()) co_return Result<void>{};
-  const GroupSpec spec = spec_it->second;
+  GroupSpec spec = spec_it->second;
+  // A job submitted for a part of the group (a PodGroup's remainder) keeps that size.
+  if (auto it = jobs_.find(group_key); it != jobs_.end() && it->second.size > 0) {
+    spec.size = it->second.size;
+  }
 
   // Members: unbound pods of the group; those being deleted only lose the finalizer; gated ones
   // wait for their gates to go.
@@ -571,6 +575,7 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
   if (auto it = incomplete_since_.find(group_key); it != incomplete_since_.end()) {
     in.incomplete_since = it->second;
   }
+  in.ran_before = ran_.contains(group_key);
   const GroupPlan plan = PlanGroup(in, planner_);
 
   for (const Cancel& c : plan.cancel) {
@@ -629,6 +634,7 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
       incomplete_since_.erase(group_key);
       submit_doubt_.erase(group_key);
       excluded_.erase(group_key);
+      ran_.erase(group_key);
     }
     co_return Result<void>{};
   }
@@ -645,7 +651,11 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
       if (!r) co_return r;
     }
   }
-  if (!plan.submit.empty()) co_return co_await Submit(spec, plan.submit);
+  if (!plan.submit.empty()) {
+    GroupSpec part = spec;
+    if (plan.submit_size > 0) part.size = plan.submit_size;
+    co_return co_await Submit(part, plan.submit);
+  }
   if (plan.bind) {
     auto it = jobs_.find(group_key);
     if (it == jobs_.end()) co_return Result<void>{};
@@ -767,6 +777,9 @@ awaitable<Result<void>> Scheduler::Submit(const GroupSpec& spec, std::vector<con
                  .submitted = clock_.Now(),
                  .submit_sent = sent,
                  .sent = std::move(wanted.job)};
+  if (auto g = groups_.find(spec.key); g != groups_.end() && g->second.size != spec.size) {
+    job.size = spec.size;
+  }
   for (const Pod* pod : pods) {
     if (auto it = seen_.find(pod->metadata.uid); it != seen_.end()) {
       if (job.pod_seen == kube::Clock::TimePoint{} || it->second < job.pod_seen) {
@@ -1061,6 +1074,7 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
   if (auto it = jobs_.find(spec.key); it != jobs_.end() && it->second.id == job.id) {
     jobs_.erase(it);
   }
+  ran_.insert(spec.key);
   recently_bound_[spec.key] = {
       .id = job.id,
       .namespace_ = spec.namespace_,

@@ -136,6 +136,9 @@ class Scheduler {
     bool bind_tried = false;
     // The description Slurm has, as far as this process knows (unset for adopted jobs).
     std::optional<slurm::JobDescription> sent;
+    // The group size it was submitted for when not the spec's (a PodGroup's remainder); 0: the
+    // spec's.
+    int size = 0;
   };
   // The job a group asks for now (translation and Kubernetes-side exclusions), or why none can
   // be described (`problem`, for the pods) and when to look again.
@@ -158,6 +161,7 @@ class Scheduler {
   boost::asio::awaitable<Result<void>> Process(const std::string& item);
   boost::asio::awaitable<Result<void>> Resolve(const std::string& pod_key);
   boost::asio::awaitable<Result<void>> Reconcile(const std::string& group_key);
+  // `spec.size` is the size the job is for (the spec's, or a PodGroup remainder's).
   boost::asio::awaitable<Result<void>> Submit(const bridge::GroupSpec& spec,
                                               std::vector<const kube::Pod*> pods);
   Wanted Describe(const bridge::GroupSpec& spec, const std::vector<const kube::Pod*>& pods) const;
@@ -280,7 +284,8 @@ class Scheduler {
     std::string namespace_;
     kube::Clock::TimePoint until{};
   };
-  std::map<std::string, RecentlyBound> recently_bound_;                      // group key
+  std::map<std::string, RecentlyBound> recently_bound_;  // group key
+  std::set<std::string> ran_;  // groups a job was bound for, while they have pods (N-9)
   std::unordered_map<std::int64_t, kube::Clock::TimePoint> unmapped_since_;  // job id
   std::map<std::string, std::set<std::string>> excluded_;  // group -> Slurm nodes K8s lacks
   PlannerOptions planner_;

@@ -596,6 +596,18 @@ class SchedulerFlowTest : public SchedulerTest {
                                         R"({{"resourceVersion":"1"}},"items":[{}]}})",
                                         fmt::join(items, ",")));
     }
+    const std::string pod_groups = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/ns/podgroups/";
+    if (path.starts_with(pod_groups)) {
+      const std::string name = path.substr(pod_groups.size());
+      if (!pod_group_min_.contains(name)) {
+        return HttpReply(404, R"({"kind":"Status","code":404,"reason":"NotFound"})");
+      }
+      return HttpReply(
+          200, fmt::format(R"({{"apiVersion":"scheduling.x-k8s.io/v1alpha1","kind":"PodGroup",)"
+                           R"("metadata":{{"name":"{}","namespace":"ns","uid":"pg-{}"}},)"
+                           R"("spec":{{"minMember":{}}}}})",
+                           name, name, pod_group_min_.at(name)));
+    }
     const std::string jobs = "/apis/batch/v1/namespaces/ns/jobs/";
     if (path.starts_with(jobs)) {
       auto it = owner_jobs_.find(path.substr(jobs.size()));
@@ -690,6 +702,7 @@ class SchedulerFlowTest : public SchedulerTest {
 
   std::vector<std::string> kube_nodes_ = {"n1"};
   std::map<std::string, std::string> owner_jobs_;                 // Job name -> JSON
+  std::map<std::string, int> pod_group_min_;                      // PodGroup -> minMember
   std::vector<std::string> events_seen_;                          // event bodies
   std::vector<std::pair<std::string, std::string>> pod_patches_;  // "name[/sub]", body
 };
@@ -1072,6 +1085,49 @@ TEST_F(SchedulerTest, DuplicateThatAppearsAfterTheBindIsCancelled) {
   ASSERT_TRUE(AdvanceUntil([&] { return clock_.Now() >= until + 10min; }, 10s));
   EXPECT_EQ(slurm_.calls("ListJobsSince"), later) << "still listing jobs when idle";
   EXPECT_GT(later, lists);
+}
+
+// Review N-9: a PodGroup of minMember 2 with a third pod, which waits for a node of the group's
+// job. The two members end together and the job ends: the third pod is not left waiting for
+// minMember again, it gets a job of its own size.
+TEST_F(SchedulerFlowTest, PodGroupRemainderGetsAJobOfItsOwnWhenTheGroupsJobEnds) {
+  kube_nodes_ = {"n1", "n2"};
+  slurm::NodeInfo n2;
+  n2.name = "n2";
+  slurm_.AddNode(n2);
+  apply_patches_ = true;
+  pod_group_min_["pg"] = 2;
+  const std::map<std::string, std::string> member = {{"scheduling.x-k8s.io/pod-group", "pg"}};
+  api_.AddPod("ns", "pg-0", member);
+  api_.AddPod("ns", "pg-1", member);
+  api_.AddPod("ns", "pg-2", member);
+  Start();
+  ASSERT_TRUE(AdvanceUntil([&] { return slurm_.calls("SubmitJob") == 1; }));
+  const std::int64_t id = JobOf("pg-0");
+  ASSERT_GT(id, 0);
+  slurm::JobInfo j = *slurm_.Job(id);
+  j.job_state = {"RUNNING"};
+  j.nodes = "n[1-2]";
+  slurm_.AddJob(j);
+  ASSERT_TRUE(AdvanceUntil([&] { return bindings_.size() == 2; }));
+  EXPECT_FALSE(bindings_.contains("pg-2"));
+  ASSERT_TRUE(AdvanceUntil([&] {
+    return StatusSays("pg-2", "has a pod on each of its 2 node(s); waiting for one to be free");
+  }));
+  // The members end at once; the controllers end the job.
+  api_.PatchPod("ns", "pg-0", R"({"status":{"phase":"Succeeded"}})");
+  api_.PatchPod("ns", "pg-1", R"({"status":{"phase":"Succeeded"}})");
+  slurm_.SetJobState(id, "COMPLETED");
+  ASSERT_TRUE(AdvanceUntil([&] { return slurm_.calls("SubmitJob") == 2; }))
+      << "pg-2 still waits: " << PatchesOf("pg-2/status");
+  const slurm::JobDescription& own = slurm_.submitted().back();
+  EXPECT_NE(own.admin_comment.find("ns/pg-2"), std::string::npos) << own.admin_comment;
+  EXPECT_EQ(own.nodes, "1");
+  EXPECT_TRUE(AdvanceUntil(
+      [&] { return HasEvent("PodGroupRemainder", "its 1 remaining pod(s) get a Slurm job"); }));
+  ASSERT_NE(JobOf("pg-2"), id);
+  Allocate(JobOf("pg-2"));
+  ASSERT_TRUE(AdvanceUntil([&] { return bindings_.contains("pg-2"); }));
 }
 
 }  // namespace
