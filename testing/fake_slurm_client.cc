@@ -7,6 +7,10 @@
 #include <string_view>
 #include <utility>
 
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
 #include "bridge/hostlist.h"
 #include "slurm/codec.h"
 
@@ -123,6 +127,10 @@ slurm::Task<std::vector<slurm::PingResult>> FakeSlurmClient::Ping() {
 }
 
 slurm::Task<slurm::JobSubmitResult> FakeSlurmClient::SubmitJob(slurm::JobDescription job) {
+  if (submit_delay.count() > 0) {
+    boost::asio::steady_timer timer(co_await boost::asio::this_coro::executor, submit_delay);
+    co_await timer.async_wait(boost::asio::use_awaitable);
+  }
   std::optional<Failure> f = Enter("SubmitJob");
   if (f && !f->apply) co_return tl::unexpected(f->error);
   submitted_.push_back(job);

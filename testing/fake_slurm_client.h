@@ -30,9 +30,10 @@
 //     and for JobStates one per path of slurm::JobStatePaths (its batching).
 //
 // Thread model: loop-confined, like the real client; the awaitables complete without
-// suspending.
+// suspending (SubmitJob with submit_delay excepted).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -84,6 +85,9 @@ class FakeSlurmClient final : public slurm::Client {
   }
 
   std::int64_t next_job_id = 1;
+  // Each SubmitJob waits this long (real time) before it acts: a slow slurmctld. The other
+  // calls still complete without suspending.
+  std::chrono::milliseconds submit_delay{0};
 
   // slurm::Client --------------------------------------------------------------------------
   [[nodiscard]] slurm::Task<slurm::ApiVersion> Version() override;

@@ -736,15 +736,26 @@ awaitable<Result<void>> Scheduler::Submit(const GroupSpec& spec, std::vector<con
     RetryLater(spec.key, pods, wanted.retry);
     co_return Result<void>{};
   }
-  // At most maxConcurrentSubmits submits at once (in the queue's order); the other workers go
-  // on binding and reporting meanwhile.
+  // At most maxConcurrentSubmits submits at once (in the queue's order), and at most as many
+  // workers wait for a slot: beyond that a group waits in a line that holds no worker, and is
+  // queued again when a waiter gets its slot (review N-20). So the other workers go on binding
+  // and reporting however slow slurmctld is with submits.
+  if (submit_slots_.available() == 0 &&
+      submit_slots_.waiting() >= static_cast<std::size_t>(config_.max_concurrent_submits)) {
+    if (std::ranges::find(submit_line_, spec.key) == submit_line_.end()) {
+      submit_line_.push_back(spec.key);
+    }
+    co_return Result<void>{};
+  }
   std::optional<kube::Semaphore::Permit> permit = co_await submit_slots_.Acquire();
+  CallSubmitLine();
   // A scheduler that stops (lost leadership) submits nothing more: the next leader does.
   if (!permit || stopping_) co_return Result<void>{};
   const std::string partition = wanted.job.partition;
   const kube::Clock::TimePoint sent = clock_.Now();
   Result<slurm::JobSubmitResult> submitted = co_await slurm_.SubmitJob(wanted.job);
   permit.reset();
+  CallSubmitLine();
   if (!submitted) {
     ++stats_.submit_errors;
     const Error& e = submitted.error();
@@ -800,6 +811,17 @@ awaitable<Result<void>> Scheduler::Submit(const GroupSpec& spec, std::vector<con
   // The next pass labels the pods (job id, finalizer, toleration).
   queue_.Add(std::string(kGroupItem) + spec.key);
   co_return Result<void>{};
+}
+
+void Scheduler::CallSubmitLine() {
+  // A place among the waiters (one got its slot, or a slot is free): the next group of the line
+  // goes back to the queue. One that finds no place after all joins the line again.
+  if (submit_line_.empty() ||
+      submit_slots_.waiting() >= static_cast<std::size_t>(config_.max_concurrent_submits)) {
+    return;
+  }
+  queue_.Add(std::string(kGroupItem) + submit_line_.front());
+  submit_line_.pop_front();
 }
 
 awaitable<bool> Scheduler::UpdatePending(const GroupSpec& spec, std::vector<const Pod*> pods) {

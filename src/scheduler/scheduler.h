@@ -40,6 +40,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -164,6 +165,8 @@ class Scheduler {
   // `spec.size` is the size the job is for (the spec's, or a PodGroup remainder's).
   boost::asio::awaitable<Result<void>> Submit(const bridge::GroupSpec& spec,
                                               std::vector<const kube::Pod*> pods);
+  // Queues the next group of submit_line_ when a worker may wait for a submit slot again.
+  void CallSubmitLine();
   Wanted Describe(const bridge::GroupSpec& spec, const std::vector<const kube::Pod*>& pods) const;
   // Sends a pending job what changed in its description; false when the pods were told of a
   // problem instead.
@@ -285,6 +288,8 @@ class Scheduler {
     kube::Clock::TimePoint until{};
   };
   std::map<std::string, RecentlyBound> recently_bound_;  // group key
+  // Groups waiting for a place among the submit slot's waiters, in the order they came (N-20).
+  std::deque<std::string> submit_line_;
   std::set<std::string> ran_;  // groups a job was bound for, while they have pods (N-9)
   std::unordered_map<std::int64_t, kube::Clock::TimePoint> unmapped_since_;  // job id
   std::map<std::string, std::set<std::string>> excluded_;  // group -> Slurm nodes K8s lacks

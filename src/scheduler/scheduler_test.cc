@@ -1130,5 +1130,29 @@ TEST_F(SchedulerFlowTest, PodGroupRemainderGetsAJobOfItsOwnWhenTheGroupsJobEnds)
   ASSERT_TRUE(AdvanceUntil([&] { return bindings_.contains("pg-2"); }));
 }
 
+// Review N-20: slurmctld is slow on submits. Groups waiting to submit must not hold every
+// worker: a job that already runs (here adopted at start-up, its pod the newest, so last in the
+// queue's order) is bound while the submits are still going, not after them.
+TEST_F(SchedulerTest, SlowSubmitsDoNotHoldUpTheBindOfARunningJob) {
+  config_.max_concurrent_submits = 1;  // 16 workers
+  slurm_.submit_delay = 200ms;
+  constexpr int kPods = 30;
+  for (int i = 0; i < kPods; ++i) api_.AddPod("ns", fmt::format("p{:02}", i));
+  const std::string uid = "uid-ns-z-" + std::to_string(api_.rv() + 1);
+  api_.AddPod("ns", "z");
+  bridge::JobTag tag{.pods = {"ns/z"},
+                     .uids = {uid},
+                     .group = "Pod/ns/z",
+                     .cluster = config_.cluster_name,
+                     .scheduler = config_.scheduler_name};
+  slurm_.AddJob("RUNNING", bridge::EncodeJobTag(tag), "n1");
+  Start();
+  ASSERT_TRUE(RunUntil([&] { return bindings_.contains("z"); }));
+  // Before the fix: after 15 submits (16 workers parked on the semaphore, z last in the queue).
+  EXPECT_LT(slurm_.calls("SubmitJob"), 8) << "the bind waited for the submits";
+  ASSERT_TRUE(RunUntil([&] { return slurm_.calls("SubmitJob") == kPods; }, 120s))
+      << "every group is still submitted: " << slurm_.calls("SubmitJob");
+}
+
 }  // namespace
 }  // namespace sb::scheduler
