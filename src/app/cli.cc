@@ -132,6 +132,9 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   chk->add_option("--settle", check_opts.settle,
                   "Re-check this long while violations remain (default: jobSweepInterval, at "
                   "least 5s, plus two jobSweepIntervals; 0: one look)");
+  chk->add_option("--max-wait", check_opts.max_wait,
+                  "Also report a pod that has waited longer than this with no Slurm job (a "
+                  "liveness check; default: off)");
 
   try {
     // Let --version work without a subcommand.

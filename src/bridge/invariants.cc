@@ -27,7 +27,7 @@ bool Over(std::string_view base_state) {
   static const std::set<std::string_view> kOver = {
       "COMPLETED", "CANCELLED", "FAILED",   "TIMEOUT",       "NODE_FAIL",
       "PREEMPTED", "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY", "SPECIAL_EXIT"};
-  return base_state.empty() || kOver.contains(base_state);
+  return kOver.contains(base_state);
 }
 
 bool Finished(const kube::Pod& p) {
@@ -89,6 +89,12 @@ std::string_view InvariantName(Invariant i) {
       return "bound-without-allocation";
     case Invariant::kWaitingOnRunningJob:
       return "waiting-on-running-job";
+    case Invariant::kTwoPodsOnANode:
+      return "two-pods-on-a-node";
+    case Invariant::kNoJobState:
+      return "job-without-state";
+    case Invariant::kWaitingWithoutJob:
+      return "waiting-without-job";
   }
   return "?";
 }
@@ -125,6 +131,15 @@ std::vector<Violation> CheckInvariants(const Snapshot& s, WallTime now, const In
       continue;
     }
     ours.emplace(j.job_id, OurJob{&j, std::move(*tag)});
+  }
+
+  // Invariant 7: a job of ours has a readable state.
+  for (const auto& [id, our] : ours) {
+    if (!our.job->BaseState().empty()) continue;
+    const std::string subject = fmt::format("Slurm job {}", id);
+    add(Invariant::kNoJobState, subject,
+        fmt::format("{} (group {}) has no state Slurm's answer could be read from", subject,
+                    our.tag.group));
   }
 
   // The pods: ours, in scope.
@@ -209,6 +224,51 @@ std::vector<Violation> CheckInvariants(const Snapshot& s, WallTime now, const In
       add(Invariant::kWaitingOnRunningJob, subject,
           fmt::format("{} waits unbound while its Slurm job {} is RUNNING on {}", subject, jid,
                       by_id[jid]->nodes));
+    }
+  }
+
+  // Invariant 6: one alive pod per node of a job (a pod being deleted holds its node until it is
+  // no longer alive: the kubelet still counts it).
+  std::map<std::pair<std::int64_t, std::string>, std::vector<std::string>> on_node;
+  for (const kube::Pod* p : pods) {
+    if (p->spec.node_name.empty() || !NotAlive(*p, nodes, now, o).empty()) continue;
+    auto label = p->metadata.labels.find(std::string(kJobIdLabel));
+    if (label == p->metadata.labels.end()) continue;
+    std::int64_t id = 0;
+    try {
+      id = std::stoll(label->second);
+    } catch (const std::exception&) {
+      continue;
+    }
+    if (!ours.contains(id)) continue;
+    on_node[{id, p->spec.node_name}].push_back(PodKey(*p));
+  }
+  for (const auto& [where, keys] : on_node) {
+    if (keys.size() < 2) continue;
+    const std::string subject = fmt::format("Slurm job {}", where.first);
+    add(Invariant::kTwoPodsOnANode, subject,
+        fmt::format("{} has {} alive pods on node {}: {}", subject, keys.size(), where.second,
+                    fmt::join(keys, ", ")));
+  }
+
+  // Invariant 8 (liveness): no pod waits for ever without a job.
+  if (o.max_wait.count() > 0) {
+    for (const kube::Pod* p : pods) {
+      if (!p->spec.node_name.empty() || Finished(*p) || !p->metadata.deletion_timestamp.empty() ||
+          !p->spec.scheduling_gates.empty() ||
+          p->metadata.labels.contains(std::string(kJobIdLabel))) {
+        continue;
+      }
+      const bool tagged = std::ranges::any_of(ours, [&](const auto& o2) {
+        return !Over(o2.second.job->BaseState()) &&
+               std::ranges::find(o2.second.tag.uids, p->metadata.uid) != o2.second.tag.uids.end();
+      });
+      std::optional<WallTime> created = ParseTime(p->metadata.creation_timestamp);
+      if (tagged || !created || now - *created < o.max_wait) continue;
+      add(Invariant::kWaitingWithoutJob, "pod " + PodKey(*p),
+          fmt::format("pod {} has waited {} s (more than {} s) with no Slurm job", PodKey(*p),
+                      std::chrono::duration_cast<std::chrono::seconds>(now - *created).count(),
+                      o.max_wait.count()));
     }
   }
 

@@ -18,6 +18,13 @@
 //      job's nodes (by the node's Slurm name: label slinky.slurm.net/slurm-nodename, else its
 //      own name).
 //   5. kWaitingOnRunningJob: no pod waits (unbound) while its job is RUNNING.
+//   6. kTwoPodsOnANode: one pod per node of a job: no two alive pods labelled with one job are
+//      bound to the same node (a replacement bound beside a predecessor that still terminates).
+//   7. kNoJobState: a job of ours has a state; one Slurm answered without a readable state is
+//      not taken for ended (it could then be neither an orphan nor a duplicate).
+//   8. kWaitingWithoutJob (liveness, with `max_wait` only): no pod of ours waits unbound,
+//      ungated, longer than max_wait with no Slurm job (no job-id label, no live tag listing
+//      it). Off by default: a gang short of members waits without a job on purpose.
 //
 // Each check is a snapshot: right after a change the bridge needs a moment (a poll, a sweep)
 // to catch up, so callers re-check until no violation is left or a settle deadline passes
@@ -42,6 +49,8 @@ struct InvariantOptions {
   // A pod being deleted whose kubelet never reports it gone counts as alive this long past its
   // grace period (the pod controller's stuck_after).
   std::chrono::seconds stuck_after{120};
+  // Invariant 8: the longest a pod may wait without a job (from its creationTimestamp); 0: off.
+  std::chrono::seconds max_wait{0};
 };
 
 enum class Invariant {
@@ -50,6 +59,9 @@ enum class Invariant {
   kOrphanJob,
   kNoAllocation,
   kWaitingOnRunningJob,
+  kTwoPodsOnANode,
+  kNoJobState,
+  kWaitingWithoutJob,
 };
 
 // "unbound-job", "two-live-jobs", ...

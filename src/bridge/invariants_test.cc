@@ -309,6 +309,40 @@ std::vector<Row> Rows() {
         "on n2"};
     rows.push_back(r);
   }
+  {
+    Row r{.name = "two alive pods of one job on one node (review N-8)", .snapshot = Base()};
+    r.snapshot.pods = {MakePod("a", "n1", 7), MakePod("b", "n1", 7)};
+    r.snapshot.jobs = {MakeJob(7, "RUNNING", "n[1-2]", {"a", "b"}, "Job/ns/train")};
+    r.want = {"two-pods-on-a-node: Slurm job 7 has 2 alive pods on node n1: ns/a, ns/b"};
+    rows.push_back(r);
+  }
+  {
+    Row r{.name = "a replacement beside its terminating predecessor (review N-8)",
+          .snapshot = Base()};
+    r.snapshot.pods = {MakePod("a", "n1", 7), MakePod("b", "n1", 7)};
+    r.snapshot.pods[0].metadata.deletion_timestamp = "2026-01-01T00:01:30Z";  // in its grace
+    r.snapshot.jobs = {MakeJob(7, "RUNNING", "n[1-2]", {"a", "b"}, "Job/ns/train")};
+    r.want = {"two-pods-on-a-node: Slurm job 7 has 2 alive pods on node n1: ns/a, ns/b"};
+    rows.push_back(r);
+  }
+  {
+    Row r{.name = "a replacement where its predecessor finished is fine", .snapshot = Base()};
+    r.snapshot.pods = {MakePod("a", "n1", 7), MakePod("b", "n1", 7)};
+    r.snapshot.pods[0].status.phase = "Succeeded";
+    r.snapshot.jobs = {MakeJob(7, "RUNNING", "n[1-2]", {"a", "b"}, "Job/ns/train")};
+    rows.push_back(r);
+  }
+  {
+    Row r{.name = "a job of ours without a readable state is not over", .snapshot = Base()};
+    r.snapshot.pods = {MakePod("a", "n1", 7)};
+    r.snapshot.jobs = {MakeJob(7, "", "n1", {"a"})};
+    r.want = {
+        "bound-without-running-job: pod ns/a is bound to node n1 but its Slurm job 7 is "
+        "without a state",
+        "job-without-state: Slurm job 7 (group Pod/ns/a) has no state Slurm's answer could be "
+        "read from"};
+    rows.push_back(r);
+  }
   return rows;
 }
 
@@ -342,6 +376,29 @@ TEST(CheckInvariantsTest, OtherSchedulerName) {
   std::vector<Violation> v = CheckInvariants(s, kNow, o);
   ASSERT_EQ(v.size(), 1u);
   EXPECT_EQ(v[0].invariant, Invariant::kUnboundJob) << v[0].text;
+}
+
+// Invariant 8: with max_wait, a pod that waits unbound with no job for longer is a violation;
+// one with a job (label or live tag), a gated one, or a younger one is not.
+TEST(InvariantsTest, LivenessWithMaxWait) {
+  Snapshot s = Base();
+  s.pods = {MakePod("idle", "", 0), MakePod("young", "", 0), MakePod("labelled", "", 7),
+            MakePod("gated", "", 0), MakePod("tagged", "", 0)};
+  s.pods[0].metadata.creation_timestamp = "2026-01-01T00:00:00Z";
+  s.pods[1].metadata.creation_timestamp = "2026-01-01T00:00:50Z";
+  s.pods[2].metadata.creation_timestamp = "2026-01-01T00:00:00Z";
+  s.pods[3].metadata.creation_timestamp = "2026-01-01T00:00:00Z";
+  s.pods[3].spec.scheduling_gates = {"example.com/wait"};
+  s.pods[4].metadata.creation_timestamp = "2026-01-01T00:00:00Z";
+  s.jobs = {MakeJob(7, "PENDING", "", {"labelled"}, "Pod/ns/labelled"),
+            MakeJob(8, "PENDING", "", {"tagged"}, "Pod/ns/tagged")};
+  EXPECT_TRUE(CheckInvariants(s, kNow, {}).empty()) << "off by default";
+  InvariantOptions o;
+  o.max_wait = 30s;
+  std::vector<Violation> v = CheckInvariants(s, kNow, o);
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0].text,
+            "waiting-without-job: pod ns/idle has waited 60 s (more than 30 s) with no Slurm job");
 }
 
 }  // namespace

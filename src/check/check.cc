@@ -123,6 +123,14 @@ int RunCheck(const CheckCmdOptions& options, std::ostream& out, std::ostream& er
   bridge::InvariantOptions inv{.scheduler_name = config->scheduler_name,
                                .cluster_name = config->cluster_name,
                                .namespace_ = options.namespace_};
+  if (!options.max_wait.empty()) {
+    Result<std::chrono::milliseconds> d = bridge::ParseDuration(options.max_wait);
+    if (!d) {
+      err << "slurm-bridge check: --max-wait: " << d.error().message << "\n";
+      return 1;
+    }
+    inv.max_wait = std::chrono::duration_cast<std::chrono::seconds>(*d);
+  }
   std::optional<Result<std::vector<bridge::Violation>>> result;
   asio::co_spawn(io, CheckUntilSettled(*kube_client, **slurm_client, inv, settle),
                  [&](const std::exception_ptr& e, Result<std::vector<bridge::Violation>> r) {

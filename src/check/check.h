@@ -48,6 +48,7 @@ struct CheckCmdOptions {
   std::string kubeconfig;  // empty: $KUBECONFIG, else in-cluster
   std::string namespace_;  // empty: every namespace
   std::string settle;      // a duration ("90s"); empty: DefaultSettle
+  std::string max_wait;    // invariant 8's limit ("5m"); empty: off
 };
 
 // `slurm-bridge check`: prints one line per violation to `out` ("no violations" when none).
