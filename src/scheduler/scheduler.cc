@@ -54,87 +54,6 @@ constexpr int kDuplicateWatchLists = 5;
 
 std::string PodKey(const Pod& pod) { return kube::ObjectKey(pod.metadata); }
 
-std::string ErrorWords(const Error& e) {
-  std::string words = e.message;
-  for (const ErrorDetail& d : e.details) {
-    if (!d.error.empty() && words.find(d.error) == std::string::npos) {
-      words += "; " + d.error;
-    }
-  }
-  return words;
-}
-
-// The toleration of the managed-node taint the bridge gives its pods.
-bool ToleratesManagedNodes(const Pod& pod, const std::string& scheduler_name) {
-  return std::ranges::any_of(pod.spec.tolerations, [&](const kube::Toleration& t) {
-    return t.key == bridge::kManagedNodeTaint && t.value == scheduler_name &&
-           (t.effect.empty() || t.effect == "NoExecute");
-  });
-}
-
-// The pod carries what LabelPatch(pod, job_id, ...) sets, apart from the node's annotations.
-bool Labelled(const Pod& pod, std::int64_t job_id, const std::string& scheduler_name) {
-  const auto label = pod.metadata.labels.find(std::string(bridge::kJobIdLabel));
-  return label != pod.metadata.labels.end() && label->second == std::to_string(job_id) &&
-         std::ranges::find(pod.metadata.finalizers, bridge::kFinalizer) !=
-             pod.metadata.finalizers.end() &&
-         ToleratesManagedNodes(pod, scheduler_name);
-}
-
-// /resources/{job_id} not to be had from this slurmrestd: a data_parser older than v0.0.44, a
-// 404 that is not Slurm's answer about a job (no Slurm error in it: slurmrestd's "Unable to find
-// requested URL endpoint"), or access denied to this user.
-bool ResourcesUnavailable(const Error& e) {
-  return e.code == ErrorCode::kUnimplemented || e.code == ErrorCode::kPermissionDenied ||
-         (e.code == ErrorCode::kNotFound && e.details.empty());
-}
-
-// {"metadata":{"labels":{...},"finalizers":[...]},"spec":{"tolerations":[...]}} as a strategic
-// merge patch: labels merge by key, finalizers merge as a set, tolerations are replaced whole
-// (they have no merge key), so the list sent is the pod's plus ours.
-std::string LabelPatch(const Pod& pod, std::int64_t job_id, const std::string& scheduler_name,
-                       const std::string* node, const std::string& gpus = "") {
-  std::string labels = fmt::format("{}:{}", kube::JsonQuote(bridge::kJobIdLabel),
-                                   kube::JsonQuote(std::to_string(job_id)));
-  std::string meta = fmt::format("\"labels\":{{{}}},\"finalizers\":[{}]", labels,
-                                 kube::JsonQuote(bridge::kFinalizer));
-  if (node != nullptr) {
-    std::string annotations =
-        fmt::format("{}:{}", kube::JsonQuote(bridge::kNodeAnnotation), kube::JsonQuote(*node));
-    if (!gpus.empty()) {
-      annotations +=
-          fmt::format(",{}:{}", kube::JsonQuote(bridge::kJobGpusAnnotation), kube::JsonQuote(gpus));
-    }
-    meta += fmt::format(",\"annotations\":{{{}}}", annotations);
-  }
-  const bool tolerated = ToleratesManagedNodes(pod, scheduler_name);
-  // Each toleration exactly as stored: a field left out stays out (the API does not default
-  // `operator`), since the apiserver refuses an update that changes an existing one (review N-2).
-  std::vector<std::string> tols;
-  for (const kube::Toleration& t : pod.spec.tolerations) {
-    std::vector<std::string> fields;
-    const auto field = [&](std::string_view name, const std::string& value) {
-      if (!value.empty()) fields.push_back(fmt::format("\"{}\":{}", name, kube::JsonQuote(value)));
-    };
-    field("key", t.key);
-    field("operator", t.operator_);
-    field("value", t.value);
-    field("effect", t.effect);
-    if (t.toleration_seconds) {
-      fields.push_back(fmt::format("\"tolerationSeconds\":{}", *t.toleration_seconds));
-    }
-    tols.push_back(fmt::format("{{{}}}", fmt::join(fields, ",")));
-  }
-  std::string spec;
-  if (!tolerated) {
-    tols.push_back(
-        fmt::format("{{\"key\":{},\"operator\":\"Equal\",\"value\":{},\"effect\":\"NoExecute\"}}",
-                    kube::JsonQuote(bridge::kManagedNodeTaint), kube::JsonQuote(scheduler_name)));
-    spec = fmt::format(",\"spec\":{{\"tolerations\":[{}]}}", fmt::join(tols, ","));
-  }
-  return fmt::format("{{\"metadata\":{{{}}}{}}}", meta, spec);
-}
-
 }  // namespace
 
 Scheduler::Scheduler(asio::any_io_executor executor, kube::Client& kube, slurm::Client& slurm,
@@ -153,6 +72,7 @@ Scheduler::Scheduler(asio::any_io_executor executor, kube::Client& kube, slurm::
       event_sink_(kube),
       recorder_(clock, event_sink_,
                 kube::EventRecorderOptions{.source = {.component = config_.scheduler_name}}),
+      binder_(kube, slurm, recorder_, config_, stats_),
       queue_(clock, kube::BackoffPolicy{.base = std::chrono::milliseconds(250),
                                         .cap = std::chrono::seconds(60)}),
       submit_slots_(clock, config_.max_concurrent_submits),
@@ -465,24 +385,6 @@ void Scheduler::Unlist(std::int64_t id) {
   }
 }
 
-awaitable<Result<std::vector<Holder>>> Scheduler::ReadHolders(const std::string& ns,
-                                                              std::int64_t id) {
-  kube::ListOptions opts;
-  opts.label_selector = fmt::format("{}={}", bridge::kJobIdLabel, id);
-  Result<kube::List<Pod>> labelled = co_await kube::ListAs<Pod>(kube_, kube::PodsRef(ns), opts);
-  if (!labelled) co_return tl::unexpected(labelled.error());
-  std::vector<Holder> out;
-  for (const Pod& p : labelled->items) {
-    if (p.spec.node_name.empty()) continue;
-    const bool done = p.status.phase == "Succeeded" || p.status.phase == "Failed";
-    out.push_back({.uid = p.metadata.uid,
-                   .node = p.spec.node_name,
-                   .active = !done,
-                   .terminating = !done && !p.metadata.deletion_timestamp.empty()});
-  }
-  co_return out;
-}
-
 awaitable<Result<std::vector<JobView>>> Scheduler::Candidates(const std::string& group,
                                                               const std::string& ns) {
   std::vector<JobView> out;
@@ -491,7 +393,7 @@ awaitable<Result<std::vector<JobView>>> Scheduler::Candidates(const std::string&
   const std::vector<JobView> listed = it->second;  // the awaits below may change listed_
   for (JobView j : listed) {
     if (j.state == "RUNNING") {
-      Result<std::vector<Holder>> h = co_await ReadHolders(ns, j.id);
+      Result<std::vector<Holder>> h = co_await binder_.ReadHolders(ns, j.id);
       if (!h) co_return tl::unexpected(h.error());
       j.holders = std::move(*h);
       j.holders_known = true;
@@ -550,7 +452,7 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
       // Its pods left the watch: bound (a Binding whose reply was lost) or gone? The apiserver
       // says which before the job may be cancelled.
       const std::int64_t id = in.tracked->id;
-      Result<std::vector<Holder>> h = co_await ReadHolders(spec.namespace_, id);
+      Result<std::vector<Holder>> h = co_await binder_.ReadHolders(spec.namespace_, id);
       if (!h) co_return tl::unexpected(h.error());
       auto now_it = jobs_.find(group_key);
       if (now_it == jobs_.end() || now_it->second.id != id) {
@@ -647,7 +549,7 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
   if (auto it = jobs_.find(group_key); it != jobs_.end() && !plan.label.empty()) {
     const std::int64_t id = it->second.id;
     for (const Pod* pod : plan.label) {
-      Result<void> r = co_await LabelPod(*pod, id, nullptr, "");
+      Result<void> r = co_await binder_.LabelPod(*pod, id, nullptr, "");
       if (!r) co_return r;
     }
   }
@@ -889,85 +791,41 @@ awaitable<bool> Scheduler::UpdatePending(const GroupSpec& spec, std::vector<cons
 
 awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const Pod*> pods,
                                         TrackedJob job) {
-  const kube::Clock::TimePoint bind_began = clock_.Now();  // the stage trace
-  // A job this process submitted and saw RUNNING at its last poll: its nodes and GPUs from its
-  // resource layout, a reply of about 1 KB instead of the 28 KB job record (measured: 3.3
-  // instead of 4.5-5.7 ms of slurmctld and slurmrestd CPU). Anything else, or a layout Slurm
-  // cannot give, reads the job.
-  if (job.nodes.empty() && job.state == "RUNNING" && job.submitted != kube::Clock::TimePoint{} &&
-      resources_endpoint_) {
-    Result<std::vector<slurm::NodeAllocation>> layout = co_await slurm_.JobResources(job.id);
-    if (layout && !layout->empty()) {
-      std::vector<std::string> names;
-      std::vector<std::string> gres;
-      for (const slurm::NodeAllocation& a : *layout) {
-        names.push_back(a.node);
-        gres.push_back(bridge::GresDetail(a.gres));
-      }
-      job.nodes = fmt::format("{}", fmt::join(names, ","));
-      job.gres_detail = std::move(gres);
-      if (auto it = jobs_.find(spec.key); it != jobs_.end() && it->second.id == job.id) {
-        it->second.nodes = job.nodes;
-        it->second.gres_detail = job.gres_detail;
-      }
-    } else if (!layout && ResourcesUnavailable(layout.error())) {
-      // An older slurmrestd without /resources/, or a user Slurm does not show layouts to: the
-      // job record from now on.
-      spdlog::info("Slurm gives no job resource layout ({}); reading whole jobs instead",
-                   layout.error().ToString());
-      resources_endpoint_ = false;
-    } else if (!layout && layout.error().code != ErrorCode::kFailedPrecondition &&
-               layout.error().code != ErrorCode::kNotFound) {
-      co_return tl::unexpected(layout.error());  // transient: with the queue's backoff
-    }
-    // Not running after all (422), gone (404), or an empty layout: the job record says which.
-  }
+  // The steps are binder.h's; this applies what each returns to the scheduler's state.
+  job.bind_began = clock_.Now();
+  // 1. Where the job runs (known already when a job list carried its nodes).
   if (job.nodes.empty()) {
-    Result<slurm::JobInfo> info = co_await slurm_.GetJob(job.id);
-    if (!info) {
-      if (info.error().code == ErrorCode::kNotFound) {
-        if (auto it = jobs_.find(spec.key); it != jobs_.end()) it->second.state = "GONE";
-        Unlist(job.id);
-        queue_.Add(std::string(kGroupItem) + spec.key);
-        co_return Result<void>{};
-      }
-      co_return tl::unexpected(info.error());
-    }
-    job.nodes = info->nodes;
-    job.gres_detail = info->gres_detail;
-    job.partition = info->partition;
-    if (auto it = jobs_.find(spec.key); it != jobs_.end()) {
-      it->second.nodes = info->nodes;
-      it->second.gres_detail = info->gres_detail;
-      ApplyState(it->second, std::string(info->BaseState()));
-    }
-    if (bridge::JobEnded(info->BaseState())) Unlist(job.id);
-    if (info->BaseState() != "RUNNING" || job.nodes.empty()) {
-      queue_.Add(std::string(kGroupItem) + spec.key);
+    const bool layout_first = job.state == "RUNNING" && job.submitted != kube::Clock::TimePoint{};
+    Result<Allocation> a = co_await binder_.ReadAllocation(job.id, layout_first);
+    if (!a) co_return tl::unexpected(a.error());
+    if (!ApplyAllocation(spec.key, job, *a)) {
+      queue_.Add(std::string(kGroupItem) + spec.key);  // gone or not running: planned again
       co_return Result<void>{};
     }
   }
-  const kube::Clock::TimePoint nodes_read = clock_.Now();
+  job.nodes_read = clock_.Now();
   Result<std::vector<std::string>> slurm_nodes = bridge::ExpandHostlist(job.nodes);
   if (!slurm_nodes) co_return tl::unexpected(slurm_nodes.error());
-  // Pods of this job bound before (an earlier run, a gang member that is re-created) keep their
-  // nodes while they are active. A job this process submitted and never bound for has none: a
-  // holder is a labelled pod that is bound, and only this process binds pods to the jobs it
-  // submits (a pod bound to an older job under the same id, after Slurm's ids wrapped or its
-  // state was lost, is not this job's); so the LIST, which costs the apiserver a scan of the
-  // namespace's pods per job, is skipped.
-  Result<std::vector<Holder>> holders = std::vector<Holder>{};
+  // 2. Pods of this job bound before (an earlier run, a gang member that is re-created) keep
+  // their nodes while they are active. A job this process submitted and never bound for has
+  // none: a holder is a labelled pod that is bound, and only this process binds pods to the
+  // jobs it submits (a pod bound to an older job under the same id, after Slurm's ids wrapped
+  // or its state was lost, is not this job's); so the LIST, which costs the apiserver a scan of
+  // the namespace's pods per job, is skipped.
+  std::vector<Holder> holders;
   if (job.submitted == kube::Clock::TimePoint{} || job.bind_tried) {
-    holders = co_await ReadHolders(spec.namespace_, job.id);
-    if (!holders) co_return tl::unexpected(holders.error());
+    Result<std::vector<Holder>> h = co_await binder_.ReadHolders(spec.namespace_, job.id);
+    if (!h) co_return tl::unexpected(h.error());
+    holders = std::move(*h);
   }
   if (auto it = jobs_.find(spec.key); it != jobs_.end() && it->second.id == job.id) {
     it->second.bind_tried = true;
   }
+  // 3. The plan.
   BindInput in{.job = View(job),
                .slurm_nodes = std::move(*slurm_nodes),
                .pods = pods,
-               .holders = std::move(*holders),
+               .holders = std::move(holders),
                .kind = spec.kind,
                .name = spec.name,
                .now = clock_.Now()};
@@ -978,25 +836,7 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
     in.unmapped_since = it->second;
   }
   const BindPlan plan = PlanBind(in, planner_);
-
-  if (!plan.unmapped.empty()) {
-    unmapped_since_.try_emplace(job.id, in.now);
-    nodes_refresh_ = true;  // Slurm's node list may be behind too
-    if (plan.cancel) {
-      unmapped_since_.erase(job.id);
-      for (const std::string& n : plan.unmapped) excluded_[spec.key].insert(n);
-      if (auto it = jobs_.find(spec.key); it != jobs_.end() && it->second.id == job.id) {
-        jobs_.erase(it);
-      }
-      spdlog::warn("{}: {}", spec.key, plan.event_message);
-      Emit(pods, plan.event_reason, plan.event_message);
-      co_await CancelJob(*plan.cancel);
-      queue_.Add(std::string(kGroupItem) + spec.key);
-      co_return Result<void>{};
-    }
-  } else {
-    unmapped_since_.erase(job.id);
-  }
+  if (co_await OnUnmapped(spec, pods, job.id, plan)) co_return Result<void>{};
   if (!plan.report.empty()) {
     for (const Pod* pod : pods) co_await ReportWaiting(*pod, plan.report);
   }
@@ -1006,90 +846,40 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
   }
   if (plan.assign.empty()) co_return Result<void>{};
 
-  // Pods the job was not submitted for (a re-created member) join its tag before they bind, so
-  // that the controllers know them as the job's.
+  // 4. Pre-bind writes: pods the job was not submitted for (a re-created member) join its tag,
+  // so that the controllers know them as the job's; each pod carries the job id (label,
+  // finalizer, toleration: set after the submit; a pod whose label the cache does not show yet
+  // is patched here, with the node's annotations).
   if (plan.retag) {
-    Result<void> r = co_await Retag(spec, job.id, in.holders, pods, plan.assign);
-    if (!r) co_return r;
+    Result<TagMembers> tag = co_await binder_.Retag(spec, job.id, in.holders, pods, plan.assign);
+    if (!tag) co_return tl::unexpected(tag.error());
+    ApplyTag(spec.key, job.id, *tag);
   }
-  // Each pod carries the job id (label, finalizer, toleration: set after the submit) before it
-  // is bound; the node and the GPU indices Slurm gave the job there, which the containers read
-  // through the downward API, come with the Binding (the apiserver adds its annotations to the
-  // pod's). The whole group is labelled first, then bound; a pod whose label the cache does not
-  // show yet is patched with it here.
-  std::map<std::string, std::string> slurm_name_of;  // Kubernetes node -> Slurm node
-  for (const auto& [slurm_name, kube_name] : in.kube_node_of) slurm_name_of[kube_name] = slurm_name;
-  std::vector<std::map<std::string, std::string>> annotations;
-  for (const auto& [pod, node] : plan.assign) {
-    const auto slurm_name = slurm_name_of.find(node);
-    const std::string gpus =
-        slurm_name == slurm_name_of.end()
-            ? ""
-            : bridge::GpuIndicesOn(job.gres_detail, in.slurm_nodes, slurm_name->second);
-    std::map<std::string, std::string>& a = annotations.emplace_back();
-    a.emplace(bridge::kNodeAnnotation, node);
-    if (!gpus.empty()) a.emplace(bridge::kJobGpusAnnotation, gpus);
-    if (Labelled(*pod, job.id, config_.scheduler_name)) continue;
+  const std::vector<Assignment> assign =
+      Annotate(plan.assign, in.kube_node_of, in.slurm_nodes, job.gres_detail);
+  for (const Assignment& a : assign) {
+    if (Labelled(*a.pod, job.id, config_.scheduler_name)) continue;
     ++stats_.bind_patches;
-    Result<void> r = co_await LabelPod(*pod, job.id, &node, gpus);
+    // (A named string: gcc 12 mishandles a temporary inside a co_await's arguments.)
+    auto it = a.annotations.find(std::string(bridge::kJobGpusAnnotation));
+    const std::string gpus = it == a.annotations.end() ? "" : it->second;
+    Result<void> r = co_await binder_.LabelPod(*a.pod, job.id, &a.node, gpus);
     if (!r) co_return r;
   }
-  for (std::size_t i = 0; i < plan.assign.size(); ++i) {
-    const Pod* pod = plan.assign[i].first;
-    const std::string& node = plan.assign[i].second;
-    Result<void> b = co_await kube::BindPod(kube_, pod->metadata.namespace_, pod->metadata.name,
-                                            pod->metadata.uid, node, annotations[i]);
-    if (!b) {
-      ++stats_.bind_errors;
-      if (b.error().code == ErrorCode::kNotFound) continue;  // deleted meanwhile
-      Result<Pod> now = co_await kube::GetPod(kube_, pod->metadata.namespace_, pod->metadata.name);
-      if (now && now->spec.node_name == node) continue;  // bound already (a retry)
-      const std::string msg =
-          fmt::format("binding to {} for Slurm job {} failed: {}", node, job.id, b.error().message);
-      recorder_.Emit(kube::MakeObjectReference("v1", "Pod", pod->metadata),
-                     kube::EventType::kWarning, "FailedBinding", msg);
-      co_return tl::unexpected(b.error());
-    }
-    ++stats_.pods_bound;
-    reported_.erase(pod->metadata.uid);
-    seen_.erase(pod->metadata.uid);
+  // 5. The Bindings (the apiserver adds their annotations to the pods').
+  Binder::Bound bound = co_await binder_.BindPods(job.id, assign);
+  for (const Assignment& a : bound.bound) {
+    reported_.erase(a.pod->metadata.uid);
+    seen_.erase(a.pod->metadata.uid);
     // Hidden until the watch drops it; when the watch already has (its DELETED came before the
     // Binding's answer), nothing would ever erase the entry.
-    if (std::shared_ptr<const Pod> cached = pods_.cache().Get(PodKey(*pod));
-        cached && cached->metadata.uid == pod->metadata.uid) {
-      bound_.insert(pod->metadata.uid);
+    if (std::shared_ptr<const Pod> cached = pods_.cache().Get(PodKey(*a.pod));
+        cached && cached->metadata.uid == a.pod->metadata.uid) {
+      bound_.insert(a.pod->metadata.uid);
     }
-    recorder_.Emit(kube::MakeObjectReference("v1", "Pod", pod->metadata), kube::EventType::kNormal,
-                   "Scheduled",
-                   fmt::format("Successfully assigned {}/{} to {} (Slurm job {})",
-                               pod->metadata.namespace_, pod->metadata.name, node, job.id));
-    spdlog::info("{}/{}: bound to {} (Slurm job {})", pod->metadata.namespace_, pod->metadata.name,
-                 node, job.id);
   }
-  // The stage trace, for a slow installation: submit -> RUNNING seen -> pods bound.
-  if (auto it = jobs_.find(spec.key); it != jobs_.end() && it->second.id == job.id &&
-                                      it->second.submitted != kube::Clock::TimePoint{} &&
-                                      spdlog::should_log(spdlog::level::debug)) {
-    const auto ms = [](kube::Clock::Duration d) {
-      return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
-    };
-    const TrackedJob& t = it->second;
-    // Before the submit's answer: the pod's first watch event, the submit sent.
-    const std::string before =
-        t.pod_seen == kube::Clock::TimePoint{}
-            ? ""
-            : fmt::format("pod seen -{} ms, submit sent -{} ms, ", ms(t.submitted - t.pod_seen),
-                          ms(t.submitted - t.submit_sent));
-    // After RUNNING seen: a worker takes the group, its nodes are read (the layout), and the
-    // pods are labelled if need be and bound.
-    spdlog::debug(
-        "{}: Slurm job {} stages: {}submitted +0 ms, RUNNING seen +{} ms, bind began +{} ms, "
-        "nodes read +{} ms, {} pod(s) labelled and bound +{} ms",
-        spec.key, job.id, before,
-        t.running_seen == kube::Clock::TimePoint{} ? -1 : ms(t.running_seen - t.submitted),
-        ms(bind_began - t.submitted), ms(nodes_read - t.submitted), plan.assign.size(),
-        ms(clock_.Now() - t.submitted));
-  }
+  if (bound.error) co_return tl::unexpected(*bound.error);
+  TraceStages(spec.key, job, plan.assign.size());
   // From here on the controllers own the pods and the job. A member re-created later finds the
   // job again in Slurm's job list; a second job of the group that shows up meanwhile is
   // cancelled.
@@ -1106,64 +896,88 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
   co_return Result<void>{};
 }
 
-awaitable<Result<void>> Scheduler::Retag(
-    const GroupSpec& spec, std::int64_t id, const std::vector<Holder>& holders,
-    const std::vector<const Pod*>& waiting,
-    const std::vector<std::pair<const Pod*, std::string>>& assign) {
-  // Read-modify-write: the tag as Slurm has it now (an earlier refill may have changed it since
-  // any job list this process holds).
-  Result<slurm::JobInfo> info = co_await slurm_.GetJob(id);
-  if (!info) co_return tl::unexpected(info.error());
-  TagMembers current;
-  if (std::optional<bridge::JobTag> tag = bridge::ParseJobTag(info->admin_comment);
-      tag && tag->BelongsTo(config_.cluster_name, config_.scheduler_name)) {
-    current = {.uids = tag->uids, .pods = tag->pods};
+bool Scheduler::ApplyAllocation(const std::string& group, TrackedJob& job, const Allocation& a) {
+  auto it = jobs_.find(group);
+  TrackedJob* tracked = it != jobs_.end() && it->second.id == job.id ? &it->second : nullptr;
+  if (a.state == Allocation::State::kGone) {
+    if (tracked != nullptr) tracked->state = "GONE";
+    Unlist(job.id);
+    return false;
   }
-  const TagMembers merged = MergeTag(current, holders, waiting, assign);
-  bridge::JobTag tag{.pods = merged.pods,
-                     .uids = merged.uids,
-                     .group = spec.key,
-                     .cluster = config_.cluster_name,
-                     .scheduler = config_.scheduler_name};
-  slurm::JobDescription change;
-  change.admin_comment = bridge::EncodeJobTag(tag);
-  Result<bool> r = co_await slurm_.UpdateJob(id, std::move(change));
-  if (!r) {
-    spdlog::warn("{}: adding pods to the tag of Slurm job {} failed: {}", spec.key, id,
-                 r.error().ToString());
-    co_return tl::unexpected(r.error());
+  job.nodes = a.nodes;
+  job.gres_detail = a.gres_detail;
+  if (!a.partition.empty()) job.partition = a.partition;
+  if (tracked != nullptr) {
+    tracked->nodes = a.nodes;
+    tracked->gres_detail = a.gres_detail;
+    if (!a.base_state.empty()) ApplyState(*tracked, a.base_state);
   }
-  if (auto it = jobs_.find(spec.key); it != jobs_.end() && it->second.id == id) {
-    it->second.uids = merged.uids;
-    it->second.pods = merged.pods;
-  }
-  // The job list held stays true to Slurm: the next refill may adopt the job from it.
-  if (auto it = listed_.find(spec.key); it != listed_.end()) {
-    for (JobView& v : it->second) {
-      if (v.id != id) continue;
-      v.uids = merged.uids;
-      v.pods = merged.pods;
-    }
-  }
-  co_return Result<void>{};
+  if (bridge::JobEnded(a.base_state)) Unlist(job.id);
+  return a.state == Allocation::State::kRunning;
 }
 
-awaitable<Result<void>> Scheduler::LabelPod(const Pod& pod, std::int64_t job_id,
-                                            const std::string* node, const std::string& gpus) {
-  std::string patch = LabelPatch(pod, job_id, config_.scheduler_name, node, gpus);
-  Result<Pod> r = co_await kube::PatchAs<Pod>(
-      kube_, kube::PodsRef(pod.metadata.namespace_).WithName(pod.metadata.name),
-      kube::PatchType::kStrategicMerge, std::move(patch));
-  if (r || r.error().code == ErrorCode::kNotFound) co_return Result<void>{};
-  if (r.error().code == ErrorCode::kInvalidArgument) {
-    // Refused (a validation rule, an admission policy): said on the pod, not only in the log,
-    // and tried again with the queue's backoff (a stale cache is the usual cause).
-    recorder_.Emit(kube::MakeObjectReference("v1", "Pod", pod.metadata), kube::EventType::kWarning,
-                   "SlurmJobLabelRefused",
-                   fmt::format("the apiserver refused the label of Slurm job {}: {}", job_id,
-                               ErrorWords(r.error())));
+void Scheduler::ApplyTag(const std::string& group, std::int64_t id, const TagMembers& tag) {
+  if (auto it = jobs_.find(group); it != jobs_.end() && it->second.id == id) {
+    it->second.uids = tag.uids;
+    it->second.pods = tag.pods;
   }
-  co_return tl::unexpected(r.error());
+  // The job list held stays true to Slurm: the next refill may adopt the job from it.
+  if (auto it = listed_.find(group); it != listed_.end()) {
+    for (JobView& v : it->second) {
+      if (v.id != id) continue;
+      v.uids = tag.uids;
+      v.pods = tag.pods;
+    }
+  }
+}
+
+awaitable<bool> Scheduler::OnUnmapped(const GroupSpec& spec, const std::vector<const Pod*>& pods,
+                                      std::int64_t id, const BindPlan& plan) {
+  if (plan.unmapped.empty()) {
+    unmapped_since_.erase(id);
+    co_return false;
+  }
+  unmapped_since_.try_emplace(id, clock_.Now());
+  nodes_refresh_ = true;  // Slurm's node list may be behind too
+  if (!plan.cancel) co_return false;
+  unmapped_since_.erase(id);
+  for (const std::string& n : plan.unmapped) excluded_[spec.key].insert(n);
+  if (auto it = jobs_.find(spec.key); it != jobs_.end() && it->second.id == id) jobs_.erase(it);
+  spdlog::warn("{}: {}", spec.key, plan.event_message);
+  Emit(pods, plan.event_reason, plan.event_message);
+  co_await CancelJob(*plan.cancel);
+  queue_.Add(std::string(kGroupItem) + spec.key);
+  co_return true;
+}
+
+void Scheduler::TraceStages(const std::string& group, const TrackedJob& job,
+                            std::size_t pods) const {
+  // The stage trace, for a slow installation: submit -> RUNNING seen -> pods bound.
+  auto it = jobs_.find(group);
+  if (it == jobs_.end() || it->second.id != job.id ||
+      it->second.submitted == kube::Clock::TimePoint{} ||
+      !spdlog::should_log(spdlog::level::debug)) {
+    return;
+  }
+  const auto ms = [](kube::Clock::Duration d) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+  };
+  const TrackedJob& t = it->second;
+  // Before the submit's answer: the pod's first watch event, the submit sent.
+  const std::string before =
+      t.pod_seen == kube::Clock::TimePoint{}
+          ? ""
+          : fmt::format("pod seen -{} ms, submit sent -{} ms, ", ms(t.submitted - t.pod_seen),
+                        ms(t.submitted - t.submit_sent));
+  // After RUNNING seen: a worker takes the group, its nodes are read (the layout), and the pods
+  // are labelled if need be and bound.
+  spdlog::debug(
+      "{}: Slurm job {} stages: {}submitted +0 ms, RUNNING seen +{} ms, bind began +{} ms, "
+      "nodes read +{} ms, {} pod(s) labelled and bound +{} ms",
+      group, job.id, before,
+      t.running_seen == kube::Clock::TimePoint{} ? -1 : ms(t.running_seen - t.submitted),
+      ms(job.bind_began - t.submitted), ms(job.nodes_read - t.submitted), pods,
+      ms(clock_.Now() - t.submitted));
 }
 
 awaitable<void> Scheduler::CancelJob(Cancel cancel) {
@@ -1339,7 +1153,7 @@ awaitable<void> Scheduler::CancelDuplicates() {
       if (j.state == "RUNNING") {
         auto ns = namespaces.find(group);
         if (ns == namespaces.end()) continue;
-        Result<std::vector<Holder>> h = co_await ReadHolders(ns->second, j.id);
+        Result<std::vector<Holder>> h = co_await binder_.ReadHolders(ns->second, j.id);
         if (!h) continue;  // unknown: left alone this time
         j.holders = std::move(*h);
         j.holders_known = true;

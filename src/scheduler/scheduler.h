@@ -63,6 +63,7 @@
 #include "kube/runtime/semaphore.h"
 #include "kube/runtime/task_group.h"
 #include "kube/runtime/work_queue.h"
+#include "scheduler/binder.h"
 #include "scheduler/planner.h"
 #include "slurm/client.h"
 
@@ -133,6 +134,9 @@ class Scheduler {
     // Stage trace (debug level): the first watch event of its first pod, the submit sent.
     kube::Clock::TimePoint pod_seen{};
     kube::Clock::TimePoint submit_sent{};
+    // This process's Bind: began, the job's nodes read (the stage trace).
+    kube::Clock::TimePoint bind_began{};
+    kube::Clock::TimePoint nodes_read{};
     // Bind() ran for it in this process: from then on pods may carry its job-id label.
     bool bind_tried = false;
     // The description Slurm has, as far as this process knows (unset for adopted jobs).
@@ -176,23 +180,24 @@ class Scheduler {
   // Looks at the group again after `after`, reading the pod and its owners anew.
   void RetryLater(const std::string& group_key, const std::vector<const kube::Pod*>& pods,
                   kube::Clock::Duration after);
+  // Binds the pods of a RUNNING job: binder.h's steps, their results applied here.
   boost::asio::awaitable<Result<void>> Bind(const bridge::GroupSpec& spec,
                                             std::vector<const kube::Pod*> pods, TrackedJob job);
-  // Adds the assigned pods to the job's tag in Slurm (MergeTag), from the tag Slurm has now.
-  boost::asio::awaitable<Result<void>> Retag(
-      const bridge::GroupSpec& spec, std::int64_t id, const std::vector<Holder>& holders,
-      const std::vector<const kube::Pod*>& waiting,
-      const std::vector<std::pair<const kube::Pod*, std::string>>& assign);
-  // Sets the job-id label, the finalizer and the managed-node toleration (and, with `node`, the
-  // node and GPU annotations); a refused patch is reported on the pod.
-  boost::asio::awaitable<Result<void>> LabelPod(const kube::Pod& pod, std::int64_t job_id,
-                                                const std::string* node, const std::string& gpus);
+  // Step 1's answer into `job` and the tracked job; false when the job does not run (gone,
+  // ended, not started).
+  bool ApplyAllocation(const std::string& group, TrackedJob& job, const Allocation& a);
+  // A retag written: the tracked job and the job list held follow it.
+  void ApplyTag(const std::string& group, std::int64_t id, const TagMembers& tag);
+  // A job on a node Kubernetes lacks: remembered, and cancelled when the plan says so (true:
+  // cancelled, the bind ends).
+  boost::asio::awaitable<bool> OnUnmapped(const bridge::GroupSpec& spec,
+                                          const std::vector<const kube::Pod*>& pods,
+                                          std::int64_t id, const BindPlan& plan);
+  // The debug-level stage trace of a bound job.
+  void TraceStages(const std::string& group, const TrackedJob& job, std::size_t pods) const;
   // Cancels until Slurm confirms: a failed cancel is tried again by PollSlurm.
   boost::asio::awaitable<void> CancelJob(Cancel cancel);
   boost::asio::awaitable<void> RetryCancels();
-  // Bound pods labelled with job `id` in `ns`.
-  boost::asio::awaitable<Result<std::vector<Holder>>> ReadHolders(const std::string& ns,
-                                                                  std::int64_t id);
   // Live jobs of Slurm's last job list tagged for `group` (RUNNING ones with their holders).
   boost::asio::awaitable<Result<std::vector<JobView>>> Candidates(const std::string& group,
                                                                   const std::string& ns);
@@ -237,6 +242,7 @@ class Scheduler {
   kube::Informer<kube::Node> nodes_;
   kube::ClientEventSink event_sink_;
   kube::EventRecorder recorder_;
+  Binder binder_;
   // The work queue's order: (-priority, creationTimestamp).
   using QueueRank = std::pair<std::int64_t, std::string>;
   kube::WorkQueue<std::string, QueueRank> queue_;
@@ -258,9 +264,8 @@ class Scheduler {
   };
   std::unordered_map<std::string, CachedOwner> owners_;
   std::vector<std::string> slurm_nodes_;
-  bool slurm_nodes_known_ = false;  // a Slurm node list succeeded
-  bool resources_endpoint_ = true;  // slurmrestd serves /resources/{job_id} (until it does not)
-  bool nodes_refresh_ = false;      // read Slurm's nodes at the next poll
+  bool slurm_nodes_known_ = false;                      // a Slurm node list succeeded
+  bool nodes_refresh_ = false;                          // read Slurm's nodes at the next poll
   mutable std::vector<std::string> logged_duplicates_;  // Slurm names two K8s nodes claim
   // NodesBySlurmName() until a node event (the pointers are the node cache's), and the nodes
   // excluded per bridge::ExclusionKey until a node change that matters or a new Slurm node list:

@@ -3,6 +3,7 @@
 // The scheduler end to end: the `slurm-bridge scheduler` binary as a child process against the
 // test environment's real slurmctld/slurmrestd and kube-apiserver. Kubernetes Node objects
 // stand in for the kubelets of n1..n4 (testenv/kube/register-nodes.sh); nothing runs the pods.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -251,6 +252,27 @@ TEST_F(SchedulerE2e, BadAnnotationIsReportedOnThePod) {
   for (const slurm::JobInfo& j : *jobs) {
     EXPECT_EQ(j.admin_comment.find(pod->metadata.uid), std::string::npos)
         << "Slurm job " << j.job_id << " names the pod: " << j.admin_comment;
+  }
+}
+
+// Review N-2: a toleration written without `operator`, the common form in users' manifests (the
+// API does not default it). The bridge adds its own toleration; the real apiserver refuses an
+// update that changes an existing one, so the user's is sent back exactly as stored.
+TEST_F(SchedulerE2e, TolerationWithoutOperatorIsKeptAndThePodBinds) {
+  StartScheduler();
+  CreatePod("tol", R"({"limits":{"cpu":"1"}})", "{}",
+            R"(,"tolerations":[{"key":"dedicated","value":"gpu","effect":"NoSchedule"}])");
+  std::optional<kube::Pod> bound = WaitForPod("tol", IsBound, 60s);
+  ASSERT_TRUE(bound) << "the pod was not bound";
+  EXPECT_GT(JobId(*bound), 0);
+  ASSERT_GE(bound->spec.tolerations.size(), 2u);
+  EXPECT_EQ(bound->spec.tolerations[0],
+            (kube::Toleration{.key = "dedicated", .value = "gpu", .effect = "NoSchedule"}));
+  EXPECT_TRUE(std::ranges::any_of(bound->spec.tolerations, [](const kube::Toleration& t) {
+    return t.key == bridge::kManagedNodeTaint && t.value == "slurm-bridge-scheduler";
+  }));
+  for (const kube::Event& e : Events("tol")) {
+    EXPECT_NE(e.reason, "SlurmJobLabelRefused") << e.message;
   }
 }
 

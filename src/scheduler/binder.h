@@ -1,0 +1,120 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// scheduler/binder.h
+//
+// Binding the pods of a RUNNING Slurm job, as named steps (kube-scheduler's binding cycle, and
+// controllers/node/ here, have the same shape): each step reads or writes one thing, and the
+// decision between the reads and the writes is planner.h's PlanBind (pure).
+//
+//   1. ReadAllocation  where the job runs: its resource layout (GET /resources/{id}, about 1 KB:
+//                      nodes and GPUs) for a job this process submitted, else the job record
+//                      (GET /job/{id}); also whether it still runs.
+//   2. ReadHolders     the bound pods labelled with the job (a LIST), for a job bound before.
+//   3. PlanBind        (planner.h) which pod goes to which node; a retag, a report, a cancel.
+//   4. pre-bind        Retag: the job's tag lists the pods about to bind, written over the tag
+//                      Slurm has now (read-modify-write); LabelPod: each pod carries the job id,
+//                      the finalizer and the managed-node toleration. (Where DRA claims will be
+//                      written.)
+//   5. BindPods        the Bindings, carrying the node and GPU annotations; a lost reply is
+//                      checked with a GET; a Scheduled event per pod.
+//
+// The Binder keeps no state of the scheduler's (tracked jobs, queue): Scheduler::Bind runs the
+// steps in order and applies what they return. It remembers one fact of the server: whether
+// slurmrestd serves /resources/{job_id}.
+//
+// Thread model: loop-confined, as the scheduler.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <boost/asio/awaitable.hpp>
+
+#include "bridge/config.h"
+#include "bridge/group.h"
+#include "common/error.h"
+#include "kube/client.h"
+#include "kube/runtime/event_recorder.h"
+#include "scheduler/planner.h"
+#include "slurm/client.h"
+
+namespace sb::scheduler {
+
+struct Stats;
+
+// Where a job runs, as step 1 read it.
+struct Allocation {
+  enum class State { kRunning, kNotRunning, kGone };
+  State state = State::kRunning;
+  std::string base_state;  // Slurm's, when the job record was read; "" from the layout
+  std::string nodes;       // hostlist
+  std::vector<std::string> gres_detail;  // one entry per node of `nodes`
+  std::string partition;                 // from the job record only
+};
+
+// A pod and the Kubernetes node it is bound to, with the Binding's annotations.
+struct Assignment {
+  const kube::Pod* pod = nullptr;
+  std::string node;
+  std::map<std::string, std::string> annotations;  // node, and GPU indices where Slurm gave some
+};
+
+// The annotations each assigned pod's Binding carries: the node, and the GPU indices Slurm gave
+// the job on it (bridge/gres.h), which the containers read through the downward API.
+[[nodiscard]] std::vector<Assignment> Annotate(
+    const std::vector<std::pair<const kube::Pod*, std::string>>& assign,
+    const std::map<std::string, std::string>& kube_node_of,  // Slurm name -> Kubernetes name
+    const std::vector<std::string>& slurm_nodes, const std::vector<std::string>& gres_detail);
+
+class Binder {
+ public:
+  Binder(kube::Client& kube, slurm::Client& slurm, kube::EventRecorder& recorder,
+         const bridge::Config& config, Stats& stats);
+
+  // Step 1. `layout_first`: the job was submitted by this process and seen RUNNING (its layout
+  // answers; anything else reads the record).
+  [[nodiscard]] boost::asio::awaitable<Result<Allocation>> ReadAllocation(std::int64_t id,
+                                                                          bool layout_first);
+  // Step 2.
+  [[nodiscard]] boost::asio::awaitable<Result<std::vector<Holder>>> ReadHolders(
+      const std::string& ns, std::int64_t id);
+  // Step 4: the tag as MergeTag makes it from Slurm's tag now; returns what was written.
+  [[nodiscard]] boost::asio::awaitable<Result<TagMembers>> Retag(
+      const bridge::GroupSpec& spec, std::int64_t id, const std::vector<Holder>& holders,
+      const std::vector<const kube::Pod*>& waiting,
+      const std::vector<std::pair<const kube::Pod*, std::string>>& assign);
+  // Step 4: the job-id label, the finalizer and the managed-node toleration (and, with `node`,
+  // the node and GPU annotations); a refused patch is reported on the pod. A pod gone: done.
+  [[nodiscard]] boost::asio::awaitable<Result<void>> LabelPod(const kube::Pod& pod,
+                                                              std::int64_t job_id,
+                                                              const std::string* node,
+                                                              std::string gpus);
+  // Step 5, in order; stops at the first Binding that fails (and is not bound after all).
+  struct Bound {
+    std::vector<Assignment> bound;  // bound now (a pod deleted meanwhile is left out)
+    std::optional<Error> error;     // the failure that stopped it
+  };
+  [[nodiscard]] boost::asio::awaitable<Bound> BindPods(std::int64_t job_id,
+                                                       const std::vector<Assignment>& assign);
+
+ private:
+  kube::Client& kube_;
+  slurm::Client& slurm_;
+  kube::EventRecorder& recorder_;
+  const bridge::Config& config_;
+  Stats& stats_;
+  bool resources_endpoint_ = true;  // slurmrestd serves /resources/{job_id} (until it does not)
+};
+
+// The pod carries what Binder::LabelPod sets, apart from the node's annotations.
+[[nodiscard]] bool Labelled(const kube::Pod& pod, std::int64_t job_id,
+                            const std::string& scheduler_name);
+
+// Slurm's error message with its details, for pods and logs.
+[[nodiscard]] std::string ErrorWords(const Error& e);
+
+}  // namespace sb::scheduler
