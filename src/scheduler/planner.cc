@@ -302,10 +302,30 @@ BindPlan PlanBind(const BindInput& in, const PlannerOptions& options) {
         job.id, targets.size(), targets.size() - std::min(have, targets.size()), in.kind, in.name);
     return plan;
   }
+  // A refill takes a pod only onto a node it may run on (review N-15: the members of a
+  // PodGroup may differ in constraints; the job was placed for others).
+  std::vector<std::string> misfits;
   for (const kube::Pod* pod : rest) {
     if (free.empty()) break;
-    plan.assign.emplace_back(pod, *free.begin());
-    free.erase(free.begin());
+    auto excluded = in.excluded_for.find(pod->metadata.uid);
+    auto node = std::ranges::find_if(free, [&](const std::string& n) {
+      return !refill || excluded == in.excluded_for.end() || !excluded->second.contains(n);
+    });
+    if (node == free.end()) {
+      misfits.push_back(pod->metadata.name);
+      continue;
+    }
+    plan.assign.emplace_back(pod, *node);
+    free.erase(node);
+  }
+  if (plan.assign.empty() && !misfits.empty()) {
+    plan.report = fmt::format(
+        "Slurm job {} of {} {} has free node(s) {}, which the pod cannot run on (its node "
+        "selector, affinity, tolerations or requests); waiting for a node of the job it fits, or "
+        "for a job of its own",
+        job.id, in.kind, in.name, fmt::join(free, ", "));
+    plan.recheck_at = in.now + options.full_recheck;
+    return plan;
   }
   if (plan.assign.empty() && !plan.unmapped.empty()) {
     plan.report = fmt::format(

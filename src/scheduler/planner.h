@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -145,7 +146,10 @@ struct BindInput {
   std::map<std::string, std::string> kube_node_of;  // Slurm node name -> Kubernetes node name
   std::vector<const kube::Pod*> pods;               // the group's waiting pods
   std::vector<Holder> holders;                      // bound pods labelled with the job
-  std::string kind;                                 // for messages: the group's kind and name
+  // Per waiting pod (UID): the Kubernetes nodes it cannot run on (bridge::ExcludedNodes); a
+  // refill leaves those out for it.
+  std::map<std::string, std::set<std::string>> excluded_for;
+  std::string kind;  // for messages: the group's kind and name
   std::string name;
   std::optional<TimePoint> unmapped_since;  // first seen on a node Kubernetes lacks
   TimePoint now;

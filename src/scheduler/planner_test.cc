@@ -701,5 +701,28 @@ TEST(PlanGroupTest, PodGroupThatRanBeforeSubmitsItsRemainder) {
   EXPECT_TRUE(PlanGroup(in, {}).submit.empty()) << "a Job's size follows its spec";
 }
 
+// Review N-15: a refill binds a waiting pod only onto a free node of the job it may run on.
+TEST(PlanBindTest, RefillLeavesOutNodesThePodCannotRunOn) {
+  kube::Pod c = MakePod("c");
+  BindInput in{
+      .job = Job(7, "RUNNING", {"uid-a", "uid-b"}),
+      .slurm_nodes = {"n1", "n2"},
+      .kube_node_of = {{"n1", "n1"}, {"n2", "n2"}},
+      .pods = {&c},
+      .holders = {{.uid = "uid-a", .node = "n1", .active = false}, {.uid = "uid-b", .node = "n2"}},
+      .excluded_for = {{"uid-c", {"n1"}}},
+      .kind = "PodGroup",
+      .name = "pg",
+      .now = kT0};
+  BindPlan plan = PlanBind(in, {});
+  EXPECT_TRUE(plan.assign.empty());
+  EXPECT_NE(plan.report.find("has free node(s) n1, which the pod cannot run on"), std::string::npos)
+      << plan.report;
+  EXPECT_EQ(plan.recheck_at, kT0 + 10s);
+  in.holders[1].active = false;  // n2 is free too, and fits
+  plan = PlanBind(in, {});
+  EXPECT_EQ(Assigned(plan), (std::vector<std::pair<std::string, std::string>>{{"c", "n2"}}));
+}
+
 }  // namespace
 }  // namespace sb::scheduler

@@ -835,6 +835,18 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
   if (auto it = unmapped_since_.find(job.id); it != unmapped_since_.end()) {
     in.unmapped_since = it->second;
   }
+  if (!in.holders.empty()) {
+    // A refill: each waiting pod's own constraints against the job's nodes.
+    for (const Pod* pod : pods) {
+      std::set<std::string>& out = in.excluded_for[pod->metadata.uid];
+      for (const bridge::Exclusion& e :
+           bridge::ExcludedNodes({pod}, in.slurm_nodes, NodesBySlurmName())) {
+        if (auto k = in.kube_node_of.find(e.slurm_node); k != in.kube_node_of.end()) {
+          out.insert(k->second);
+        }
+      }
+    }
+  }
   const BindPlan plan = PlanBind(in, planner_);
   if (co_await OnUnmapped(spec, pods, job.id, plan)) co_return Result<void>{};
   if (!plan.report.empty()) {
