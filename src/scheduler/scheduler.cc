@@ -385,6 +385,17 @@ void Scheduler::Unlist(std::int64_t id) {
   }
 }
 
+awaitable<Result<bool>> Scheduler::PodGroupRan(const GroupSpec& spec) {
+  kube::ListOptions opts;
+  opts.label_selector =
+      fmt::format("{}={},{}", bridge::kPodGroupLabel, spec.name, bridge::kJobIdLabel);
+  Result<kube::List<Pod>> members =
+      co_await kube::ListAs<Pod>(kube_, kube::PodsRef(spec.namespace_), opts);
+  if (!members) co_return tl::unexpected(members.error());
+  co_return std::ranges::any_of(members->items,
+                                [](const Pod& p) { return !p.spec.node_name.empty(); });
+}
+
 awaitable<Result<std::vector<JobView>>> Scheduler::Candidates(const std::string& group,
                                                               const std::string& ns) {
   std::vector<JobView> out;
@@ -478,6 +489,16 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
     in.incomplete_since = it->second;
   }
   in.ran_before = ran_.contains(group_key);
+  if (!in.ran_before && !in.tracked && spec.kind == "PodGroup" && !live.empty() &&
+      static_cast<int>(live.size()) < spec.size && in.incomplete_since && in.jobs_listed_at &&
+      *in.jobs_listed_at >= *in.incomplete_since) {
+    // Short of minMember with no job: whether the PodGroup ran before is this process's memory,
+    // or (after a restart) the apiserver's: a member the bridge bound, running or done.
+    Result<bool> ran = co_await PodGroupRan(spec);
+    if (!ran) co_return tl::unexpected(ran.error());
+    if (*ran) ran_.insert(group_key);
+    in.ran_before = *ran;
+  }
   const GroupPlan plan = PlanGroup(in, planner_);
 
   for (const Cancel& c : plan.cancel) {

@@ -198,6 +198,8 @@ class Scheduler {
   // Cancels until Slurm confirms: a failed cancel is tried again by PollSlurm.
   boost::asio::awaitable<void> CancelJob(Cancel cancel);
   boost::asio::awaitable<void> RetryCancels();
+  // A member of the PodGroup was bound by the bridge (labelled with a job, on a node).
+  boost::asio::awaitable<Result<bool>> PodGroupRan(const bridge::GroupSpec& spec);
   // Live jobs of Slurm's last job list tagged for `group` (RUNNING ones with their holders).
   boost::asio::awaitable<Result<std::vector<JobView>>> Candidates(const std::string& group,
                                                                   const std::string& ns);

@@ -1154,5 +1154,39 @@ TEST_F(SchedulerTest, SlowSubmitsDoNotHoldUpTheBindOfARunningJob) {
       << "every group is still submitted: " << slurm_.calls("SubmitJob");
 }
 
+// Review N-9 after a restart: the scheduler no longer remembers that the PodGroup ran; the
+// apiserver shows it (members the bridge bound, here done), and the remainder gets its job.
+TEST_F(SchedulerFlowTest, PodGroupRemainderIsRecognisedAfterARestart) {
+  kube_nodes_ = {"n1", "n2"};
+  apply_patches_ = true;
+  pod_group_min_["pg"] = 2;
+  const std::int64_t ended = slurm_.AddJob("COMPLETED", "", "n[1-2]");
+  const std::map<std::string, std::string> member = {
+      {"scheduling.x-k8s.io/pod-group", "pg"},
+      {std::string(bridge::kJobIdLabel), std::to_string(ended)}};
+  api_.AddPod("ns", "pg-0", member, "n1");
+  api_.AddPod("ns", "pg-1", member, "n2");
+  api_.PatchPod("ns", "pg-0", R"({"status":{"phase":"Succeeded"}})");
+  api_.PatchPod("ns", "pg-1", R"({"status":{"phase":"Succeeded"}})");
+  api_.AddPod("ns", "pg-2", {{"scheduling.x-k8s.io/pod-group", "pg"}});
+  Start();
+  ASSERT_TRUE(AdvanceUntil([&] { return slurm_.calls("SubmitJob") == 1; }))
+      << "pg-2 still waits: " << PatchesOf("pg-2/status");
+  EXPECT_EQ(slurm_.submitted().back().nodes, "1");
+  EXPECT_NE(slurm_.submitted().back().admin_comment.find("ns/pg-2"), std::string::npos);
+}
+
+// ... and a PodGroup that never ran waits for minMember as before.
+TEST_F(SchedulerFlowTest, PodGroupThatNeverRanWaitsForMinMember) {
+  pod_group_min_["pg"] = 2;
+  api_.AddPod("ns", "pg-0", {{"scheduling.x-k8s.io/pod-group", "pg"}});
+  Start();
+  ASSERT_TRUE(
+      AdvanceUntil([&] { return StatusSays("pg-0", "waiting for 1 more pod(s) of PodGroup pg"); }));
+  const kube::Clock::TimePoint until = clock_.Now() + 30s;
+  ASSERT_TRUE(AdvanceUntil([&] { return clock_.Now() >= until; }, 500ms));
+  EXPECT_EQ(slurm_.calls("SubmitJob"), 0);
+}
+
 }  // namespace
 }  // namespace sb::scheduler
