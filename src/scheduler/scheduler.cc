@@ -139,6 +139,11 @@ void Scheduler::OnPod(const Pod* old, const std::shared_ptr<const Pod>& pod) {
   Enqueue(std::string(kPodItem) + PodKey(*pod), *pod);
 }
 
+Scheduler::GroupState* Scheduler::Group(const std::string& key) {
+  auto it = groups_.find(key);
+  return it == groups_.end() ? nullptr : &it->second;
+}
+
 void Scheduler::RetryLater(const std::string& group_key, const std::vector<const Pod*>& pods,
                            kube::Clock::Duration after) {
   // Through the pod: the fix is usually an edit of the pod or of its owner, read again there.
@@ -173,7 +178,7 @@ void Scheduler::OnPodDeleted(const std::shared_ptr<const Pod>& pod) {
   if (it == group_of_pod_.end()) return;
   const std::string group = it->second;
   group_of_pod_.erase(it);
-  members_[group].erase(key);
+  if (GroupState* g = Group(group)) g->members.erase(key);
   Enqueue(std::string(kGroupItem) + group, *pod);
 }
 
@@ -328,12 +333,13 @@ awaitable<Result<void>> Scheduler::Resolve(const std::string& pod_key) {
   const std::string group = spec->key;
   if (auto old = group_of_pod_.find(pod_key); old != group_of_pod_.end() && old->second != group) {
     // Moved to another group (its pod-group label changed): the old one looks again.
-    members_[old->second].erase(pod_key);
+    if (GroupState* g = Group(old->second)) g->members.erase(pod_key);
     queue_.Add(std::string(kGroupItem) + old->second);
   }
-  groups_[group] = std::move(*spec);
+  GroupState& g = groups_[group];
+  g.spec = std::move(*spec);
+  g.members.insert(pod_key);
   group_of_pod_[pod_key] = group;
-  members_[group].insert(pod_key);
   Enqueue(std::string(kGroupItem) + group, *pod);
   co_return Result<void>{};
 }
@@ -422,9 +428,9 @@ awaitable<bool> Scheduler::RefreshJobs() {
 }
 
 awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
-  auto spec_it = groups_.find(group_key);
-  if (spec_it == groups_.end()) co_return Result<void>{};
-  GroupSpec spec = spec_it->second;
+  GroupState* group = Group(group_key);
+  if (group == nullptr) co_return Result<void>{};
+  GroupSpec spec = group->spec;
   // A job submitted for a part of the group (a PodGroup's remainder) keeps that size.
   if (auto it = jobs_.find(group_key); it != jobs_.end() && it->second.size > 0) {
     spec.size = it->second.size;
@@ -435,7 +441,7 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
   std::vector<std::shared_ptr<const Pod>> held;
   std::vector<const Pod*> live;
   std::vector<std::shared_ptr<const Pod>> deleting;
-  for (const std::string& key : members_[group_key]) {
+  for (const std::string& key : group->members) {
     std::shared_ptr<const Pod> pod = pods_.cache().Get(key);
     // Bound pods leave the watch a moment after the binding; until then the cache may show them
     // unbound.
@@ -482,13 +488,12 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
       co_return Result<void>{};
     }
   }
-  if (auto it = submit_doubt_.find(group_key); it != submit_doubt_.end()) {
-    in.submit_doubt_since = it->second;
-  }
-  if (auto it = incomplete_since_.find(group_key); it != incomplete_since_.end()) {
-    in.incomplete_since = it->second;
-  }
-  in.ran_before = ran_.contains(group_key);
+  // (The awaits above may have changed the map: looked up again.)
+  group = Group(group_key);
+  if (group == nullptr) co_return Result<void>{};
+  in.submit_doubt_since = group->submit_doubt;
+  in.incomplete_since = group->incomplete_since;
+  in.ran_before = group->ran;
   if (!in.ran_before && !in.tracked && spec.kind == "PodGroup" && !live.empty() &&
       static_cast<int>(live.size()) < spec.size && in.incomplete_since && in.jobs_listed_at &&
       *in.jobs_listed_at >= *in.incomplete_since) {
@@ -496,7 +501,9 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
     // or (after a restart) the apiserver's: a member the bridge bound, running or done.
     Result<bool> ran = co_await PodGroupRan(spec);
     if (!ran) co_return tl::unexpected(ran.error());
-    if (*ran) ran_.insert(group_key);
+    group = Group(group_key);
+    if (group == nullptr) co_return Result<void>{};
+    group->ran = *ran;
     in.ran_before = *ran;
   }
   const GroupPlan plan = PlanGroup(in, planner_);
@@ -515,9 +522,9 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
   }
   // Before the list below: the list is asked for once, for the pods short since then.
   if (plan.incomplete) {
-    incomplete_since_.try_emplace(group_key, now);
+    if (!group->incomplete_since) group->incomplete_since = now;
   } else {
-    incomplete_since_.erase(group_key);
+    group->incomplete_since.reset();
   }
   if (plan.list_jobs) {
     // A lost submit reply, or a member that may belong to a running job: read Slurm first.
@@ -542,7 +549,7 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
                  .refill = v.refill};
     // The list may be old: a running job's nodes (and that it still runs) are read on bind.
     jobs_[group_key] = t;
-    submit_doubt_.erase(group_key);
+    if (GroupState* g = Group(group_key)) g->submit_doubt.reset();
     ++stats_.jobs_adopted;
     spdlog::info("{}: adopted Slurm job {} ({}{})", group_key, v.id, v.state,
                  v.refill ? ", pods of the group run in it" : "");
@@ -550,14 +557,9 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
 
   for (const auto& pod : deleting) co_await DropFinalizer(*pod);
   if (live.empty()) {
-    if (members_[group_key].empty()) {
-      members_.erase(group_key);
+    if (GroupState* g = Group(group_key); g != nullptr && g->members.empty()) {
       groups_.erase(group_key);
       ranks_.erase(std::string(kGroupItem) + group_key);
-      incomplete_since_.erase(group_key);
-      submit_doubt_.erase(group_key);
-      excluded_.erase(group_key);
-      ran_.erase(group_key);
     }
     co_return Result<void>{};
   }
@@ -634,8 +636,8 @@ Scheduler::Wanted Scheduler::Describe(const GroupSpec& spec,
   for (const bridge::Exclusion& e : excluded) desc->excluded_nodes.push_back(e.slurm_node);
   // Slurm nodes an earlier job of the group was allocated but Kubernetes lacks.
   // (Only names Slurm still has: Slurm refuses a job that excludes a node it does not know.)
-  if (auto it = excluded_.find(spec.key); it != excluded_.end()) {
-    for (const std::string& n : it->second) {
+  if (auto it = groups_.find(spec.key); it != groups_.end()) {
+    for (const std::string& n : it->second.excluded) {
       if (std::ranges::find(slurm_nodes_, n) != slurm_nodes_.end() &&
           std::ranges::find(desc->excluded_nodes, n) == desc->excluded_nodes.end()) {
         desc->excluded_nodes.push_back(n);
@@ -684,7 +686,7 @@ awaitable<Result<void>> Scheduler::Submit(const GroupSpec& spec, std::vector<con
     const Error& e = submitted.error();
     if (SubmitOutcomeUnknown(e.code)) {
       // Slurm may have made the job: Slurm's jobs are read before the group is looked at again.
-      submit_doubt_[spec.key] = clock_.Now();
+      if (GroupState* g = Group(spec.key)) g->submit_doubt = clock_.Now();
       spdlog::warn("{}: submit outcome unknown ({}); Slurm's jobs are read before trying again",
                    spec.key, e.ToString());
     }
@@ -703,7 +705,7 @@ awaitable<Result<void>> Scheduler::Submit(const GroupSpec& spec, std::vector<con
     co_return tl::unexpected(e);
   }
   ++stats_.jobs_submitted;
-  submit_doubt_.erase(spec.key);
+  if (GroupState* g = Group(spec.key)) g->submit_doubt.reset();
   TrackedJob job{.id = submitted->job_id,
                  .group = spec.key,
                  .state = "PENDING",
@@ -711,7 +713,7 @@ awaitable<Result<void>> Scheduler::Submit(const GroupSpec& spec, std::vector<con
                  .submitted = clock_.Now(),
                  .submit_sent = sent,
                  .sent = std::move(wanted.job)};
-  if (auto g = groups_.find(spec.key); g != groups_.end() && g->second.size != spec.size) {
+  if (GroupState* g = Group(spec.key); g != nullptr && g->spec.size != spec.size) {
     job.size = spec.size;
   }
   for (const Pod* pod : pods) {
@@ -919,7 +921,7 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
   if (auto it = jobs_.find(spec.key); it != jobs_.end() && it->second.id == job.id) {
     jobs_.erase(it);
   }
-  ran_.insert(spec.key);
+  if (GroupState* g = Group(spec.key)) g->ran = true;
   recently_bound_[spec.key] = {
       .id = job.id,
       .namespace_ = spec.namespace_,
@@ -974,7 +976,8 @@ awaitable<bool> Scheduler::OnUnmapped(const GroupSpec& spec, const std::vector<c
   nodes_refresh_ = true;  // Slurm's node list may be behind too
   if (!plan.cancel) co_return false;
   unmapped_since_.erase(id);
-  for (const std::string& n : plan.unmapped) excluded_[spec.key].insert(n);
+  if (GroupState* g = Group(spec.key))
+    g->excluded.insert(plan.unmapped.begin(), plan.unmapped.end());
   if (auto it = jobs_.find(spec.key); it != jobs_.end() && it->second.id == id) jobs_.erase(it);
   spdlog::warn("{}: {}", spec.key, plan.event_message);
   Emit(pods, plan.event_reason, plan.event_message);
@@ -1176,7 +1179,7 @@ awaitable<void> Scheduler::CancelDuplicates() {
   for (const auto& [group, t] : jobs_) {
     if (listed_.contains(group)) tracked[group] = t.id;
   }
-  for (const auto& [group, spec] : groups_) namespaces[group] = spec.namespace_;
+  for (const auto& [key, g] : groups_) namespaces[key] = g.spec.namespace_;
   if (tracked.empty()) co_return;
   std::map<std::string, std::vector<JobView>> others;
   for (const auto& [group, id] : tracked) {

@@ -252,14 +252,25 @@ class Scheduler {
 
   std::unordered_map<std::string, Rank> ranks_;                // queue item -> rank
   std::unordered_map<std::string, std::string> group_of_pod_;  // pod key -> group key
-  std::map<std::string, std::set<std::string>> members_;       // group key -> pod keys
-  std::unordered_map<std::string, bridge::GroupSpec> groups_;  // group key -> spec
-  std::map<std::string, TrackedJob> jobs_;                     // group key -> job
-  std::unordered_map<std::string, std::string> reported_;      // pod uid -> last message
+  // What is known of each group, by group key: made when a pod of it is resolved, gone with
+  // its last pod. (Its tracked job is jobs_'s: the Slurm poll's interest set, kept apart.)
+  struct GroupState {
+    bridge::GroupSpec spec;
+    std::set<std::string> members;                           // pod keys
+    std::optional<kube::Clock::TimePoint> incomplete_since;  // short of pods since
+    // The outcome of its last submit is unknown (timeout, lost connection) since.
+    std::optional<kube::Clock::TimePoint> submit_doubt;
+    std::set<std::string> excluded;  // Slurm nodes an earlier job got that Kubernetes lacks
+    bool ran = false;                // a job of it was bound (N-9)
+  };
+  std::map<std::string, GroupState> groups_;
+  // The group `key`, or nullptr; valid until the next co_await.
+  GroupState* Group(const std::string& key);
+  std::map<std::string, TrackedJob> jobs_;                 // group key -> job
+  std::unordered_map<std::string, std::string> reported_;  // pod uid -> last message
   std::set<std::string> bound_;  // uids of pods bound and not yet gone from the watch
   // Pod uid -> its first watch event, for the stage trace (only at debug level).
   std::unordered_map<std::string, kube::Clock::TimePoint> seen_;
-  std::unordered_map<std::string, kube::Clock::TimePoint> incomplete_since_;  // group key
   struct CachedOwner {
     kube::GenericObject object;
     kube::Clock::TimePoint fetched;
@@ -281,8 +292,6 @@ class Scheduler {
   std::int64_t jobs_since_ = 0;  // Slurm's last_update of the last full list (update_time)
   bool listing_ = false;
   kube::Clock::TimePoint next_list_{};  // of the periodic list
-  // Groups whose last submit had an unknown outcome (timeout, lost connection), since when.
-  std::unordered_map<std::string, kube::Clock::TimePoint> submit_doubt_;
   // The last submit: jobs are polled every kFreshPollInterval for kFreshWindow after it, since
   // Slurm usually starts a fitting job within a second of its submit.
   std::optional<kube::Clock::TimePoint> last_submit_;
@@ -297,9 +306,7 @@ class Scheduler {
   std::map<std::string, RecentlyBound> recently_bound_;  // group key
   // Groups waiting for a place among the submit slot's waiters, in the order they came (N-20).
   std::deque<std::string> submit_line_;
-  std::set<std::string> ran_;  // groups a job was bound for, while they have pods (N-9)
   std::unordered_map<std::int64_t, kube::Clock::TimePoint> unmapped_since_;  // job id
-  std::map<std::string, std::set<std::string>> excluded_;  // group -> Slurm nodes K8s lacks
   PlannerOptions planner_;
 
   Stats stats_;
