@@ -33,7 +33,7 @@
 # Exits 1 on a violation, a stuck pod, a crashed replica or a workload that never settled.
 #
 # Usage: scripts/chaos.sh [--seed N] [--pods N] [--faults N] [--duration S] [--binary PATH]
-#                         [--kinds K,K,...] [--settle-timeout S] [--keep] [--keep-logs]
+#                         [--kinds K,K,...] [--settle-timeout S] [--waves N] [--keep] [--keep-logs]
 #                         [--schedule-only]
 #   --seed N        RNG seed (default: random, printed)
 #   --pods N        pods of the workload (default 40)
@@ -41,6 +41,9 @@
 #   --duration S    seconds over which the workload is created and the faults injected (default 90)
 #   --kinds K,...   only these fault kinds (default: all of the above)
 #   --settle-timeout S  how long the pods may take to end after the last event (default 300)
+#   --waves N       gang Jobs run N waves (completions = N x parallelism; default 1): from the
+#                   second wave on, each pod that succeeds is replaced by one bound into the
+#                   running Slurm job (a refill), so N >= 2 refills every gang at least twice
 #   --binary PATH   slurm-bridge (default: $SB_BINARY, else build/slurm-bridge)
 #   --keep          leave the environment running (and print its directory)
 #   --keep-logs     keep the run directory (logs, schedule) also when the run passes
@@ -52,7 +55,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 . "$root/testenv/lib.sh"
 need_root
-schedule_only=0 keep_logs=0 seed="" pods=40 nfaults=9 duration=90 settle_timeout=300 keep=0 kinds_arg=""
+schedule_only=0 keep_logs=0 seed="" pods=40 nfaults=9 duration=90 settle_timeout=300 keep=0 kinds_arg="" waves=1
 binary=${SB_BINARY:-$root/build/slurm-bridge}
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -62,6 +65,7 @@ while [ $# -gt 0 ]; do
     --duration) duration=$2; shift 2 ;;
     --kinds) kinds_arg=$2; shift 2 ;;
     --settle-timeout) settle_timeout=$2; shift 2 ;;
+    --waves) waves=$2; shift 2 ;;
     --binary) binary=$2; shift 2 ;;
     --keep) keep=1; shift ;;
     --keep-logs) keep_logs=1; shift ;;
@@ -71,10 +75,11 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ -n "$seed" ] || seed=$(($(od -An -tu2 -N2 /dev/urandom) + 1))
-for v in seed pods nfaults duration settle_timeout; do
+for v in seed pods nfaults duration settle_timeout waves; do
   [[ "${!v}" =~ ^[0-9]+$ ]] || die "--${v%%_*} wants a number, got '${!v}'"
 done
-[ "$pods" -ge 1 ] && [ "$duration" -ge 10 ] || die "--pods >= 1 and --duration >= 10"
+[ "$pods" -ge 1 ] && [ "$duration" -ge 10 ] && [ "$waves" -ge 1 ] ||
+  die "--pods >= 1, --duration >= 10 and --waves >= 1"
 [ -x "$binary" ] || die "no slurm-bridge at $binary: build it (scripts/build.sh) or pass --binary"
 all_kinds=(sigkill-scheduler sigkill-controllers sigkill-contending slurmrestd-stop
   slurmctld-restart apiserver-restart drop-submit-replies jwt-invalid node-down)
@@ -302,7 +307,7 @@ create_unit() { # KIND NAME SIZE SLEEP
     pod)
       post "/api/v1/namespaces/$ns/pods" "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"$name\",\"annotations\":{$exclusive}},\"spec\":$(pod_spec "$s")}" ;;
     job)
-      post "/apis/batch/v1/namespaces/$ns/jobs" "{\"apiVersion\":\"batch/v1\",\"kind\":\"Job\",\"metadata\":{\"name\":\"$name\",\"annotations\":{\"slurmjob.slinky.slurm.net/gang\":\"true\",$exclusive}},\"spec\":{\"parallelism\":$size,\"completions\":$size,\"backoffLimit\":6,\"template\":{\"spec\":$(pod_spec "$s")}}}" ;;
+      post "/apis/batch/v1/namespaces/$ns/jobs" "{\"apiVersion\":\"batch/v1\",\"kind\":\"Job\",\"metadata\":{\"name\":\"$name\",\"annotations\":{\"slurmjob.slinky.slurm.net/gang\":\"true\",$exclusive}},\"spec\":{\"parallelism\":$size,\"completions\":$((size * waves)),\"backoffLimit\":6,\"template\":{\"spec\":$(pod_spec "$s")}}}" ;;
     pg)
       post "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/$ns/podgroups" "{\"apiVersion\":\"scheduling.x-k8s.io/v1alpha1\",\"kind\":\"PodGroup\",\"metadata\":{\"name\":\"$name\",\"annotations\":{$exclusive}},\"spec\":{\"minMember\":$size}}" || return 1
       for ((k = 0; k < size; k++)); do
