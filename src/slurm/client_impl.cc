@@ -3,6 +3,7 @@
 #include <string>
 #include <utility>
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <boost/asio/use_awaitable.hpp>
 
@@ -360,17 +361,29 @@ class ClientImpl final : public Client {
       co_return tl::unexpected(
           ClassifySlurmError("read OpenAPI document", spec->status, {}, spec->body));
     }
-    Error last =
-        spec ? Error{ErrorCode::kUnimplemented, "no OpenAPI document", spec->status} : spec.error();
+    // Only a 404 says "not here": any other answer (a slurmrestd still starting, a proxy in
+    // front of a stopped one) says nothing of the versions offered, and falling through to an
+    // older one would pin it for the process's life. An error instead: the next call asks again.
+    auto unsettled = [&](std::string_view what, int status) {
+      return Error{ErrorCode::kUnavailable,
+                   fmt::format("slurmrestd at {}: {} answered HTTP {}; the API version is asked "
+                               "again at the next call",
+                               http_->endpoint().ToString(), what, status),
+                   status};
+    };
+    if (!spec) co_return tl::unexpected(spec.error());
+    if (spec->status != 404) co_return tl::unexpected(unsettled("/openapi/v3", spec->status));
+    Error last{ErrorCode::kUnimplemented, "no OpenAPI document", spec->status};
     for (ApiVersion v : AllApiVersions()) {
-      auto ping = co_await Send("probe API version", Method::kGet,
-                                "/slurm/" + std::string(ApiVersionName(v)) + "/ping/", "");
+      const std::string path = "/slurm/" + std::string(ApiVersionName(v)) + "/ping/";
+      auto ping = co_await Send("probe API version", Method::kGet, path, "");
       if (!ping) {
         co_return tl::unexpected(ping.error());
       }
       if (IsOk(ping->status)) {
         co_return v;
       }
+      if (ping->status != 404) co_return tl::unexpected(unsettled(path, ping->status));
     }
     last.message = "slurmrestd at " + http_->endpoint().ToString() +
                    " offers none of data_parser v0.0.42-v0.0.45 (" + last.message + ")";

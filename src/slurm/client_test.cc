@@ -109,6 +109,30 @@ TEST_F(SlurmClientTest, ProbesWhenThereIsNoOpenApiDocument) {
                                       "GET /slurm/v0.0.44/ping/", "GET /slurm/v0.0.43/ping/"}));
 }
 
+// A slurmrestd that is still starting (or a proxy in front of a stopped one) answers 5xx: that
+// says nothing of the versions it offers. Seen in a chaos run: the probes fell through to the
+// oldest version that then answered, v0.0.42, which refuses the EXTERNAL_JOB flag; every submit
+// failed until the process restarted. Only a 404 means "not offered"; anything else is an error,
+// and the next call negotiates again.
+TEST_F(SlurmClientTest, AServerErrorWhileProbingIsNotTakenForAnOlderVersion) {
+  bool starting = true;
+  server_ = std::make_unique<FakeHttpServer>(io_, [&](const FakeRequest& r) {
+    if (starting && r.target != "/slurm/v0.0.42/ping/") {
+      return HttpReply(503, "starting", "text/plain");
+    }
+    if (r.target == "/openapi/v3") {
+      return HttpReply(200, R"({"paths":{"/slurm/v0.0.42/ping/":{},"/slurm/v0.0.44/ping/":{}}})");
+    }
+    return Recorded("ping_v0.0.44");
+  });
+  auto client = Make();
+  Result<ApiVersion> first = Run(client->Version());
+  ASSERT_FALSE(first.has_value()) << "took " << ApiVersionName(*first);
+  EXPECT_EQ(first.error().code, ErrorCode::kUnavailable) << first.error().ToString();
+  starting = false;
+  EXPECT_EQ(Run(client->Version()).value(), ApiVersion::kV0044);
+}
+
 TEST_F(SlurmClientTest, ReReadsARotatedTokenAfter511AndRetriesOnce) {
   std::string path = "/tmp/sb-slurm-client-token-" + std::to_string(getpid());
   std::ofstream(path) << "SLURM_JWT=old-token\n";
