@@ -57,6 +57,17 @@ bool NodeReady(const kube::Node& n) {
 
 std::string PodKey(const kube::Pod& p) { return p.metadata.namespace_ + "/" + p.metadata.name; }
 
+// The job id the pod's label names; 0 when none or not a number.
+std::int64_t LabelledJobId(const kube::Pod& p) {
+  auto label = p.metadata.labels.find(std::string(kJobIdLabel));
+  if (label == p.metadata.labels.end()) return 0;
+  try {
+    return std::stoll(label->second);
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
 // Why `p` no longer holds its job; "" while it is alive.
 std::string NotAlive(const kube::Pod& p, const std::map<std::string, const kube::Node*>& nodes,
                      WallTime now, const InvariantOptions& o) {
@@ -155,15 +166,7 @@ std::vector<Violation> CheckInvariants(const Snapshot& s, WallTime now, const In
   for (const kube::Pod* p : pods) {
     if (Finished(*p) || !p->metadata.deletion_timestamp.empty()) continue;
     const std::string subject = "pod " + PodKey(*p);
-    auto label = p->metadata.labels.find(std::string(kJobIdLabel));
-    std::int64_t id = 0;
-    if (label != p->metadata.labels.end()) {
-      try {
-        id = std::stoll(label->second);
-      } catch (const std::exception&) {
-        id = 0;
-      }
-    }
+    const std::int64_t id = LabelledJobId(*p);
     const std::string& node = p->spec.node_name;
     if (!node.empty()) {
       // Invariants 1 and 4: a bound pod sits on its RUNNING job's allocation.
@@ -232,14 +235,7 @@ std::vector<Violation> CheckInvariants(const Snapshot& s, WallTime now, const In
   std::map<std::pair<std::int64_t, std::string>, std::vector<std::string>> on_node;
   for (const kube::Pod* p : pods) {
     if (p->spec.node_name.empty() || !NotAlive(*p, nodes, now, o).empty()) continue;
-    auto label = p->metadata.labels.find(std::string(kJobIdLabel));
-    if (label == p->metadata.labels.end()) continue;
-    std::int64_t id = 0;
-    try {
-      id = std::stoll(label->second);
-    } catch (const std::exception&) {
-      continue;
-    }
+    const std::int64_t id = LabelledJobId(*p);
     if (!ours.contains(id)) continue;
     on_node[{id, p->spec.node_name}].push_back(PodKey(*p));
   }

@@ -40,19 +40,17 @@ bool ResourcesUnavailable(const Error& e) {
 // merge patch: labels merge by key, finalizers merge as a set, tolerations are replaced whole
 // (they have no merge key), so the list sent is the pod's plus ours.
 std::string LabelPatch(const Pod& pod, std::int64_t job_id, const std::string& scheduler_name,
-                       const std::string* node, const std::string& gpus) {
+                       const std::map<std::string, std::string>& annotations) {
   std::string labels = fmt::format("{}:{}", kube::JsonQuote(bridge::kJobIdLabel),
                                    kube::JsonQuote(std::to_string(job_id)));
   std::string meta = fmt::format("\"labels\":{{{}}},\"finalizers\":[{}]", labels,
                                  kube::JsonQuote(bridge::kFinalizer));
-  if (node != nullptr) {
-    std::string annotations =
-        fmt::format("{}:{}", kube::JsonQuote(bridge::kNodeAnnotation), kube::JsonQuote(*node));
-    if (!gpus.empty()) {
-      annotations +=
-          fmt::format(",{}:{}", kube::JsonQuote(bridge::kJobGpusAnnotation), kube::JsonQuote(gpus));
+  if (!annotations.empty()) {
+    std::vector<std::string> pairs;
+    for (const auto& [k, v] : annotations) {
+      pairs.push_back(fmt::format("{}:{}", kube::JsonQuote(k), kube::JsonQuote(v)));
     }
-    meta += fmt::format(",\"annotations\":{{{}}}", annotations);
+    meta += fmt::format(",\"annotations\":{{{}}}", fmt::join(pairs, ","));
   }
   const bool tolerated = ToleratesManagedNodes(pod, scheduler_name);
   // Each toleration exactly as stored: a field left out stays out (the API does not default
@@ -216,8 +214,8 @@ awaitable<Result<TagMembers>> Binder::Retag(
 }
 
 awaitable<Result<void>> Binder::LabelPod(const Pod& pod, std::int64_t job_id,
-                                         const std::string* node, std::string gpus) {
-  std::string patch = LabelPatch(pod, job_id, config_.scheduler_name, node, gpus);
+                                         std::map<std::string, std::string> annotations) {
+  std::string patch = LabelPatch(pod, job_id, config_.scheduler_name, annotations);
   Result<Pod> r = co_await kube::PatchAs<Pod>(
       kube_, kube::PodsRef(pod.metadata.namespace_).WithName(pod.metadata.name),
       kube::PatchType::kStrategicMerge, std::move(patch));

@@ -87,12 +87,10 @@ class Binder {
       const bridge::GroupSpec& spec, std::int64_t id, const std::vector<Holder>& holders,
       const std::vector<const kube::Pod*>& waiting,
       const std::vector<std::pair<const kube::Pod*, std::string>>& assign);
-  // Step 4: the job-id label, the finalizer and the managed-node toleration (and, with `node`,
-  // the node and GPU annotations); a refused patch is reported on the pod. A pod gone: done.
-  [[nodiscard]] boost::asio::awaitable<Result<void>> LabelPod(const kube::Pod& pod,
-                                                              std::int64_t job_id,
-                                                              const std::string* node,
-                                                              std::string gpus);
+  // Step 4: the job-id label, the finalizer and the managed-node toleration, and `annotations`
+  // (an Assignment's, at bind time); a refused patch is reported on the pod. A pod gone: done.
+  [[nodiscard]] boost::asio::awaitable<Result<void>> LabelPod(
+      const kube::Pod& pod, std::int64_t job_id, std::map<std::string, std::string> annotations);
   // Step 5, in order; stops at the first Binding that fails (and is not bound after all).
   struct Bound {
     std::vector<Assignment> bound;  // bound now (a pod deleted meanwhile is left out)

@@ -572,7 +572,7 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
   if (auto it = jobs_.find(group_key); it != jobs_.end() && !plan.label.empty()) {
     const std::int64_t id = it->second.id;
     for (const Pod* pod : plan.label) {
-      Result<void> r = co_await binder_.LabelPod(*pod, id, nullptr, "");
+      Result<void> r = co_await binder_.LabelPod(*pod, id, {});
       if (!r) co_return r;
     }
   }
@@ -895,10 +895,7 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
   for (const Assignment& a : assign) {
     if (Labelled(*a.pod, job.id, config_.scheduler_name)) continue;
     ++stats_.bind_patches;
-    // (A named string: gcc 12 mishandles a temporary inside a co_await's arguments.)
-    auto it = a.annotations.find(std::string(bridge::kJobGpusAnnotation));
-    const std::string gpus = it == a.annotations.end() ? "" : it->second;
-    Result<void> r = co_await binder_.LabelPod(*a.pod, job.id, &a.node, gpus);
+    Result<void> r = co_await binder_.LabelPod(*a.pod, job.id, a.annotations);
     if (!r) co_return r;
   }
   // 5. The Bindings (the apiserver adds their annotations to the pods').
