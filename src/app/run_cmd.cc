@@ -17,13 +17,13 @@
 #include <boost/asio/signal_set.hpp>
 
 #include "app/metrics.h"
+#include "async/clock.h"
 #include "bridge/config.h"
 #include "common/strings.h"
 #include "controllers/node/node_controller.h"
 #include "controllers/pod_controller.h"
 #include "kube/client.h"
 #include "kube/config.h"
-#include "kube/runtime/clock.h"
 #include "kube/runtime/kube_adapters.h"
 #include "kube/runtime/leader_election.h"
 #include "net/http_server.h"
@@ -98,7 +98,7 @@ int RunComponents(const RunOptions& options) {
     return 1;
   }
 
-  kube::SystemClock clock;
+  async::SystemClock clock;
   std::unique_ptr<scheduler::Scheduler> sched;
   std::unique_ptr<controllers::PodController> pods;
   std::unique_ptr<controllers::NodeController> nodes;

@@ -37,7 +37,7 @@ bool Alive(std::string_view state) { return !state.empty() && !bridge::JobEnded(
 }  // namespace
 
 PodController::PodController(asio::any_io_executor executor, kube::Client& kube,
-                             slurm::Client& slurm, kube::Clock& clock, bridge::Config config,
+                             slurm::Client& slurm, async::Clock& clock, bridge::Config config,
                              PodControllerOptions options)
     : executor_(std::move(executor)),
       kube_(kube),
@@ -287,7 +287,7 @@ awaitable<Result<void>> PodController::Reconcile(std::int64_t job_id) {
                 pods.size(), plan.strays.size());
   if (plan.recheck_at) {
     const auto wait = *plan.recheck_at - clock_.WallNow() + std::chrono::milliseconds(100);
-    queue_.AddAfter(job_id, std::chrono::duration_cast<kube::Clock::Duration>(wait));
+    queue_.AddAfter(job_id, std::chrono::duration_cast<async::Clock::Duration>(wait));
   }
   co_return Result<void>{};
 }
@@ -313,7 +313,7 @@ awaitable<void> PodController::PollSlurm() {
     if (wanted.empty()) continue;
     // The labelled jobs only, in one request (up to about 2,000 ids, slurm::JobStatePaths): the
     // cost follows the bridge's jobs, not every job of the cluster.
-    const kube::Clock::TimePoint asked = clock_.Now();
+    const async::Clock::TimePoint asked = clock_.Now();
     Result<std::vector<slurm::JobStateEntry>> states =
         co_await slurm_.JobStates(std::vector<std::int64_t>(wanted.begin(), wanted.end()));
     if (!states) {

@@ -44,15 +44,15 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 
+#include "async/clock.h"
+#include "async/task_group.h"
 #include "bridge/config.h"
 #include "bridge/tag.h"
 #include "controllers/pod_lifecycle.h"
 #include "kube/client.h"
 #include "kube/informer.h"
-#include "kube/runtime/clock.h"
 #include "kube/runtime/event_recorder.h"
 #include "kube/runtime/kube_adapters.h"
-#include "kube/runtime/task_group.h"
 #include "kube/runtime/work_queue.h"
 #include "slurm/client.h"
 
@@ -85,7 +85,7 @@ struct PodControllerStats {
 class PodController {
  public:
   PodController(boost::asio::any_io_executor executor, kube::Client& kube, slurm::Client& slurm,
-                kube::Clock& clock, bridge::Config config, PodControllerOptions options = {});
+                async::Clock& clock, bridge::Config config, PodControllerOptions options = {});
   ~PodController();
   PodController(const PodController&) = delete;
   PodController& operator=(const PodController&) = delete;
@@ -127,7 +127,7 @@ class PodController {
   boost::asio::any_io_executor executor_;
   kube::Client& kube_;
   slurm::Client& slurm_;
-  kube::Clock& clock_;
+  async::Clock& clock_;
   bridge::Config config_;
   PodControllerOptions options_;
   Owner owner_;
@@ -141,13 +141,13 @@ class PodController {
   // it (the next list's update_time).
   std::vector<slurm::JobInfo> swept_jobs_;
   std::int64_t sweep_since_ = 0;
-  std::unordered_map<std::int64_t, kube::Clock::TimePoint> first_seen_;  // job id -> first label
+  std::unordered_map<std::int64_t, async::Clock::TimePoint> first_seen_;  // job id -> first label
   std::unordered_map<std::string, WallTime> stray_since_;   // pod UID -> first sweep that found it
   std::set<std::pair<std::string, std::string>> reported_;  // (pod UID, what) reported once
   PodControllerStats stats_;
   bool ready_ = false;
   bool stopping_ = false;
-  kube::TaskGroup tasks_;
+  async::TaskGroup tasks_;
 };
 
 }  // namespace sb::controllers

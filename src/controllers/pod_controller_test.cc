@@ -15,9 +15,9 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 
+#include "async/clock.h"
 #include "bridge/names.h"
 #include "bridge/tag.h"
-#include "kube/runtime/clock.h"
 #include "net/http_client.h"
 #include "testing/fake_apiserver.h"
 #include "testing/fake_slurm_client.h"
@@ -159,7 +159,7 @@ class PodControllerTest : public ::testing::Test {
   std::unique_ptr<net::HttpClient> http_;
   std::unique_ptr<kube::Client> kube_;
   sb::testing::FakeSlurmClient slurm_;
-  kube::FakeClock clock_;
+  async::FakeClock clock_;
   std::unique_ptr<PodController> controller_;
   bool done_ = false;
   bool pods_broken_ = false;

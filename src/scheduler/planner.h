@@ -35,15 +35,15 @@
 #include <utility>
 #include <vector>
 
+#include "async/clock.h"
 #include "bridge/translate.h"
 #include "common/error.h"
-#include "kube/runtime/clock.h"
 #include "kube/types.h"
 #include "slurm/types.h"
 
 namespace sb::scheduler {
 
-using TimePoint = kube::Clock::TimePoint;
+using TimePoint = async::Clock::TimePoint;
 
 // A pod bound to a node of a job (labelled with its id).
 struct Holder {

@@ -57,7 +57,7 @@ std::string PodKey(const Pod& pod) { return kube::ObjectKey(pod.metadata); }
 }  // namespace
 
 Scheduler::Scheduler(asio::any_io_executor executor, kube::Client& kube, slurm::Client& slurm,
-                     kube::Clock& clock, bridge::Config config)
+                     async::Clock& clock, bridge::Config config)
     : executor_(std::move(executor)),
       kube_(kube),
       slurm_(slurm),
@@ -145,7 +145,7 @@ Scheduler::GroupState* Scheduler::Group(const std::string& key) {
 }
 
 void Scheduler::RetryLater(const std::string& group_key, const std::vector<const Pod*>& pods,
-                           kube::Clock::Duration after) {
+                           async::Clock::Duration after) {
   // Through the pod: the fix is usually an edit of the pod or of its owner, read again there.
   if (pods.empty()) {
     queue_.AddAfter(std::string(kGroupItem) + group_key, after);
@@ -457,7 +457,7 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
   std::ranges::sort(live,
                     [](const Pod* a, const Pod* b) { return a->metadata.name < b->metadata.name; });
 
-  const kube::Clock::TimePoint now = clock_.Now();
+  const async::Clock::TimePoint now = clock_.Now();
   GroupInput in{.spec = spec,
                 .pods = live,
                 .jobs_listed_at = listed_at_,
@@ -594,8 +594,8 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
     for (const Pod* pod : live) co_await ReportWaiting(*pod, plan.report);
   }
   if (plan.recheck_at) {
-    const kube::Clock::Duration after =
-        std::max(kube::Clock::Duration::zero(), *plan.recheck_at - clock_.Now());
+    const async::Clock::Duration after =
+        std::max(async::Clock::Duration::zero(), *plan.recheck_at - clock_.Now());
     if (plan.recheck_owners) {
       RetryLater(group_key, live, after);
     } else {
@@ -672,12 +672,12 @@ awaitable<Result<void>> Scheduler::Submit(const GroupSpec& spec, std::vector<con
     }
     co_return Result<void>{};
   }
-  std::optional<kube::Semaphore::Permit> permit = co_await submit_slots_.Acquire();
+  std::optional<async::Semaphore::Permit> permit = co_await submit_slots_.Acquire();
   CallSubmitLine();
   // A scheduler that stops (lost leadership) submits nothing more: the next leader does.
   if (!permit || stopping_) co_return Result<void>{};
   const std::string partition = wanted.job.partition;
-  const kube::Clock::TimePoint sent = clock_.Now();
+  const async::Clock::TimePoint sent = clock_.Now();
   Result<slurm::JobSubmitResult> submitted = co_await slurm_.SubmitJob(wanted.job);
   permit.reset();
   CallSubmitLine();
@@ -718,7 +718,7 @@ awaitable<Result<void>> Scheduler::Submit(const GroupSpec& spec, std::vector<con
   }
   for (const Pod* pod : pods) {
     if (auto it = seen_.find(pod->metadata.uid); it != seen_.end()) {
-      if (job.pod_seen == kube::Clock::TimePoint{} || it->second < job.pod_seen) {
+      if (job.pod_seen == async::Clock::TimePoint{} || it->second < job.pod_seen) {
         job.pod_seen = it->second;
       }
     }
@@ -818,7 +818,7 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
   job.bind_began = clock_.Now();
   // 1. Where the job runs (known already when a job list carried its nodes).
   if (job.nodes.empty()) {
-    const bool layout_first = job.state == "RUNNING" && job.submitted != kube::Clock::TimePoint{};
+    const bool layout_first = job.state == "RUNNING" && job.submitted != async::Clock::TimePoint{};
     Result<Allocation> a = co_await binder_.ReadAllocation(job.id, layout_first);
     if (!a) co_return tl::unexpected(a.error());
     if (!ApplyAllocation(spec.key, job, *a)) {
@@ -836,7 +836,7 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
   // or its state was lost, is not this job's); so the LIST, which costs the apiserver a scan of
   // the namespace's pods per job, is skipped.
   std::vector<Holder> holders;
-  if (job.submitted == kube::Clock::TimePoint{} || job.bind_tried) {
+  if (job.submitted == async::Clock::TimePoint{} || job.bind_tried) {
     Result<std::vector<Holder>> h = co_await binder_.ReadHolders(spec.namespace_, job.id);
     if (!h) co_return tl::unexpected(h.error());
     holders = std::move(*h);
@@ -877,7 +877,7 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
   }
   if (plan.recheck_at) {
     queue_.AddAfter(std::string(kGroupItem) + spec.key,
-                    std::max(kube::Clock::Duration::zero(), *plan.recheck_at - clock_.Now()));
+                    std::max(async::Clock::Duration::zero(), *plan.recheck_at - clock_.Now()));
   }
   if (plan.assign.empty()) co_return Result<void>{};
 
@@ -923,7 +923,7 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
       .id = job.id,
       .namespace_ = spec.namespace_,
       .until =
-          clock_.Now() + std::max<kube::Clock::Duration>(
+          clock_.Now() + std::max<async::Clock::Duration>(
                              kDuplicateWatch, kDuplicateWatchLists * config_.job_list_interval)};
   co_return Result<void>{};
 }
@@ -988,17 +988,17 @@ void Scheduler::TraceStages(const std::string& group, const TrackedJob& job,
   // The stage trace, for a slow installation: submit -> RUNNING seen -> pods bound.
   auto it = jobs_.find(group);
   if (it == jobs_.end() || it->second.id != job.id ||
-      it->second.submitted == kube::Clock::TimePoint{} ||
+      it->second.submitted == async::Clock::TimePoint{} ||
       !spdlog::should_log(spdlog::level::debug)) {
     return;
   }
-  const auto ms = [](kube::Clock::Duration d) {
+  const auto ms = [](async::Clock::Duration d) {
     return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
   };
   const TrackedJob& t = it->second;
   // Before the submit's answer: the pod's first watch event, the submit sent.
   const std::string before =
-      t.pod_seen == kube::Clock::TimePoint{}
+      t.pod_seen == async::Clock::TimePoint{}
           ? ""
           : fmt::format("pod seen -{} ms, submit sent -{} ms, ", ms(t.submitted - t.pod_seen),
                         ms(t.submitted - t.submit_sent));
@@ -1008,7 +1008,7 @@ void Scheduler::TraceStages(const std::string& group, const TrackedJob& job,
       "{}: Slurm job {} stages: {}submitted +0 ms, RUNNING seen +{} ms, bind began +{} ms, "
       "nodes read +{} ms, {} pod(s) labelled and bound +{} ms",
       group, job.id, before,
-      t.running_seen == kube::Clock::TimePoint{} ? -1 : ms(t.running_seen - t.submitted),
+      t.running_seen == async::Clock::TimePoint{} ? -1 : ms(t.running_seen - t.submitted),
       ms(job.bind_began - t.submitted), ms(job.nodes_read - t.submitted), pods,
       ms(clock_.Now() - t.submitted));
 }
@@ -1097,7 +1097,7 @@ void Scheduler::ApplyState(TrackedJob& job, const std::string& state) {
 }
 
 awaitable<Result<void>> Scheduler::ListJobs(bool startup) {
-  const kube::Clock::TimePoint asked = clock_.Now();
+  const async::Clock::TimePoint asked = clock_.Now();
   listing_ = true;
   // After the first list, Slurm sends every job only when one changed since the last list
   // (update_time); else a few hundred bytes, and the last list still holds.
@@ -1117,7 +1117,7 @@ awaitable<Result<void>> Scheduler::ListJobs(bool startup) {
   co_return Result<void>{};
 }
 
-void Scheduler::ApplyJobList(const std::vector<slurm::JobInfo>& jobs, kube::Clock::TimePoint asked,
+void Scheduler::ApplyJobList(const std::vector<slurm::JobInfo>& jobs, async::Clock::TimePoint asked,
                              bool startup) {
   std::unordered_map<std::int64_t, const slurm::JobInfo*> by_id;
   for (const slurm::JobInfo& j : jobs) by_id[j.job_id] = &j;
@@ -1235,36 +1235,36 @@ awaitable<void> Scheduler::ConfirmMissing() {
 }
 
 awaitable<void> Scheduler::PeriodicList() {
-  const kube::Clock::TimePoint started = clock_.Now();
+  const async::Clock::TimePoint started = clock_.Now();
   (void)co_await RefreshJobs();
   // Every jobListInterval, and never for more than 1/kListSpacing of the time: a full list
   // grows with the cluster's jobs (seconds and hundreds of MB in slurmrestd for 10,000).
-  const kube::Clock::TimePoint now = clock_.Now();
-  next_list_ = now + std::max<kube::Clock::Duration>(config_.job_list_interval,
-                                                     kListSpacing * (now - started));
+  const async::Clock::TimePoint now = clock_.Now();
+  next_list_ = now + std::max<async::Clock::Duration>(config_.job_list_interval,
+                                                      kListSpacing * (now - started));
 }
 
 awaitable<void> Scheduler::PollSlurm() {
   next_list_ = clock_.Now() + config_.job_list_interval;
-  kube::Clock::TimePoint next_nodes = clock_.Now() + config_.node_list_interval;
-  kube::Clock::TimePoint next_cancel = clock_.Now();
-  kube::Clock::TimePoint last_poll = clock_.Now();       // of any kind
-  kube::Clock::TimePoint last_full_poll = clock_.Now();  // of every tracked job
-  kube::Clock::Duration last_poll_took{};
+  async::Clock::TimePoint next_nodes = clock_.Now() + config_.node_list_interval;
+  async::Clock::TimePoint next_cancel = clock_.Now();
+  async::Clock::TimePoint last_poll = clock_.Now();       // of any kind
+  async::Clock::TimePoint last_full_poll = clock_.Now();  // of every tracked job
+  async::Clock::Duration last_poll_took{};
   // Wakes every `period` from the last wake-up (a poll's own time is not added to the wait).
-  const kube::Clock::Duration period =
-      std::min<kube::Clock::Duration>(config_.job_poll_interval, kFreshPollInterval);
-  kube::Clock::TimePoint woke = clock_.Now();
-  while (co_await tasks_.Sleep(std::max<kube::Clock::Duration>(std::chrono::milliseconds(1),
-                                                               period - (clock_.Now() - woke)))) {
+  const async::Clock::Duration period =
+      std::min<async::Clock::Duration>(config_.job_poll_interval, kFreshPollInterval);
+  async::Clock::TimePoint woke = clock_.Now();
+  while (co_await tasks_.Sleep(std::max<async::Clock::Duration>(std::chrono::milliseconds(1),
+                                                                period - (clock_.Now() - woke)))) {
     woke = clock_.Now();
     // Every tracked job every jobPollInterval; the fresh ones every kFreshPollInterval while a
     // submit is recent (the wake-ups in between cost no request).
-    const kube::Clock::TimePoint tick = woke;
+    const async::Clock::TimePoint tick = woke;
     const bool fresh = last_submit_ && tick - *last_submit_ < kFreshWindow;
     const bool full = tick - last_full_poll >= config_.job_poll_interval;
     if (!full && (!fresh ||
-                  tick - last_poll < std::max<kube::Clock::Duration>(
+                  tick - last_poll < std::max<async::Clock::Duration>(
                                          kFreshPollInterval, kFreshPollSpacing * last_poll_took))) {
       continue;
     }
@@ -1279,7 +1279,7 @@ awaitable<void> Scheduler::PollSlurm() {
     std::erase_if(recently_bound_, [&](const auto& r) { return r.second.until < tick; });
     if (full && (!jobs_.empty() || !recently_bound_.empty()) && last_poll >= next_list_ &&
         !listing_) {
-      next_list_ = kube::Clock::TimePoint::max();  // set again when the list is done
+      next_list_ = async::Clock::TimePoint::max();  // set again when the list is done
       asked_this_time = true;
       tasks_.Spawn(PeriodicList());
     }
@@ -1301,7 +1301,7 @@ awaitable<void> Scheduler::PollSlurm() {
       for (const auto& [group, t] : jobs_) {
         if (full || tick - t.submitted < kFreshWindow) ids.insert(t.id);
       }
-      const kube::Clock::TimePoint asked = clock_.Now();
+      const async::Clock::TimePoint asked = clock_.Now();
       Result<std::vector<slurm::JobStateEntry>> states = std::vector<slurm::JobStateEntry>{};
       if (!ids.empty()) {
         states = co_await slurm_.JobStates(std::vector<std::int64_t>(ids.begin(), ids.end()));
@@ -1331,7 +1331,7 @@ awaitable<void> Scheduler::PollSlurm() {
       }
       co_await ConfirmMissing();
     }
-    const kube::Clock::TimePoint now = clock_.Now();
+    const async::Clock::TimePoint now = clock_.Now();
     if (!to_cancel_.empty() && now >= next_cancel) {
       next_cancel = now + std::chrono::seconds(5);
       co_await RetryCancels();

@@ -52,16 +52,16 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 
+#include "async/clock.h"
+#include "async/semaphore.h"
+#include "async/task_group.h"
 #include "bridge/config.h"
 #include "bridge/translate.h"
 #include "common/error.h"
 #include "kube/client.h"
 #include "kube/informer.h"
-#include "kube/runtime/clock.h"
 #include "kube/runtime/event_recorder.h"
 #include "kube/runtime/kube_adapters.h"
-#include "kube/runtime/semaphore.h"
-#include "kube/runtime/task_group.h"
 #include "kube/runtime/work_queue.h"
 #include "scheduler/binder.h"
 #include "scheduler/planner.h"
@@ -91,7 +91,7 @@ struct Stats {
 class Scheduler {
  public:
   Scheduler(boost::asio::any_io_executor executor, kube::Client& kube, slurm::Client& slurm,
-            kube::Clock& clock, bridge::Config config);
+            async::Clock& clock, bridge::Config config);
   ~Scheduler();
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -125,18 +125,18 @@ class Scheduler {
     std::string state;              // base state: PENDING, RUNNING, ...
     std::string reason;             // Slurm's state_reason
     std::string partition;
-    std::string nodes;                      // hostlist, once allocated
-    std::vector<std::string> gres_detail;   // Slurm's, one entry per node of `nodes`
-    std::vector<std::string> pods;          // "ns/name" of `uids`, same order
-    bool refill = false;                    // adopted with pods of the group bound to it
-    kube::Clock::TimePoint submitted{};     // by this process (adopted jobs: the epoch)
-    kube::Clock::TimePoint running_seen{};  // when this process saw it RUNNING (stage trace)
+    std::string nodes;                       // hostlist, once allocated
+    std::vector<std::string> gres_detail;    // Slurm's, one entry per node of `nodes`
+    std::vector<std::string> pods;           // "ns/name" of `uids`, same order
+    bool refill = false;                     // adopted with pods of the group bound to it
+    async::Clock::TimePoint submitted{};     // by this process (adopted jobs: the epoch)
+    async::Clock::TimePoint running_seen{};  // when this process saw it RUNNING (stage trace)
     // Stage trace (debug level): the first watch event of its first pod, the submit sent.
-    kube::Clock::TimePoint pod_seen{};
-    kube::Clock::TimePoint submit_sent{};
+    async::Clock::TimePoint pod_seen{};
+    async::Clock::TimePoint submit_sent{};
     // This process's Bind: began, the job's nodes read (the stage trace).
-    kube::Clock::TimePoint bind_began{};
-    kube::Clock::TimePoint nodes_read{};
+    async::Clock::TimePoint bind_began{};
+    async::Clock::TimePoint nodes_read{};
     // Bind() ran for it in this process: from then on pods may carry its job-id label.
     bool bind_tried = false;
     // The description Slurm has, as far as this process knows (unset for adopted jobs).
@@ -179,7 +179,7 @@ class Scheduler {
   void OnNodeChanged(const kube::Node* before, const kube::Node& after);
   // Looks at the group again after `after`, reading the pod and its owners anew.
   void RetryLater(const std::string& group_key, const std::vector<const kube::Pod*>& pods,
-                  kube::Clock::Duration after);
+                  async::Clock::Duration after);
   // Binds the pods of a RUNNING job: binder.h's steps, their results applied here.
   boost::asio::awaitable<Result<void>> Bind(const bridge::GroupSpec& spec,
                                             std::vector<const kube::Pod*> pods, TrackedJob job);
@@ -221,7 +221,7 @@ class Scheduler {
   boost::asio::awaitable<void> ConfirmMissing();
   boost::asio::awaitable<Result<void>> ListJobs(bool startup);
   // A full list read: listed_ anew, and (after start-up) the tracked jobs' states and reasons.
-  void ApplyJobList(const std::vector<slurm::JobInfo>& jobs, kube::Clock::TimePoint asked,
+  void ApplyJobList(const std::vector<slurm::JobInfo>& jobs, async::Clock::TimePoint asked,
                     bool startup);
   // Cancels a second live job of a tracked group (listed_), unless pods are bound to it.
   boost::asio::awaitable<void> CancelDuplicates();
@@ -236,7 +236,7 @@ class Scheduler {
   boost::asio::any_io_executor executor_;
   kube::Client& kube_;
   slurm::Client& slurm_;
-  kube::Clock& clock_;
+  async::Clock& clock_;
   bridge::Config config_;
   bridge::TranslateOptions translate_;
 
@@ -248,7 +248,7 @@ class Scheduler {
   // The work queue's order: (-priority, creationTimestamp).
   using QueueRank = std::pair<std::int64_t, std::string>;
   kube::WorkQueue<std::string, QueueRank> queue_;
-  kube::Semaphore submit_slots_;  // maxConcurrentSubmits
+  async::Semaphore submit_slots_;  // maxConcurrentSubmits
 
   std::unordered_map<std::string, Rank> ranks_;                // queue item -> rank
   std::unordered_map<std::string, std::string> group_of_pod_;  // pod key -> group key
@@ -256,10 +256,10 @@ class Scheduler {
   // its last pod. (Its tracked job is jobs_'s: the Slurm poll's interest set, kept apart.)
   struct GroupState {
     bridge::GroupSpec spec;
-    std::set<std::string> members;                           // pod keys
-    std::optional<kube::Clock::TimePoint> incomplete_since;  // short of pods since
+    std::set<std::string> members;                            // pod keys
+    std::optional<async::Clock::TimePoint> incomplete_since;  // short of pods since
     // The outcome of its last submit is unknown (timeout, lost connection) since.
-    std::optional<kube::Clock::TimePoint> submit_doubt;
+    std::optional<async::Clock::TimePoint> submit_doubt;
     std::set<std::string> excluded;  // Slurm nodes an earlier job got that Kubernetes lacks
     bool ran = false;                // a job of it was bound (N-9)
   };
@@ -270,10 +270,10 @@ class Scheduler {
   std::unordered_map<std::string, std::string> reported_;  // pod uid -> last message
   std::set<std::string> bound_;  // uids of pods bound and not yet gone from the watch
   // Pod uid -> its first watch event, for the stage trace (only at debug level).
-  std::unordered_map<std::string, kube::Clock::TimePoint> seen_;
+  std::unordered_map<std::string, async::Clock::TimePoint> seen_;
   struct CachedOwner {
     kube::GenericObject object;
-    kube::Clock::TimePoint fetched;
+    async::Clock::TimePoint fetched;
   };
   std::unordered_map<std::string, CachedOwner> owners_;
   std::vector<std::string> slurm_nodes_;
@@ -288,31 +288,31 @@ class Scheduler {
   std::set<std::int64_t> missing_;  // tracked jobs a list left out, to confirm
   // Slurm's last job list: live jobs tagged by this scheduler, by group key; when it was asked.
   std::map<std::string, std::vector<JobView>> listed_;
-  std::optional<kube::Clock::TimePoint> listed_at_;
+  std::optional<async::Clock::TimePoint> listed_at_;
   std::int64_t jobs_since_ = 0;  // Slurm's last_update of the last full list (update_time)
   bool listing_ = false;
-  kube::Clock::TimePoint next_list_{};  // of the periodic list
+  async::Clock::TimePoint next_list_{};  // of the periodic list
   // The last submit: jobs are polled every kFreshPollInterval for kFreshWindow after it, since
   // Slurm usually starts a fitting job within a second of its submit.
-  std::optional<kube::Clock::TimePoint> last_submit_;
+  std::optional<async::Clock::TimePoint> last_submit_;
   std::map<std::int64_t, Cancel> to_cancel_;  // cancels Slurm has not confirmed
   // Groups bound lately: their job, and until when a second live job tagged for them (a submit
   // that reached slurmctld late, an old leader's) is looked for and cancelled (review N-12).
   struct RecentlyBound {
     std::int64_t id = 0;
     std::string namespace_;
-    kube::Clock::TimePoint until{};
+    async::Clock::TimePoint until{};
   };
   std::map<std::string, RecentlyBound> recently_bound_;  // group key
   // Groups waiting for a place among the submit slot's waiters, in the order they came (N-20).
   std::deque<std::string> submit_line_;
-  std::unordered_map<std::int64_t, kube::Clock::TimePoint> unmapped_since_;  // job id
+  std::unordered_map<std::int64_t, async::Clock::TimePoint> unmapped_since_;  // job id
   PlannerOptions planner_;
 
   Stats stats_;
   bool ready_ = false;
   bool stopping_ = false;
-  kube::TaskGroup tasks_;
+  async::TaskGroup tasks_;
 };
 
 }  // namespace sb::scheduler

@@ -22,9 +22,9 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 
+#include "async/clock.h"
 #include "bridge/names.h"
 #include "bridge/tag.h"
-#include "kube/runtime/clock.h"
 #include "net/http_client.h"
 #include "testing/fake_apiserver.h"
 #include "testing/fake_slurm_client.h"
@@ -164,7 +164,7 @@ class SchedulerTest : public ::testing::Test {
   }
 
   // As RunUntil, moving the fake clock on by `step` while the loop is idle (retries, polls).
-  bool AdvanceUntil(const std::function<bool()>& pred, kube::Clock::Duration step = 100ms) {
+  bool AdvanceUntil(const std::function<bool()>& pred, async::Clock::Duration step = 100ms) {
     return sb::testing::RunLoopUntil(io_, pred, 60s, [&] { clock_.Advance(step); });
   }
 
@@ -212,7 +212,7 @@ class SchedulerTest : public ::testing::Test {
   std::unique_ptr<net::HttpClient> http_;
   std::unique_ptr<kube::Client> kube_;
   sb::testing::FakeSlurmClient slurm_;
-  kube::FakeClock clock_;
+  async::FakeClock clock_;
   std::unique_ptr<Scheduler> scheduler_;
   bool done_ = false;
   int events_ = 0;
@@ -715,7 +715,7 @@ TEST_F(SchedulerFlowTest, GangStillFillingWaitsAndSaysSoAfterTheFillDelay) {
   api_.AddPod("ns", "w1");
   Start();
   // The clock stands still until the test moves it: the group is first seen short now.
-  const kube::Clock::TimePoint since = clock_.Now();
+  const async::Clock::TimePoint since = clock_.Now();
   const std::string waiting =
       "waiting for 1 more pod(s) of Job train: Slurm allocates the group of 3 as one job";
   ASSERT_TRUE(
@@ -1032,7 +1032,7 @@ TEST_F(SchedulerFlowTest, ReplacementWaitsForItsPredecessorToTerminate) {
       id);
   ASSERT_TRUE(AdvanceUntil([&] { return StatusSays("w2", waiting); })) << PatchesOf("w2/status");
   // Several rechecks later, still waiting.
-  const kube::Clock::TimePoint until = clock_.Now() + 10s;
+  const async::Clock::TimePoint until = clock_.Now() + 10s;
   ASSERT_TRUE(AdvanceUntil([&] { return clock_.Now() >= until; }));
   EXPECT_FALSE(bindings_.contains("w2")) << "bound beside a terminating pod";
   api_.DeletePod("ns", "w1");
@@ -1079,7 +1079,7 @@ TEST_F(SchedulerTest, DuplicateThatAppearsAfterTheBindIsCancelled) {
   EXPECT_EQ(scheduler_->stats().duplicates_cancelled, 1u);
   // Later still, nothing is watched any more: no Slurm request while idle.
   const std::int64_t lists = slurm_.calls("ListJobsSince");
-  const kube::Clock::TimePoint until = clock_.Now() + 30min;
+  const async::Clock::TimePoint until = clock_.Now() + 30min;
   ASSERT_TRUE(AdvanceUntil([&] { return clock_.Now() >= until; }, 10s));
   const std::int64_t later = slurm_.calls("ListJobsSince");
   ASSERT_TRUE(AdvanceUntil([&] { return clock_.Now() >= until + 10min; }, 10s));
@@ -1183,7 +1183,7 @@ TEST_F(SchedulerFlowTest, PodGroupThatNeverRanWaitsForMinMember) {
   Start();
   ASSERT_TRUE(
       AdvanceUntil([&] { return StatusSays("pg-0", "waiting for 1 more pod(s) of PodGroup pg"); }));
-  const kube::Clock::TimePoint until = clock_.Now() + 30s;
+  const async::Clock::TimePoint until = clock_.Now() + 30s;
   ASSERT_TRUE(AdvanceUntil([&] { return clock_.Now() >= until; }, 500ms));
   EXPECT_EQ(slurm_.calls("SubmitJob"), 0);
 }

@@ -44,7 +44,7 @@ bool SameCondition(const kube::Condition& a, const kube::Condition& b) {
 }  // namespace
 
 NodeController::NodeController(asio::any_io_executor executor, kube::Client& kube,
-                               slurm::Client& slurm, kube::Clock& clock, bridge::Config config)
+                               slurm::Client& slurm, async::Clock& clock, bridge::Config config)
     : executor_(std::move(executor)),
       kube_(kube),
       slurm_(slurm),
@@ -112,20 +112,20 @@ awaitable<Result<void>> NodeController::ListSlurmNodes() {
 }
 
 awaitable<void> NodeController::PollSlurm() {
-  const kube::Clock::Duration interval =
-      std::max<kube::Clock::Duration>(config_.node_list_interval, kMinListInterval);
+  const async::Clock::Duration interval =
+      std::max<async::Clock::Duration>(config_.node_list_interval, kMinListInterval);
   int failures = 0;
   while (!stopping_) {
     Result<void> listed = co_await ListSlurmNodes();
     if (stopping_) break;
-    kube::Clock::Duration wait = interval;
+    async::Clock::Duration wait = interval;
     if (listed) {
       if (failures > 0) spdlog::info("reading Slurm's nodes works again");
       failures = 0;
       EnqueueAll();
     } else {
       ++stats_.errors;
-      kube::Clock::Duration backoff = kListRetryBase * (1 << std::min(failures, 10));
+      async::Clock::Duration backoff = kListRetryBase * (1 << std::min(failures, 10));
       wait = std::min(backoff, interval);
       ++failures;
       spdlog::warn("reading Slurm's nodes failed (attempt {}), retrying in {} ms: {}", failures,

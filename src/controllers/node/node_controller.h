@@ -50,15 +50,15 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 
+#include "async/clock.h"
+#include "async/task_group.h"
 #include "bridge/config.h"
 #include "common/error.h"
 #include "controllers/node/node_logic.h"
 #include "kube/client.h"
 #include "kube/informer.h"
-#include "kube/runtime/clock.h"
 #include "kube/runtime/event_recorder.h"
 #include "kube/runtime/kube_adapters.h"
-#include "kube/runtime/task_group.h"
 #include "kube/runtime/work_queue.h"
 #include "slurm/client.h"
 
@@ -82,7 +82,7 @@ class NodeController {
   static constexpr std::string_view kComponent = "slurm-bridge-controllers";
 
   NodeController(boost::asio::any_io_executor executor, kube::Client& kube, slurm::Client& slurm,
-                 kube::Clock& clock, bridge::Config config);
+                 async::Clock& clock, bridge::Config config);
   ~NodeController();
   NodeController(const NodeController&) = delete;
   NodeController& operator=(const NodeController&) = delete;
@@ -116,7 +116,7 @@ class NodeController {
   boost::asio::any_io_executor executor_;
   kube::Client& kube_;
   slurm::Client& slurm_;
-  kube::Clock& clock_;
+  async::Clock& clock_;
   bridge::Config config_;
 
   kube::Informer<kube::Node> nodes_;
@@ -131,7 +131,7 @@ class NodeController {
   // written and when, so that a reconcile in between does not write it again.
   struct Written {
     kube::Condition condition;
-    kube::Clock::TimePoint at{};
+    async::Clock::TimePoint at{};
   };
   std::unordered_map<std::string, Written> written_;
   // Nodes seen cordoned since their last reconcile as schedulable: an uncordon that keeps an
@@ -140,7 +140,7 @@ class NodeController {
 
   NodeControllerStats stats_;
   bool stopping_ = false;
-  kube::TaskGroup tasks_;
+  async::TaskGroup tasks_;
 };
 
 }  // namespace sb::controllers

@@ -94,7 +94,7 @@ class RunningController {
   std::unique_ptr<net::HttpClient> http_;
   std::unique_ptr<kube::Client> kube_;
   slurm::ClientPtr slurm_;
-  kube::SystemClock clock_;
+  async::SystemClock clock_;
   std::unique_ptr<NodeController> controller_;
   std::atomic<bool> done_{false};
   std::thread thread_;

@@ -20,8 +20,8 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/json.hpp>
 
+#include "async/clock.h"
 #include "bridge/names.h"
-#include "kube/runtime/clock.h"
 #include "net/http_client.h"
 #include "testing/fake_apiserver.h"
 #include "testing/fake_slurm_client.h"
@@ -171,7 +171,7 @@ class NodeControllerTest : public ::testing::Test {
   std::unique_ptr<net::HttpClient> http_;
   std::unique_ptr<kube::Client> kube_;
   sb::testing::FakeSlurmClient slurm_;
-  kube::FakeClock clock_;
+  async::FakeClock clock_;
   bridge::Config config_;
   std::unique_ptr<NodeController> controller_;
   bool done_ = false;

@@ -7,7 +7,7 @@
 
 #include <boost/asio/this_coro.hpp>
 
-#include "kube/runtime/task_group.h"
+#include "async/task_group.h"
 #include "kube/runtime/time_format.h"
 
 namespace sb::kube {
@@ -116,7 +116,7 @@ ObjectReference MakeObjectReference(std::string api_version, std::string kind,
   return ref;
 }
 
-EventRecorder::EventRecorder(Clock& clock, EventSink& sink, EventRecorderOptions options)
+EventRecorder::EventRecorder(async::Clock& clock, EventSink& sink, EventRecorderOptions options)
     : clock_(clock),
       sink_(sink),
       options_(std::move(options)),
@@ -126,7 +126,7 @@ EventRecorder::EventRecorder(Clock& clock, EventSink& sink, EventRecorderOptions
 
 EventRecorder::~EventRecorder() = default;
 
-std::int64_t EventRecorder::NameStamp(Clock::WallTime t) {
+std::int64_t EventRecorder::NameStamp(async::Clock::WallTime t) {
   // client-go names Events "<object>.<unix nanoseconds in hex>"; a clock that did not move (a
   // coarse or fake one) must not give two Events one name.
   const std::int64_t ns =
@@ -137,7 +137,7 @@ std::int64_t EventRecorder::NameStamp(Clock::WallTime t) {
 
 Event EventRecorder::MakeEvent(ObjectReference object, EventType type, std::string reason,
                                std::string message) {
-  const Clock::WallTime now = clock_.WallNow();
+  const async::Clock::WallTime now = clock_.WallNow();
   Event e;
   e.metadata.name = EventName(object.name, NameStamp(now));
   e.metadata.namespace_ = object.namespace_.empty() ? "default" : object.namespace_;
@@ -177,7 +177,7 @@ void EventRecorder::ShutDown() {
 }
 
 EventRecorder::Correlated EventRecorder::Correlate(Event event) {
-  const Clock::TimePoint now = clock_.Now();
+  const async::Clock::TimePoint now = clock_.Now();
   Correlated c;
   c.key = EventKey(event);
 
@@ -200,7 +200,7 @@ EventRecorder::Correlated EventRecorder::Correlate(Event event) {
     }
     aggregate_->Put(agg_key, std::move(record));
     if (combine) {
-      const Clock::WallTime wall = clock_.WallNow();
+      const async::Clock::WallTime wall = clock_.WallNow();
       Event combined;
       combined.metadata.name = EventName(event.involved_object.name, NameStamp(wall));
       combined.metadata.namespace_ = event.metadata.namespace_;
@@ -219,9 +219,10 @@ EventRecorder::Correlated EventRecorder::Correlate(Event event) {
   }
 
   // 2. De-duplication of identical Events (client-go's eventObserve).
-  if (DedupEntry* last = dedup_->Get(c.key); last != nullptr && last->count > 0 &&
-                                             (options_.dedup_window <= Clock::Duration::zero() ||
-                                              now - last->seen <= options_.dedup_window)) {
+  if (DedupEntry* last = dedup_->Get(c.key);
+      last != nullptr && last->count > 0 &&
+      (options_.dedup_window <= async::Clock::Duration::zero() ||
+       now - last->seen <= options_.dedup_window)) {
     event.count = last->count + 1;
     event.first_timestamp = last->first_timestamp;
     event.metadata.name = last->name;
@@ -237,7 +238,7 @@ EventRecorder::Correlated EventRecorder::Correlate(Event event) {
     Bucket bucket{options_.spam_burst, now};
     if (Bucket* found = spam_->Get(spam_key)) {
       bucket = *found;
-      if (options_.spam_refill_every > Clock::Duration::zero()) {
+      if (options_.spam_refill_every > async::Clock::Duration::zero()) {
         const double refill = std::chrono::duration<double>(now - bucket.last).count() /
                               std::chrono::duration<double>(options_.spam_refill_every).count();
         bucket.tokens = std::min(options_.spam_burst, bucket.tokens + refill);
@@ -326,7 +327,7 @@ asio::awaitable<void> EventRecorder::WriteQueued(Event event, std::string object
 asio::awaitable<void> EventRecorder::Run() {
   const asio::any_io_executor executor = co_await asio::this_coro::executor;
   wake_ = clock_.MakeTimer(executor);
-  writes_ = std::make_unique<TaskGroup>(executor, clock_, "event recorder");
+  writes_ = std::make_unique<async::TaskGroup>(executor, clock_, "event recorder");
   const std::size_t most = std::max<std::size_t>(options_.writers, 1);
   for (;;) {
     // The oldest queued Events whose object has no write in flight, up to `most` writes. A write
@@ -344,7 +345,7 @@ asio::awaitable<void> EventRecorder::Run() {
     if (shutting_down_ && queue_.empty() && writing_.empty()) {
       break;
     }
-    if (co_await wake_->WaitUntil(Clock::TimePoint::max()) == WaitResult::kAborted) {
+    if (co_await wake_->WaitUntil(async::Clock::TimePoint::max()) == async::WaitResult::kAborted) {
       ShutDown();
       break;
     }

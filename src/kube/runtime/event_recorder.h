@@ -59,9 +59,9 @@
 
 #include <boost/asio/awaitable.hpp>
 
+#include "async/clock.h"
+#include "async/task_group.h"
 #include "common/error.h"
-#include "kube/runtime/clock.h"
-#include "kube/runtime/task_group.h"
 #include "kube/types.h"
 
 namespace sb::kube {
@@ -99,17 +99,17 @@ class EventSink {
 
 struct EventRecorderOptions {
   EventSource source;
-  std::size_t lru_size = 4096;                              // client-go maxLruCacheEntries
-  Clock::Duration dedup_window = std::chrono::minutes(10);  // 0: no time bound (client-go)
-  std::size_t aggregate_max_events = 10;                    // 0 disables aggregation
-  Clock::Duration aggregate_window = std::chrono::minutes(10);
+  std::size_t lru_size = 4096;                                     // client-go maxLruCacheEntries
+  async::Clock::Duration dedup_window = std::chrono::minutes(10);  // 0: no time bound (client-go)
+  std::size_t aggregate_max_events = 10;                           // 0 disables aggregation
+  async::Clock::Duration aggregate_window = std::chrono::minutes(10);
   bool spam_filter = true;
   double spam_burst = 25;
-  Clock::Duration spam_refill_every = std::chrono::minutes(5);  // one token per this
+  async::Clock::Duration spam_refill_every = std::chrono::minutes(5);  // one token per this
   std::size_t queue_size = 5000;
   std::size_t writers = 8;  // Events written at once (0 counts as 1)
   int max_tries = 12;
-  Clock::Duration retry_interval = std::chrono::seconds(10);
+  async::Clock::Duration retry_interval = std::chrono::seconds(10);
 };
 
 // What Record() did with one Event.
@@ -121,7 +121,7 @@ struct RecordOutcome {
 
 class EventRecorder {
  public:
-  EventRecorder(Clock& clock, EventSink& sink, EventRecorderOptions options);
+  EventRecorder(async::Clock& clock, EventSink& sink, EventRecorderOptions options);
   EventRecorder(const EventRecorder&) = delete;
   EventRecorder& operator=(const EventRecorder&) = delete;
   ~EventRecorder();
@@ -160,15 +160,15 @@ class EventRecorder {
     std::string first_timestamp;
     std::string name;
     std::string resource_version;
-    Clock::TimePoint seen{};
+    async::Clock::TimePoint seen{};
   };
   struct AggregateEntry {
     std::unordered_set<std::string> messages;
-    Clock::TimePoint last{};
+    async::Clock::TimePoint last{};
   };
   struct Bucket {
     double tokens = 0;
-    Clock::TimePoint last{};
+    async::Clock::TimePoint last{};
   };
   template <typename V>
   class Lru;
@@ -176,7 +176,7 @@ class EventRecorder {
   [[nodiscard]] Event MakeEvent(ObjectReference object, EventType type, std::string reason,
                                 std::string message);
   // Unix nanoseconds of `t` for an Event name, strictly increasing across calls.
-  [[nodiscard]] std::int64_t NameStamp(Clock::WallTime t);
+  [[nodiscard]] std::int64_t NameStamp(async::Clock::WallTime t);
   [[nodiscard]] Correlated Correlate(Event event);
   void UpdateState(const std::string& key, const Event& stored);
   [[nodiscard]] boost::asio::awaitable<Result<RecordOutcome>> Write(Correlated c);
@@ -184,16 +184,16 @@ class EventRecorder {
   // WriteWithRetries, then frees `object` for the next Event about it and wakes Run().
   [[nodiscard]] boost::asio::awaitable<void> WriteQueued(Event event, std::string object);
 
-  Clock& clock_;
+  async::Clock& clock_;
   EventSink& sink_;
   EventRecorderOptions options_;
   std::unique_ptr<Lru<DedupEntry>> dedup_;
   std::unique_ptr<Lru<AggregateEntry>> aggregate_;
   std::unique_ptr<Lru<Bucket>> spam_;
   std::deque<Event> queue_;
-  std::unordered_set<std::string> writing_;  // objects with an Event being written
-  std::unique_ptr<Timer> wake_;              // Run()'s timer; Emit()/ShutDown()/writes wake it
-  std::unique_ptr<TaskGroup> writes_;        // Run()'s writes in flight
+  std::unordered_set<std::string> writing_;   // objects with an Event being written
+  std::unique_ptr<async::Timer> wake_;        // Run()'s timer; Emit()/ShutDown()/writes wake it
+  std::unique_ptr<async::TaskGroup> writes_;  // Run()'s writes in flight
   std::uint64_t dropped_ = 0;
   std::int64_t last_name_stamp_ = 0;
   bool shutting_down_ = false;

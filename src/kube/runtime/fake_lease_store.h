@@ -21,7 +21,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/this_coro.hpp>
 
-#include "kube/runtime/clock.h"
+#include "async/clock.h"
 #include "kube/runtime/leader_election.h"
 
 namespace sb::kube::testing {
@@ -106,7 +106,7 @@ class FakeLeaseStore final : public LeaseStore {
 // kUnavailable; while `hang` is set they wait (on `clock`) until cancelled.
 class FakeLeaseStoreView final : public LeaseStore {
  public:
-  FakeLeaseStoreView(FakeLeaseStore& store, Clock& clock) : store_(store), clock_(clock) {}
+  FakeLeaseStoreView(FakeLeaseStore& store, async::Clock& clock) : store_(store), clock_(clock) {}
 
   boost::asio::awaitable<Result<Lease>> Get(std::string ns, std::string name) override {
     if (Result<void> r = co_await Gate(); !r) {
@@ -133,8 +133,8 @@ class FakeLeaseStoreView final : public LeaseStore {
  private:
   boost::asio::awaitable<Result<void>> Gate() {
     if (hang) {
-      std::unique_ptr<Timer> t = clock_.MakeTimer(co_await boost::asio::this_coro::executor);
-      (void)co_await t->WaitUntil(Clock::TimePoint::max());
+      std::unique_ptr<async::Timer> t = clock_.MakeTimer(co_await boost::asio::this_coro::executor);
+      (void)co_await t->WaitUntil(async::Clock::TimePoint::max());
       co_return MakeError(ErrorCode::kCancelled, "cancelled");
     }
     if (fail) {
@@ -144,7 +144,7 @@ class FakeLeaseStoreView final : public LeaseStore {
   }
 
   FakeLeaseStore& store_;
-  Clock& clock_;
+  async::Clock& clock_;
 };
 
 }  // namespace sb::kube::testing

@@ -28,7 +28,7 @@ bool SameRecord(const Lease& a, const Lease& b) {
          a.lease_transitions == b.lease_transitions;
 }
 
-std::int32_t WholeSeconds(Clock::Duration d) {
+std::int32_t WholeSeconds(async::Clock::Duration d) {
   return static_cast<std::int32_t>(std::chrono::duration_cast<std::chrono::seconds>(d).count());
 }
 
@@ -39,13 +39,13 @@ Result<void> ValidateLeaderElectionConfig(const LeaderElectionConfig& config,
   auto invalid = [](std::string what) {
     return MakeError(ErrorCode::kInvalidArgument, "leader election: " + std::move(what));
   };
-  if (config.lease_duration <= Clock::Duration::zero()) {
+  if (config.lease_duration <= async::Clock::Duration::zero()) {
     return invalid("leaseDuration must be greater than zero");
   }
-  if (config.renew_deadline <= Clock::Duration::zero()) {
+  if (config.renew_deadline <= async::Clock::Duration::zero()) {
     return invalid("renewDeadline must be greater than zero");
   }
-  if (config.retry_period <= Clock::Duration::zero()) {
+  if (config.retry_period <= async::Clock::Duration::zero()) {
     return invalid("retryPeriod must be greater than zero");
   }
   if (config.jitter_factor < 0) {
@@ -61,7 +61,7 @@ Result<void> ValidateLeaderElectionConfig(const LeaderElectionConfig& config,
   if (std::chrono::duration<double>(config.renew_deadline).count() <= jittered_retry) {
     return invalid("renewDeadline must be greater than retryPeriod*JitterFactor");
   }
-  if (config.lease_duration % std::chrono::seconds(1) != Clock::Duration::zero()) {
+  if (config.lease_duration % std::chrono::seconds(1) != async::Clock::Duration::zero()) {
     return invalid("leaseDuration must be whole seconds (leaseDurationSeconds is an integer)");
   }
   if (config.identity.empty()) {
@@ -79,7 +79,7 @@ Result<void> ValidateLeaderElectionConfig(const LeaderElectionConfig& config,
   return {};
 }
 
-Result<std::unique_ptr<LeaderElector>> LeaderElector::Create(Clock& clock, LeaseStore& store,
+Result<std::unique_ptr<LeaderElector>> LeaderElector::Create(async::Clock& clock, LeaseStore& store,
                                                              LeaderElectionConfig config,
                                                              LeaderCallbacks callbacks) {
   if (Result<void> ok = ValidateLeaderElectionConfig(config, callbacks); !ok) {
@@ -89,7 +89,7 @@ Result<std::unique_ptr<LeaderElector>> LeaderElector::Create(Clock& clock, Lease
       new LeaderElector(clock, store, std::move(config), std::move(callbacks)));
 }
 
-LeaderElector::LeaderElector(Clock& clock, LeaseStore& store, LeaderElectionConfig config,
+LeaderElector::LeaderElector(async::Clock& clock, LeaseStore& store, LeaderElectionConfig config,
                              LeaderCallbacks callbacks)
     : clock_(clock),
       store_(store),
@@ -103,7 +103,7 @@ bool LeaderElector::IsLeader() const {
   return observed_.has_value() && Holder(*observed_) == config_.identity;
 }
 
-bool LeaderElector::Healthy(Clock::Duration tolerance) const {
+bool LeaderElector::Healthy(async::Clock::Duration tolerance) const {
   if (!IsLeader()) {
     return true;
   }
@@ -150,7 +150,7 @@ asio::awaitable<bool> LeaderElector::RenewLoop() {
   for (;;) {
     // One round of client-go's renew: PollImmediateUntil(RetryPeriod, tryAcquireOrRenew) under
     // a RenewDeadline timeout.
-    const Clock::TimePoint deadline = clock_.Now() + config_.renew_deadline;
+    const async::Clock::TimePoint deadline = clock_.Now() + config_.renew_deadline;
     bool renewed = false;
     while (!stop_requested_ && clock_.Now() < deadline) {
       const Attempt a = co_await TryWithDeadline(deadline);
@@ -183,8 +183,8 @@ asio::awaitable<void> LeaderElector::Release() {
     co_return;
   }
   using namespace asio::experimental::awaitable_operators;
-  std::unique_ptr<Timer> timer = clock_.MakeTimer(co_await asio::this_coro::executor);
-  const Clock::TimePoint deadline = clock_.Now() + config_.renew_deadline;
+  std::unique_ptr<async::Timer> timer = clock_.MakeTimer(co_await asio::this_coro::executor);
+  const async::Clock::TimePoint deadline = clock_.Now() + config_.renew_deadline;
   // At most two writes: a conflict re-reads once, and releases only if we still hold the Lease.
   Lease lease = *observed_;
   for (int i = 0; i < 2; ++i) {
@@ -224,9 +224,10 @@ asio::awaitable<void> LeaderElector::Release() {
   }
 }
 
-asio::awaitable<LeaderElector::Attempt> LeaderElector::TryWithDeadline(Clock::TimePoint deadline) {
+asio::awaitable<LeaderElector::Attempt> LeaderElector::TryWithDeadline(
+    async::Clock::TimePoint deadline) {
   using namespace asio::experimental::awaitable_operators;
-  std::unique_ptr<Timer> timer = clock_.MakeTimer(co_await asio::this_coro::executor);
+  std::unique_ptr<async::Timer> timer = clock_.MakeTimer(co_await asio::this_coro::executor);
   auto r = co_await (TryAcquireOrRenew() || timer->WaitUntil(deadline));
   if (r.index() != 0) {
     last_error_ = Error{ErrorCode::kDeadlineExceeded, "leader election: lease request timed out"};
@@ -278,7 +279,7 @@ asio::awaitable<bool> LeaderElector::TryOnce(bool* conflict) {
   }
 
   Lease old = std::move(*got);
-  const Clock::TimePoint now = clock_.Now();
+  const async::Clock::TimePoint now = clock_.Now();
   if (!observed_ || !SameRecord(old, *observed_)) {
     observed_ = old;
     observed_time_ = now;
@@ -286,7 +287,8 @@ asio::awaitable<bool> LeaderElector::TryOnce(bool* conflict) {
     // Same record: keep the time we first saw it, but take the newer resourceVersion.
     observed_->metadata = old.metadata;
   }
-  const Clock::Duration valid_for = std::chrono::seconds(old.lease_duration_seconds.value_or(0));
+  const async::Clock::Duration valid_for =
+      std::chrono::seconds(old.lease_duration_seconds.value_or(0));
   if (!Holder(old).empty() && observed_time_ + valid_for > now && !IsLeader()) {
     last_error_.reset();
     co_return false;  // held by someone else and not expired
@@ -314,16 +316,16 @@ asio::awaitable<bool> LeaderElector::TryOnce(bool* conflict) {
   co_return true;
 }
 
-asio::awaitable<bool> LeaderElector::SleepUntil(Clock::TimePoint deadline) {
+asio::awaitable<bool> LeaderElector::SleepUntil(async::Clock::TimePoint deadline) {
   if (stop_requested_) {
     co_return false;
   }
   for (;;) {
-    const WaitResult r = co_await sleep_timer_->WaitUntil(deadline);
-    if (stop_requested_ || r == WaitResult::kAborted) {
+    const async::WaitResult r = co_await sleep_timer_->WaitUntil(deadline);
+    if (stop_requested_ || r == async::WaitResult::kAborted) {
       co_return false;
     }
-    if (r == WaitResult::kFired) {
+    if (r == async::WaitResult::kFired) {
       co_return true;
     }
   }
@@ -348,7 +350,7 @@ void LeaderElector::MaybeReportTransition() {
   }
 }
 
-Clock::Duration LeaderElector::JitteredRetryPeriod() {
+async::Clock::Duration LeaderElector::JitteredRetryPeriod() {
   if (config_.jitter_factor <= 0) {
     return config_.retry_period;
   }
@@ -356,7 +358,7 @@ Clock::Duration LeaderElector::JitteredRetryPeriod() {
   const double extra =
       std::chrono::duration<double>(config_.retry_period).count() * config_.jitter_factor * u(rng_);
   return config_.retry_period +
-         std::chrono::duration_cast<Clock::Duration>(std::chrono::duration<double>(extra));
+         std::chrono::duration_cast<async::Clock::Duration>(std::chrono::duration<double>(extra));
 }
 
 }  // namespace sb::kube

@@ -55,8 +55,8 @@
 
 #include <boost/asio/awaitable.hpp>
 
+#include "async/clock.h"
 #include "common/error.h"
-#include "kube/runtime/clock.h"
 #include "kube/types.h"
 
 namespace sb::kube {
@@ -84,11 +84,11 @@ struct LeaderElectionConfig {
   std::string identity;
   // How long a Lease stays valid after its last observed change. Whole seconds (the Lease holds
   // an integer). client-go's defaults below.
-  Clock::Duration lease_duration = std::chrono::seconds(15);
+  async::Clock::Duration lease_duration = std::chrono::seconds(15);
   // A leader that cannot renew for this long gives up leadership. < lease_duration.
-  Clock::Duration renew_deadline = std::chrono::seconds(10);
+  async::Clock::Duration renew_deadline = std::chrono::seconds(10);
   // Time between acquire attempts and between renewals.
-  Clock::Duration retry_period = std::chrono::seconds(2);
+  async::Clock::Duration retry_period = std::chrono::seconds(2);
   // Acquire attempts wait retry_period * (1 + jitter_factor * U[0,1)); 0 disables the jitter.
   double jitter_factor = 1.2;
   // Seed of the jitter's random source; 0 seeds from std::random_device.
@@ -113,7 +113,7 @@ class LeaderElector {
  public:
   // Validates `config` (ValidateLeaderElectionConfig). `clock` and `store` must outlive the
   // elector.
-  [[nodiscard]] static Result<std::unique_ptr<LeaderElector>> Create(Clock& clock,
+  [[nodiscard]] static Result<std::unique_ptr<LeaderElector>> Create(async::Clock& clock,
                                                                      LeaseStore& store,
                                                                      LeaderElectionConfig config,
                                                                      LeaderCallbacks callbacks);
@@ -139,7 +139,7 @@ class LeaderElector {
   // client-go's leader-election health check (HealthzAdaptor): false only when this candidate
   // believes it leads but has not renewed for longer than lease_duration + `tolerance`, i.e. it
   // is stuck and another candidate may lead already. Serve it on /healthz.
-  [[nodiscard]] bool Healthy(Clock::Duration tolerance) const;
+  [[nodiscard]] bool Healthy(async::Clock::Duration tolerance) const;
   // The last store error, for logs and health checks (nullopt after a success).
   [[nodiscard]] const std::optional<Error>& LastError() const { return last_error_; }
   [[nodiscard]] const LeaderElectionConfig& config() const { return config_; }
@@ -147,7 +147,7 @@ class LeaderElector {
  private:
   enum class Attempt { kSucceeded, kFailed, kTimedOut };
 
-  LeaderElector(Clock& clock, LeaseStore& store, LeaderElectionConfig config,
+  LeaderElector(async::Clock& clock, LeaseStore& store, LeaderElectionConfig config,
                 LeaderCallbacks callbacks);
 
   boost::asio::awaitable<bool> Acquire();
@@ -155,27 +155,27 @@ class LeaderElector {
   boost::asio::awaitable<bool> RenewLoop();
   boost::asio::awaitable<void> Release();
   // TryAcquireOrRenew bounded by `deadline` on the clock.
-  boost::asio::awaitable<Attempt> TryWithDeadline(Clock::TimePoint deadline);
+  boost::asio::awaitable<Attempt> TryWithDeadline(async::Clock::TimePoint deadline);
   boost::asio::awaitable<bool> TryAcquireOrRenew();
   // One Get + Create/Update round; sets *conflict when the write answered kConflict.
   boost::asio::awaitable<bool> TryOnce(bool* conflict);
   // Sleeps until `deadline` or Stop(); returns false when stopped.
-  boost::asio::awaitable<bool> SleepUntil(Clock::TimePoint deadline);
+  boost::asio::awaitable<bool> SleepUntil(async::Clock::TimePoint deadline);
   void SetObserved(Lease lease);
   void MaybeReportTransition();
-  [[nodiscard]] Clock::Duration JitteredRetryPeriod();
+  [[nodiscard]] async::Clock::Duration JitteredRetryPeriod();
 
-  Clock& clock_;
+  async::Clock& clock_;
   LeaseStore& store_;
   LeaderElectionConfig config_;
   LeaderCallbacks callbacks_;
   std::mt19937_64 rng_;
 
-  std::optional<Lease> observed_;     // the Lease as last read or written
-  Clock::TimePoint observed_time_{};  // local time at which observed_'s record last changed
-  std::string reported_leader_;       // holder last passed to on_new_leader
+  std::optional<Lease> observed_;            // the Lease as last read or written
+  async::Clock::TimePoint observed_time_{};  // local time at which observed_'s record last changed
+  std::string reported_leader_;              // holder last passed to on_new_leader
   std::optional<Error> last_error_;
-  std::unique_ptr<Timer> sleep_timer_;  // Stop() wakes it
+  std::unique_ptr<async::Timer> sleep_timer_;  // Stop() wakes it
   bool stop_requested_ = false;
 };
 

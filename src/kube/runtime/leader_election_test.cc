@@ -11,19 +11,19 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 
-#include "kube/runtime/clock.h"
+#include "async/clock.h"
+#include "async/test_util.h"
 #include "kube/runtime/fake_lease_store.h"
-#include "kube/runtime/test_util.h"
 
 namespace sb::kube {
 namespace {
 
 namespace asio = boost::asio;
+using async::testing::RunFor;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 using testing::FakeLeaseStore;
 using testing::FakeLeaseStoreView;
-using testing::RunFor;
 
 constexpr char kNs[] = "slurm-bridge";
 constexpr char kName[] = "scheduler";
@@ -40,7 +40,7 @@ LeaderElectionConfig TestConfig(std::string identity) {
 // One candidate process: its own io_context (so a test can "kill" it by no longer running it),
 // its own view of the shared store, and what its callbacks saw.
 struct Candidate {
-  Candidate(FakeLeaseStore& store, FakeClock& clock, LeaderElectionConfig config)
+  Candidate(FakeLeaseStore& store, async::FakeClock& clock, LeaderElectionConfig config)
       : view(store, clock) {
     auto e = LeaderElector::Create(
         clock, view, std::move(config),
@@ -74,7 +74,7 @@ class LeaderElectionTest : public ::testing::Test {
     return l.value_or(Lease{});
   }
 
-  FakeClock clock_;  // first: outlives every timer
+  async::FakeClock clock_;  // first: outlives every timer
   FakeLeaseStore store_;
   Candidate a_{store_, clock_, TestConfig("a")};
   Candidate b_{store_, clock_, TestConfig("b")};
@@ -172,12 +172,12 @@ TEST_F(LeaderElectionTest, KilledLeaderIsReplacedAfterTheLeaseDuration) {
   const std::string last_renew = *Stored().renew_time;
 
   // Kill a: its io_context no longer runs, so it neither renews nor releases.
-  const Clock::TimePoint killed = clock_.Now();
+  const async::Clock::TimePoint killed = clock_.Now();
   RunFor({&b_.io}, clock_, seconds(15) - milliseconds(1));
   EXPECT_FALSE(b_.elector->IsLeader()) << "b must wait a full LeaseDuration after the last renew";
   EXPECT_EQ(*Stored().renew_time, last_renew);
 
-  Clock::TimePoint took_over{};
+  async::Clock::TimePoint took_over{};
   for (int i = 0; i < 100 && !b_.elector->IsLeader(); ++i) {
     RunFor({&b_.io}, clock_, milliseconds(100));
     took_over = clock_.Now();
@@ -202,7 +202,7 @@ TEST_F(LeaderElectionTest, ReleaseOnStopLetsTheOtherTakeOverAtOnce) {
   ASSERT_TRUE(a_.elector->IsLeader());
 
   a_.elector->Stop();
-  testing::Drain({&a_.io, &b_.io});
+  async::testing::Drain({&a_.io, &b_.io});
   EXPECT_TRUE(a_.run_returned);
   EXPECT_EQ(a_.stopped, 1);
   EXPECT_FALSE(a_.elector->IsLeader());
@@ -226,7 +226,7 @@ TEST_F(LeaderElectionTest, LeaderThatCannotRenewStepsDownAfterTheRenewDeadline) 
   };
   for (const Case& c : std::vector<Case>{{"store fails", false}, {"store hangs", true}}) {
     SCOPED_TRACE(c.name);
-    FakeClock clock;
+    async::FakeClock clock;
     FakeLeaseStore store;
     Candidate a(store, clock, TestConfig("a"));
     a.Start();
@@ -302,7 +302,7 @@ TEST_F(LeaderElectionTest, StopBeforeLeadingReturnsWithoutTouchingTheLease) {
   RunFor({&a_.io, &b_.io}, clock_, seconds(1));
   const int updates = store_.updates;
   b_.elector->Stop();
-  testing::Drain({&a_.io, &b_.io});
+  async::testing::Drain({&a_.io, &b_.io});
   EXPECT_TRUE(b_.run_returned);
   EXPECT_EQ(b_.started, 0);
   EXPECT_EQ(b_.stopped, 1) << "client-go calls OnStoppedLeading whenever Run ends";

@@ -25,9 +25,9 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "async/clock.h"
 #include "kube/client.h"
 #include "kube/config.h"
-#include "kube/runtime/clock.h"
 #include "kube/runtime/event_recorder.h"
 #include "kube/runtime/kube_adapters.h"
 #include "kube/runtime/leader_election.h"
@@ -58,7 +58,7 @@ LeaderElectionConfig E2eConfig(std::string lease_name, std::string identity) {
   return c;
 }
 
-double Seconds(Clock::Duration d) { return std::chrono::duration<double>(d).count(); }
+double Seconds(async::Clock::Duration d) { return std::chrono::duration<double>(d).count(); }
 
 // How to reach the apiserver, from KUBE_APISERVER_URL, KUBE_CA_FILE and KUBE_TOKEN_FILE.
 std::optional<Config> LoadE2eConfig(std::string* why) {
@@ -106,7 +106,7 @@ struct Connection {
     std::fprintf(stderr, "child: %s\n", why.c_str());
     _exit(2);
   }
-  SystemClock clock;
+  async::SystemClock clock;
   auto elector = LeaderElector::Create(clock, *conn->leases, E2eConfig(lease, "candidate-a"),
                                        {.on_started_leading = [fd] { (void)!write(fd, "L", 1); },
                                         .on_stopped_leading = [] { _exit(3); }});
@@ -222,7 +222,7 @@ TEST(KubeRuntimeE2e, KilledLeaderIsReplacedAfterTheLeaseExpires) {
   asio::io_context io;
   std::unique_ptr<Connection> conn = Connection::Open(io, *config, &why);
   ASSERT_NE(conn, nullptr) << why;
-  SystemClock clock;
+  async::SystemClock clock;
   Failover failover;
   auto b = LeaderElector::Create(
       clock, *conn->leases, E2eConfig(lease, "candidate-b"),
@@ -308,7 +308,7 @@ TEST(KubeRuntimeE2e, ReleasedLeaseIsTakenOverWithinARetryPeriod) {
   asio::io_context io;
   std::unique_ptr<Connection> conn = Connection::Open(io, *config, &why);
   ASSERT_NE(conn, nullptr) << why;
-  SystemClock clock;
+  async::SystemClock clock;
   Handover handover;
   int returned = 0;
   auto a = LeaderElector::Create(clock, *conn->leases, E2eConfig(lease, "candidate-a"),
@@ -360,7 +360,7 @@ TEST(KubeRuntimeE2e, RepeatedEventIsPatchedToCountTwo) {
   asio::io_context io;
   std::unique_ptr<Connection> conn = Connection::Open(io, *config, &why);
   ASSERT_NE(conn, nullptr) << why;
-  SystemClock clock;
+  async::SystemClock clock;
   ClientEventSink sink(*conn->client);
   EventRecorder recorder(clock, sink, {.source = {.component = "slurm-bridge-e2e"}});
 

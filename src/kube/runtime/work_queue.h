@@ -55,8 +55,8 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/this_coro.hpp>
 
+#include "async/clock.h"
 #include "common/error.h"
-#include "kube/runtime/clock.h"
 
 namespace sb::kube {
 
@@ -86,7 +86,7 @@ struct BackoffPolicy {
 template <typename Key, typename Rank = std::monostate>
 class WorkQueue {
  public:
-  explicit WorkQueue(Clock& clock, BackoffPolicy backoff = BackoffPolicy::Default())
+  explicit WorkQueue(async::Clock& clock, BackoffPolicy backoff = BackoffPolicy::Default())
       : clock_(clock), backoff_(backoff) {}
   WorkQueue(const WorkQueue&) = delete;
   WorkQueue& operator=(const WorkQueue&) = delete;
@@ -119,15 +119,15 @@ class WorkQueue {
 
   // Adds `key` once `delay` has passed. A zero or negative delay adds at once. If `key` waits
   // already, the earlier ready time wins. Ignored after ShutDown().
-  void AddAfter(const Key& key, Clock::Duration delay) {
+  void AddAfter(const Key& key, async::Clock::Duration delay) {
     if (shutting_down_) {
       return;
     }
-    if (delay <= Clock::Duration::zero()) {
+    if (delay <= async::Clock::Duration::zero()) {
       Add(key);
       return;
     }
-    const Clock::TimePoint ready = clock_.Now() + delay;
+    const async::Clock::TimePoint ready = clock_.Now() + delay;
     auto found = waiting_by_key_.find(key);
     if (found != waiting_by_key_.end()) {
       if (found->second->first.first <= ready) {
@@ -148,7 +148,7 @@ class WorkQueue {
     if (failures < UINT32_MAX) {
       ++failures;
     }
-    AddAfter(key, std::chrono::duration_cast<Clock::Duration>(delay));
+    AddAfter(key, std::chrono::duration_cast<async::Clock::Duration>(delay));
   }
 
   // Forgets the failures of `key` (its next AddRateLimited waits `base` again). Does not remove
@@ -174,7 +174,7 @@ class WorkQueue {
   // once ShutDown() was called and nothing is left to hand out, or when the awaiting coroutine is
   // cancelled through Asio's cancellation. Several coroutines may wait at once.
   [[nodiscard]] boost::asio::awaitable<std::optional<Key>> Get() {
-    std::unique_ptr<Timer> timer;
+    std::unique_ptr<async::Timer> timer;
     for (;;) {
       PromoteDue();
       if (!ready_.empty()) {
@@ -191,10 +191,10 @@ class WorkQueue {
       if (!timer) {
         timer = clock_.MakeTimer(co_await boost::asio::this_coro::executor);
       }
-      const Clock::TimePoint deadline =
-          waiting_.empty() ? Clock::TimePoint::max() : waiting_.begin()->first.first;
-      const WaitResult r = co_await Park(*timer, deadline);
-      if (r == WaitResult::kAborted) {
+      const async::Clock::TimePoint deadline =
+          waiting_.empty() ? async::Clock::TimePoint::max() : waiting_.begin()->first.first;
+      const async::WaitResult r = co_await Park(*timer, deadline);
+      if (r == async::WaitResult::kAborted) {
         co_return std::nullopt;
       }
     }
@@ -219,12 +219,13 @@ class WorkQueue {
 
   // ShutDown(), then waits until every key handed out was Done and nothing is queued, or until
   // `deadline` on the clock. Returns true when drained, false on the deadline (or cancellation).
-  [[nodiscard]] boost::asio::awaitable<bool> ShutDownWithDrain(Clock::TimePoint deadline) {
+  [[nodiscard]] boost::asio::awaitable<bool> ShutDownWithDrain(async::Clock::TimePoint deadline) {
     ShutDown();
-    std::unique_ptr<Timer> timer = clock_.MakeTimer(co_await boost::asio::this_coro::executor);
+    std::unique_ptr<async::Timer> timer =
+        clock_.MakeTimer(co_await boost::asio::this_coro::executor);
     while (!processing_.empty() || !dirty_.empty()) {
-      const WaitResult r = co_await Park(*timer, deadline);
-      if (r != WaitResult::kWoken) {
+      const async::WaitResult r = co_await Park(*timer, deadline);
+      if (r != async::WaitResult::kWoken) {
         co_return processing_.empty() && dirty_.empty();
       }
     }
@@ -236,7 +237,7 @@ class WorkQueue {
   [[nodiscard]] std::size_t NumProcessing() const { return processing_.size(); }
 
  private:
-  using WaitingMap = std::map<std::pair<Clock::TimePoint, std::uint64_t>, Key>;
+  using WaitingMap = std::map<std::pair<async::Clock::TimePoint, std::uint64_t>, Key>;
   // A ready key: handed out by (rank, seq), the least first.
   struct Ready {
     Rank rank;
@@ -274,10 +275,11 @@ class WorkQueue {
 
   // Waits on `timer` until `deadline` or until the queue changes (WakeAll). The guard keeps
   // getters_ free of dangling timers even when the coroutine frame is destroyed while parked.
-  boost::asio::awaitable<WaitResult> Park(Timer& timer, Clock::TimePoint deadline) {
+  boost::asio::awaitable<async::WaitResult> Park(async::Timer& timer,
+                                                 async::Clock::TimePoint deadline) {
     struct Guard {
-      std::vector<Timer*>& getters;
-      Timer* timer;
+      std::vector<async::Timer*>& getters;
+      async::Timer* timer;
       ~Guard() { std::erase(getters, timer); }
     };
     getters_.push_back(&timer);
@@ -286,7 +288,7 @@ class WorkQueue {
   }
 
   void PromoteDue() {
-    const Clock::TimePoint now = clock_.Now();
+    const async::Clock::TimePoint now = clock_.Now();
     while (!waiting_.empty() && waiting_.begin()->first.first <= now) {
       auto it = waiting_.begin();
       Key key = std::move(it->second);
@@ -298,12 +300,12 @@ class WorkQueue {
 
   void WakeAll() {
     // Wake() only queues completions; getters_ is not changed while we walk it.
-    for (Timer* t : getters_) {
+    for (async::Timer* t : getters_) {
       t->Wake();
     }
   }
 
-  Clock& clock_;
+  async::Clock& clock_;
   BackoffPolicy backoff_;
   ReadySet ready_;  // ready keys in the order they are handed out; each also in dirty_
   std::unordered_map<Key, typename ReadySet::iterator> ready_by_key_;
@@ -312,7 +314,7 @@ class WorkQueue {
   WaitingMap waiting_;                  // delayed keys by (ready time, insertion order)
   std::unordered_map<Key, typename WaitingMap::iterator> waiting_by_key_;
   std::unordered_map<Key, std::uint32_t> failures_;
-  std::vector<Timer*> getters_;  // non-owning: timers of parked Get()/ShutDownWithDrain()
+  std::vector<async::Timer*> getters_;  // non-owning: timers of parked Get()/ShutDownWithDrain()
   std::uint64_t next_seq_ = 0;
   bool shutting_down_ = false;
   std::function<Rank(const Key&)> rank_;

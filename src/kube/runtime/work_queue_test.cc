@@ -13,17 +13,17 @@
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/io_context.hpp>
 
-#include "kube/runtime/clock.h"
-#include "kube/runtime/test_util.h"
+#include "async/clock.h"
+#include "async/test_util.h"
 
 namespace sb::kube {
 namespace {
 
 namespace asio = boost::asio;
+using async::testing::Drain;
+using async::testing::RunFor;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-using testing::Drain;
-using testing::RunFor;
 
 // The outcome of one Get() spawned on the io_context.
 struct Pending {
@@ -54,7 +54,7 @@ class WorkQueueTest : public ::testing::Test {
  protected:
   // Order matters: coroutine frames still parked in io_ are destroyed with it, before the queue
   // and the clock they point to.
-  FakeClock clock_;
+  async::FakeClock clock_;
   WorkQueue<std::string> q_{clock_};
   asio::io_context io_;
 };
@@ -103,7 +103,7 @@ class RankedWorkQueueTest : public ::testing::Test {
       return it == ranks_.end() ? 0 : it->second;
     });
   }
-  FakeClock clock_;
+  async::FakeClock clock_;
   std::map<std::string, int> ranks_;
   WorkQueue<std::string, int> q_{clock_};
   asio::io_context io_;
@@ -215,7 +215,7 @@ TEST_F(WorkQueueTest, AddAfterHandsKeysOutInReadyOrder) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
-    FakeClock clock;
+    async::FakeClock clock;
     WorkQueue<std::string> q(clock);
     asio::io_context io;
     for (const Item& item : c.adds) {
@@ -374,10 +374,11 @@ TEST_F(WorkQueueTest, ShutDownWithDrainGivesUpAtTheDeadline) {
   EXPECT_FALSE(drained);
 }
 
-asio::awaitable<std::optional<std::string>> GetOrTimeout(WorkQueue<std::string>& q, Clock& clock,
-                                                         Clock::Duration timeout) {
+asio::awaitable<std::optional<std::string>> GetOrTimeout(WorkQueue<std::string>& q,
+                                                         async::Clock& clock,
+                                                         async::Clock::Duration timeout) {
   using namespace asio::experimental::awaitable_operators;
-  std::unique_ptr<Timer> timer = clock.MakeTimer(co_await asio::this_coro::executor);
+  std::unique_ptr<async::Timer> timer = clock.MakeTimer(co_await asio::this_coro::executor);
   auto r = co_await (q.Get() || timer->WaitUntil(clock.Now() + timeout));
   if (r.index() == 0) {
     co_return std::get<0>(r);

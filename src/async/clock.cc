@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "kube/runtime/clock.h"
+#include "async/clock.h"
 
 #include <algorithm>
 #include <system_error>
@@ -9,7 +9,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
-namespace sb::kube {
+namespace sb::async {
 namespace {
 
 namespace asio = boost::asio;
@@ -156,4 +156,4 @@ void FakeClock::FireDue() {
   }
 }
 
-}  // namespace sb::kube
+}  // namespace sb::async

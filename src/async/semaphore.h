@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// kube/runtime/semaphore.h
+// async/semaphore.h
 //
 // A counting semaphore for coroutines of one loop: Acquire() waits for one of `slots` permits and
 // returns it as a Permit, which gives the slot back when it is destroyed. Waiters are served in
@@ -26,9 +26,9 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/this_coro.hpp>
 
-#include "kube/runtime/clock.h"
+#include "async/clock.h"
 
-namespace sb::kube {
+namespace sb::async {
 
 class Semaphore {
  public:
@@ -127,4 +127,4 @@ class Semaphore {
   bool closed_ = false;
 };
 
-}  // namespace sb::kube
+}  // namespace sb::async

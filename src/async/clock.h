@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// kube/runtime/clock.h
+// async/clock.h
 //
-// An injectable clock for the Kubernetes runtime pieces (work queue, leader election, event
-// recorder), and timers that wait on it inside coroutines. Production code uses SystemClock
-// (std::chrono::steady_clock for deadlines, std::chrono::system_clock for the timestamps written
-// into API objects); tests use FakeClock, whose time moves only when the test calls Advance(), so
-// nothing in a test sleeps.
+// The project's injectable clock (the scheduler, the controllers, the Kubernetes runtime pieces:
+// work queue, leader election, event recorder), and timers that wait on it inside coroutines.
+// Production code uses SystemClock (std::chrono::steady_clock for deadlines,
+// std::chrono::system_clock for the timestamps written into API objects); tests use FakeClock,
+// whose time moves only when the test calls Advance(), so nothing in a test sleeps.
 //
-// This clock is local to kube/runtime on purpose: it does not depend on a project-wide clock.
+// It knows nothing of Kubernetes or Slurm (async/ holds the generic coroutine pieces).
 //
 // Thread model: loop-confined. A Clock and the Timers it makes are used on the thread that runs
 // the timers' executor. A FakeClock must outlive every Timer it made.
@@ -28,7 +28,7 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 
-namespace sb::kube {
+namespace sb::async {
 
 class Timer;
 
@@ -108,4 +108,4 @@ class FakeClock final : public Clock {
   std::vector<FakeTimer*> timers_;  // non-owning; each timer unregisters itself
 };
 
-}  // namespace sb::kube
+}  // namespace sb::async

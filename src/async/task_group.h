@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// kube/runtime/task_group.h
+// async/task_group.h
 //
 // TaskGroup: the coroutines of one component (informers, workers, pollers), spawned together,
 // stopped together and joined. Sleep() waits on the injected clock and is cut short by Stop(),
@@ -24,9 +24,9 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 
-#include "kube/runtime/clock.h"
+#include "async/clock.h"
 
-namespace sb::kube {
+namespace sb::async {
 
 class TaskGroup {
  public:
@@ -58,4 +58,4 @@ class TaskGroup {
   std::set<Timer*> joiners_;   // non-owning: timers of pending Join()s
 };
 
-}  // namespace sb::kube
+}  // namespace sb::async

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// kube/runtime/test_util.h
+// async/test_util.h
 //
 // Test helpers for code driven by a FakeClock: run an io_context while moving fake time forward
 // from one timer deadline to the next, so every periodic loop wakes exactly when it would with a
@@ -13,9 +13,9 @@
 
 #include <boost/asio/io_context.hpp>
 
-#include "kube/runtime/clock.h"
+#include "async/clock.h"
 
-namespace sb::kube::testing {
+namespace sb::async::testing {
 
 // Runs every ready handler of each io_context (poll), restarting it first if it had run out
 // of work, until none has anything ready.
@@ -33,11 +33,11 @@ inline void Drain(boost::asio::io_context& io) { Drain({&io}); }
 // Advances `clock` to `until`, stopping at every timer deadline on the way and draining the
 // io_contexts there, then drains at `until`. Timers of an io_context left out of `ios` fire
 // into it but their handlers do not run (a "killed" process).
-inline void RunUntil(std::initializer_list<boost::asio::io_context*> ios, FakeClock& clock,
-                     Clock::TimePoint until) {
+inline void RunUntil(std::initializer_list<boost::asio::io_context*> ios, async::FakeClock& clock,
+                     async::Clock::TimePoint until) {
   Drain(ios);
   for (;;) {
-    const Clock::TimePoint next = clock.NextDeadline();
+    const async::Clock::TimePoint next = clock.NextDeadline();
     if (next > until) {
       break;
     }
@@ -47,17 +47,18 @@ inline void RunUntil(std::initializer_list<boost::asio::io_context*> ios, FakeCl
   clock.Advance(until - clock.Now());
   Drain(ios);
 }
-inline void RunUntil(boost::asio::io_context& io, FakeClock& clock, Clock::TimePoint until) {
+inline void RunUntil(boost::asio::io_context& io, async::FakeClock& clock,
+                     async::Clock::TimePoint until) {
   RunUntil({&io}, clock, until);
 }
 
 // RunUntil(now + d).
-inline void RunFor(std::initializer_list<boost::asio::io_context*> ios, FakeClock& clock,
-                   Clock::Duration d) {
+inline void RunFor(std::initializer_list<boost::asio::io_context*> ios, async::FakeClock& clock,
+                   async::Clock::Duration d) {
   RunUntil(ios, clock, clock.Now() + d);
 }
-inline void RunFor(boost::asio::io_context& io, FakeClock& clock, Clock::Duration d) {
+inline void RunFor(boost::asio::io_context& io, async::FakeClock& clock, async::Clock::Duration d) {
   RunUntil({&io}, clock, clock.Now() + d);
 }
 
-}  // namespace sb::kube::testing
+}  // namespace sb::async::testing

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "kube/runtime/task_group.h"
+#include "async/task_group.h"
 
 #include <exception>
 
 #include <spdlog/spdlog.h>
 #include <boost/asio/co_spawn.hpp>
 
-namespace sb::kube {
+namespace sb::async {
 namespace asio = boost::asio;
 
 namespace {
@@ -70,4 +70,4 @@ void TaskGroup::Wake(std::set<Timer*>& timers) {
   for (Timer* t : timers) t->Wake();
 }
 
-}  // namespace sb::kube
+}  // namespace sb::async

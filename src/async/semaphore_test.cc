@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "kube/runtime/semaphore.h"
+#include "async/semaphore.h"
 
 #include <exception>
 #include <optional>
@@ -12,10 +12,10 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 
-#include "kube/runtime/clock.h"
-#include "kube/runtime/test_util.h"
+#include "async/clock.h"
+#include "async/test_util.h"
 
-namespace sb::kube {
+namespace sb::async {
 namespace {
 
 namespace asio = boost::asio;
@@ -117,4 +117,4 @@ TEST_F(SemaphoreTest, ACancelledWaiterLeavesTheLineAndAGrantedOneGivesItsSlotOn)
 }
 
 }  // namespace
-}  // namespace sb::kube
+}  // namespace sb::async
