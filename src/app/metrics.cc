@@ -109,6 +109,15 @@ std::string RenderMetrics(const MetricsSnapshot& s) {
   m.Sample("slurm_bridge_queue_depth", "queue=\"pods\"", s.pods_queue_depth);
   m.Family("slurm_bridge_tracked_jobs", "Jobs the scheduler waits on", "gauge");
   m.Sample("slurm_bridge_tracked_jobs", "", s.tracked_jobs);
+  m.Family("slurm_bridge_job_state_polls_total",
+           "Polls of Slurm's job states (one per interval for the whole process), by kind",
+           "counter");
+  m.Sample("slurm_bridge_job_state_polls_total", "kind=\"full\"",
+           s.job_watch.polls - s.job_watch.fresh_polls);
+  m.Sample("slurm_bridge_job_state_polls_total", "kind=\"fresh\"", s.job_watch.fresh_polls);
+  m.Family("slurm_bridge_job_state_poll_errors_total", "Polls of Slurm's job states that failed",
+           "counter");
+  m.Sample("slurm_bridge_job_state_poll_errors_total", "", s.job_watch.poll_errors);
   // Each family's samples follow its own HELP and TYPE lines (the format wants them together).
   const std::array<std::pair<std::string_view, const EventStats*>, 3> recorders = {
       {{"scheduler", &s.scheduler_events}, {"pods", &s.pods_events}, {"nodes", &s.nodes_events}}};

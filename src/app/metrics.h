@@ -16,6 +16,7 @@
 #include "controllers/pod_controller.h"
 #include "net/http_client.h"
 #include "scheduler/scheduler.h"
+#include "slurm/job_watch.h"
 
 namespace sb::app {
 
@@ -36,6 +37,7 @@ struct MetricsSnapshot {
   EventStats scheduler_events;
   EventStats pods_events;
   EventStats nodes_events;
+  slurm::JobWatchStats job_watch;  // the process's one poll of Slurm's job states
   net::ClientStats slurm_http;
   net::ClientStats kube_http;
 };

@@ -30,6 +30,7 @@ TEST(RenderMetricsTest, EachStatIsServedUnderItsName) {
   s.scheduler_events = {.dropped = 14, .pending = 15};
   s.nodes_events = {.dropped = 16, .pending = 0};
   s.kube_http.connections_opened = 17;
+  s.job_watch = {.polls = 20, .fresh_polls = 2, .poll_errors = 19, .ids_asked = 0};
   const std::string text = RenderMetrics(s);
   struct Row {
     std::string sample;  // name{labels} value
@@ -53,6 +54,9 @@ TEST(RenderMetricsTest, EachStatIsServedUnderItsName) {
       {R"(slurm_bridge_events_dropped_total{component="nodes"} 16)", "counter"},
       {R"(slurm_bridge_events_dropped_total{component="pods"} 0)", "counter"},
       {R"(slurm_bridge_client_connections_opened_total{server="kube-apiserver"} 17)", "counter"},
+      {R"(slurm_bridge_job_state_polls_total{kind="full"} 18)", "counter"},
+      {R"(slurm_bridge_job_state_polls_total{kind="fresh"} 2)", "counter"},
+      {"slurm_bridge_job_state_poll_errors_total 19", "counter"},
   };
   for (const Row& r : rows) {
     EXPECT_NE(text.find("\n" + r.sample + "\n"), std::string::npos) << r.sample;

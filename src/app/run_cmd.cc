@@ -29,6 +29,7 @@
 #include "net/http_server.h"
 #include "scheduler/scheduler.h"
 #include "slurm/client.h"
+#include "slurm/job_watch.h"
 
 namespace sb::app {
 namespace asio = boost::asio;
@@ -99,6 +100,8 @@ int RunComponents(const RunOptions& options) {
   }
 
   async::SystemClock clock;
+  // One poll of Slurm's job states for every component of this process (issue #24).
+  std::unique_ptr<slurm::JobWatch> job_watch;
   std::unique_ptr<scheduler::Scheduler> sched;
   std::unique_ptr<controllers::PodController> pods;
   std::unique_ptr<controllers::NodeController> nodes;
@@ -109,9 +112,12 @@ int RunComponents(const RunOptions& options) {
 
   auto start_components = [&] {
     if (stopping) return;
+    job_watch = std::make_unique<slurm::JobWatch>(io.get_executor(), **slurm_client, clock,
+                                                  bridge::JobWatchOptionsOf(*config));
+    asio::co_spawn(io, job_watch->Run(), asio::detached);
     if (options.scheduler) {
-      sched = std::make_unique<scheduler::Scheduler>(io.get_executor(), *kube_client,
-                                                     **slurm_client, clock, *config);
+      sched = std::make_unique<scheduler::Scheduler>(
+          io.get_executor(), *kube_client, **slurm_client, clock, *config, job_watch.get());
       asio::co_spawn(io, sched->Run(), [&](const std::exception_ptr& e, Result<void> r) {
         if (e || !r) {
           spdlog::error("scheduler: {}", e ? "crashed" : r.error().ToString());
@@ -134,8 +140,8 @@ int RunComponents(const RunOptions& options) {
       po.orphan_min_age = std::max<std::chrono::seconds>(
           std::chrono::seconds(5),
           std::chrono::duration_cast<std::chrono::seconds>(config->job_sweep_interval));
-      pods = std::make_unique<controllers::PodController>(io.get_executor(), *kube_client,
-                                                          **slurm_client, clock, *config, po);
+      pods = std::make_unique<controllers::PodController>(
+          io.get_executor(), *kube_client, **slurm_client, clock, *config, po, job_watch.get());
       asio::co_spawn(io, pods->Run(), asio::detached);
       nodes = std::make_unique<controllers::NodeController>(io.get_executor(), *kube_client,
                                                             **slurm_client, clock, *config);
@@ -146,6 +152,7 @@ int RunComponents(const RunOptions& options) {
     if (sched) sched->Stop();
     if (pods) pods->Stop();
     if (nodes) nodes->Stop();
+    if (job_watch) job_watch->Stop();
   };
 
   // Health and metrics.
@@ -174,6 +181,7 @@ int RunComponents(const RunOptions& options) {
       snap.nodes = nodes->stats();
       snap.nodes_events = {nodes->events().Dropped(), nodes->events().Pending()};
     }
+    if (job_watch) snap.job_watch = job_watch->stats();
     snap.slurm_http = (*slurm_client)->http_stats();
     snap.kube_http = (*kube_http)->stats();
     return net::TextResponse(200, RenderMetrics(snap), "text/plain; version=0.0.4; charset=utf-8");

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <fstream>
+#include <iostream>
 #include <memory>
 #include <optional>
 #include <regex>
@@ -225,6 +226,57 @@ TEST_F(ServeE2e, ControllersServeHealthReadinessAndTheReadmeMetrics) {
 }
 
 TEST_F(ServeE2e, AllServesHealthReadinessAndTheReadmeMetrics) { CheckServers("all"); }
+
+// The value of the sample `name{labels}` in Prometheus text; -1 when absent.
+double Sample(const std::string& text, const std::string& sample) {
+  const std::size_t at = text.find("\n" + sample + " ");
+  if (at == std::string::npos) return -1;
+  return std::stod(text.substr(at + sample.size() + 2));
+}
+
+// Issue #24: `all` reads Slurm's job states once per jobPollInterval for the scheduler and the
+// controllers together (one job watch), measured from /metrics: a bound pod (the pod
+// controller's job) and a pending one (the scheduler's) are both watched, and the full polls
+// and every request to slurmrestd over a window stay at one poll per interval plus the lists.
+// Two pollers, as before, would send about twice the polls.
+TEST_F(ServeE2e, AllModePollsSlurmOncePerIntervalForEveryComponent) {
+  auto bridge = StartBridge("all", {"--metrics-bind-address", "127.0.0.2:0"}, "all");
+  int metrics = 0;
+  ASSERT_TRUE(WaitFor([&] { return (metrics = LoggedPort("all", "metrics")) > 0; }, 30s));
+  CreatePod("bound", R"({"limits":{"cpu":"1"}})");
+  ASSERT_TRUE(WaitForPod("bound", IsBound)) << "the first pod was not bound";
+  auto hold = DrainAllNodes();  // the next job stays pending; the running one runs on
+  CreatePod("waiting", R"({"limits":{"cpu":"1"}})");
+  ASSERT_TRUE(WaitForPod("waiting", HasJob)) << "the second pod got no job";
+  // Past the fresh polls after the submit (3 s).
+  std::this_thread::sleep_for(4s);
+  auto read = [&] {
+    auto m = Get("127.0.0.2", metrics, "/metrics");
+    EXPECT_TRUE(m && m->status == 200);
+    return m ? m->body : std::string();
+  };
+  const std::string before = read();
+  const auto t0 = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(6s);
+  const std::string after = read();
+  const double window =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const std::string full = R"(slurm_bridge_job_state_polls_total{kind="full"})";
+  const std::string requests = R"(slurm_bridge_client_requests_total{server="slurmrestd"})";
+  ASSERT_GE(Sample(before, full), 0) << before;
+  const double polls = Sample(after, full) - Sample(before, full);
+  const double sent = Sample(after, requests) - Sample(before, requests);
+  const double intervals = window / 0.2;  // the fixture's jobPollInterval
+  std::cerr << "over " << window << " s: " << polls << " full state polls, " << sent
+            << " requests to slurmrestd (" << intervals << " poll intervals)\n";
+  EXPECT_LE(polls, intervals + 2) << "more than one state poll per interval";
+  EXPECT_GE(polls, intervals / 2) << "the jobs are not watched at every interval";
+  // The rest: the scheduler's job list (1 s) and node list (2 s), the sweep's list (1 s).
+  EXPECT_LE(sent, polls + window * 2.5 + 4) << "requests beyond the polls and the lists";
+  EXPECT_EQ(Sample(after, "slurm_bridge_job_state_poll_errors_total"), 0);
+  AssertAlive(*bridge, "all");
+  hold.reset();
+}
 
 // With leader election, a standby replica is ready (/readyz: it can take over at once) and says
 // it does not lead; the leader is ready once its components are.

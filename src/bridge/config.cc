@@ -335,4 +335,10 @@ slurm::ClientConfig SlurmClientConfig(const Config& config) {
   return out;
 }
 
+slurm::JobWatchOptions JobWatchOptionsOf(const Config& config) {
+  slurm::JobWatchOptions out;
+  out.poll_interval = config.job_poll_interval;
+  return out;
+}
+
 }  // namespace sb::bridge

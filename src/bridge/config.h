@@ -42,6 +42,7 @@
 
 #include "common/error.h"
 #include "slurm/client.h"
+#include "slurm/job_watch.h"
 
 namespace sb::bridge {
 
@@ -110,5 +111,8 @@ struct Config {
 // The Slurm client settings the config names (URL, pinned API version, user name, TLS); the
 // caller adds its own connection limits. One place for every subcommand that talks to Slurm.
 [[nodiscard]] slurm::ClientConfig SlurmClientConfig(const Config& config);
+// The job watch's cadence: a full state poll every jobPollInterval (the fresh cadence after a
+// submit is slurm::JobWatchOptions' own).
+[[nodiscard]] slurm::JobWatchOptions JobWatchOptionsOf(const Config& config);
 
 }  // namespace sb::bridge

@@ -38,7 +38,7 @@ bool Alive(std::string_view state) { return !state.empty() && !bridge::JobEnded(
 
 PodController::PodController(asio::any_io_executor executor, kube::Client& kube,
                              slurm::Client& slurm, async::Clock& clock, bridge::Config config,
-                             PodControllerOptions options)
+                             PodControllerOptions options, slurm::JobWatch* watch)
     : executor_(std::move(executor)),
       kube_(kube),
       slurm_(slurm),
@@ -56,6 +56,11 @@ PodController::PodController(asio::any_io_executor executor, kube::Client& kube,
                 kube::EventRecorderOptions{.source = {.component = "slurm-bridge-controllers"}}),
       queue_(clock, kube::BackoffPolicy{.base = std::chrono::milliseconds(250),
                                         .cap = std::chrono::seconds(60)}),
+      own_watch_(watch != nullptr
+                     ? nullptr
+                     : std::make_unique<slurm::JobWatch>(executor_, slurm, clock,
+                                                         bridge::JobWatchOptionsOf(config_))),
+      watch_(watch != nullptr ? watch : own_watch_.get()),
       tasks_(executor_, clock, "pod controller") {
   pods_.cache().AddIndex(std::string(kJobIndex), [](const Pod& p) {
     const std::int64_t id = JobIdOf(p);
@@ -108,11 +113,13 @@ awaitable<void> PodController::Run() {
     spdlog::info("pod controller started: {} pods of {}", pods_.cache().size(),
                  config_.scheduler_name);
     for (int i = 0; i < 4; ++i) tasks_.Spawn(Worker());
-    tasks_.Spawn(PollSlurm());
+    if (own_watch_) tasks_.Spawn(own_watch_->Run());
+    watch_->Subscribe(this);
     tasks_.Spawn(Sweep());
     tasks_.Spawn(CheckClusterName());
   }
   co_await tasks_.Join();
+  watch_->Unsubscribe(this);
 }
 
 void PodController::Stop() {
@@ -122,6 +129,8 @@ void PodController::Stop() {
   nodes_.Stop();
   queue_.ShutDown();
   recorder_.ShutDown();
+  watch_->Unsubscribe(this);
+  if (own_watch_) own_watch_->Stop();
   tasks_.Stop();
 }
 
@@ -303,50 +312,40 @@ awaitable<Result<void>> PodController::ReleaseFinalizer(const Pod& pod) {
   co_return Result<void>{};
 }
 
-awaitable<void> PodController::PollSlurm() {
-  while (co_await tasks_.Sleep(config_.job_poll_interval)) {
-    // The jobs the cached pods name.
-    std::set<std::int64_t> wanted;
-    for (const auto& p : pods_.cache().List()) {
-      if (std::int64_t id = JobIdOf(*p); id > 0) wanted.insert(id);
-    }
-    if (wanted.empty()) continue;
-    // The labelled jobs only, in one request (up to about 2,000 ids, slurm::JobStatePaths): the
-    // cost follows the bridge's jobs, not every job of the cluster.
-    const async::Clock::TimePoint asked = clock_.Now();
-    Result<std::vector<slurm::JobStateEntry>> states =
-        co_await slurm_.JobStates(std::vector<std::int64_t>(wanted.begin(), wanted.end()));
-    if (!states) {
-      ++stats_.errors;
-      spdlog::warn("reading Slurm job states failed: {}", states.error().ToString());
-      continue;
-    }
-    ++stats_.state_polls;
-    std::unordered_map<std::int64_t, std::string> fresh;
-    for (const slurm::JobStateEntry& s : *states) {
-      if (!s.state.empty()) fresh[s.job_id] = s.state.front();
-    }
-    for (std::int64_t id : wanted) {
-      auto f = fresh.find(id);
-      JobRecord& known = jobs_[id];
-      if (f == fresh.end()) {
-        // Gone, or newer than the answer: Reconcile asks (GET /job/{id}) unless it knows the end.
-        if (first_seen_[id] < asked && !bridge::JobEnded(known.state)) {
-          known.state.clear();
-          queue_.Add(id);
-        }
-        continue;
-      }
-      if (known.state != f->second) {
-        // Ended (or gone), then alive: Slurm reused the id for another job; its tag is read anew.
-        if (bridge::JobEnded(known.state) && !bridge::JobEnded(f->second)) known.read = false;
-        known.state = f->second;
+std::vector<std::int64_t> PodController::JobsToPoll(const slurm::JobPollTick& tick) {
+  if (!tick.full) return {};
+  // The jobs the cached pods name; the cost follows the bridge's jobs, not every job of the
+  // cluster.
+  std::set<std::int64_t> wanted;
+  for (const auto& p : pods_.cache().List()) {
+    if (std::int64_t id = JobIdOf(*p); id > 0) wanted.insert(id);
+  }
+  return {wanted.begin(), wanted.end()};
+}
+
+void PodController::OnJobStates(const slurm::JobPollAnswer& answer) {
+  ++stats_.state_polls;
+  for (std::int64_t id : answer.ids) {
+    auto f = answer.states.find(id);
+    JobRecord& known = jobs_[id];
+    if (f == answer.states.end()) {
+      // Gone, or newer than the answer: Reconcile asks (GET /job/{id}) unless it knows the end.
+      if (first_seen_[id] < answer.asked && !bridge::JobEnded(known.state)) {
+        known.state.clear();
         queue_.Add(id);
       }
+      continue;
     }
-    std::erase_if(jobs_, [&](const auto& kv) { return !wanted.contains(kv.first); });
-    std::erase_if(first_seen_, [&](const auto& kv) { return !wanted.contains(kv.first); });
+    if (known.state != f->second) {
+      // Ended (or gone), then alive: Slurm reused the id for another job; its tag is read anew.
+      if (bridge::JobEnded(known.state) && !bridge::JobEnded(f->second)) known.read = false;
+      known.state = f->second;
+      queue_.Add(id);
+    }
   }
+  const std::set<std::int64_t> wanted(answer.ids.begin(), answer.ids.end());
+  std::erase_if(jobs_, [&](const auto& kv) { return !wanted.contains(kv.first); });
+  std::erase_if(first_seen_, [&](const auto& kv) { return !wanted.contains(kv.first); });
 }
 
 awaitable<void> PodController::Sweep() {

@@ -55,6 +55,7 @@
 #include "kube/runtime/kube_adapters.h"
 #include "kube/runtime/work_queue.h"
 #include "slurm/client.h"
+#include "slurm/job_watch.h"
 
 namespace sb::controllers {
 
@@ -82,10 +83,13 @@ struct PodControllerStats {
   std::uint64_t errors = 0;
 };
 
-class PodController {
+// The labelled jobs' states come from a slurm::JobWatch: the process's shared one (`all` mode),
+// or, given none, one of its own.
+class PodController : private slurm::JobWatchSubscriber {
  public:
   PodController(boost::asio::any_io_executor executor, kube::Client& kube, slurm::Client& slurm,
-                async::Clock& clock, bridge::Config config, PodControllerOptions options = {});
+                async::Clock& clock, bridge::Config config, PodControllerOptions options = {},
+                slurm::JobWatch* watch = nullptr);
   ~PodController();
   PodController(const PodController&) = delete;
   PodController& operator=(const PodController&) = delete;
@@ -114,7 +118,10 @@ class PodController {
   boost::asio::awaitable<Result<void>> Reconcile(std::int64_t job_id);
   // GET /job/{id} into `rec`.
   boost::asio::awaitable<Result<void>> ReadJob(std::int64_t job_id, JobRecord& rec);
-  boost::asio::awaitable<void> PollSlurm();
+  // slurm::JobWatchSubscriber: the jobs the cached pods name (at full polls), and their states.
+  std::vector<std::int64_t> JobsToPoll(const slurm::JobPollTick& tick) override;
+  void OnJobStates(const slurm::JobPollAnswer& answer) override;
+  void OnJobPollFailed(const Error& /*error*/) override { ++stats_.errors; }
   boost::asio::awaitable<void> Sweep();
   boost::asio::awaitable<void> SweepOrphans(const std::vector<slurm::JobInfo>& jobs);
   boost::asio::awaitable<void> SweepStrays(const std::vector<slurm::JobInfo>& jobs);
@@ -147,6 +154,8 @@ class PodController {
   PodControllerStats stats_;
   bool ready_ = false;
   bool stopping_ = false;
+  std::unique_ptr<slurm::JobWatch> own_watch_;  // when none was given
+  slurm::JobWatch* watch_;
   async::TaskGroup tasks_;
 };
 

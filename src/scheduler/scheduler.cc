@@ -33,16 +33,13 @@ constexpr std::string_view kGroupItem = "g:";
 constexpr auto kOwnerCacheTtl = std::chrono::seconds(10);
 // Pod shapes whose excluded nodes are kept (Scheduler::exclusions_); more start it afresh.
 constexpr std::size_t kExclusionCacheSize = 1024;
-// After a submit, the jobs submitted within kFreshWindow are polled every kFreshPollInterval
-// (all tracked jobs every jobPollInterval): slurmctld starts a job that fits in a scheduling pass
-// soon after its submit (measured with the benchmark's settings: within about a second, usually
-// several jobs in one pass), and the wait until the next poll is the bridge's whole share of
-// that stage. A fresh poll also waits kFreshPollSpacing times as long as the last poll took, so
-// that polls take at most a fraction of slurmrestd's time in a burst. Measured (issue #13): one
-// state poll of a few jobs costs slurmctld and slurmrestd about 1.4 ms of CPU together.
-constexpr auto kFreshPollInterval = std::chrono::milliseconds(10);
-constexpr auto kFreshWindow = std::chrono::seconds(3);
-constexpr int kFreshPollSpacing = 3;
+// After a submit, the jobs submitted within kFreshWindow are polled at the job watch's fresh
+// cadence (slurm/job_watch.h; all tracked jobs every jobPollInterval): slurmctld starts a job that
+// fits in a scheduling pass soon after its submit (measured with the benchmark's settings: within
+// about a second, usually several jobs in one pass), and the wait until the next poll is the
+// bridge's whole share of that stage. Measured (issue #13): one state poll of a few jobs costs
+// slurmctld and slurmrestd about 1.4 ms of CPU together.
+constexpr auto kFreshWindow = slurm::JobWatchOptions{}.fresh_window;
 // The periodic job list waits at least this many times as long as the last one took.
 constexpr int kListSpacing = 20;
 // Workers on the queue: 4 x maxConcurrentSubmits, at least this many.
@@ -57,7 +54,7 @@ std::string PodKey(const Pod& pod) { return kube::ObjectKey(pod.metadata); }
 }  // namespace
 
 Scheduler::Scheduler(asio::any_io_executor executor, kube::Client& kube, slurm::Client& slurm,
-                     async::Clock& clock, bridge::Config config)
+                     async::Clock& clock, bridge::Config config, slurm::JobWatch* watch)
     : executor_(std::move(executor)),
       kube_(kube),
       slurm_(slurm),
@@ -76,6 +73,11 @@ Scheduler::Scheduler(asio::any_io_executor executor, kube::Client& kube, slurm::
       queue_(clock, kube::BackoffPolicy{.base = std::chrono::milliseconds(250),
                                         .cap = std::chrono::seconds(60)}),
       submit_slots_(clock, config_.max_concurrent_submits),
+      own_watch_(watch != nullptr
+                     ? nullptr
+                     : std::make_unique<slurm::JobWatch>(executor_, slurm, clock,
+                                                         bridge::JobWatchOptionsOf(config_))),
+      watch_(watch != nullptr ? watch : own_watch_.get()),
       tasks_(executor_, clock, "scheduler") {
   translate_ = {.partition = config_.partition,
                 .mcs_label = config_.mcs_label,
@@ -216,8 +218,11 @@ awaitable<Result<void>> Scheduler::Run() {
     const int workers = std::max(kMinWorkers, 4 * config_.max_concurrent_submits);
     for (int i = 0; i < workers; ++i) tasks_.Spawn(Worker());
     tasks_.Spawn(PollSlurm());
+    if (own_watch_) tasks_.Spawn(own_watch_->Run());
+    watch_->Subscribe(this);
   }
   co_await tasks_.Join();
+  watch_->Unsubscribe(this);
   co_return Result<void>{};
 }
 
@@ -229,6 +234,8 @@ void Scheduler::Stop() {
   queue_.ShutDown();
   submit_slots_.Close();
   recorder_.ShutDown();
+  watch_->Unsubscribe(this);
+  if (own_watch_) own_watch_->Stop();
   tasks_.Stop();
 }
 
@@ -727,6 +734,7 @@ awaitable<Result<void>> Scheduler::Submit(const GroupSpec& spec, std::vector<con
   }
   jobs_[spec.key] = job;
   last_submit_ = job.submitted;
+  watch_->MarkFresh();
   spdlog::info("{}: submitted Slurm job {} for {} pod(s)", spec.key, job.id, pods.size());
   if (!wanted.note.empty()) {
     spdlog::warn("{}: {}", spec.key, wanted.note);
@@ -1214,6 +1222,8 @@ awaitable<Result<void>> Scheduler::ListSlurmNodes() {
 }
 
 awaitable<void> Scheduler::ConfirmMissing() {
+  if (confirming_) co_return;
+  confirming_ = true;
   std::set<std::int64_t> ids = std::move(missing_);
   missing_.clear();
   for (std::int64_t id : ids) {
@@ -1232,6 +1242,7 @@ awaitable<void> Scheduler::ConfirmMissing() {
       if (t.id == id) ApplyState(t, state);
     }
   }
+  confirming_ = false;
 }
 
 awaitable<void> Scheduler::PeriodicList() {
@@ -1248,95 +1259,71 @@ awaitable<void> Scheduler::PollSlurm() {
   next_list_ = clock_.Now() + config_.job_list_interval;
   async::Clock::TimePoint next_nodes = clock_.Now() + config_.node_list_interval;
   async::Clock::TimePoint next_cancel = clock_.Now();
-  async::Clock::TimePoint last_poll = clock_.Now();       // of any kind
-  async::Clock::TimePoint last_full_poll = clock_.Now();  // of every tracked job
-  async::Clock::Duration last_poll_took{};
-  // Wakes every `period` from the last wake-up (a poll's own time is not added to the wait).
-  const async::Clock::Duration period =
-      std::min<async::Clock::Duration>(config_.job_poll_interval, kFreshPollInterval);
-  async::Clock::TimePoint woke = clock_.Now();
-  while (co_await tasks_.Sleep(std::max<async::Clock::Duration>(std::chrono::milliseconds(1),
-                                                                period - (clock_.Now() - woke)))) {
-    woke = clock_.Now();
-    // Every tracked job every jobPollInterval; the fresh ones every kFreshPollInterval while a
-    // submit is recent (the wake-ups in between cost no request).
-    const async::Clock::TimePoint tick = woke;
+  while (co_await tasks_.Sleep(config_.job_poll_interval)) {
+    const async::Clock::TimePoint tick = clock_.Now();
     const bool fresh = last_submit_ && tick - *last_submit_ < kFreshWindow;
-    const bool full = tick - last_full_poll >= config_.job_poll_interval;
-    if (!full && (!fresh ||
-                  tick - last_poll < std::max<async::Clock::Duration>(
-                                         kFreshPollInterval, kFreshPollSpacing * last_poll_took))) {
-      continue;
-    }
-    last_poll = tick;
-    if (full) last_full_poll = tick;
     // One request per jobPollInterval while nothing is fresh (the idle cost): the full job list,
-    // when due, stands in for the poll (it carries the states too, or says that no job changed),
-    // and so does the periodic node list (the states are asked at the next poll).
+    // when due, stands in for the next full state poll (it carries the states too, or says that
+    // no job changed), and so does the periodic node list (the states are asked at the poll
+    // after).
     bool asked_this_time = false;
     // The list runs beside the polls: a full list of thousands of jobs takes seconds, during
     // which the jobs that start must still be seen.
     std::erase_if(recently_bound_, [&](const auto& r) { return r.second.until < tick; });
-    if (full && (!jobs_.empty() || !recently_bound_.empty()) && last_poll >= next_list_ &&
-        !listing_) {
+    if ((!jobs_.empty() || !recently_bound_.empty()) && tick >= next_list_ && !listing_) {
       next_list_ = async::Clock::TimePoint::max();  // set again when the list is done
       asked_this_time = true;
       tasks_.Spawn(PeriodicList());
     }
-    // Until a node list succeeded nothing is submitted: asked at every poll until then. A
+    // Until a node list succeeded nothing is submitted: asked at every interval until then. A
     // periodic one due in the same interval as the job list waits for the next interval.
     const bool nodes_urgent = !slurm_nodes_known_ || nodes_refresh_;
-    if (nodes_urgent || (full && clock_.Now() >= next_nodes && (fresh || !asked_this_time))) {
+    if (nodes_urgent || (clock_.Now() >= next_nodes && (fresh || !asked_this_time))) {
       nodes_refresh_ = false;
       next_nodes = clock_.Now() + config_.node_list_interval;
       Result<void> r = co_await ListSlurmNodes();
       if (!r) spdlog::warn("reading Slurm's nodes failed: {}", r.error().ToString());
       if (r && !fresh) asked_this_time = true;
     }
-    if (!jobs_.empty() && !asked_this_time) {
-      // The tracked jobs only, in one request (up to about 2,000 ids, slurm::JobStatePaths):
-      // the cost follows this scheduler's jobs, not every job of the cluster.
-      // Between full polls, only the jobs submitted within kFreshWindow.
-      std::set<std::int64_t> ids;
-      for (const auto& [group, t] : jobs_) {
-        if (full || tick - t.submitted < kFreshWindow) ids.insert(t.id);
-      }
-      const async::Clock::TimePoint asked = clock_.Now();
-      Result<std::vector<slurm::JobStateEntry>> states = std::vector<slurm::JobStateEntry>{};
-      if (!ids.empty()) {
-        states = co_await slurm_.JobStates(std::vector<std::int64_t>(ids.begin(), ids.end()));
-        last_poll_took = clock_.Now() - asked;
-      }
-      if (!states) {
-        spdlog::warn("reading Slurm job states failed: {}", states.error().ToString());
-      } else if (!ids.empty()) {
-        ++stats_.state_polls;
-        std::unordered_map<std::int64_t, const slurm::JobStateEntry*> by_id;
-        for (const slurm::JobStateEntry& s : *states) by_id[s.job_id] = &s;
-        for (auto& [group, t] : jobs_) {
-          if (!ids.contains(t.id)) continue;
-          auto it = by_id.find(t.id);
-          if (it == by_id.end()) {
-            // Gone, or not yet in /jobs/state/ (seen lagging under load): confirmed below.
-            if (t.submitted < asked) missing_.insert(t.id);
-          } else if (!it->second->state.empty()) {
-            const std::string& s = it->second->state.front();
-            if (s != t.state && s == "RUNNING") {
-              t.nodes.clear();  // read them (and the GPUs) on bind
-              t.gres_detail.clear();
-            }
-            ApplyState(t, s);
-          }
-        }
-      }
-      co_await ConfirmMissing();
-    }
+    if (asked_this_time) polled_otherwise_ = true;
+    if (!missing_.empty()) co_await ConfirmMissing();
     const async::Clock::TimePoint now = clock_.Now();
     if (!to_cancel_.empty() && now >= next_cancel) {
       next_cancel = now + std::chrono::seconds(5);
       co_await RetryCancels();
     }
   }
+}
+
+std::vector<std::int64_t> Scheduler::JobsToPoll(const slurm::JobPollTick& tick) {
+  std::vector<std::int64_t> ids;
+  if (tick.full && std::exchange(polled_otherwise_, false)) return ids;
+  // Every tracked job at a full poll; between them, the jobs submitted within kFreshWindow.
+  for (const auto& [group, t] : jobs_) {
+    if (tick.full || tick.now - t.submitted < kFreshWindow) ids.push_back(t.id);
+  }
+  return ids;
+}
+
+void Scheduler::OnJobStates(const slurm::JobPollAnswer& answer) {
+  ++stats_.state_polls;
+  const std::set<std::int64_t> asked(answer.ids.begin(), answer.ids.end());
+  for (auto& [group, t] : jobs_) {
+    if (!asked.contains(t.id)) continue;
+    auto it = answer.states.find(t.id);
+    if (it == answer.states.end()) {
+      // Gone, or not yet in /jobs/state/ (seen lagging under load): confirmed by a GET.
+      if (t.submitted < answer.asked) missing_.insert(t.id);
+      continue;
+    }
+    const std::string& s = it->second;
+    if (s != t.state && s == "RUNNING") {
+      t.nodes.clear();  // read them (and the GPUs) on bind
+      t.gres_detail.clear();
+    }
+    ApplyState(t, s);
+  }
+  if (!missing_.empty() && !confirming_) tasks_.Spawn(ConfirmMissing());
 }
 
 }  // namespace sb::scheduler

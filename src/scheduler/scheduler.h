@@ -66,6 +66,7 @@
 #include "scheduler/binder.h"
 #include "scheduler/planner.h"
 #include "slurm/client.h"
+#include "slurm/job_watch.h"
 
 namespace sb::scheduler {
 
@@ -88,13 +89,17 @@ struct Stats {
   std::uint64_t job_lists_unchanged = 0;  // of job_lists: Slurm said no job changed
 };
 
-class Scheduler {
+// The job states come from a slurm::JobWatch: the process's shared one (`all` mode: one poll
+// for the scheduler and the controllers), or, given none, one of its own.
+class Scheduler : private slurm::JobWatchSubscriber {
  public:
   Scheduler(boost::asio::any_io_executor executor, kube::Client& kube, slurm::Client& slurm,
-            async::Clock& clock, bridge::Config config);
+            async::Clock& clock, bridge::Config config, slurm::JobWatch* watch = nullptr);
   ~Scheduler();
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
+  Scheduler(Scheduler&&) = delete;
+  Scheduler& operator=(Scheduler&&) = delete;
 
   // Runs until Stop(). Fails only when start-up cannot complete (the first job list).
   [[nodiscard]] boost::asio::awaitable<Result<void>> Run();
@@ -214,7 +219,14 @@ class Scheduler {
                                                                std::string kind, std::string ns,
                                                                std::string name);
 
+  // The lists beside the job watch's polls: the periodic job list, Slurm's nodes, and the
+  // cancels Slurm has not confirmed.
   boost::asio::awaitable<void> PollSlurm();
+  // slurm::JobWatchSubscriber: the tracked jobs (the fresh ones between full polls; none at the
+  // full poll after a list that carried their states), and their states.
+  std::vector<std::int64_t> JobsToPoll(const slurm::JobPollTick& tick) override;
+  void OnJobStates(const slurm::JobPollAnswer& answer) override;
+  void OnJobPollFailed(const Error& /*error*/) override {}
   // The periodic full job list (adoption, a second job of a group), beside the polls.
   boost::asio::awaitable<void> PeriodicList();
   // Asks Slurm about tracked jobs a list left out (GET /job/{id}): gone, or just newer.
@@ -285,7 +297,11 @@ class Scheduler {
   // pods of one shape cost one walk over the nodes, not one each (issue #13, 1,000 nodes).
   mutable std::optional<std::map<std::string, const kube::Node*>> node_map_;
   mutable std::unordered_map<std::string, std::vector<bridge::Exclusion>> exclusions_;
-  std::set<std::int64_t> missing_;  // tracked jobs a list left out, to confirm
+  std::set<std::int64_t> missing_;  // tracked jobs a list or poll left out, to confirm
+  bool confirming_ = false;         // ConfirmMissing runs
+  // A job list or node list since the last full poll: it stands in for that poll (issue #13's
+  // idle cost of one request per jobPollInterval).
+  bool polled_otherwise_ = false;
   // Slurm's last job list: live jobs tagged by this scheduler, by group key; when it was asked.
   std::map<std::string, std::vector<JobView>> listed_;
   std::optional<async::Clock::TimePoint> listed_at_;
@@ -312,6 +328,8 @@ class Scheduler {
   Stats stats_;
   bool ready_ = false;
   bool stopping_ = false;
+  std::unique_ptr<slurm::JobWatch> own_watch_;  // when none was given
+  slurm::JobWatch* watch_;
   async::TaskGroup tasks_;
 };
 

@@ -1,0 +1,145 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "slurm/job_watch.h"
+
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+
+#include "async/test_util.h"
+#include "testing/fake_slurm_client.h"
+
+namespace sb::slurm {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A subscriber that wants fixed ids at full polls and `fresh` ids at the others.
+class Recorder final : public JobWatchSubscriber {
+ public:
+  std::vector<std::int64_t> ids;
+  std::vector<std::int64_t> fresh;
+  bool skip_next_full = false;
+  std::vector<JobPollAnswer> answers;
+  int failures = 0;
+
+  std::vector<std::int64_t> JobsToPoll(const JobPollTick& tick) override {
+    if (!tick.full) return fresh;
+    if (skip_next_full) {
+      skip_next_full = false;
+      return {};
+    }
+    return ids;
+  }
+  void OnJobStates(const JobPollAnswer& answer) override { answers.push_back(answer); }
+  void OnJobPollFailed(const Error&) override { ++failures; }
+};
+
+class JobWatchTest : public ::testing::Test {
+ protected:
+  void Start() {
+    watch_ = std::make_unique<JobWatch>(io_.get_executor(), slurm_, clock_, options_);
+    boost::asio::co_spawn(io_, watch_->Run(), boost::asio::detached);
+  }
+  void TearDown() override {
+    if (watch_) watch_->Stop();
+    async::testing::Drain(io_);
+  }
+  void RunFor(async::Clock::Duration d) { async::testing::RunFor(io_, clock_, d); }
+
+  boost::asio::io_context io_;
+  async::FakeClock clock_;
+  sb::testing::FakeSlurmClient slurm_;
+  JobWatchOptions options_;
+  std::unique_ptr<JobWatch> watch_;
+};
+
+// Issue #24: the scheduler's and the pod controller's jobs are read in one request per
+// jobPollInterval, each told only of its own ids.
+TEST_F(JobWatchTest, TwoSubscribersShareOneRequestPerInterval) {
+  const std::int64_t a = slurm_.AddJob("PENDING");
+  const std::int64_t b = slurm_.AddJob("RUNNING");
+  const std::int64_t gone = 999;
+  Recorder sched;
+  Recorder pods;
+  sched.ids = {a, gone};
+  pods.ids = {b};
+  Start();
+  watch_->Subscribe(&sched);
+  watch_->Subscribe(&pods);
+  RunFor(options_.poll_interval * 4 + 1ms);
+  EXPECT_EQ(slurm_.calls("JobStates"), 4);
+  EXPECT_EQ(watch_->stats().polls, 4u);
+  for (const auto& q : slurm_.state_queries()) {
+    EXPECT_EQ(q, (std::vector<std::int64_t>{a, b, gone}));
+  }
+  ASSERT_EQ(sched.answers.size(), 4u);
+  ASSERT_EQ(pods.answers.size(), 4u);
+  EXPECT_EQ(sched.answers.back().ids, (std::vector<std::int64_t>{a, gone}));
+  EXPECT_EQ(sched.answers.back().states.size(), 1u) << "the gone job has no state";
+  EXPECT_EQ(sched.answers.back().states.at(a), "PENDING");
+  EXPECT_EQ(pods.answers.back().states.size(), 1u) << "only its own ids";
+  EXPECT_EQ(pods.answers.back().states.at(b), "RUNNING");
+}
+
+TEST_F(JobWatchTest, NothingWantedAsksNothingAndALeaverGetsNoAnswer) {
+  Recorder idle;
+  Start();
+  watch_->Subscribe(&idle);
+  RunFor(options_.poll_interval * 3 + 1ms);
+  EXPECT_EQ(slurm_.calls("JobStates"), 0);
+
+  Recorder r;
+  r.ids = {slurm_.AddJob("PENDING")};
+  watch_->Subscribe(&r);
+  RunFor(options_.poll_interval);
+  EXPECT_EQ(slurm_.calls("JobStates"), 1);
+  r.skip_next_full = true;  // read some other way (a job list): the next full poll is skipped
+  RunFor(options_.poll_interval);
+  EXPECT_EQ(slurm_.calls("JobStates"), 1);
+  watch_->Unsubscribe(&r);
+  RunFor(options_.poll_interval * 2);
+  EXPECT_EQ(slurm_.calls("JobStates"), 1);
+  EXPECT_EQ(r.answers.size(), 1u);
+  EXPECT_EQ(watch_->subscribers(), 1u);
+}
+
+TEST_F(JobWatchTest, FreshPollsFollowASubmitForTheFreshWindowOnly) {
+  Recorder r;
+  const std::int64_t old_job = slurm_.AddJob("PENDING");
+  const std::int64_t new_job = slurm_.AddJob("PENDING");
+  r.ids = {old_job, new_job};
+  r.fresh = {new_job};
+  Start();
+  watch_->Subscribe(&r);
+  watch_->MarkFresh();
+  RunFor(100ms);
+  // Every 10 ms for the new job only (nothing took time: no spacing).
+  EXPECT_GE(slurm_.calls("JobStates"), 9);
+  EXPECT_EQ(watch_->stats().fresh_polls, static_cast<std::uint64_t>(slurm_.calls("JobStates")));
+  for (const auto& q : slurm_.state_queries()) EXPECT_EQ(q, std::vector<std::int64_t>{new_job});
+  RunFor(options_.fresh_window);
+  const int after_window = slurm_.calls("JobStates");
+  RunFor(options_.poll_interval * 4);
+  EXPECT_EQ(slurm_.calls("JobStates") - after_window, 4) << "only the full polls after the window";
+  EXPECT_EQ(slurm_.state_queries().back(), (std::vector<std::int64_t>{old_job, new_job}));
+}
+
+TEST_F(JobWatchTest, AFailedPollIsReportedToEachAskerAndTheNextAsksAgain) {
+  Recorder r;
+  r.ids = {slurm_.AddJob("PENDING")};
+  Start();
+  watch_->Subscribe(&r);
+  slurm_.FailNext("JobStates", Error{ErrorCode::kUnavailable, "slurmrestd down"});
+  RunFor(options_.poll_interval * 2 + 1ms);
+  EXPECT_EQ(r.failures, 1);
+  EXPECT_EQ(r.answers.size(), 1u);
+  EXPECT_EQ(watch_->stats().poll_errors, 1u);
+}
+
+}  // namespace
+}  // namespace sb::slurm
