@@ -115,6 +115,12 @@ std::string RenderMetrics(const MetricsSnapshot& s) {
   m.Sample("slurm_bridge_job_state_polls_total", "kind=\"full\"",
            s.job_watch.polls - s.job_watch.fresh_polls);
   m.Sample("slurm_bridge_job_state_polls_total", "kind=\"fresh\"", s.job_watch.fresh_polls);
+  m.Family("slurm_bridge_jobs_missing",
+           "Watched jobs with bound pods that the last state poll did not find", "gauge");
+  m.Sample("slurm_bridge_jobs_missing", "", ps.jobs_missing);
+  m.Family("slurm_bridge_gone_brake_engaged",
+           "1 while more jobs are missing than jobGoneBrake: their pods are not deleted", "gauge");
+  m.Sample("slurm_bridge_gone_brake_engaged", "", ps.gone_brake_engaged ? 1 : 0);
   m.Family("slurm_bridge_job_state_poll_errors_total", "Polls of Slurm's job states that failed",
            "counter");
   m.Sample("slurm_bridge_job_state_poll_errors_total", "", s.job_watch.poll_errors);

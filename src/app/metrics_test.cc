@@ -30,6 +30,8 @@ TEST(RenderMetricsTest, EachStatIsServedUnderItsName) {
   s.scheduler_events = {.dropped = 14, .pending = 15};
   s.nodes_events = {.dropped = 16, .pending = 0};
   s.kube_http.connections_opened = 17;
+  s.pods.jobs_missing = 21;
+  s.pods.gone_brake_engaged = true;
   s.job_watch = {.polls = 20, .fresh_polls = 2, .poll_errors = 19, .ids_asked = 0};
   const std::string text = RenderMetrics(s);
   struct Row {
@@ -57,6 +59,8 @@ TEST(RenderMetricsTest, EachStatIsServedUnderItsName) {
       {R"(slurm_bridge_job_state_polls_total{kind="full"} 18)", "counter"},
       {R"(slurm_bridge_job_state_polls_total{kind="fresh"} 2)", "counter"},
       {"slurm_bridge_job_state_poll_errors_total 19", "counter"},
+      {"slurm_bridge_jobs_missing 21", "gauge"},
+      {"slurm_bridge_gone_brake_engaged 1", "gauge"},
   };
   for (const Row& r : rows) {
     EXPECT_NE(text.find("\n" + r.sample + "\n"), std::string::npos) << r.sample;

@@ -136,6 +136,7 @@ int RunComponents(const RunOptions& options) {
       }
       controllers::PodControllerOptions po;
       po.sweep_interval = config->job_sweep_interval;
+      po.gone_brake = config->job_gone_brake;
       // A job this young may belong to a pod the informer has not shown yet.
       po.orphan_min_age = std::max<std::chrono::seconds>(
           std::chrono::seconds(5),

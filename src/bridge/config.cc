@@ -277,6 +277,26 @@ Result<Config> ParseConfig(std::string_view yaml) {
        : k == "joblistinterval"  ? c.job_list_interval
        : k == "jobsweepinterval" ? c.job_sweep_interval
                                  : c.node_list_interval) = *d;
+    } else if (k == "defaulttimelimit") {
+      Result<std::string> s = Scalar(v, key);
+      if (!s) return tl::unexpected(s.error());
+      if (s->empty() || *s == "0") {
+        c.default_time_limit = std::chrono::minutes(0);  // none
+      } else {
+        Result<std::chrono::milliseconds> d = Duration(v, key);
+        if (!d) return tl::unexpected(d.error());
+        // Slurm counts whole minutes: rounded up, so that a limit is never shorter than asked.
+        c.default_time_limit = std::chrono::ceil<std::chrono::minutes>(*d);
+      }
+    } else if (k == "jobgonebrake") {
+      Result<std::string> s = Scalar(v, key);
+      if (!s) return tl::unexpected(s.error());
+      int n = 0;
+      auto [p, ec] = std::from_chars(s->data(), s->data() + s->size(), n);
+      if (ec != std::errc() || p != s->data() + s->size() || n < 0 || n > 1000000) {
+        return tl::unexpected(KeyError(key, fmt::format("\"{}\" is not a number 0..1000000", *s)));
+      }
+      c.job_gone_brake = n;
     } else if (k == "maxconcurrentsubmits") {
       Result<std::string> s = Scalar(v, key);
       if (!s) return tl::unexpected(s.error());

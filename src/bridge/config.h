@@ -86,6 +86,12 @@ struct Config {
   std::chrono::milliseconds node_list_interval{30000};
   std::chrono::milliseconds job_sweep_interval{30000};
   int max_concurrent_submits = 16;
+  // A time limit for placeholder jobs that get none from their pods (annotation, a Job's
+  // activeDeadlineSeconds); 0: none (Slurm's partition default applies).
+  std::chrono::minutes default_time_limit{0};
+  // Bound pods whose jobs Slurm no longer knows are not deleted while more than this many of the
+  // watched jobs vanished in one poll (a slurmctld that lost its state); 0: no brake.
+  int job_gone_brake = 10;
   std::map<std::string, std::string> resource_tres{{"amd.com/gpu", "gres/gpu"},
                                                    {"nvidia.com/gpu", "gres/gpu"}};
   // The webhook gives the containers of bridge pods SLURM_JOB_ID and SLURM_JOB_GPUS (downward

@@ -54,6 +54,8 @@ jobListInterval: 2s
 nodeListInterval: 1m
 jobMode: batch
 maxConcurrentSubmits: 4
+defaultTimeLimit: 90s
+jobGoneBrake: 0
 slurmApiVersion: v0.0.44
 resourceTres: {example.com/fpga: gres/fpga, amd.com/gpu: ""}
 someFutureKey: 1
@@ -65,6 +67,8 @@ someFutureKey: 1
   EXPECT_EQ(c->node_list_interval, std::chrono::milliseconds(60000));
   EXPECT_EQ(c->job_mode, JobMode::kBatch);
   EXPECT_EQ(c->max_concurrent_submits, 4);
+  EXPECT_EQ(c->default_time_limit, std::chrono::minutes(2)) << "rounded up to whole minutes";
+  EXPECT_EQ(c->job_gone_brake, 0);
   EXPECT_EQ(c->resource_tres.at("example.com/fpga"), "gres/fpga");
   EXPECT_FALSE(c->resource_tres.contains("amd.com/gpu"));
   ASSERT_EQ(c->warnings.size(), 1u);
@@ -83,6 +87,8 @@ TEST(ConfigTest, BadValuesNameTheKey) {
       {"managedNamespaces: x", "config key managedNamespaces: must be a list"},
       {"schedulerName: ''", "config key schedulerName: must not be empty"},
       {"maxConcurrentSubmits: -1", "config key maxConcurrentSubmits"},
+      {"defaultTimeLimit: soon", "config key defaultTimeLimit: \"soon\" is not a duration"},
+      {"jobGoneBrake: many", "config key jobGoneBrake: \"many\" is not a number"},
       {"slurmApiVersion: v0.0.40", "config key slurmApiVersion"},
       {"resourceTres: {nvidia.com/gpu: gpu}", "config key resourceTres: nvidia.com/gpu"},
       {"managedNamespaceSelector: {matchExpressions: [{key: a, operator: Near}]}",

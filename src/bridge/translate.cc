@@ -225,6 +225,8 @@ Result<slurm::JobDescription> Translate(const GroupSpec& group,
   job.shared = {"none"};
   if (group.time_limit_minutes) {
     job.time_limit = slurm::NoValNumber::Of(*group.time_limit_minutes);
+  } else if (options.default_time_limit_minutes > 0) {
+    job.time_limit = slurm::NoValNumber::Of(options.default_time_limit_minutes);
   }
 
   // Resources: the largest pod decides, as each pod gets a node of its own.

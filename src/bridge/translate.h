@@ -56,6 +56,8 @@ struct TranslateOptions {
   std::string scheduler_name;
   JobMode mode = JobMode::kExternal;
   std::map<std::string, std::string> resource_tres;
+  // When neither the group nor an annotation gives one (config defaultTimeLimit); 0: none.
+  std::int64_t default_time_limit_minutes = 0;
 };
 
 // The whole-pod resource use (kube-scheduler's PodRequests, with limits where larger), in

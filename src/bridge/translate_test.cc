@@ -313,6 +313,29 @@ TEST(TranslateTest, JobTimeLimitFromActiveDeadline) {
   EXPECT_EQ(job->time_limit.Value(), 2);
 }
 
+// Review 888ec7d (design risks): a placeholder with no limit of its own gets the configured
+// default, so a leaked job does not hold its nodes for ever; the pod's own limit wins.
+TEST(TranslateTest, DefaultTimeLimitOnlyWhenThePodsGiveNone) {
+  kube::Pod p = MakePod("p");
+  TranslateOptions o = Options();
+  Result<slurm::JobDescription> none = Translate(Single(p), {&p}, o);
+  ASSERT_TRUE(none);
+  EXPECT_FALSE(none->time_limit.Value()) << "unset: Slurm's partition default";
+  o.default_time_limit_minutes = 1440;
+  Result<slurm::JobDescription> job = Translate(Single(p), {&p}, o);
+  ASSERT_TRUE(job);
+  EXPECT_EQ(job->time_limit.Value(), 1440);
+  GroupSpec g = Single(p);
+  g.time_limit_minutes = 2;
+  job = Translate(g, {&p}, o);
+  ASSERT_TRUE(job);
+  EXPECT_EQ(job->time_limit.Value(), 2) << "activeDeadlineSeconds wins";
+  p.metadata.annotations["slurmjob.slinky.slurm.net/timelimit"] = "90";
+  job = Translate(Single(p), {&p}, o);
+  ASSERT_TRUE(job);
+  EXPECT_EQ(job->time_limit.Value(), 90) << "the annotation wins";
+}
+
 kube::Node MakeNode(std::string name, bool ready = true) {
   kube::Node n;
   n.metadata.name = std::move(name);

@@ -213,12 +213,13 @@ awaitable<Result<void>> PodController::Reconcile(std::int64_t job_id) {
                    .reason = rec.reason,
                    .description = rec.description,
                    .not_running_since = rec.not_running_since,
-                   .requeued = rec.requeued};
+                   .requeued = rec.requeued,
+                   .gone_since = rec.gone_since};
     return PlanJob(job_id, facts, owner_, pods, nodes, clock_.WallNow(), options_.lifecycle);
   };
   JobPlan plan = plan_now();
   if (!fresh && (plan.Acts() || plan.not_running_since != rec.not_running_since ||
-                 plan.requeued != rec.requeued)) {
+                 plan.requeued != rec.requeued || plan.gone_since != rec.gone_since)) {
     // Before acting, read the job again: the polled state may be old, the id reused.
     Result<void> r = co_await ReadJob(job_id, rec);
     if (!r) co_return r;
@@ -230,8 +231,12 @@ awaitable<Result<void>> PodController::Reconcile(std::int64_t job_id) {
     // The not-RUNNING record only ever comes from a read newer than the pods' binding.
     rec.not_running_since = plan.not_running_since;
     rec.requeued = plan.requeued;
+    rec.gone_since = plan.gone_since;
   }
   jobs_[job_id] = rec;
+  if (rec.state == "GONE" && !plan.delete_pods.empty() && stats_.gone_brake_engaged) {
+    HoldGoneDeletions(job_id, plan);
+  }
 
   std::set<const Pod*> strays;
   for (const StrayPod& s : plan.strays) {
@@ -323,8 +328,50 @@ std::vector<std::int64_t> PodController::JobsToPoll(const slurm::JobPollTick& ti
   return {wanted.begin(), wanted.end()};
 }
 
+void PodController::HoldGoneDeletions(std::int64_t job_id, JobPlan& plan) {
+  std::set<const Pod*> held;
+  for (const PodDeletion& d : plan.delete_pods) {
+    held.insert(d.pod);
+    ++stats_.pods_held_by_brake;
+    ReportOnce(
+        *d.pod, "vanished", "SlurmJobsVanished",
+        fmt::format("Slurm no longer knows job {}, nor {} other watched jobs of this bridge: "
+                    "slurmctld may have lost its state. The pod is kept while more than {} "
+                    "watched jobs are missing (config jobGoneBrake); delete it yourself if "
+                    "its work is lost",
+                    job_id, stats_.jobs_missing - 1, options_.gone_brake));
+  }
+  plan.delete_pods.clear();
+  std::erase_if(plan.release_pods, [&](const Pod* p) { return held.contains(p); });
+  // Looked at again: the brake lets go once fewer jobs are missing.
+  queue_.AddAfter(job_id, std::chrono::seconds(30));
+}
+
 void PodController::OnJobStates(const slurm::JobPollAnswer& answer) {
   ++stats_.state_polls;
+  // Jobs missing from the answer (not too new to be listed): many at once is not jobs ending
+  // (Slurm shows an ended job for MinJobAge, 300 s by default) but a slurmctld without its state.
+  std::uint64_t missing = 0;
+  for (std::int64_t id : answer.ids) {
+    auto seen = first_seen_.find(id);
+    if (!answer.states.contains(id) && seen != first_seen_.end() && seen->second < answer.asked) {
+      ++missing;
+    }
+  }
+  stats_.jobs_missing = missing;
+  const bool engaged =
+      options_.gone_brake > 0 && missing > static_cast<std::uint64_t>(options_.gone_brake);
+  if (engaged && !stats_.gone_brake_engaged) {
+    spdlog::error(
+        "{} watched Slurm jobs are missing from Slurm at once (jobGoneBrake {}): slurmctld may "
+        "have lost its state. Their bound pods are not deleted while that many are missing; "
+        "events SlurmJobsVanished name them",
+        missing, options_.gone_brake);
+  } else if (!engaged && stats_.gone_brake_engaged) {
+    spdlog::info("{} watched Slurm job(s) missing: under jobGoneBrake {}, the brake lets go",
+                 missing, options_.gone_brake);
+  }
+  stats_.gone_brake_engaged = engaged;
   for (std::int64_t id : answer.ids) {
     auto f = answer.states.find(id);
     JobRecord& known = jobs_[id];
@@ -489,6 +536,11 @@ awaitable<void> PodController::SweepStrays(const std::vector<slurm::JobInfo>& jo
     }
     std::optional<std::string> why = JudgeBoundPod(*pod, held, job ? &*job : nullptr, id, owner_);
     if (!why) continue;
+    if (id > 0 && !job && stats_.gone_brake_engaged) {
+      // Its job vanished with many others: the jobGoneBrake holds it (HoldGoneDeletions).
+      ++stats_.pods_held_by_brake;
+      continue;
+    }
     const std::string msg = *why + ": no Slurm allocation holds this pod; deleting the pod";
     recorder_.Emit(kube::MakeObjectReference("v1", "Pod", pod->metadata), kube::EventType::kWarning,
                    "NoSlurmJob", msg);

@@ -22,11 +22,12 @@
 //     touched.
 //   - at start-up, live jobs tagged for this cluster whose pods and namespaces do not exist here
 //     are warned about: another cluster may share this Slurm with the same clusterName.
-// Slurm is read at a cost that follows the bridge's jobs: one GET /jobs/state/?job_id=... of the
-// labelled jobs per jobPollInterval while pods with a job exist (one request up to about 2,000
-// jobs), one GET /jobs/?update_time=... per sweep interval (every job only when a job changed
-// since the last sweep; the last list is kept, reduced to id, state, tag and submit time), and
-// a GET /job/{id} when a job is first seen, its state is unknown, or before acting on it.
+// Slurm is read at a cost that follows the bridge's jobs: the labelled jobs' states through the
+// process's job watch (slurm/job_watch.h: one GET /jobs/state/?job_id=... per jobPollInterval
+// for every component, while pods with a job exist), one GET /jobs/?update_time=... per sweep
+// interval (every job only when a job changed since the last sweep; the last list is kept, reduced
+// to id, state, tag and submit time), and a GET /job/{id} when a job is first seen, its state is
+// unknown, or before acting on it.
 //
 // Thread model: loop-confined.
 #pragma once
@@ -62,6 +63,9 @@ namespace sb::controllers {
 struct PodControllerOptions {
   std::chrono::milliseconds sweep_interval{30000};  // orphan sweep (GET /jobs/)
   std::chrono::seconds orphan_min_age{30};          // younger jobs are not swept (informer lag)
+  // Bound pods of jobs Slurm no longer knows are kept while more than this many watched jobs
+  // were missing from the last state poll (config jobGoneBrake); 0: no brake.
+  int gone_brake = 10;
   LifecycleOptions lifecycle;
 };
 
@@ -81,6 +85,10 @@ struct PodControllerStats {
   std::uint64_t foreign_looking_jobs = 0;
   std::uint64_t cluster_name_checks = 0;
   std::uint64_t errors = 0;
+  // Jobs the last state poll missed, and whether that many hold the deletion of their pods.
+  std::uint64_t jobs_missing = 0;
+  bool gone_brake_engaged = false;
+  std::uint64_t pods_held_by_brake = 0;  // deletions held back (counted per reconcile)
 };
 
 // The labelled jobs' states come from a slurm::JobWatch: the process's shared one (`all` mode),
@@ -111,6 +119,7 @@ class PodController : private slurm::JobWatchSubscriber {
     std::string description;
     std::optional<WallTime> not_running_since;
     bool requeued = false;
+    std::optional<WallTime> gone_since;
   };
 
   void OnPod(const kube::Pod& pod);
@@ -127,6 +136,9 @@ class PodController : private slurm::JobWatchSubscriber {
   boost::asio::awaitable<void> SweepStrays(const std::vector<slurm::JobInfo>& jobs);
   boost::asio::awaitable<void> CheckClusterName();
   boost::asio::awaitable<Result<void>> ReleaseFinalizer(const kube::Pod& pod);
+  // The jobGoneBrake is on: the plan's deletions (and those pods' finalizer releases) are held,
+  // each pod told why, once.
+  void HoldGoneDeletions(std::int64_t job_id, JobPlan& plan);
   // A Warning event and a log line, once per pod UID and `key`.
   void ReportOnce(const kube::Pod& pod, const std::string& key, const std::string& reason,
                   const std::string& message);

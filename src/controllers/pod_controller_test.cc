@@ -132,6 +132,13 @@ class PodControllerTest : public ::testing::Test {
         [&] { return controller_->stats().sweeps + controller_->stats().sweeps_skipped > before; });
   }
 
+  // Advances the fake clock one jobPollInterval and waits for that state poll.
+  bool OnePoll() {
+    const std::uint64_t before = controller_->stats().state_polls;
+    clock_.Advance(500ms);
+    return RunUntil([&] { return controller_->stats().state_polls > before; });
+  }
+
   // The next UID FakeApiServer gives pod `name` ("uid-ns-<name>-<rv>").
   std::string NextUid(const std::string& name) {
     return "uid-ns-" + name + "-" + std::to_string(api_.rv() + 1);
@@ -407,6 +414,59 @@ TEST_F(PodControllerTest, RequeuedJobDeletesTheBoundPodAfterConfirmation) {
   EXPECT_EQ(deleted_, (std::vector<std::string>{"bound"}));
   EXPECT_TRUE(RunUntil([&] { return EventsWith("SlurmJobNotRunning") == 1; }));
   EXPECT_TRUE(slurm_.cancels().empty());
+}
+
+// Review 888ec7d (design risks): a job Slurm no longer knows deletes its bound pod only after
+// confirm_after, like a job that stopped running.
+TEST_F(PodControllerTest, GoneJobDeletesTheBoundPodAfterConfirmation) {
+  const std::string uid = NextUid("bound");
+  api_.AddPod("ns", "bound", {{std::string(bridge::kJobIdLabel), "1"}}, "n1");
+  const std::int64_t job = slurm_.AddJob("RUNNING", TagFor("bound", uid));
+  Start();
+  ASSERT_TRUE(RunUntil([&] { return controller_->stats().reconciles >= 1; }));
+  slurm_.Forget(job);
+  clock_.Advance(500ms);  // the state poll misses it; the read says 404
+  ASSERT_TRUE(RunUntil([&] { return controller_->stats().reconciles >= 2; }));
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(OnePoll());  // 4 s
+  EXPECT_TRUE(deleted_.empty()) << "not before the confirmation period";
+  EXPECT_EQ(controller_->stats().jobs_missing, 1u);
+  clock_.Advance(LifecycleOptions{}.confirm_after);
+  ASSERT_TRUE(RunUntil([&] { return !deleted_.empty(); }));
+  EXPECT_EQ(deleted_, (std::vector<std::string>{"bound"}));
+  EXPECT_TRUE(RunUntil([&] { return EventsWith("SlurmJobEnded") == 1; }));
+}
+
+// Review 888ec7d (design risks): a slurmctld that lost its state answers every job "not found".
+// More missing jobs than jobGoneBrake at once keep their pods (a Warning event each, the metric
+// gauge); when fewer are missing (the operator deleted some pods, or Slurm knows the jobs
+// again), the rest follow the usual rule.
+TEST_F(PodControllerTest, ManyJobsVanishingAtOnceKeepTheirPods) {
+  constexpr int kJobs = 4;
+  std::vector<std::int64_t> jobs;
+  for (int i = 0; i < kJobs; ++i) {
+    const std::string name = "p" + std::to_string(i);
+    const std::string uid = NextUid(name);
+    const std::int64_t id = slurm_.AddJob("RUNNING", TagFor(name, uid));
+    api_.AddPod("ns", name, {{std::string(bridge::kJobIdLabel), std::to_string(id)}}, "n1");
+    jobs.push_back(id);
+  }
+  PodControllerOptions o;
+  o.gone_brake = 2;
+  Start(o);
+  ASSERT_TRUE(RunUntil([&] { return controller_->stats().reconciles >= kJobs; }));
+  for (std::int64_t id : jobs) slurm_.Forget(id);
+  for (int i = 0; i < 60; ++i) ASSERT_TRUE(OnePoll());  // 30 s: three times confirm_after
+  EXPECT_TRUE(deleted_.empty()) << "deleted while " << kJobs << " jobs vanished at once";
+  EXPECT_TRUE(controller_->stats().gone_brake_engaged);
+  EXPECT_EQ(controller_->stats().jobs_missing, static_cast<std::uint64_t>(kJobs));
+  EXPECT_TRUE(RunUntil([&] { return EventsWith("SlurmJobsVanished") == kJobs; }));
+  // Two pods go (the operator's doing): two missing jobs are within the brake.
+  api_.DeletePod("ns", "p0");
+  api_.DeletePod("ns", "p1");
+  for (int i = 0; i < 70 && deleted_.size() < 2; ++i) ASSERT_TRUE(OnePoll());
+  EXPECT_FALSE(controller_->stats().gone_brake_engaged);
+  std::ranges::sort(deleted_);
+  EXPECT_EQ(deleted_, (std::vector<std::string>{"p2", "p3"}));
 }
 
 // Review item 11: a bound pod with no job label is reported, then deleted by a later sweep.

@@ -128,9 +128,21 @@ JobPlan PlanJob(std::int64_t job_id, const JobFacts& job, const Owner& owner,
                 const std::map<std::string, const kube::Node*>& nodes, WallTime now,
                 const LifecycleOptions& options) {
   JobPlan plan;
-  const bool ended = bridge::JobEnded(job.state);
-  const bool ours =
-      job.state == "GONE" || (job.tag && job.tag->BelongsTo(owner.cluster, owner.scheduler));
+  // A job Slurm does not know ("GONE") is taken as ended once a read showed it so for
+  // confirm_after: a slurmctld back without its state, or a proxy in front of the wrong one,
+  // must not delete every workload at the first poll. Until then nothing is done for it.
+  bool gone_unconfirmed = false;
+  if (job.state == "GONE") {
+    plan.gone_since = job.gone_since.value_or(now);
+    const WallTime due = *plan.gone_since + options.confirm_after;
+    if (now < due) {
+      gone_unconfirmed = true;
+      plan.recheck_at = due;
+    }
+  }
+  const bool ended = bridge::JobEnded(job.state) && !gone_unconfirmed;
+  const bool ours = (job.state == "GONE" && !gone_unconfirmed) ||
+                    (job.tag && job.tag->BelongsTo(owner.cluster, owner.scheduler));
   bool all_done = true;
   std::vector<std::string> reasons;
   std::vector<const kube::Pod*> member_release;

@@ -77,6 +77,9 @@ struct JobFacts {
   // `requeued`: that read found it PENDING (requeued after its pods were bound).
   std::optional<WallTime> not_running_since;
   bool requeued = false;
+  // When a fresh read first found Slurm without the job ("GONE"): its bound pods are deleted
+  // only confirm_after later.
+  std::optional<WallTime> gone_since;
 };
 
 // Why `pod` is not a member of the job `job` describes (see the top of this file); "" when it
@@ -126,6 +129,7 @@ struct JobPlan {
   // The job's not-RUNNING record to keep (JobFacts' fields) for the next call.
   std::optional<WallTime> not_running_since;
   bool requeued = false;
+  std::optional<WallTime> gone_since;  // JobFacts' gone_since to keep ("GONE" only)
 
   // Whether the plan writes to Slurm or deletes a pod (the caller confirms its facts first).
   [[nodiscard]] bool Acts() const { return cancel_job || !delete_pods.empty(); }

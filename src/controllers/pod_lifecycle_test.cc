@@ -106,7 +106,7 @@ TEST(PlanJobTest, EndedJobDeletesBoundRunningPodsOnly) {
   kube::Pod running = MakePod("running", "Running");
   kube::Pod pending = MakePod("pending", "Pending", "");
   kube::Pod done = MakePod("done", "Succeeded");
-  for (const char* state : {"CANCELLED", "PREEMPTED", "TIMEOUT", "NODE_FAIL", "GONE"}) {
+  for (const char* state : {"CANCELLED", "PREEMPTED", "TIMEOUT", "NODE_FAIL"}) {
     JobPlan plan = Plan(state, {&running, &pending, &done}, nodes, kNow);
     EXPECT_FALSE(plan.cancel_job) << state;
     ASSERT_EQ(plan.delete_pods.size(), 1u) << state;
@@ -229,14 +229,29 @@ TEST(PlanJobTest, ActsOnlyOnJobsWhoseTagListsThePod) {
 }
 
 // A job Slurm no longer knows has no tag to read: its labelled pods are taken as its own (it
-// holds nothing; no Slurm write follows) and bound ones are deleted, as before.
-TEST(PlanJobTest, GoneJobDeletesItsBoundPods) {
+// holds nothing; no Slurm write follows) and bound ones are deleted once a read has shown it
+// gone for confirm_after (review 888ec7d, design risks: a slurmctld restarted without its state
+// must not kill every workload at the first poll).
+TEST(PlanJobTest, GoneJobDeletesItsBoundPodsAfterConfirmation) {
   kube::Node n1 = ReadyNode("n1");
   std::map<std::string, const kube::Node*> nodes = {{"n1", &n1}};
   kube::Pod running = MakePod("running", "Running");
-  JobPlan plan = PlanJob(5, JobFacts{.state = "GONE"}, kOwner, {&running}, nodes, kNow, {});
+  kube::Pod done = MakePod("done", "Succeeded");
+  const LifecycleOptions o;
+  JobPlan first = PlanJob(5, JobFacts{.state = "GONE"}, kOwner, {&running, &done}, nodes, kNow, o);
+  EXPECT_FALSE(first.Acts()) << "not at the first sight";
+  EXPECT_TRUE(first.release_pods.empty()) << "the running pod keeps its finalizer";
+  ASSERT_TRUE(first.gone_since);
+  EXPECT_EQ(*first.gone_since, kNow);
+  ASSERT_TRUE(first.recheck_at);
+  EXPECT_EQ(*first.recheck_at, kNow + o.confirm_after);
+  const JobFacts seen{.state = "GONE", .gone_since = kNow};
+  JobPlan early = PlanJob(5, seen, kOwner, {&running}, nodes, kNow + o.confirm_after - 1s, o);
+  EXPECT_FALSE(early.Acts());
+  JobPlan plan = PlanJob(5, seen, kOwner, {&running, &done}, nodes, kNow + o.confirm_after, o);
   EXPECT_EQ(Deleted(plan), (std::vector<const kube::Pod*>{&running}));
   EXPECT_NE(plan.delete_pods[0].message.find("Slurm no longer knows it"), std::string::npos);
+  EXPECT_EQ(plan.release_pods, (std::vector<const kube::Pod*>{&running, &done}));
   EXPECT_FALSE(plan.cancel_job);
   EXPECT_TRUE(plan.strays.empty());
 }

@@ -84,7 +84,8 @@ Scheduler::Scheduler(asio::any_io_executor executor, kube::Client& kube, slurm::
                 .cluster_name = config_.cluster_name,
                 .scheduler_name = config_.scheduler_name,
                 .mode = config_.job_mode,
-                .resource_tres = config_.resource_tres};
+                .resource_tres = config_.resource_tres,
+                .default_time_limit_minutes = config_.default_time_limit.count()};
   // Higher priority first, then the older pod; items without a rank (groups) as priority 0,
   // before every pod of priority 0.
   queue_.SetRank([this](const std::string& item) {

@@ -16,9 +16,10 @@
 //     cancelled), so a restart never submits a second job for a group. A submit whose outcome
 //     is unknown is followed by a job list before the group is looked at again; every job list
 //     cancels a tracked group's second unbound job.
-//   - Slurm is watched at a cost that follows this scheduler's jobs, not the cluster's: one
-//     GET /jobs/state/?job_id=... of the tracked jobs every jobPollInterval (one request up to
-//     about 2,000 jobs; none while no job is tracked), one GET /jobs/?update_time=... every
+//   - Slurm is watched at a cost that follows this scheduler's jobs, not the cluster's: the
+//     tracked jobs' states through the process's job watch (slurm/job_watch.h: one
+//     GET /jobs/state/?job_id=... every jobPollInterval for every component; none while no job
+//     is wanted), one GET /jobs/?update_time=... every
 //     jobListInterval while jobs are tracked (state reasons, duplicates; Slurm sends every job
 //     only when one changed since the last list, else "no change" and the last list holds), one
 //     GET /nodes/ every nodeListInterval, and when a job starts, its resource layout (GET

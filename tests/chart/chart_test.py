@@ -320,8 +320,8 @@ def case_default_values():
         "managedNamespaces": ["slurm-bridge"], "mcsLabel": "kubernetes", "partition": "slurm-bridge",
         "clusterName": "kubernetes", "jobMode": "external", "jobPollInterval": "500ms",
         "jobListInterval": "30s", "nodeListInterval": "30s", "jobSweepInterval": "30s",
-        "maxConcurrentSubmits": 16, "slurmInsecureSkipVerify": False, "podSlurmEnv": True,
-        "podNvidiaVisibleDevices": False}, "config.yaml")
+        "maxConcurrentSubmits": 16, "jobGoneBrake": 10, "slurmInsecureSkipVerify": False,
+        "podSlurmEnv": True, "podNvidiaVisibleDevices": False}, "config.yaml")
     # The checksum is the ConfigMap's: all three pods roll together when it changes.
     sums = {objs.get("Deployment", n)["spec"]["template"]["metadata"]["annotations"]["checksum/config"]
             for n in ("slurm-bridge-scheduler", "slurm-bridge-controllers", "slurm-bridge-admission")}
