@@ -16,6 +16,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 
+#include "app/lease_thread.h"
 #include "app/metrics.h"
 #include "async/clock.h"
 #include "bridge/config.h"
@@ -107,8 +108,7 @@ int RunComponents(const RunOptions& options) {
   std::unique_ptr<controllers::NodeController> nodes;
   bool stopping = false;
   int status = 0;
-  std::unique_ptr<kube::LeaderElector> elector;
-  std::unique_ptr<kube::ClientLeaseStore> leases;
+  std::unique_ptr<LeaseThread> elector;
 
   auto start_components = [&] {
     if (stopping) return;
@@ -239,7 +239,6 @@ int RunComponents(const RunOptions& options) {
   });
 
   if (options.leader_elect) {
-    leases = std::make_unique<kube::ClientLeaseStore>(*kube_client);
     kube::LeaderElectionConfig le;
     le.lease_namespace = options.leader_election_namespace.empty()
                              ? PodNamespace()
@@ -268,14 +267,20 @@ int RunComponents(const RunOptions& options) {
     callbacks.on_new_leader = [](const std::string& who) {
       if (!who.empty()) spdlog::info("leader: {}", who);
     };
-    Result<std::unique_ptr<kube::LeaderElector>> e =
-        kube::LeaderElector::Create(clock, *leases, le, callbacks);
+    // On a thread of its own (app/lease_thread.h): renewals do not wait for the main loop.
+    Result<kube::Config> lease_kube = kube::LoadConfig(kube_load);
+    if (!lease_kube) {
+      spdlog::error("Kubernetes config: {}", lease_kube.error().message);
+      return 1;
+    }
+    Result<std::unique_ptr<LeaseThread>> e =
+        LeaseThread::Create(io, *lease_kube, le, std::move(callbacks));
     if (!e) {
       spdlog::error("leader election: {}", e.error().message);
       return 1;
     }
     elector = std::move(*e);
-    asio::co_spawn(io, elector->Run(), asio::detached);
+    elector->Start();
   } else {
     start_components();
   }

@@ -30,7 +30,9 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 
+#include "app/lease_thread.h"
 #include "app/readme_metrics.h"
+#include "kube/runtime/kube_adapters.h"
 #include "kube/runtime/time_format.h"
 #include "net/http_client.h"
 #include "testing/bridge_e2e.h"
@@ -316,6 +318,49 @@ TEST_F(ServeE2e, StandbyReplicaIsReadyAndDoesNotLead) {
   EXPECT_TRUE(AnswersWithin(leader_health, "/readyz", 200, 60s));
   AssertAlive(*others_[0], "the leader");
   AssertAlive(*others_[1], "the standby");
+}
+
+// Review 888ec7d (design risks): the Lease is renewed on a thread of its own, so a main loop
+// that is busy (here: not run at all for three Lease durations) neither delays a renewal nor
+// loses the leadership; the callbacks wait for the main loop.
+TEST_F(ServeE2e, LeaseIsRenewedWhileTheMainLoopIsBusy) {
+  kube::Config c;
+  c.server = env_.Get("KUBE_APISERVER_URL");
+  c.tls.ca_file = env_.Get("KUBE_CA_FILE");
+  c.token =
+      std::make_shared<kube::TokenSource>(kube::TokenSource::File(env_.Get("KUBE_TOKEN_FILE")));
+  kube::LeaderElectionConfig le;
+  le.lease_namespace = ns_;
+  le.lease_name = "e2e-busy-loop";
+  le.identity = "busy-loop";
+  le.lease_duration = 3s;
+  le.renew_deadline = 2s;
+  le.retry_period = 500ms;
+  asio::io_context main;  // the process's main loop, busy elsewhere: not run below
+  bool started = false;
+  auto lease = LeaseThread::Create(main, c, le, {.on_started_leading = [&] { started = true; }});
+  ASSERT_TRUE(lease) << lease.error().message;
+  (*lease)->Start();
+  ASSERT_TRUE(WaitFor([&] { return (*lease)->IsLeader(); }, 30s)) << "never led";
+  std::this_thread::sleep_for(9s);
+  EXPECT_TRUE((*lease)->IsLeader()) << "leadership lost while the main loop was busy";
+  EXPECT_TRUE((*lease)->Healthy(0s)) << "a renewal was late";
+  kube::ClientLeaseStore store(*kube_);
+  auto got = RunSync(io_, store.Get(ns_, "e2e-busy-loop"));
+  ASSERT_TRUE(got) << got.error().message;
+  EXPECT_EQ(got->holder_identity.value_or(""), "busy-loop");
+  ASSERT_TRUE(got->renew_time);
+  // MicroTime strings of one width compare as the times do.
+  EXPECT_GT(*got->renew_time, kube::FormatMicroTime(std::chrono::system_clock::now() - 2s))
+      << "the last renewal is older than 2 s";
+  EXPECT_FALSE(started) << "the callback runs on the main loop";
+  main.poll();
+  EXPECT_TRUE(started);
+  (*lease)->Stop();
+  lease->reset();  // joins the lease thread: the Lease is released
+  auto released = RunSync(io_, store.Get(ns_, "e2e-busy-loop"));
+  ASSERT_TRUE(released);
+  EXPECT_EQ(released->holder_identity.value_or(""), "");
 }
 
 // A leader that has not renewed its Lease for longer than its duration plus 20 s fails /healthz

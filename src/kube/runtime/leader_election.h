@@ -140,6 +140,8 @@ class LeaderElector {
   // believes it leads but has not renewed for longer than lease_duration + `tolerance`, i.e. it
   // is stuck and another candidate may lead already. Serve it on /healthz.
   [[nodiscard]] bool Healthy(async::Clock::Duration tolerance) const;
+  // When the Lease's record last changed as seen here (a leader: its last renewal).
+  [[nodiscard]] async::Clock::TimePoint ObservedTime() const { return observed_time_; }
   // The last store error, for logs and health checks (nullopt after a success).
   [[nodiscard]] const std::optional<Error>& LastError() const { return last_error_; }
   [[nodiscard]] const LeaderElectionConfig& config() const { return config_; }
