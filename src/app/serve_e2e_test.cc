@@ -265,12 +265,12 @@ TEST_F(ServeE2e, AllModePollsSlurmOncePerIntervalForEveryComponent) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const std::string full = R"(slurm_bridge_job_state_polls_total{kind="full"})";
   const std::string requests = R"(slurm_bridge_client_requests_total{server="slurmrestd"})";
-  ASSERT_GE(Sample(before, full), 0) << before;
   const double polls = Sample(after, full) - Sample(before, full);
   const double sent = Sample(after, requests) - Sample(before, requests);
   const double intervals = window / 0.2;  // the fixture's jobPollInterval
   std::cerr << "over " << window << " s: " << polls << " full state polls, " << sent
             << " requests to slurmrestd (" << intervals << " poll intervals)\n";
+  ASSERT_GE(Sample(before, full), 0) << before;
   EXPECT_LE(polls, intervals + 2) << "more than one state poll per interval";
   EXPECT_GE(polls, intervals / 2) << "the jobs are not watched at every interval";
   // The rest: the scheduler's job list (1 s) and node list (2 s), the sweep's list (1 s).
