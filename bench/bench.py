@@ -142,14 +142,19 @@ class PodWatch:
         self.bound = {}  # name -> monotonic time of the first event with spec.nodeName
         self.job = {}  # name -> job id label
         self.lock = threading.Lock()
-        self.conn = kube.connect(timeout=3600)
-        self.conn.request("GET", f"/api/v1/namespaces/{ns}/pods?watch=1&resourceVersion={rv}",
-                          headers=kube.headers)
-        self.resp = self.conn.getresponse()
-        if self.resp.status != 200:
-            raise RuntimeError(f"watch {ns}: HTTP {self.resp.status}")
+        self.rv = rv  # the last resourceVersion seen: a watch that ends is resumed from it
+        self.closed = False
+        self.open()
         self.thread = threading.Thread(target=self.run, daemon=True)
         self.thread.start()
+
+    def open(self):
+        self.conn = self.kube.connect(timeout=3600)
+        self.conn.request("GET", f"/api/v1/namespaces/{self.ns}/pods?watch=1&resourceVersion="
+                          f"{self.rv}&allowWatchBookmarks=true", headers=self.kube.headers)
+        self.resp = self.conn.getresponse()
+        if self.resp.status != 200:
+            raise RuntimeError(f"watch {self.ns}: HTTP {self.resp.status}")
 
     def seed(self, pods):
         t = now()
@@ -166,27 +171,50 @@ class PodWatch:
             self.bound[name] = t
 
     def run(self):
-        while True:
+        # The apiserver ends a watch now and then (its timeout, a consumer that fell behind in a
+        # burst): resumed from the last resourceVersion, or relisted when that is too old (410).
+        while not self.closed:
             try:
                 line = self.resp.readline()
-            except Exception:  # closed under it by close(): the watch is over
-                return
+            except Exception:  # closed under it by close(), or the connection broke
+                line = b""
             if not line:
-                return
+                if self.closed:
+                    return
+                try:
+                    self.conn.close()
+                    self.open()
+                except Exception:
+                    time.sleep(0.2)
+                continue
             t = now()
             try:
                 ev = json.loads(line)
             except ValueError:
                 continue
-            if ev.get("type") in ("ADDED", "MODIFIED"):
+            kind = ev.get("type")
+            obj = ev.get("object") or {}
+            if kind == "ERROR":  # 410 Gone: relist, then watch from the list
+                lst = self.kube.call("GET", f"/api/v1/namespaces/{self.ns}/pods")
                 with self.lock:
-                    self.note(ev["object"], t)
+                    for p in lst["items"]:
+                        self.note(p, t)
+                self.rv = lst["metadata"]["resourceVersion"]
+                self.conn.close()
+                continue
+            rv = obj.get("metadata", {}).get("resourceVersion")
+            if rv:
+                self.rv = rv
+            if kind in ("ADDED", "MODIFIED"):
+                with self.lock:
+                    self.note(obj, t)
 
     def count(self):
         with self.lock:
             return len(self.bound)
 
     def close(self):
+        self.closed = True
         try:
             self.conn.sock.shutdown(socket.SHUT_RDWR)
         except OSError:
