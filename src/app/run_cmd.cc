@@ -16,6 +16,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 
+#include "app/components.h"
 #include "app/lease_thread.h"
 #include "app/metrics.h"
 #include "async/clock.h"
@@ -101,30 +102,25 @@ int RunComponents(const RunOptions& options) {
   }
 
   async::SystemClock clock;
-  // One poll of Slurm's job states for every component of this process (issue #24).
-  std::unique_ptr<slurm::JobWatch> job_watch;
-  std::unique_ptr<scheduler::Scheduler> sched;
-  std::unique_ptr<controllers::PodController> pods;
-  std::unique_ptr<controllers::NodeController> nodes;
   bool stopping = false;
   int status = 0;
   std::unique_ptr<LeaseThread> elector;
+  // One poll of Slurm's job states for every component of this process (issue #24).
+  slurm::JobWatch job_watch(io.get_executor(), **slurm_client, clock,
+                            bridge::JobWatchOptionsOf(*config));
+  const Shared shared{.executor = io.get_executor(),
+                      .kube = *kube_client,
+                      .slurm = **slurm_client,
+                      .clock = clock,
+                      .config = *config,
+                      .job_watch = job_watch};
+  Manager manager(io.get_executor(), [&] { status = 1; });
 
+  // Made when this replica leads (at once without election).
   auto start_components = [&] {
     if (stopping) return;
-    job_watch = std::make_unique<slurm::JobWatch>(io.get_executor(), **slurm_client, clock,
-                                                  bridge::JobWatchOptionsOf(*config));
-    asio::co_spawn(io, job_watch->Run(), asio::detached);
-    if (options.scheduler) {
-      sched = std::make_unique<scheduler::Scheduler>(
-          io.get_executor(), *kube_client, **slurm_client, clock, *config, job_watch.get());
-      asio::co_spawn(io, sched->Run(), [&](const std::exception_ptr& e, Result<void> r) {
-        if (e || !r) {
-          spdlog::error("scheduler: {}", e ? "crashed" : r.error().ToString());
-          status = 1;
-        }
-      });
-    }
+    manager.Add(MakeJobWatchComponent(job_watch));
+    if (options.scheduler) manager.Add(MakeSchedulerComponent(shared));
     if (options.controllers) {
       // Two clusters sharing one Slurm must not share a clusterName: each would take the other's
       // jobs for its own orphans. The pod controller warns (loudly) when it sees signs of that.
@@ -134,55 +130,23 @@ int RunComponents(const RunOptions& options) {
             "give each cluster its own clusterName, or their bridges cancel each other's jobs",
             config->cluster_name);
       }
-      controllers::PodControllerOptions po;
-      po.sweep_interval = config->job_sweep_interval;
-      po.gone_brake = config->job_gone_brake;
-      // A job this young may belong to a pod the informer has not shown yet.
-      po.orphan_min_age = std::max<std::chrono::seconds>(
-          std::chrono::seconds(5),
-          std::chrono::duration_cast<std::chrono::seconds>(config->job_sweep_interval));
-      pods = std::make_unique<controllers::PodController>(
-          io.get_executor(), *kube_client, **slurm_client, clock, *config, po, job_watch.get());
-      asio::co_spawn(io, pods->Run(), asio::detached);
-      nodes = std::make_unique<controllers::NodeController>(io.get_executor(), *kube_client,
-                                                            **slurm_client, clock, *config);
-      asio::co_spawn(io, nodes->Run(), asio::detached);
+      manager.Add(MakePodControllerComponent(shared));
+      manager.Add(MakeNodeControllerComponent(shared));
     }
-  };
-  auto stop_components = [&] {
-    if (sched) sched->Stop();
-    if (pods) pods->Stop();
-    if (nodes) nodes->Stop();
-    if (job_watch) job_watch->Stop();
+    manager.Start();
   };
 
   // Health and metrics.
   std::vector<std::unique_ptr<net::HttpServer>> servers;
   auto ready = [&] {
     if (elector && !elector->IsLeader()) return true;  // a standby replica is ready to take over
-    return (!options.scheduler || (sched && sched->Ready())) &&
-           (!options.controllers || (pods && pods->Ready() && nodes && nodes->Ready()));
+    return manager.Ready();
   };
   auto healthy = [&] { return !elector || elector->Healthy(std::chrono::seconds(20)); };
   auto metrics = [&](const net::ServerRequest&) {
     MetricsSnapshot snap;
     snap.leader = elector ? elector->IsLeader() : true;
-    if (sched) {
-      snap.scheduler = sched->stats();
-      snap.scheduler_queue_depth = sched->QueueDepth();
-      snap.tracked_jobs = sched->TrackedJobs();
-      snap.scheduler_events = {sched->events().Dropped(), sched->events().Pending()};
-    }
-    if (pods) {
-      snap.pods = pods->stats();
-      snap.pods_queue_depth = pods->QueueDepth();
-      snap.pods_events = {pods->events().Dropped(), pods->events().Pending()};
-    }
-    if (nodes) {
-      snap.nodes = nodes->stats();
-      snap.nodes_events = {nodes->events().Dropped(), nodes->events().Pending()};
-    }
-    if (job_watch) snap.job_watch = job_watch->stats();
+    manager.Collect(snap);
     snap.slurm_http = (*slurm_client)->http_stats();
     snap.kube_http = (*kube_http)->stats();
     return net::TextResponse(200, RenderMetrics(snap), "text/plain; version=0.0.4; charset=utf-8");
@@ -227,7 +191,7 @@ int RunComponents(const RunOptions& options) {
   std::function<void()> shutdown = [&] {
     if (stopping) return;
     stopping = true;
-    stop_components();
+    manager.Stop();
     if (elector) elector->Stop();
     for (auto& s : servers) s->Stop();
     signals.cancel();

@@ -1,0 +1,455 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// One group's job (see scheduler.h): described, submitted (one submit line), updated while it
+// waits, and its pods bound when it runs (binder.h's steps, their results applied here).
+#include "scheduler/scheduler.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include "bridge/gres.h"
+#include "bridge/group.h"
+#include "bridge/hostlist.h"
+#include "bridge/job_update.h"
+#include "bridge/names.h"
+#include "bridge/pods.h"
+#include "bridge/tag.h"
+#include "kube/codec.h"
+#include "kube/runtime/time_format.h"
+#include "scheduler/scheduler_internal.h"
+
+namespace sb::scheduler {
+namespace asio = boost::asio;
+using asio::awaitable;
+using bridge::GroupSpec;
+using internal::kGroupItem;
+using internal::PodKey;
+using kube::Pod;
+
+namespace {
+
+// Pod shapes whose excluded nodes are kept (Scheduler::exclusions_); more start it afresh.
+constexpr std::size_t kExclusionCacheSize = 1024;
+// After a group is bound, its duplicates are looked for this long, and at least this many job
+// lists (a submit slurmrestd gave up on can reach slurmctld minutes later).
+constexpr auto kDuplicateWatch = std::chrono::minutes(5);
+constexpr int kDuplicateWatchLists = 5;
+
+}  // namespace
+
+Scheduler::Wanted Scheduler::Describe(const GroupSpec& spec,
+                                      const std::vector<const Pod*>& pods) const {
+  Wanted w;
+  Result<slurm::JobDescription> desc = bridge::Translate(spec, pods, translate_);
+  if (!desc) {
+    // The fix is an edit of the pod or of the root object: look again later.
+    w.problem = desc.error().message;
+    w.retry = std::chrono::seconds(30);
+    return w;
+  }
+  std::string key = bridge::ExclusionKey(pods);
+  auto cached = exclusions_.find(key);
+  if (cached == exclusions_.end()) {
+    if (exclusions_.size() >= kExclusionCacheSize) exclusions_.clear();
+    cached =
+        exclusions_
+            .emplace(std::move(key), bridge::ExcludedNodes(pods, slurm_nodes_, NodesBySlurmName()))
+            .first;
+  }
+  const std::vector<bridge::Exclusion>& excluded = cached->second;
+  if (!slurm_nodes_.empty() && excluded.size() == slurm_nodes_.size()) {
+    std::vector<std::string> why;
+    for (const bridge::Exclusion& e : excluded) why.push_back(e.slurm_node + ": " + e.reason);
+    w.problem =
+        fmt::format("no Slurm node can run the pod in Kubernetes ({})", fmt::join(why, ", "));
+    w.retry = std::chrono::seconds(10);
+    return w;
+  }
+  for (const bridge::Exclusion& e : excluded) desc->excluded_nodes.push_back(e.slurm_node);
+  // Slurm nodes an earlier job of the group was allocated but Kubernetes lacks.
+  // (Only names Slurm still has: Slurm refuses a job that excludes a node it does not know.)
+  if (auto it = groups_.find(spec.key); it != groups_.end()) {
+    for (const std::string& n : it->second.excluded) {
+      if (std::ranges::find(slurm_nodes_, n) != slurm_nodes_.end() &&
+          std::ranges::find(desc->excluded_nodes, n) == desc->excluded_nodes.end()) {
+        desc->excluded_nodes.push_back(n);
+      }
+    }
+  }
+  // One pod per node: a node range from the annotations could never be bound.
+  const int count = std::max(spec.size, static_cast<int>(pods.size()));
+  if (std::optional<std::string> note = FitNodeCount(*desc, count)) {
+    w.note = std::move(*note);
+  }
+  w.job = std::move(*desc);
+  return w;
+}
+
+awaitable<Result<void>> Scheduler::Submit(const GroupSpec& spec, std::vector<const Pod*> pods) {
+  Wanted wanted = Describe(spec, pods);
+  if (!wanted.problem.empty()) {
+    spdlog::warn("{}: {}", spec.key, wanted.problem);
+    for (const Pod* pod : pods) co_await ReportWaiting(*pod, wanted.problem);
+    RetryLater(spec.key, pods, wanted.retry);
+    co_return Result<void>{};
+  }
+  // At most maxConcurrentSubmits submits at once (in the queue's order), and at most as many
+  // workers wait for a slot: beyond that a group waits in a line that holds no worker, and is
+  // queued again when a waiter gets its slot (review N-20). So the other workers go on binding
+  // and reporting however slow slurmctld is with submits.
+  if (submit_slots_.available() == 0 &&
+      submit_slots_.waiting() >= static_cast<std::size_t>(config_.max_concurrent_submits)) {
+    if (std::ranges::find(submit_line_, spec.key) == submit_line_.end()) {
+      submit_line_.push_back(spec.key);
+    }
+    co_return Result<void>{};
+  }
+  std::optional<async::Semaphore::Permit> permit = co_await submit_slots_.Acquire();
+  CallSubmitLine();
+  // A scheduler that stops (lost leadership) submits nothing more: the next leader does.
+  if (!permit || stopping_) co_return Result<void>{};
+  const std::string partition = wanted.job.partition;
+  const async::Clock::TimePoint sent = clock_.Now();
+  Result<slurm::JobSubmitResult> submitted = co_await slurm_.SubmitJob(wanted.job);
+  permit.reset();
+  CallSubmitLine();
+  if (!submitted) {
+    ++stats_.submit_errors;
+    const Error& e = submitted.error();
+    if (SubmitOutcomeUnknown(e.code)) {
+      // Slurm may have made the job: Slurm's jobs are read before the group is looked at again.
+      if (GroupState* g = Group(spec.key)) g->submit_doubt = clock_.Now();
+      spdlog::warn("{}: submit outcome unknown ({}); Slurm's jobs are read before trying again",
+                   spec.key, e.ToString());
+    }
+    // Only an answer from Slurm is a refusal: a submit that did not get through (slurmrestd
+    // down, a reply lost) says so, not "Slurm refused" (seen in the chaos runs, issue #14).
+    const std::string msg =
+        SubmitOutcomeUnknown(e.code)
+            ? "submitting the Slurm job failed: " + ErrorWords(e) + "; trying again"
+            : "Slurm refused the job: " + ErrorWords(e);
+    spdlog::warn("{}: {}", spec.key, msg);
+    for (const Pod* pod : pods) co_await ReportWaiting(*pod, msg);
+    if (e.code == ErrorCode::kInvalidArgument || e.code == ErrorCode::kPermissionDenied) {
+      RetryLater(spec.key, pods, std::chrono::seconds(30));
+      co_return Result<void>{};
+    }
+    co_return tl::unexpected(e);
+  }
+  ++stats_.jobs_submitted;
+  if (GroupState* g = Group(spec.key)) g->submit_doubt.reset();
+  TrackedJob job{.id = submitted->job_id,
+                 .group = spec.key,
+                 .state = "PENDING",
+                 .partition = partition,
+                 .submitted = clock_.Now(),
+                 .submit_sent = sent,
+                 .sent = std::move(wanted.job)};
+  if (GroupState* g = Group(spec.key); g != nullptr && g->spec.size != spec.size) {
+    job.size = spec.size;
+  }
+  for (const Pod* pod : pods) {
+    if (auto it = seen_.find(pod->metadata.uid); it != seen_.end()) {
+      if (job.pod_seen == async::Clock::TimePoint{} || it->second < job.pod_seen) {
+        job.pod_seen = it->second;
+      }
+    }
+    job.uids.push_back(pod->metadata.uid);
+    job.pods.push_back(pod->metadata.namespace_ + "/" + pod->metadata.name);
+  }
+  jobs_[spec.key] = job;
+  last_submit_ = job.submitted;
+  watch_->MarkFresh();
+  spdlog::info("{}: submitted Slurm job {} for {} pod(s)", spec.key, job.id, pods.size());
+  if (!wanted.note.empty()) {
+    spdlog::warn("{}: {}", spec.key, wanted.note);
+    Emit(pods, "SlurmNodeCountSet", wanted.note);
+  }
+
+  // The next pass labels the pods (job id, finalizer, toleration).
+  queue_.Add(std::string(kGroupItem) + spec.key);
+  co_return Result<void>{};
+}
+
+void Scheduler::CallSubmitLine() {
+  // A place among the waiters (one got its slot, or a slot is free): the next group of the line
+  // goes back to the queue. One that finds no place after all joins the line again.
+  if (submit_line_.empty() ||
+      submit_slots_.waiting() >= static_cast<std::size_t>(config_.max_concurrent_submits)) {
+    return;
+  }
+  queue_.Add(std::string(kGroupItem) + submit_line_.front());
+  submit_line_.pop_front();
+}
+
+awaitable<bool> Scheduler::UpdatePending(const GroupSpec& spec, std::vector<const Pod*> pods) {
+  auto it = jobs_.find(spec.key);
+  if (it == jobs_.end() || it->second.state != "PENDING") co_return true;
+  const std::int64_t id = it->second.id;
+  // `pods`: the job's own pods first, cut to the group size (PlanGroup's members).
+  Wanted wanted = Describe(spec, pods);
+  if (!wanted.problem.empty()) {
+    const std::string msg =
+        fmt::format("{}; Slurm job {} waits with the description it had", wanted.problem, id);
+    for (const Pod* pod : pods) co_await ReportWaiting(*pod, msg);
+    RetryLater(spec.key, pods, wanted.retry);
+    co_return false;
+  }
+  // Adopted jobs: what they were submitted with is unknown, so every field is sent once.
+  bridge::JobUpdate update =
+      bridge::PendingJobUpdate(it->second.sent.value_or(slurm::JobDescription{}), wanted.job);
+  // The pods the job is for from now on (its tag follows its members: a re-created one).
+  auto follow = [&](TrackedJob& t) {
+    t.uids.clear();
+    t.pods.clear();
+    for (const Pod* pod : pods) {
+      t.uids.push_back(pod->metadata.uid);
+      t.pods.push_back(pod->metadata.namespace_ + "/" + pod->metadata.name);
+    }
+  };
+  if (update.changed.empty()) {
+    it->second.sent = std::move(wanted.job);
+    follow(it->second);
+    co_return true;
+  }
+  Result<bool> r = co_await slurm_.UpdateJob(id, std::move(update.changes));
+  it = jobs_.find(spec.key);
+  if (it == jobs_.end() || it->second.id != id) co_return true;
+  if (r) {
+    ++stats_.jobs_updated;
+    it->second.sent = std::move(wanted.job);
+    follow(it->second);
+    spdlog::info(
+        "{}: pending Slurm job {} updated: {}{}", spec.key, id, fmt::join(update.changed, ", "),
+        update.kept.empty() ? std::string()
+                            : fmt::format(" (Slurm keeps its {})", fmt::join(update.kept, ", ")));
+    co_return true;
+  }
+  const Error& e = r.error();
+  // Started or ended meanwhile: the next poll sees it.
+  if (e.code == ErrorCode::kFailedPrecondition || e.code == ErrorCode::kNotFound) co_return true;
+  if (e.code == ErrorCode::kUnavailable || e.code == ErrorCode::kDeadlineExceeded) {
+    spdlog::warn("{}: updating pending Slurm job {} failed: {}", spec.key, id, e.ToString());
+    RetryLater(spec.key, pods, std::chrono::seconds(5));
+    co_return true;
+  }
+  // Refused: said once, and not asked again until the description changes again.
+  it->second.sent = std::move(wanted.job);
+  const std::string msg = fmt::format("Slurm refused to update pending job {} ({}): {}", id,
+                                      fmt::join(update.changed, ", "), ErrorWords(e));
+  spdlog::warn("{}: {}", spec.key, msg);
+  for (const Pod* pod : pods) {
+    recorder_.Emit(kube::MakeObjectReference("v1", "Pod", pod->metadata), kube::EventType::kWarning,
+                   "SlurmJobUpdateFailed", msg);
+  }
+  co_return true;
+}
+
+awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const Pod*> pods,
+                                        TrackedJob job) {
+  // The steps are binder.h's; this applies what each returns to the scheduler's state.
+  job.bind_began = clock_.Now();
+  // 1. Where the job runs (known already when a job list carried its nodes).
+  if (job.nodes.empty()) {
+    const bool layout_first = job.state == "RUNNING" && job.submitted != async::Clock::TimePoint{};
+    Result<Allocation> a = co_await binder_.ReadAllocation(job.id, layout_first);
+    if (!a) co_return tl::unexpected(a.error());
+    if (!ApplyAllocation(spec.key, job, *a)) {
+      queue_.Add(std::string(kGroupItem) + spec.key);  // gone or not running: planned again
+      co_return Result<void>{};
+    }
+  }
+  job.nodes_read = clock_.Now();
+  Result<std::vector<std::string>> slurm_nodes = bridge::ExpandHostlist(job.nodes);
+  if (!slurm_nodes) co_return tl::unexpected(slurm_nodes.error());
+  // 2. Pods of this job bound before (an earlier run, a gang member that is re-created) keep
+  // their nodes while they are active. A job this process submitted and never bound for has
+  // none: a holder is a labelled pod that is bound, and only this process binds pods to the
+  // jobs it submits (a pod bound to an older job under the same id, after Slurm's ids wrapped
+  // or its state was lost, is not this job's); so the LIST, which costs the apiserver a scan of
+  // the namespace's pods per job, is skipped.
+  std::vector<Holder> holders;
+  if (job.submitted == async::Clock::TimePoint{} || job.bind_tried) {
+    Result<std::vector<Holder>> h = co_await binder_.ReadHolders(spec.namespace_, job.id);
+    if (!h) co_return tl::unexpected(h.error());
+    holders = std::move(*h);
+  }
+  if (auto it = jobs_.find(spec.key); it != jobs_.end() && it->second.id == job.id) {
+    it->second.bind_tried = true;
+  }
+  // 3. The plan.
+  BindInput in{.job = View(job),
+               .slurm_nodes = std::move(*slurm_nodes),
+               .pods = pods,
+               .holders = std::move(holders),
+               .kind = spec.kind,
+               .name = spec.name,
+               .now = clock_.Now()};
+  for (const auto& [slurm_name, node] : NodesBySlurmName()) {
+    in.kube_node_of[slurm_name] = node->metadata.name;
+  }
+  if (auto it = unmapped_since_.find(job.id); it != unmapped_since_.end()) {
+    in.unmapped_since = it->second;
+  }
+  if (!in.holders.empty()) {
+    // A refill: each waiting pod's own constraints against the job's nodes.
+    for (const Pod* pod : pods) {
+      std::set<std::string>& out = in.excluded_for[pod->metadata.uid];
+      for (const bridge::Exclusion& e :
+           bridge::ExcludedNodes({pod}, in.slurm_nodes, NodesBySlurmName())) {
+        if (auto k = in.kube_node_of.find(e.slurm_node); k != in.kube_node_of.end()) {
+          out.insert(k->second);
+        }
+      }
+    }
+  }
+  const BindPlan plan = PlanBind(in, planner_);
+  if (co_await OnUnmapped(spec, pods, job.id, plan)) co_return Result<void>{};
+  if (!plan.report.empty()) {
+    for (const Pod* pod : pods) co_await ReportWaiting(*pod, plan.report);
+  }
+  if (plan.recheck_at) {
+    queue_.AddAfter(std::string(kGroupItem) + spec.key,
+                    std::max(async::Clock::Duration::zero(), *plan.recheck_at - clock_.Now()));
+  }
+  if (plan.assign.empty()) co_return Result<void>{};
+
+  // 4. Pre-bind writes: pods the job was not submitted for (a re-created member) join its tag,
+  // so that the controllers know them as the job's; each pod carries the job id (label,
+  // finalizer, toleration: set after the submit; a pod whose label the cache does not show yet
+  // is patched here, with the node's annotations).
+  if (plan.retag) {
+    Result<TagMembers> tag = co_await binder_.Retag(spec, job.id, in.holders, pods, plan.assign);
+    if (!tag) co_return tl::unexpected(tag.error());
+    ApplyTag(spec.key, job.id, *tag);
+  }
+  const std::vector<Assignment> assign =
+      Annotate(plan.assign, in.kube_node_of, in.slurm_nodes, job.gres_detail);
+  for (const Assignment& a : assign) {
+    if (Labelled(*a.pod, job.id, config_.scheduler_name)) continue;
+    ++stats_.bind_patches;
+    Result<void> r = co_await binder_.LabelPod(*a.pod, job.id, a.annotations);
+    if (!r) co_return r;
+  }
+  // 5. The Bindings (the apiserver adds their annotations to the pods').
+  Binder::Bound bound = co_await binder_.BindPods(job.id, assign);
+  for (const Assignment& a : bound.bound) {
+    reported_.erase(a.pod->metadata.uid);
+    seen_.erase(a.pod->metadata.uid);
+    // Hidden until the watch drops it; when the watch already has (its DELETED came before the
+    // Binding's answer), nothing would ever erase the entry.
+    if (std::shared_ptr<const Pod> cached = pods_.cache().Get(PodKey(*a.pod));
+        cached && cached->metadata.uid == a.pod->metadata.uid) {
+      bound_.insert(a.pod->metadata.uid);
+    }
+  }
+  if (bound.error) co_return tl::unexpected(*bound.error);
+  TraceStages(spec.key, job, plan.assign.size());
+  // From here on the controllers own the pods and the job. A member re-created later finds the
+  // job again in Slurm's job list; a second job of the group that shows up meanwhile is
+  // cancelled.
+  if (auto it = jobs_.find(spec.key); it != jobs_.end() && it->second.id == job.id) {
+    jobs_.erase(it);
+  }
+  if (GroupState* g = Group(spec.key)) g->ran = true;
+  recently_bound_[spec.key] = {
+      .id = job.id,
+      .namespace_ = spec.namespace_,
+      .until =
+          clock_.Now() + std::max<async::Clock::Duration>(
+                             kDuplicateWatch, kDuplicateWatchLists * config_.job_list_interval)};
+  co_return Result<void>{};
+}
+
+bool Scheduler::ApplyAllocation(const std::string& group, TrackedJob& job, const Allocation& a) {
+  auto it = jobs_.find(group);
+  TrackedJob* tracked = it != jobs_.end() && it->second.id == job.id ? &it->second : nullptr;
+  if (a.state == Allocation::State::kGone) {
+    if (tracked != nullptr) tracked->state = "GONE";
+    Unlist(job.id);
+    return false;
+  }
+  job.nodes = a.nodes;
+  job.gres_detail = a.gres_detail;
+  if (!a.partition.empty()) job.partition = a.partition;
+  if (tracked != nullptr) {
+    tracked->nodes = a.nodes;
+    tracked->gres_detail = a.gres_detail;
+    if (!a.base_state.empty()) ApplyState(*tracked, a.base_state);
+  }
+  if (bridge::JobEnded(a.base_state)) Unlist(job.id);
+  return a.state == Allocation::State::kRunning;
+}
+
+void Scheduler::ApplyTag(const std::string& group, std::int64_t id, const TagMembers& tag) {
+  if (auto it = jobs_.find(group); it != jobs_.end() && it->second.id == id) {
+    it->second.uids = tag.uids;
+    it->second.pods = tag.pods;
+  }
+  // The job list held stays true to Slurm: the next refill may adopt the job from it.
+  if (auto it = listed_.find(group); it != listed_.end()) {
+    for (JobView& v : it->second) {
+      if (v.id != id) continue;
+      v.uids = tag.uids;
+      v.pods = tag.pods;
+    }
+  }
+}
+
+awaitable<bool> Scheduler::OnUnmapped(const GroupSpec& spec, const std::vector<const Pod*>& pods,
+                                      std::int64_t id, const BindPlan& plan) {
+  if (plan.unmapped.empty()) {
+    unmapped_since_.erase(id);
+    co_return false;
+  }
+  unmapped_since_.try_emplace(id, clock_.Now());
+  nodes_refresh_ = true;  // Slurm's node list may be behind too
+  if (!plan.cancel) co_return false;
+  unmapped_since_.erase(id);
+  if (GroupState* g = Group(spec.key))
+    g->excluded.insert(plan.unmapped.begin(), plan.unmapped.end());
+  if (auto it = jobs_.find(spec.key); it != jobs_.end() && it->second.id == id) jobs_.erase(it);
+  spdlog::warn("{}: {}", spec.key, plan.event_message);
+  Emit(pods, plan.event_reason, plan.event_message);
+  co_await CancelJob(*plan.cancel);
+  queue_.Add(std::string(kGroupItem) + spec.key);
+  co_return true;
+}
+
+void Scheduler::TraceStages(const std::string& group, const TrackedJob& job,
+                            std::size_t pods) const {
+  // The stage trace, for a slow installation: submit -> RUNNING seen -> pods bound.
+  auto it = jobs_.find(group);
+  if (it == jobs_.end() || it->second.id != job.id ||
+      it->second.submitted == async::Clock::TimePoint{} ||
+      !spdlog::should_log(spdlog::level::debug)) {
+    return;
+  }
+  const auto ms = [](async::Clock::Duration d) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+  };
+  const TrackedJob& t = it->second;
+  // Before the submit's answer: the pod's first watch event, the submit sent.
+  const std::string before =
+      t.pod_seen == async::Clock::TimePoint{}
+          ? ""
+          : fmt::format("pod seen -{} ms, submit sent -{} ms, ", ms(t.submitted - t.pod_seen),
+                        ms(t.submitted - t.submit_sent));
+  // After RUNNING seen: a worker takes the group, its nodes are read (the layout), and the pods
+  // are labelled if need be and bound.
+  spdlog::debug(
+      "{}: Slurm job {} stages: {}submitted +0 ms, RUNNING seen +{} ms, bind began +{} ms, "
+      "nodes read +{} ms, {} pod(s) labelled and bound +{} ms",
+      group, job.id, before,
+      t.running_seen == async::Clock::TimePoint{} ? -1 : ms(t.running_seen - t.submitted),
+      ms(job.bind_began - t.submitted), ms(job.nodes_read - t.submitted), pods,
+      ms(clock_.Now() - t.submitted));
+}
+
+}  // namespace sb::scheduler
