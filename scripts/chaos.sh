@@ -92,7 +92,7 @@ else
   kinds=("${all_kinds[@]}")
 fi
 echo "chaos: seed $seed (replay: scripts/chaos.sh --seed $seed --pods $pods --faults $nfaults" \
-  "--duration $duration${kinds_arg:+ --kinds $kinds_arg})"
+  "--duration $duration${kinds_arg:+ --kinds $kinds_arg} --waves $waves)"
 wall_start=$SECONDS
 ns=chaos
 
@@ -494,6 +494,9 @@ phases=$(kcurl "$api/api/v1/namespaces/$ns/pods" | jq -r '.items[].status.phase'
 jobs_done=$(kcurl "$api/apis/batch/v1/namespaces/$ns/jobs" | jq -r '[.items[] |
   select(any(.status.conditions[]?; .type == "Complete" and .status == "True"))] | length')
 errors=$(cat "$run"/logs/{scheduler,controllers}-*.log | grep -c '\[error\]' || true)
+# The jobGoneBrake engaging (many watched jobs missing at once) is an error line too; no fault
+# here loses slurmctld's state, so any is a false alarm worth seeing.
+brakes=$(cat "$run"/logs/controllers-*.log | grep -c 'jobGoneBrake [0-9]*): slurmctld may' || true)
 
 echo
 echo "chaos run, seed $seed: $planned pods, $nfaults faults over $duration s"
@@ -515,6 +518,7 @@ printf '%-40s %s\n' "gang Jobs complete" "$jobs_done"
 printf '%-40s %s\n' "replica exits: SIGKILL, lost Lease" "$exits_killed, $exits_lease"
 printf '%-40s %s\n' "replica crashes" "${#crashes[@]}"
 printf '%-40s %s\n' "bridge error log lines" "$errors"
+printf '%-40s %s\n' "jobGoneBrake engaged (none expected)" "$brakes"
 printf '%-40s %s\n' "stuck pods" "${#stuck[@]}"
 printf '%-40s %s\n' "violations" "$violations"
 printf '%-40s %s\n' "time to settle" "$((settle_ms / 1000)) s"

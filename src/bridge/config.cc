@@ -108,6 +108,18 @@ Result<LabelSelector> ParseSelector(const YAML::Node& n, std::string_view key) {
   return sel;
 }
 
+// An integer in [lo, hi].
+Result<int> Int(const YAML::Node& n, std::string_view key, int lo, int hi) {
+  Result<std::string> s = Scalar(n, key);
+  if (!s) return tl::unexpected(s.error());
+  int v = 0;
+  auto [p, ec] = std::from_chars(s->data(), s->data() + s->size(), v);
+  if (ec != std::errc() || p != s->data() + s->size() || v < lo || v > hi) {
+    return tl::unexpected(KeyError(key, fmt::format("\"{}\" is not a number {}..{}", *s, lo, hi)));
+  }
+  return v;
+}
+
 Result<std::chrono::milliseconds> Duration(const YAML::Node& n, std::string_view key) {
   Result<std::string> s = Scalar(n, key);
   if (!s) return tl::unexpected(s.error());
@@ -288,24 +300,11 @@ Result<Config> ParseConfig(std::string_view yaml) {
         // Slurm counts whole minutes: rounded up, so that a limit is never shorter than asked.
         c.default_time_limit = std::chrono::ceil<std::chrono::minutes>(*d);
       }
-    } else if (k == "jobgonebrake") {
-      Result<std::string> s = Scalar(v, key);
-      if (!s) return tl::unexpected(s.error());
-      int n = 0;
-      auto [p, ec] = std::from_chars(s->data(), s->data() + s->size(), n);
-      if (ec != std::errc() || p != s->data() + s->size() || n < 0 || n > 1000000) {
-        return tl::unexpected(KeyError(key, fmt::format("\"{}\" is not a number 0..1000000", *s)));
-      }
-      c.job_gone_brake = n;
-    } else if (k == "maxconcurrentsubmits") {
-      Result<std::string> s = Scalar(v, key);
-      if (!s) return tl::unexpected(s.error());
-      int n = 0;
-      auto [p, ec] = std::from_chars(s->data(), s->data() + s->size(), n);
-      if (ec != std::errc() || p != s->data() + s->size() || n < 1 || n > 1024) {
-        return tl::unexpected(KeyError(key, fmt::format("\"{}\" is not a number 1..1024", *s)));
-      }
-      c.max_concurrent_submits = n;
+    } else if (k == "jobgonebrake" || k == "maxconcurrentsubmits") {
+      const bool brake = k == "jobgonebrake";
+      Result<int> n = Int(v, key, brake ? 0 : 1, brake ? 1000000 : 1024);
+      if (!n) return tl::unexpected(n.error());
+      (brake ? c.job_gone_brake : c.max_concurrent_submits) = *n;
     } else if (k == "resourcetres") {
       if (!v.IsMap() && !v.IsNull()) {
         return tl::unexpected(KeyError(key, "must be a map of resource name to TRES"));

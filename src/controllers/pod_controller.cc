@@ -322,8 +322,16 @@ std::vector<std::int64_t> PodController::JobsToPoll(const slurm::JobPollTick& ti
   // The jobs the cached pods name; the cost follows the bridge's jobs, not every job of the
   // cluster.
   std::set<std::int64_t> wanted;
+  holding_.clear();
   for (const auto& p : pods_.cache().List()) {
-    if (std::int64_t id = JobIdOf(*p); id > 0) wanted.insert(id);
+    const std::int64_t id = JobIdOf(*p);
+    if (id <= 0) continue;
+    wanted.insert(id);
+    // A bound pod still running: its job's disappearance is what the jobGoneBrake counts.
+    if (!p->spec.node_name.empty() && p->status.phase != "Succeeded" &&
+        p->status.phase != "Failed") {
+      holding_.insert(id);
+    }
   }
   return {wanted.begin(), wanted.end()};
 }
@@ -349,12 +357,14 @@ void PodController::HoldGoneDeletions(std::int64_t job_id, JobPlan& plan) {
 
 void PodController::OnJobStates(const slurm::JobPollAnswer& answer) {
   ++stats_.state_polls;
-  // Jobs missing from the answer (not too new to be listed): many at once is not jobs ending
-  // (Slurm shows an ended job for MinJobAge, 300 s by default) but a slurmctld without its state.
+  // Jobs of running bound pods missing from the answer (not too new to be listed): many at once
+  // is not jobs ending (Slurm shows an ended job for MinJobAge, 300 s by default, and its pods are
+  // deleted then) but a slurmctld without its state. Finished pods' jobs are purged in time.
   std::uint64_t missing = 0;
   for (std::int64_t id : answer.ids) {
     auto seen = first_seen_.find(id);
-    if (!answer.states.contains(id) && seen != first_seen_.end() && seen->second < answer.asked) {
+    if (holding_.contains(id) && !answer.states.contains(id) && seen != first_seen_.end() &&
+        seen->second < answer.asked) {
       ++missing;
     }
   }

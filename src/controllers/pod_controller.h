@@ -161,6 +161,7 @@ class PodController : private slurm::JobWatchSubscriber {
   std::vector<slurm::JobInfo> swept_jobs_;
   std::int64_t sweep_since_ = 0;
   std::unordered_map<std::int64_t, async::Clock::TimePoint> first_seen_;  // job id -> first label
+  std::set<std::int64_t> holding_;  // jobs with a bound, running pod (at the last poll's asking)
   std::unordered_map<std::string, WallTime> stray_since_;   // pod UID -> first sweep that found it
   std::set<std::pair<std::string, std::string>> reported_;  // (pod UID, what) reported once
   PodControllerStats stats_;

@@ -450,10 +450,20 @@ TEST_F(PodControllerTest, ManyJobsVanishingAtOnceKeepTheirPods) {
     api_.AddPod("ns", name, {{std::string(bridge::kJobIdLabel), std::to_string(id)}}, "n1");
     jobs.push_back(id);
   }
+  // Finished pods whose jobs Slurm purged long ago (MinJobAge) are no sign of a lost state: the
+  // chaos run found the brake engaged by them (Jobs keep their Succeeded pods).
+  for (int i = 0; i < kJobs; ++i) {
+    const std::string name = "done" + std::to_string(i);
+    api_.AddPod("ns", name, {{std::string(bridge::kJobIdLabel), std::to_string(100 + i)}}, "n1");
+    api_.PatchPod("ns", name, R"({"status":{"phase":"Succeeded"}})");
+  }
   PodControllerOptions o;
   o.gone_brake = 2;
   Start(o);
   ASSERT_TRUE(RunUntil([&] { return controller_->stats().reconciles >= kJobs; }));
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(OnePoll());
+  EXPECT_EQ(controller_->stats().jobs_missing, 0u) << "the finished pods' jobs count";
+  EXPECT_FALSE(controller_->stats().gone_brake_engaged);
   for (std::int64_t id : jobs) slurm_.Forget(id);
   for (int i = 0; i < 60; ++i) ASSERT_TRUE(OnePoll());  // 30 s: three times confirm_after
   EXPECT_TRUE(deleted_.empty()) << "deleted while " << kJobs << " jobs vanished at once";
