@@ -307,6 +307,10 @@ create_unit() { # KIND NAME SIZE SLEEP
     pod)
       post "/api/v1/namespaces/$ns/pods" "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"$name\",\"annotations\":{$exclusive}},\"spec\":$(pod_spec "$s")}" ;;
     job)
+      # Over several waves each pod sleeps 1..2xSLEEP s, drawn in the container: the pods of a
+      # wave end at different times, so a replacement is bound into the running job while the
+      # others still run (a refill). Pods that all end at once end the job with them instead.
+      [ "$waves" -le 1 ] || s="\$((RANDOM % $((2 * s)) + 1))"
       post "/apis/batch/v1/namespaces/$ns/jobs" "{\"apiVersion\":\"batch/v1\",\"kind\":\"Job\",\"metadata\":{\"name\":\"$name\",\"annotations\":{\"slurmjob.slinky.slurm.net/gang\":\"true\",$exclusive}},\"spec\":{\"parallelism\":$size,\"completions\":$((size * waves)),\"backoffLimit\":6,\"template\":{\"spec\":$(pod_spec "$s")}}}" ;;
     pg)
       post "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/$ns/podgroups" "{\"apiVersion\":\"scheduling.x-k8s.io/v1alpha1\",\"kind\":\"PodGroup\",\"metadata\":{\"name\":\"$name\",\"annotations\":{$exclusive}},\"spec\":{\"minMember\":$size}}" || return 1
@@ -497,6 +501,7 @@ errors=$(cat "$run"/logs/{scheduler,controllers}-*.log | grep -c '\[error\]' || 
 # The jobGoneBrake engaging (many watched jobs missing at once) is an error line too; no fault
 # here loses slurmctld's state, so any is a false alarm worth seeing.
 brakes=$(cat "$run"/logs/controllers-*.log | grep -c 'jobGoneBrake [0-9]*): slurmctld may' || true)
+refills=$(cat "$run"/logs/scheduler-*.log | awk -f "$root/tests/chaos/refills.awk" || true)
 
 echo
 echo "chaos run, seed $seed: $planned pods, $nfaults faults over $duration s"
@@ -515,6 +520,7 @@ printf '%-40s %s\n' "units deleted by the driver" "$deleted_units"
 printf '%-40s %s\n' "pods left, by phase" "${phases:-none}"
 printf '%-40s %s\n' "pods running on nodes set DOWN" "$pods_under_down"
 printf '%-40s %s\n' "gang Jobs complete" "$jobs_done"
+printf '%-40s %s\n' "gang refills" "$refills"
 printf '%-40s %s\n' "replica exits: SIGKILL, lost Lease" "$exits_killed, $exits_lease"
 printf '%-40s %s\n' "replica crashes" "${#crashes[@]}"
 printf '%-40s %s\n' "bridge error log lines" "$errors"
