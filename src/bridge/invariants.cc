@@ -15,6 +15,7 @@
 
 #include "bridge/hostlist.h"
 #include "bridge/names.h"
+#include "bridge/pods.h"
 #include "bridge/tag.h"
 
 namespace sb::bridge {
@@ -28,10 +29,6 @@ bool Over(std::string_view base_state) {
       "COMPLETED", "CANCELLED", "FAILED",   "TIMEOUT",       "NODE_FAIL",
       "PREEMPTED", "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY", "SPECIAL_EXIT"};
   return kOver.contains(base_state);
-}
-
-bool Finished(const kube::Pod& p) {
-  return p.status.phase == "Succeeded" || p.status.phase == "Failed";
 }
 
 // "2026-01-01T00:00:00Z" (fractions ignored); nullopt when malformed.
@@ -71,7 +68,7 @@ std::int64_t LabelledJobId(const kube::Pod& p) {
 // Why `p` no longer holds its job; "" while it is alive.
 std::string NotAlive(const kube::Pod& p, const std::map<std::string, const kube::Node*>& nodes,
                      WallTime now, const InvariantOptions& o) {
-  if (Finished(p)) return p.status.phase;
+  if (PodFinished(p)) return p.status.phase;
   if (p.metadata.deletion_timestamp.empty()) return "";
   if (p.spec.node_name.empty()) return "deleted before binding";
   if (std::ranges::find(p.metadata.finalizers, kFinalizer) == p.metadata.finalizers.end()) {
@@ -164,7 +161,7 @@ std::vector<Violation> CheckInvariants(const Snapshot& s, WallTime now, const In
   }
 
   for (const kube::Pod* p : pods) {
-    if (Finished(*p) || !p->metadata.deletion_timestamp.empty()) continue;
+    if (PodFinished(*p) || !p->metadata.deletion_timestamp.empty()) continue;
     const std::string subject = "pod " + PodKey(*p);
     const std::int64_t id = LabelledJobId(*p);
     const std::string& node = p->spec.node_name;
@@ -250,8 +247,8 @@ std::vector<Violation> CheckInvariants(const Snapshot& s, WallTime now, const In
   // Invariant 8 (liveness): no pod waits for ever without a job.
   if (o.max_wait.count() > 0) {
     for (const kube::Pod* p : pods) {
-      if (!p->spec.node_name.empty() || Finished(*p) || !p->metadata.deletion_timestamp.empty() ||
-          !p->spec.scheduling_gates.empty() ||
+      if (!p->spec.node_name.empty() || PodFinished(*p) ||
+          !p->metadata.deletion_timestamp.empty() || !p->spec.scheduling_gates.empty() ||
           p->metadata.labels.contains(std::string(kJobIdLabel))) {
         continue;
       }

@@ -18,6 +18,10 @@ bool JobEnded(std::string_view s) {
          s == "OUT_OF_MEMORY" || s == "GONE";
 }
 
+bool PodFinished(const kube::Pod& pod) {
+  return pod.status.phase == "Succeeded" || pod.status.phase == "Failed";
+}
+
 bool HasFinalizer(const kube::Pod& pod) {
   return std::ranges::find(pod.metadata.finalizers, kFinalizer) != pod.metadata.finalizers.end();
 }

@@ -20,6 +20,9 @@ namespace sb::bridge {
 // longer knows the job.
 [[nodiscard]] bool JobEnded(std::string_view base_state);
 
+// Whether the pod's phase is terminal (Succeeded or Failed): its containers ran to the end.
+[[nodiscard]] bool PodFinished(const kube::Pod& pod);
+
 // Whether `pod` carries scheduler.slinky.slurm.net/finalizer.
 [[nodiscard]] bool HasFinalizer(const kube::Pod& pod);
 

@@ -328,8 +328,7 @@ std::vector<std::int64_t> PodController::JobsToPoll(const slurm::JobPollTick& ti
     if (id <= 0) continue;
     wanted.insert(id);
     // A bound pod still running: its job's disappearance is what the jobGoneBrake counts.
-    if (!p->spec.node_name.empty() && p->status.phase != "Succeeded" &&
-        p->status.phase != "Failed") {
+    if (!p->spec.node_name.empty() && !bridge::PodFinished(*p)) {
       holding_.insert(id);
     }
   }

@@ -54,7 +54,7 @@ std::optional<WallTime> ParseTime(std::string_view text) {
 
 PodVerdict JudgePod(const kube::Pod& pod, const kube::Node* node, bool node_exists, WallTime now,
                     const LifecycleOptions& options) {
-  if (pod.status.phase == "Succeeded" || pod.status.phase == "Failed") {
+  if (bridge::PodFinished(pod)) {
     return {PodState::kDone, std::nullopt, pod.status.phase};
   }
   if (pod.metadata.deletion_timestamp.empty()) return {PodState::kActive, std::nullopt, ""};
@@ -238,7 +238,7 @@ std::optional<std::string> JudgeBoundPod(const kube::Pod& pod, const std::set<st
                                          const slurm::JobInfo* labelled_job,
                                          std::int64_t labelled_id, const Owner& owner) {
   if (pod.spec.node_name.empty() || !pod.metadata.deletion_timestamp.empty()) return std::nullopt;
-  if (pod.status.phase == "Succeeded" || pod.status.phase == "Failed") return std::nullopt;
+  if (bridge::PodFinished(pod)) return std::nullopt;
   if (!pod.metadata.uid.empty() && held.contains(pod.metadata.uid)) return std::nullopt;
   if (labelled_id <= 0) {
     return fmt::format("bound to {} without a Slurm job (no {} label)", pod.spec.node_name,

@@ -9,6 +9,7 @@
 
 #include "bridge/gres.h"
 #include "bridge/names.h"
+#include "bridge/pods.h"
 #include "bridge/tag.h"
 #include "kube/codec.h"
 #include "scheduler/scheduler.h"
@@ -174,7 +175,7 @@ awaitable<Result<std::vector<Holder>>> Binder::ReadHolders(const std::string& ns
   std::vector<Holder> out;
   for (const Pod& p : labelled->items) {
     if (p.spec.node_name.empty()) continue;
-    const bool done = p.status.phase == "Succeeded" || p.status.phase == "Failed";
+    const bool done = bridge::PodFinished(p);
     out.push_back({.uid = p.metadata.uid,
                    .node = p.spec.node_name,
                    .active = !done,
