@@ -237,10 +237,16 @@ class BridgeE2e : public ::testing::Test, protected E2eEnv {
   void StartScheduler() { scheduler_ = StartBridge("scheduler"); }
   // The bridge talks to Slurm at `url` (a proxy, testing/slurm_proxy.h): the config rewritten.
   void UseSlurmAt(const std::string& url) {
+    slurm_url_ = url;
     std::ofstream(config_path_) << fmt::format(
         "slurmRestApi: {}\npartition: {}\nmcsLabel: kubernetes\njobPollInterval: 200ms\n"
-        "jobListInterval: 1s\nnodeListInterval: 2s\njobSweepInterval: 1s\n",
-        url, env_.Get("SLURM_PARTITION"));
+        "jobListInterval: 1s\nnodeListInterval: 2s\njobSweepInterval: 1s\n{}",
+        url, env_.Get("SLURM_PARTITION"), extra_config_);
+  }
+  // More config keys (YAML text) for the bridges started after this call.
+  void AddConfig(const std::string& yaml) {
+    extra_config_ += yaml;
+    UseSlurmAt(slurm_url_);
   }
 
   // Creates a pod for the bridge; `extra` is merged into the manifest's top level as JSON text.
@@ -326,6 +332,8 @@ class BridgeE2e : public ::testing::Test, protected E2eEnv {
   std::string ns_;
   std::string dir_;
   std::string config_path_;
+  std::string slurm_url_;
+  std::string extra_config_;
   std::unique_ptr<ChildProcess> scheduler_;
   std::vector<std::string> cleanup_;                   // Slurm commands TearDown runs
   std::vector<std::unique_ptr<ChildProcess>> others_;  // more bridge processes

@@ -8,6 +8,7 @@
 #include <boost/json.hpp>
 
 #include "bridge/names.h"
+#include "bridge/translate.h"
 #include "common/base64.h"
 
 namespace sb::admission {
@@ -19,6 +20,7 @@ constexpr std::string_view kReviewApiVersion = "admission.k8s.io/v1";
 constexpr std::string_view kDefaultScheduler = "default-scheduler";
 constexpr std::string_view kMirrorAnnotation = "kubernetes.io/config.mirror";
 constexpr std::string_view kManagedNodeTaintEffect = "NoExecute";
+constexpr std::string_view kNvidiaVisibleDevices = "NVIDIA_VISIBLE_DEVICES";
 
 std::string StringAt(const json::object& obj, std::string_view key) {
   const json::value* v = obj.if_contains(key);
@@ -71,19 +73,6 @@ PodFacts DecodePod(const json::object& pod) {
     f.labels = StringMapAt(*meta, "labels");
     f.annotations = StringMapAt(*meta, "annotations");
     f.mirror_pod = f.annotations.contains(std::string(kMirrorAnnotation));
-    if (const json::value* v = meta->if_contains("ownerReferences"); v && v->is_array()) {
-      for (const json::value& o : v->get_array()) {
-        const json::object* ref = o.if_object();
-        if (ref == nullptr) {
-          continue;
-        }
-        const json::value* controller = ref->if_contains("controller");
-        if (controller != nullptr && controller->is_bool() && controller->get_bool() &&
-            StringAt(*ref, "kind") == "DaemonSet" && StringAt(*ref, "apiVersion") == "apps/v1") {
-          f.daemonset_pod = true;
-        }
-      }
-    }
   }
   if (const json::object* spec = ObjectAt(pod, "spec")) {
     f.has_spec = true;
@@ -101,7 +90,7 @@ PodFacts DecodePod(const json::object& pod) {
         f.topology_spread_constraints = a->size();
       }
     }
-    for (std::string_view list : {"containers", "initContainers"}) {
+    for (std::string_view list : {"containers", "initContainers", "ephemeralContainers"}) {
       const json::value* v = spec->if_contains(list);
       if (v == nullptr || !v->is_array()) {
         continue;
@@ -110,11 +99,20 @@ PodFacts DecodePod(const json::object& pod) {
         AddResourceNames(c.if_object(), f.container_resources);
         PodFacts::Container facts{.list = std::string(list)};
         if (const json::object* o = c.if_object()) {
+          facts.name = StringAt(*o, "name");
           if (const json::value* env = o->if_contains("env"); env && env->is_array()) {
             facts.has_env = true;
             for (const json::value& e : env->get_array()) {
-              if (const json::object* eo = e.if_object())
-                facts.env.push_back(StringAt(*eo, "name"));
+              const json::object* eo = e.if_object();
+              if (eo == nullptr) continue;
+              facts.env.push_back(StringAt(*eo, "name"));
+              std::string field_path;
+              if (const json::object* from = ObjectAt(*eo, "valueFrom")) {
+                if (const json::object* ref = ObjectAt(*from, "fieldRef")) {
+                  field_path = StringAt(*ref, "fieldPath");
+                }
+              }
+              facts.env_field_paths.push_back(std::move(field_path));
             }
           }
         }
@@ -241,6 +239,7 @@ Policy PolicyFromConfig(const bridge::Config& config, std::vector<std::string> p
   p.privileged_users = std::move(privileged_users);
   p.slurm_env = config.pod_slurm_env;
   p.nvidia_visible_devices = config.pod_nvidia_visible_devices;
+  p.identity = config.identity_policy;
   return p;
 }
 
@@ -254,7 +253,7 @@ std::vector<std::pair<std::string, std::string>> SlurmEnv(const Policy& policy) 
     out.emplace_back("SLURM_JOB_ID", job);
     out.emplace_back("SLURM_JOB_GPUS", gpus);
   }
-  if (policy.nvidia_visible_devices) out.emplace_back("NVIDIA_VISIBLE_DEVICES", gpus);
+  if (policy.nvidia_visible_devices) out.emplace_back(std::string(kNvidiaVisibleDevices), gpus);
   return out;
 }
 
@@ -321,6 +320,13 @@ Result<Request> DecodeReview(std::string_view body) {
       return bad(std::string("request.") + key + " is not an object");
     }
     *slot = DecodePod(*obj);
+    if (out.kind == "DaemonSet") {
+      std::optional<PodFacts>& tmpl =
+          slot == &out.object ? out.object_template : out.old_object_template;
+      if (const json::object* spec = ObjectAt(*obj, "spec")) {
+        if (const json::object* t = ObjectAt(*spec, "template")) tmpl = DecodePod(*t);
+      }
+    }
   }
   return out;
 }
@@ -345,7 +351,63 @@ bool IsManaged(const PodFacts& pod, std::string_view ns, const Policy& policy,
   return Contains(policy.managed_namespaces, ns);
 }
 
+namespace {
+
+// Appends to `ops` the JSON Patch that gives container `c` the variables of `env` it does not set.
+void AddEnvOps(const PodFacts::Container& c, const std::string& base,
+               const std::vector<std::pair<std::string, std::string>>& env, json::array& ops) {
+  json::array add;
+  for (const auto& [name, path] : env) {
+    if (Contains(c.env, name)) continue;
+    add.push_back(json::object{
+        {"name", name},
+        {"valueFrom",
+         json::object{{"fieldRef", json::object{{"apiVersion", "v1"}, {"fieldPath", path}}}}}});
+  }
+  if (add.empty()) return;
+  if (!c.has_env) {
+    ops.push_back(json::object{{"op", "add"}, {"path", base}, {"value", std::move(add)}});
+  } else {
+    for (json::value& v : add) {
+      ops.push_back(json::object{{"op", "add"}, {"path", base + "/-"}, {"value", std::move(v)}});
+    }
+  }
+}
+
+// pods/ephemeralcontainers of a bridge pod: the new ephemeral containers get Slurm's env too
+// (an image's own NVIDIA_VISIBLE_DEVICES=all would otherwise reach every GPU of the node).
+Decision MutateEphemeral(const Request& request, const Policy& policy) {
+  const PodFacts& pod = *request.object;
+  if (!pod.scheduler_name || *pod.scheduler_name != policy.scheduler_name) {
+    return Decision::Allow();
+  }
+  std::set<std::string> existing;
+  if (request.old_object) {
+    for (const PodFacts::Container& c : request.old_object->containers) {
+      if (c.list == "ephemeralContainers") existing.insert(c.name);
+    }
+  }
+  const std::vector<std::pair<std::string, std::string>> env = SlurmEnv(policy);
+  json::array ops;
+  int i = 0;
+  for (const PodFacts::Container& c : pod.containers) {
+    if (c.list != "ephemeralContainers") continue;
+    const int index = i++;
+    if (existing.contains(c.name)) continue;  // the apiserver refuses changes to those
+    AddEnvOps(c, "/spec/ephemeralContainers/" + std::to_string(index) + "/env", env, ops);
+  }
+  Decision d = Decision::Allow();
+  if (!ops.empty()) d.patch = json::serialize(ops);
+  return d;
+}
+
+}  // namespace
+
 Decision Mutate(const Request& request, const Policy& policy, const Labels* ns_labels) {
+  if (request.kind == "Pod" && request.operation == "UPDATE" &&
+      request.subresource == "ephemeralcontainers" && request.object) {
+    return MutateEphemeral(request, policy);
+  }
   // Only a CREATE of the pod itself: spec.nodeName and spec.schedulerName are immutable after
   // it, so a patch on UPDATE would make the apiserver refuse the update. (Upstream patches the
   // scheduler name on UPDATE too; for a pod created before the webhook that breaks every update.)
@@ -379,23 +441,9 @@ Decision Mutate(const Request& request, const Policy& policy, const Labels* ns_l
   const std::vector<std::pair<std::string, std::string>> env = SlurmEnv(policy);
   std::map<std::string, int> index;  // per list
   for (const PodFacts::Container& c : pod.containers) {
-    const std::string base = "/spec/" + c.list + "/" + std::to_string(index[c.list]++) + "/env";
-    json::array add;
-    for (const auto& [name, path] : env) {
-      if (Contains(c.env, name)) continue;
-      add.push_back(json::object{
-          {"name", name},
-          {"valueFrom",
-           json::object{{"fieldRef", json::object{{"apiVersion", "v1"}, {"fieldPath", path}}}}}});
-    }
-    if (add.empty()) continue;
-    if (!c.has_env) {
-      ops.push_back(json::object{{"op", "add"}, {"path", base}, {"value", std::move(add)}});
-    } else {
-      for (json::value& v : add) {
-        ops.push_back(json::object{{"op", "add"}, {"path", base + "/-"}, {"value", std::move(v)}});
-      }
-    }
+    const int i = index[c.list]++;
+    if (c.list == "ephemeralContainers") continue;  // added later, through their subresource
+    AddEnvOps(c, "/spec/" + c.list + "/" + std::to_string(i) + "/env", env, ops);
   }
   Decision d = Decision::Allow();
   if (!ops.empty()) {
@@ -427,6 +475,20 @@ bool IsPrivileged(const Request& request, const Policy& policy) {
 
 namespace {
 
+std::string TolerationRefusal(const Policy& policy) {
+  return "a toleration of the taint " + std::string(bridge::kManagedNodeTaint) + "=" +
+         policy.scheduler_name + ":" + std::string(kManagedNodeTaintEffect) +
+         " (or of every taint) is reserved for pods scheduled by " + Quote(policy.scheduler_name) +
+         ": Slurm allocates those nodes; set spec.schedulerName to " +
+         Quote(policy.scheduler_name) + " instead";
+}
+
+std::string JoinComma(const std::vector<std::string>& parts) {
+  std::string out;
+  for (const std::string& p : parts) out += (out.empty() ? "" : ", ") + p;
+  return out.empty() ? "none" : out;
+}
+
 // A pod that is not the bridge's: it must not tolerate the managed-node taint, or it could run on
 // a Slurm node without a Slurm allocation.
 Decision ValidateOtherPod(const Request& request, const PodFacts& pod, const Policy& policy) {
@@ -435,13 +497,9 @@ Decision ValidateOtherPod(const Request& request, const PodFacts& pod, const Pol
   const bool from_kubelet = std::string_view(request.username).starts_with("system:node:") &&
                             std::find(request.groups.begin(), request.groups.end(),
                                       "system:nodes") != request.groups.end();
-  // Likewise a DaemonSet pod only when the DaemonSet controller writes it: ownerReferences are
-  // the pod author's to write.
-  const bool from_daemonset_controller =
-      request.username == "system:serviceaccount:kube-system:daemon-set-controller" ||
-      request.username == "system:kube-controller-manager";
-  if (!ToleratesManagedNode(pod, policy.scheduler_name) ||
-      (pod.daemonset_pod && from_daemonset_controller) || (pod.mirror_pod && from_kubelet) ||
+  // DaemonSet pods get no exception (N-3): anyone with the `edit` role may own a DaemonSet, so
+  // only those of the system namespaces may tolerate the taint, as any pod there.
+  if (!ToleratesManagedNode(pod, policy.scheduler_name) || (pod.mirror_pod && from_kubelet) ||
       Contains(policy.system_namespaces, ns) || IsPrivileged(request, policy)) {
     return Decision::Allow();
   }
@@ -449,21 +507,88 @@ Decision ValidateOtherPod(const Request& request, const PodFacts& pod, const Pol
       ToleratesManagedNode(*request.old_object, policy.scheduler_name)) {
     return Decision::Allow();  // not added by this update (a pod from before the webhook)
   }
-  return Decision::Deny("a toleration of the taint " + std::string(bridge::kManagedNodeTaint) +
-                        "=" + policy.scheduler_name + ":" + std::string(kManagedNodeTaintEffect) +
-                        " (or of every taint) is reserved for pods scheduled by " +
-                        Quote(policy.scheduler_name) +
-                        ": Slurm allocates those nodes; set spec.schedulerName to " +
-                        Quote(policy.scheduler_name) + " instead");
+  return Decision::Deny(TolerationRefusal(policy));
+}
+
+// Identity-policy problems of the object's job annotations: at CREATE, and at UPDATE when they
+// changed (an object from before the policy keeps working until its annotations are edited).
+void CheckIdentity(const Request& request, const Policy& policy,
+                   std::vector<std::string>& problems) {
+  const PodFacts& obj = *request.object;
+  std::map<std::string, std::string> now = bridge::JobAnnotations(obj.annotations);
+  if (now.empty()) return;
+  if (request.operation == "UPDATE" && request.old_object &&
+      bridge::JobAnnotations(request.old_object->annotations) == now) {
+    return;
+  }
+  std::string_view ns = request.namespace_.empty() ? obj.namespace_ : request.namespace_;
+  for (std::string& m : bridge::IdentityViolations(now, ns, policy.identity)) {
+    problems.push_back(std::move(m));
+  }
+}
+
+// With nvidia_visible_devices: the containers of `pod` ("<list> <name>") whose
+// NVIDIA_VISIBLE_DEVICES is missing or not read from the GPU annotation (Mutate sets it so).
+std::set<std::string> OwnGpuVariables(const PodFacts& pod) {
+  const std::string want =
+      "metadata.annotations['" + std::string(bridge::kJobGpusAnnotation) + "']";
+  std::set<std::string> out;
+  for (const PodFacts::Container& c : pod.containers) {
+    bool seen = false;
+    bool good = true;
+    for (std::size_t i = 0; i < c.env.size(); ++i) {
+      if (c.env[i] != kNvidiaVisibleDevices) continue;
+      seen = true;
+      good = good && i < c.env_field_paths.size() && c.env_field_paths[i] == want;
+    }
+    if (!seen || !good) out.insert(c.list + " " + Quote(c.name));
+  }
+  return out;
+}
+
+void CheckGpuVariables(const Request& request, std::vector<std::string>& problems) {
+  std::set<std::string> bad = OwnGpuVariables(*request.object);
+  if (request.operation == "UPDATE" && request.old_object) {
+    for (const std::string& c : OwnGpuVariables(*request.old_object)) bad.erase(c);
+  }
+  for (const std::string& c : bad) {
+    problems.push_back(
+        c + ": " + std::string(kNvidiaVisibleDevices) + " must come from the annotation " +
+        Quote(bridge::kJobGpusAnnotation) +
+        " (the webhook sets it; podNvidiaVisibleDevices is on): a value of the container's "
+        "own would reach GPUs Slurm gave other jobs");
+  }
+}
+
+// Any kind but Pod: the job annotations, and a DaemonSet's pod template tolerations.
+Decision ValidateObject(const Request& request, const Policy& policy) {
+  std::vector<std::string> problems;
+  CheckIdentity(request, policy, problems);
+  if (request.kind == "DaemonSet" && request.object_template) {
+    const PodFacts& t = *request.object_template;
+    std::string_view ns =
+        request.namespace_.empty() ? request.object->namespace_ : request.namespace_;
+    const bool ours = t.scheduler_name && *t.scheduler_name == policy.scheduler_name;
+    const bool had = request.operation == "UPDATE" && request.old_object_template &&
+                     ToleratesManagedNode(*request.old_object_template, policy.scheduler_name);
+    if (!ours && !had && ToleratesManagedNode(t, policy.scheduler_name) &&
+        !Contains(policy.system_namespaces, ns) && !IsPrivileged(request, policy)) {
+      problems.push_back("spec.template: " + TolerationRefusal(policy) +
+                         " (DaemonSets may tolerate it only in the system namespaces: " +
+                         JoinComma(policy.system_namespaces) + ")");
+    }
+  }
+  if (problems.empty()) return Decision::Allow();
+  return Decision::Deny(Join(problems));
 }
 
 }  // namespace
 
 Decision Validate(const Request& request, const Policy& policy) {
-  if (request.kind != "Pod" || (request.operation != "CREATE" && request.operation != "UPDATE") ||
-      !request.object) {
+  if ((request.operation != "CREATE" && request.operation != "UPDATE") || !request.object) {
     return Decision::Allow();
   }
+  if (request.kind != "Pod") return ValidateObject(request, policy);
   const PodFacts& pod = *request.object;
   if (!pod.scheduler_name || *pod.scheduler_name != policy.scheduler_name) {
     return ValidateOtherPod(request, pod, policy);
@@ -522,6 +647,8 @@ Decision Validate(const Request& request, const Policy& policy) {
     }
   }
   CheckDeviceClasses(pod, problems);
+  CheckIdentity(request, policy, problems);
+  if (policy.nvidia_visible_devices) CheckGpuVariables(request, problems);
   if (problems.empty()) {
     return Decision::Allow();
   }

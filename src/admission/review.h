@@ -26,6 +26,18 @@
 //            one, except for DaemonSet pods (written by the DaemonSet controller), mirror pods
 //            (written by a kubelet), pods of `system_namespaces` and privileged users: only
 //            Slurm allocates Slurm nodes.
+//            (DaemonSet pods are no exception outside system_namespaces: anyone may own a
+//            DaemonSet.)
+//            With nvidia_visible_devices, every container of a bridge pod (ephemeral ones too)
+//            must take NVIDIA_VISIBLE_DEVICES from the GPU annotation, as Mutate sets it: a value
+//            of its own would reach other jobs' GPUs.
+//            Every kind (pods, and the owners the bridge reads job annotations from: Job,
+//            CronJob, JobSet, LeaderWorkerSet, PodGroup, Deployment, ReplicaSet, StatefulSet,
+//            DaemonSet): CREATE, and UPDATE that changes them, reject job annotations the
+//            namespace's identity policy does not allow (bridge/identity.h).
+//            DaemonSet: CREATE, and UPDATE that adds it, reject a pod template that tolerates the
+//            managed-node taint (as for its pods, which the DaemonSet controller could not
+//            create) outside system_namespaces.
 //            DELETE and CONNECT are always allowed.
 //
 // The pod is read from the raw JSON of the review, so fields the kube::Pod struct does not hold
@@ -79,8 +91,11 @@ struct Policy {
   std::vector<std::string> privileged_users;
   // The same for the user's groups (request.userInfo.groups), exact names.
   std::vector<std::string> privileged_groups;
-  // Namespaces whose pods may tolerate the managed-node taint without being bridge pods.
+  // Namespaces whose pods (DaemonSet pods included) may tolerate the managed-node taint without
+  // being bridge pods.
   std::vector<std::string> system_namespaces{"kube-system"};
+  // Who each namespace's jobs run as and which identity and priority annotations it may use.
+  bridge::IdentityPolicy identity;
   // At CREATE, the containers of a bridge pod get SLURM_JOB_ID and SLURM_JOB_GPUS (and, with
   // nvidia_visible_devices, NVIDIA_VISIBLE_DEVICES) read through the downward API from the
   // job-id label and the GPU annotation the scheduler writes before binding. A variable the
@@ -109,9 +124,12 @@ struct PodFacts {
   bool has_spec = false;
   // The containers and init containers: which list, whether it has an env list, the names set.
   struct Container {
-    std::string list;  // "containers" or "initContainers"
+    std::string list;  // "containers", "initContainers" or "ephemeralContainers"
+    std::string name;
     bool has_env = false;
     std::vector<std::string> env;
+    // Per entry of env: valueFrom.fieldRef.fieldPath ("" when the value comes from elsewhere).
+    std::vector<std::string> env_field_paths;
   };
   std::vector<Container> containers;
   std::optional<std::string> scheduler_name;  // nullopt: absent
@@ -130,8 +148,7 @@ struct PodFacts {
     std::string effect;  // "" matches every effect
   };
   std::vector<Toleration> tolerations;
-  bool daemonset_pod = false;  // a controller ownerReference of kind DaemonSet
-  bool mirror_pod = false;     // annotation kubernetes.io/config.mirror (a kubelet static pod)
+  bool mirror_pod = false;  // annotation kubernetes.io/config.mirror (a kubelet static pod)
 };
 
 // One AdmissionReview v1 request.
@@ -145,8 +162,12 @@ struct Request {
   std::string username;             // request.userInfo.username
   std::vector<std::string> groups;  // request.userInfo.groups
   bool dry_run = false;
+  // The object (a pod, or any kind: its metadata is read the same way).
   std::optional<PodFacts> object;      // absent on DELETE
   std::optional<PodFacts> old_object;  // UPDATE and DELETE
+  // A DaemonSet's spec.template (kind DaemonSet only).
+  std::optional<PodFacts> object_template;
+  std::optional<PodFacts> old_object_template;
 };
 
 // Decodes the body of a webhook call. kInvalidArgument, with the reason, when it is not JSON,
@@ -175,7 +196,9 @@ struct Decision {
 // Whether the request's user is privileged by `policy` (privileged_users, privileged_groups).
 [[nodiscard]] bool IsPrivileged(const Request& request, const Policy& policy);
 
-// The mutating webhook. Never denies.
+// The mutating webhook. Never denies. Pods at CREATE (above); with nvidia_visible_devices, an
+// UPDATE of pods/ephemeralcontainers gives each new ephemeral container of a bridge pod the same
+// variable.
 [[nodiscard]] Decision Mutate(const Request& request, const Policy& policy,
                               const Labels* ns_labels);
 // The validating webhook.

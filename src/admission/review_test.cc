@@ -5,6 +5,7 @@
 #include <vector>
 
 #include <map>
+#include <set>
 
 #include <gtest/gtest.h>
 #include <boost/json.hpp>
@@ -474,8 +475,12 @@ TEST(Validate, ManagedNodeTolerationIsReservedForBridgePods) {
       {"unrelated toleration", "team", "default-scheduler", "", unrelated, "alice", true},
       {"another custom scheduler", "team", "volcano", "", equal, "alice", false},
       {"no scheduler name", "team", "-", "", equal, "alice", false},
-      {"DaemonSet pod", "team", "default-scheduler", daemonset, exists_all,
-       "system:serviceaccount:kube-system:daemon-set-controller", true},
+      // N-3: anyone with `edit` may own a DaemonSet; its pods get no exception outside the
+      // system namespaces.
+      {"DaemonSet pod in a tenant's namespace", "team", "default-scheduler", daemonset, exists_all,
+       "system:serviceaccount:kube-system:daemon-set-controller", false},
+      {"DaemonSet pod in a system namespace", "kube-system", "default-scheduler", daemonset,
+       exists_all, "system:serviceaccount:kube-system:daemon-set-controller", true},
       {"DaemonSet owner forged by a user", "team", "default-scheduler", daemonset, exists_all,
        "alice", false},
       {"ReplicaSet pod", "team", "default-scheduler", replicaset, exists_all, "alice", false},
@@ -639,6 +644,225 @@ TEST(PolicyFromConfig, CopiesTheConfig) {
   c.has_managed_namespace_selector = true;
   c.managed_namespace_selector.match_labels = {{"k", "v"}};
   EXPECT_TRUE(PolicyFromConfig(c, {}).namespace_selector.has_value());
+}
+
+// A review of `kind` (any kind but Pod) in namespace `ns`.
+std::string KindReviewJson(std::string_view kind, std::string_view op, std::string_view ns,
+                           std::string_view object, std::string_view old_object = "null",
+                           std::string_view user = "alice") {
+  std::string s = ReviewJson(op, ns, object, old_object, user);
+  const std::string pod_kind = R"("kind":{"group":"","version":"v1","kind":"Pod"})";
+  s.replace(s.find(pod_kind), pod_kind.size(),
+            R"("kind":{"group":"x","version":"v1","kind":")" + std::string(kind) + "\"}");
+  return s;
+}
+
+Policy TeamPolicy() {
+  Policy p = ListPolicy();
+  p.identity.default_partition = "slurm-bridge";
+  p.identity.rules = {bridge::IdentityRule{
+      .namespaces = {"team-a"}, .user = "alice", .accounts = {"physics"}, .max_priority = 100}};
+  return p;
+}
+
+// N-4: the job annotations of a bridge pod (or of any object the bridge reads them from) are
+// refused outside the namespace's identity policy, with a message naming the key and the rule.
+TEST(Validate, IdentityAnnotationsOutsideThePolicyAreRefused) {
+  const Policy p = TeamPolicy();
+  auto pod = [](std::string_view ns, std::string_view annotations) {
+    return PodJson(ns, kOurs, "", R"("annotations":{)" + std::string(annotations) + "}");
+  };
+  const std::string prio = R"("slurmjob.slinky.slurm.net/priority":"2000000000")";
+  const std::string user = R"("slurmjob.slinky.slurm.net/user-id":"root")";
+  const std::string acct = R"("slurmjob.slinky.slurm.net/account":"physics")";
+  const std::string part = R"("slurmjob.slinky.slurm.net/partition":"slurm-bridge")";
+
+  Decision d = Validate(Decoded(ReviewJson("CREATE", "team-b", pod("team-b", prio))), p);
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.code, 403);
+  EXPECT_NE(d.message.find("annotation slurmjob.slinky.slurm.net/priority: \"2000000000\" is "
+                           "not allowed in namespace team-b (identityPolicy: no rule names "
+                           "namespace team-b"),
+            std::string::npos)
+      << d.message;
+  d = Validate(Decoded(ReviewJson("CREATE", "team-a", pod("team-a", user + "," + prio))), p);
+  EXPECT_FALSE(d.allowed);
+  EXPECT_NE(d.message.find("user-id: \"root\""), std::string::npos) << d.message;
+  EXPECT_NE(d.message.find("priority: \"2000000000\""), std::string::npos) << d.message;
+  EXPECT_TRUE(Validate(Decoded(ReviewJson("CREATE", "team-a", pod("team-a", acct + "," + part))), p)
+                  .allowed);
+  // The legacy prefix is read, so it is checked too.
+  EXPECT_FALSE(Validate(Decoded(ReviewJson("CREATE", "team-b",
+                                           pod("team-b", R"("slinky.slurm.net/qos":"high")"))),
+                        p)
+                   .allowed);
+  // UPDATE: refused when the job annotations change; an old pod keeps working unchanged.
+  const std::string old_pod = pod("team-b", prio);
+  EXPECT_TRUE(
+      Validate(Decoded(ReviewJson("UPDATE", "team-b", old_pod, old_pod, "kubelet", "status")), p)
+          .allowed);
+  EXPECT_FALSE(
+      Validate(Decoded(ReviewJson("UPDATE", "team-b", pod("team-b", user), pod("team-b", ""))), p)
+          .allowed);
+  // Not a bridge pod's concern? Pods of other schedulers are the other path: no job to steer.
+  EXPECT_TRUE(Validate(Decoded(ReviewJson("CREATE", "team-b",
+                                          PodJson("team-b", "default-scheduler", "",
+                                                  R"("annotations":{)" + prio + "}"))),
+                       p)
+                  .allowed);
+  // The owner kinds the bridge reads the annotations from.
+  for (std::string_view kind : {"Job", "CronJob", "JobSet", "LeaderWorkerSet", "PodGroup",
+                                "Deployment", "StatefulSet", "ReplicaSet", "DaemonSet"}) {
+    SCOPED_TRACE(kind);
+    const std::string obj = R"({"metadata":{"name":"w","namespace":"team-b","annotations":{)" +
+                            prio + R"(}},"spec":{}})";
+    Decision k = Validate(Decoded(KindReviewJson(kind, "CREATE", "team-b", obj)), p);
+    EXPECT_FALSE(k.allowed);
+    EXPECT_NE(k.message.find("slurmjob.slinky.slurm.net/priority"), std::string::npos);
+    EXPECT_TRUE(Validate(Decoded(KindReviewJson(kind, "UPDATE", "team-b", obj, obj)), p).allowed);
+  }
+}
+
+// N-3: a DaemonSet whose pods would tolerate the managed-node taint is refused where the user
+// acts, not only when the DaemonSet controller's pod creations fail.
+TEST(Validate, DaemonSetTemplateToleratingManagedNodesIsRefused) {
+  Policy p = ListPolicy();
+  auto ds = [](std::string_view ns, std::string_view template_spec) {
+    return R"({"metadata":{"name":"ds","namespace":")" + std::string(ns) +
+           R"("},"spec":{"template":{"metadata":{"labels":{"a":"b"}},"spec":{)" +
+           std::string(template_spec) + "}}}}";
+  };
+  const std::string tolerate_all = R"("tolerations":[{"operator":"Exists"}])";
+  const std::string plain = R"("containers":[{"name":"c"}])";
+  Decision d =
+      Validate(Decoded(KindReviewJson("DaemonSet", "CREATE", "team", ds("team", tolerate_all))), p);
+  EXPECT_FALSE(d.allowed);
+  EXPECT_NE(
+      d.message.find("spec.template: a toleration of the taint slinky.slurm.net/managed-node"),
+      std::string::npos)
+      << d.message;
+  EXPECT_NE(d.message.find("only in the system namespaces: kube-system"), std::string::npos)
+      << d.message;
+  EXPECT_TRUE(Validate(Decoded(KindReviewJson("DaemonSet", "CREATE", "kube-system",
+                                              ds("kube-system", tolerate_all))),
+                       p)
+                  .allowed);
+  EXPECT_TRUE(Validate(Decoded(KindReviewJson("DaemonSet", "CREATE", "team", ds("team", plain))), p)
+                  .allowed);
+  EXPECT_TRUE(
+      Validate(Decoded(KindReviewJson(
+                   "DaemonSet", "CREATE", "team",
+                   ds("team", tolerate_all + R"(,"schedulerName":"slurm-bridge-scheduler")"))),
+               p)
+          .allowed);
+  // UPDATE: adding it is refused; one from before the webhook keeps it.
+  EXPECT_FALSE(Validate(Decoded(KindReviewJson("DaemonSet", "UPDATE", "team",
+                                               ds("team", tolerate_all), ds("team", plain))),
+                        p)
+                   .allowed);
+  EXPECT_TRUE(Validate(Decoded(KindReviewJson("DaemonSet", "UPDATE", "team",
+                                              ds("team", tolerate_all), ds("team", tolerate_all))),
+                       p)
+                  .allowed);
+  p.privileged_users = {"alice"};
+  EXPECT_TRUE(
+      Validate(Decoded(KindReviewJson("DaemonSet", "CREATE", "team", ds("team", tolerate_all))), p)
+          .allowed);
+}
+
+// N-6: with podNvidiaVisibleDevices every container of a bridge pod, ephemeral ones included,
+// reads NVIDIA_VISIBLE_DEVICES from the GPU annotation; a value of its own is refused.
+TEST(Validate, OwnNvidiaVisibleDevicesIsRefused) {
+  Policy p = ListPolicy();
+  p.nvidia_visible_devices = true;
+  const std::string from_annotation =
+      R"({"name":"NVIDIA_VISIBLE_DEVICES","valueFrom":{"fieldRef":{"apiVersion":"v1",)"
+      R"("fieldPath":"metadata.annotations['slinky.slurm.net/slurm-job-gpus']"}}})";
+  const std::string all = R"({"name":"NVIDIA_VISIBLE_DEVICES","value":"all"})";
+  const std::string other_field =
+      R"({"name":"NVIDIA_VISIBLE_DEVICES","valueFrom":{"fieldRef":{"fieldPath":"metadata.annotations['x']"}}})";
+  auto pod = [](std::string_view containers, std::string_view extra = "") {
+    return R"({"metadata":{"name":"p","namespace":"hpc"},"spec":{"schedulerName":"slurm-bridge-scheduler","containers":[)" +
+           std::string(containers) + "]" + std::string(extra) + "}}";
+  };
+  auto c = [](std::string_view name, std::string_view env) {
+    return R"({"name":")" + std::string(name) + R"(","env":[)" + std::string(env) + "]}";
+  };
+  struct Row {
+    std::string name;
+    std::string pod;
+    bool allowed;
+  };
+  for (const Row& r : std::vector<Row>{
+           {"from the annotation", pod(c("a", from_annotation)), true},
+           {"its own value", pod(c("a", all)), false},
+           {"another field", pod(c("a", other_field)), false},
+           {"the annotation, then its own", pod(c("a", from_annotation + "," + all)), false},
+           {"missing (the image's own would apply)", pod(R"({"name":"a"})"), false},
+           {"an init container's own",
+            pod(c("a", from_annotation), R"(,"initContainers":[)" + c("i", all) + "]"), false},
+       }) {
+    SCOPED_TRACE(r.name);
+    Decision d = Validate(Decoded(ReviewJson("CREATE", "hpc", r.pod)), p);
+    EXPECT_EQ(d.allowed, r.allowed) << d.message;
+    if (!r.allowed) {
+      EXPECT_NE(d.message.find("NVIDIA_VISIBLE_DEVICES must come from"), std::string::npos);
+    }
+  }
+  // Off: the option's check does not apply.
+  p.nvidia_visible_devices = false;
+  EXPECT_TRUE(Validate(Decoded(ReviewJson("CREATE", "hpc", pod(c("a", all)))), p).allowed);
+  p.nvidia_visible_devices = true;
+  // pods/ephemeralcontainers: a new debug container with its own value is refused; an old
+  // container (before the option) does not block other updates.
+  const std::string before = pod(c("a", from_annotation));
+  const std::string debug =
+      pod(c("a", from_annotation), R"(,"ephemeralContainers":[)" + c("dbg", all) + "]");
+  Decision d = Validate(
+      Decoded(ReviewJson("UPDATE", "hpc", debug, before, "alice", "ephemeralcontainers")), p);
+  EXPECT_FALSE(d.allowed);
+  EXPECT_NE(d.message.find("ephemeralContainers \"dbg\""), std::string::npos) << d.message;
+  const std::string legacy = pod(c("a", all));
+  EXPECT_TRUE(Validate(Decoded(ReviewJson("UPDATE", "hpc", legacy, legacy, "kubelet", "status")), p)
+                  .allowed);
+}
+
+// The mutating half of N-6: a new ephemeral container of a bridge pod gets Slurm's variables
+// (an image's ENV NVIDIA_VISIBLE_DEVICES=all would apply otherwise); existing ones are left alone.
+TEST(Mutate, NewEphemeralContainersGetSlurmsVariables) {
+  Policy p = ListPolicy();
+  p.nvidia_visible_devices = true;
+  const std::string base =
+      R"({"metadata":{"name":"p","namespace":"hpc"},"spec":{"schedulerName":"slurm-bridge-scheduler","containers":[{"name":"a"}])";
+  const std::string before = base + R"(,"ephemeralContainers":[{"name":"old"}]}})";
+  const std::string after_json =
+      base +
+      R"(,"ephemeralContainers":[{"name":"old"},{"name":"dbg","env":[{"name":"X","value":"1"}]}]}})";
+  Decision d = Mutate(
+      Decoded(ReviewJson("UPDATE", "hpc", after_json, before, "alice", "ephemeralcontainers")), p,
+      nullptr);
+  ASSERT_FALSE(d.patch.empty());
+  json::value after = ApplyPatch(json::parse(after_json), d.patch);
+  const json::array& eph = after.at_pointer("/spec/ephemeralContainers").as_array();
+  EXPECT_FALSE(eph.at(0).as_object().contains("env"));
+  std::set<std::string> names;
+  for (const json::value& e : eph.at(1).at("env").as_array()) {
+    names.insert(std::string(e.at("name").as_string()));
+  }
+  EXPECT_EQ(names, (std::set<std::string>{"X", "NVIDIA_VISIBLE_DEVICES", "SLURM_JOB_ID",
+                                          "SLURM_JOB_GPUS"}));
+  // The mutated pod passes validation.
+  EXPECT_TRUE(Validate(Decoded(ReviewJson("UPDATE", "hpc", json::serialize(after), before, "alice",
+                                          "ephemeralcontainers")),
+                       p)
+                  .allowed);
+  // Not a bridge pod: nothing.
+  const std::string other =
+      R"({"metadata":{"name":"p"},"spec":{"containers":[{"name":"a"}],"ephemeralContainers":[{"name":"dbg"}]}})";
+  EXPECT_TRUE(
+      Mutate(Decoded(ReviewJson("UPDATE", "hpc", other, other, "alice", "ephemeralcontainers")), p,
+             nullptr)
+          .patch.empty());
 }
 
 }  // namespace

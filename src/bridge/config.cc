@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cstdint>
 
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
@@ -127,6 +128,47 @@ Result<std::chrono::milliseconds> Duration(const YAML::Node& n, std::string_view
   if (!d) return tl::unexpected(KeyError(key, fmt::format("\"{}\" is not a duration", *s)));
   if (d->count() <= 0) return tl::unexpected(KeyError(key, "must be greater than zero"));
   return d;
+}
+
+Result<IdentityRule> ParseIdentityRule(const YAML::Node& n, std::string_view key) {
+  IdentityRule r;
+  if (!n.IsMap()) return tl::unexpected(KeyError(key, "entries must be maps"));
+  bool has_namespaces = false;
+  for (const auto& kv : n) {
+    const std::string field = kv.first.Scalar();
+    const std::string k = Lower(field);
+    const std::string where = fmt::format("{}.{}", key, field);
+    if (k == "namespaces") {
+      Result<std::vector<std::string>> v = StringList(kv.second, where);
+      if (!v) return tl::unexpected(v.error());
+      r.namespaces = std::move(*v);
+      has_namespaces = true;
+    } else if (k == "user" || k == "group") {
+      Result<std::string> v = Scalar(kv.second, where);
+      if (!v) return tl::unexpected(v.error());
+      (k == "user" ? r.user : r.group) = std::move(*v);
+    } else if (k == "accounts" || k == "qos" || k == "partitions" || k == "reservations" ||
+               k == "wckeys") {
+      Result<std::vector<std::string>> v = StringList(kv.second, where);
+      if (!v) return tl::unexpected(v.error());
+      (k == "accounts"       ? r.accounts
+       : k == "qos"          ? r.qos
+       : k == "partitions"   ? r.partitions
+       : k == "reservations" ? r.reservations
+                             : r.wckeys) = std::move(*v);
+    } else if (k == "maxpriority") {
+      if (kv.second.IsNull()) continue;
+      Result<int> v = Int(kv.second, where, 0, INT32_MAX);
+      if (!v) return tl::unexpected(v.error());
+      r.max_priority = *v;
+    } else {
+      return tl::unexpected(KeyError(key, fmt::format("unknown field {}", field)));
+    }
+  }
+  if (!has_namespaces || r.namespaces.empty()) {
+    return tl::unexpected(KeyError(key, "every entry needs a non-empty namespaces list"));
+  }
+  return r;
 }
 
 }  // namespace
@@ -305,6 +347,17 @@ Result<Config> ParseConfig(std::string_view yaml) {
       Result<int> n = Int(v, key, brake ? 0 : 1, brake ? 1000000 : 1024);
       if (!n) return tl::unexpected(n.error());
       (brake ? c.job_gone_brake : c.max_concurrent_submits) = *n;
+    } else if (k == "identitypolicy") {
+      if (!v.IsSequence() && !v.IsNull()) {
+        return tl::unexpected(KeyError(key, "must be a list of rules"));
+      }
+      c.identity_policy.rules.clear();
+      for (const YAML::Node& e : v) {
+        Result<IdentityRule> rule =
+            ParseIdentityRule(e, fmt::format("{}[{}]", key, c.identity_policy.rules.size()));
+        if (!rule) return tl::unexpected(rule.error());
+        c.identity_policy.rules.push_back(std::move(*rule));
+      }
     } else if (k == "resourcetres") {
       if (!v.IsMap() && !v.IsNull()) {
         return tl::unexpected(KeyError(key, "must be a map of resource name to TRES"));
@@ -327,6 +380,7 @@ Result<Config> ParseConfig(std::string_view yaml) {
     }
     if (!r) return tl::unexpected(r.error());
   }
+  c.identity_policy.default_partition = c.partition;
   return c;
 }
 

@@ -28,6 +28,9 @@
 //   resourceTres             extended resource -> Slurm TRES per node, e.g.
 //                            {nvidia.com/gpu: gres/gpu, example.com/fpga: gres/fpga}
 //                            (nvidia.com/gpu and amd.com/gpu map to gres/gpu unless overridden)
+//   identityPolicy           per namespace: the Slurm user/group its jobs run as and the
+//                            accounts, QOS, partitions, reservations, wckeys and priority its pods
+//                            may ask for (bridge/identity.h); default: nothing beyond `partition`
 // Durations are Go-style strings ("500ms", "5s", "1m") or integer milliseconds.
 //
 // The JWT is not in the file: it is read from the file named by SLURM_JWT_FILE.
@@ -40,6 +43,7 @@
 #include <string_view>
 #include <vector>
 
+#include "bridge/identity.h"
 #include "common/error.h"
 #include "slurm/client.h"
 #include "slurm/job_watch.h"
@@ -100,6 +104,9 @@ struct Config {
   // ... and NVIDIA_VISIBLE_DEVICES from the same annotation, for nodes where Slurm, not a device
   // plugin, hands out the GPUs.
   bool pod_nvidia_visible_devices = false;
+  // Who each namespace's jobs run as and which identity and priority annotations its pods may use
+  // (bridge/identity.h); default_partition is `partition`.
+  IdentityPolicy identity_policy;
 
   // Non-fatal remarks from parsing (unknown keys).
   std::vector<std::string> warnings;

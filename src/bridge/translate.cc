@@ -7,6 +7,7 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "bridge/names.h"
 #include "bridge/tag.h"
@@ -139,7 +140,8 @@ std::string Trim(std::string_view s) {
   return std::string(s);
 }
 
-// The job annotations of `annotations`, by suffix; the current prefix wins over the legacy one.
+}  // namespace
+
 std::map<std::string, std::string> JobAnnotations(const kube::StringMap& annotations) {
   std::map<std::string, std::string> out;
   for (const auto& [k, v] : annotations) {
@@ -152,8 +154,6 @@ std::map<std::string, std::string> JobAnnotations(const kube::StringMap& annotat
   }
   return out;
 }
-
-}  // namespace
 
 namespace {
 
@@ -287,8 +287,18 @@ Result<slurm::JobDescription> Translate(const GroupSpec& group,
   job.tres_per_node = tres_str;
   job.admin_comment = EncodeJobTag(tag);
 
-  // Annotations win over derived values.
-  for (const auto& [key, raw] : JobAnnotations(group.annotations)) {
+  // Annotations win over derived values, within the namespace's identity policy.
+  const std::map<std::string, std::string> annotations = JobAnnotations(group.annotations);
+  if (std::vector<std::string> refused =
+          IdentityViolations(annotations, group.namespace_, options.identity);
+      !refused.empty()) {
+    return tl::unexpected(
+        Error{ErrorCode::kPermissionDenied, fmt::format("{}", fmt::join(refused, "; "))});
+  }
+  const Identity identity = IdentityFor(annotations, group.namespace_, options.identity);
+  if (!identity.user_id.empty()) job.user_id = identity.user_id;
+  if (!identity.group_id.empty()) job.group_id = identity.group_id;
+  for (const auto& [key, raw] : annotations) {
     const std::string value = Trim(raw);
     if (key == "account") {
       job.account = value;
@@ -307,8 +317,6 @@ Result<slurm::JobDescription> Translate(const GroupSpec& group,
           Lower(value) == "false" ? std::vector<std::string>{} : std::vector<std::string>{"none"};
     } else if (key == "gres") {
       job.tres_per_node = value;
-    } else if (key == "group-id") {
-      job.group_id = value;
     } else if (key == "job-name") {
       job.name = value;
     } else if (key == "licenses") {
@@ -342,8 +350,6 @@ Result<slurm::JobDescription> Translate(const GroupSpec& group,
       Result<std::int32_t> v = ParsePositive(key, raw);
       if (!v) return tl::unexpected(v.error());
       job.time_limit = slurm::NoValNumber::Of(*v);
-    } else if (key == "user-id") {
-      job.user_id = value;
     } else if (key == "wckey") {
       job.wckey = value;
     }

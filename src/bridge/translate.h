@@ -21,8 +21,10 @@
 // slinky.slurm.net/) override: account, constraints, cpu-per-task (quantity), exclusive ("false"
 // shares nodes), gres (raw tres_per_node), group-id, job-name, licenses, max-nodes, min-nodes,
 // mem-per-node (quantity), partition, priority, qos, reservation, timelimit (minutes), user-id,
-// wckey; and ours: comment, nice... see kJobAnnotations in translate.cc. A bad value is an error
-// naming the annotation and the value.
+// wckey; and ours: comment. A bad value is an error naming the annotation and the value.
+// user-id, group-id, account, qos, partition, reservation, wckey and priority are honoured only
+// as far as the namespace's identity policy allows (bridge/identity.h); the policy also sets the
+// user and group a namespace's jobs run as.
 #pragma once
 
 #include <map>
@@ -31,6 +33,7 @@
 #include <vector>
 
 #include "bridge/config.h"
+#include "bridge/identity.h"
 #include "common/error.h"
 #include "kube/types.h"
 #include "slurm/types.h"
@@ -58,7 +61,14 @@ struct TranslateOptions {
   std::map<std::string, std::string> resource_tres;
   // When neither the group nor an annotation gives one (config defaultTimeLimit); 0: none.
   std::int64_t default_time_limit_minutes = 0;
+  // Who the jobs run as and which identity and priority annotations the namespace may use
+  // (config identityPolicy): annotations outside it make Translate fail (kPermissionDenied).
+  IdentityPolicy identity;
 };
+
+// The job annotations of `annotations`, by suffix ("account", "priority", ...): the prefix
+// slurmjob.slinky.slurm.net/ or the pre-1.0 slinky.slurm.net/ (the current one wins).
+[[nodiscard]] std::map<std::string, std::string> JobAnnotations(const kube::StringMap& annotations);
 
 // The whole-pod resource use (kube-scheduler's PodRequests, with limits where larger), in
 // milli-units for cpu and whole units otherwise.

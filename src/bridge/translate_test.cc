@@ -51,6 +51,21 @@ TranslateOptions Options() {
                             {"example.com/fpga", "gres/fpga"}}};
 }
 
+// Options whose identity policy lets every namespace use every annotation (upstream's behaviour).
+TranslateOptions AllowAll() {
+  TranslateOptions o = Options();
+  o.identity.rules = {IdentityRule{.namespaces = {"*"},
+                                   .user = "*",
+                                   .group = "*",
+                                   .accounts = {"*"},
+                                   .qos = {"*"},
+                                   .partitions = {"*"},
+                                   .reservations = {"*"},
+                                   .wckeys = {"*"},
+                                   .max_priority = INT32_MAX}};
+  return o;
+}
+
 TEST(TranslateTest, SeedYoloPod) {
   // The seed's Pod: nvidia.com/gpu: 1 in requests and limits, nothing else.
   kube::Pod pod =
@@ -226,7 +241,7 @@ TEST(TranslateTest, EveryAnnotationReachesTheJob) {
       {"slurmjob.slinky.slurm.net/unknown-key", "ignored"},
       {"slinky.slurm.net/slurm-node", "not-a-job-annotation"},
   };
-  Result<slurm::JobDescription> job = Translate(Single(p), {&p}, Options());
+  Result<slurm::JobDescription> job = Translate(Single(p), {&p}, AllowAll());
   ASSERT_TRUE(job) << job.error().message;
   EXPECT_EQ(job->account, "physics");
   EXPECT_EQ(job->constraints, "a100&ib");
@@ -250,12 +265,64 @@ TEST(TranslateTest, EveryAnnotationReachesTheJob) {
   EXPECT_EQ(job->comment, "from k8s");
 }
 
+// N-4: a namespace's pods cannot choose another identity, account, QOS, partition, reservation,
+// wckey or priority than its rule allows; the rule's user and group are sent for every job.
+TEST(TranslateTest, IdentityPolicyRefusesAndSetsTheIdentity) {
+  TranslateOptions o = Options();
+  o.identity.default_partition = "batch";
+  o.identity.rules = {IdentityRule{.namespaces = {"ns"},
+                                   .user = "alice",
+                                   .group = "physics",
+                                   .accounts = {"physics"},
+                                   .max_priority = 10}};
+  kube::Pod p = MakePod("p");
+  p.metadata.annotations = {{"slurmjob.slinky.slurm.net/account", "physics"},
+                            {"slurmjob.slinky.slurm.net/priority", "10"},
+                            {"slurmjob.slinky.slurm.net/partition", "batch"}};
+  Result<slurm::JobDescription> job = Translate(Single(p), {&p}, o);
+  ASSERT_TRUE(job) << job.error().message;
+  EXPECT_EQ(job->user_id, "alice");
+  EXPECT_EQ(job->group_id, "physics");
+  EXPECT_EQ(job->account, "physics");
+  EXPECT_EQ(job->priority.Value(), 10);
+
+  for (const auto& [key, value] :
+       std::vector<std::pair<std::string, std::string>>{{"user-id", "root"},
+                                                        {"group-id", "0"},
+                                                        {"account", "chemistry"},
+                                                        {"qos", "high"},
+                                                        {"partition", "gpu"},
+                                                        {"reservation", "maint"},
+                                                        {"wckey", "w"},
+                                                        {"priority", "11"},
+                                                        {"priority", "2000000000"}}) {
+    kube::Pod q = MakePod("q");
+    q.metadata.annotations = {{std::string(kJobAnnotationPrefix) + key, value}};
+    Result<slurm::JobDescription> refused = Translate(Single(q), {&q}, o);
+    ASSERT_FALSE(refused) << key;
+    EXPECT_EQ(refused.error().code, ErrorCode::kPermissionDenied);
+    EXPECT_TRUE(refused.error().message.starts_with("annotation slurmjob.slinky.slurm.net/" + key +
+                                                    ": \"" + value + "\" is not allowed"))
+        << refused.error().message;
+  }
+  // A namespace no rule names: the token's identity, nothing chosen by annotations.
+  kube::Pod other = MakePod("o");
+  GroupSpec elsewhere = Single(other);
+  elsewhere.namespace_ = "elsewhere";
+  Result<slurm::JobDescription> plain = Translate(elsewhere, {&other}, o);
+  ASSERT_TRUE(plain) << plain.error().message;
+  EXPECT_EQ(plain->user_id, "");
+  EXPECT_EQ(plain->group_id, "");
+  elsewhere.annotations = {{"slinky.slurm.net/user-id", "root"}};  // the legacy prefix too
+  EXPECT_FALSE(Translate(elsewhere, {&other}, o));
+}
+
 TEST(TranslateTest, LegacyPrefixReadAndCurrentWins) {
   kube::Pod p = MakePod("p");
   p.metadata.annotations = {{"slinky.slurm.net/account", "old"},
                             {"slinky.slurm.net/qos", "legacy"},
                             {"slurmjob.slinky.slurm.net/account", "new"}};
-  Result<slurm::JobDescription> job = Translate(Single(p), {&p}, Options());
+  Result<slurm::JobDescription> job = Translate(Single(p), {&p}, AllowAll());
   ASSERT_TRUE(job);
   EXPECT_EQ(job->account, "new");
   EXPECT_EQ(job->qos, "legacy");
@@ -279,14 +346,14 @@ TEST(TranslateTest, BadAnnotationsNameKeyAndValue) {
   for (const Case& c : cases) {
     kube::Pod p = MakePod("p");
     p.metadata.annotations[std::string(kJobAnnotationPrefix) + c.key] = c.value;
-    Result<slurm::JobDescription> job = Translate(Single(p), {&p}, Options());
+    Result<slurm::JobDescription> job = Translate(Single(p), {&p}, AllowAll());
     ASSERT_FALSE(job) << c.key;
     EXPECT_NE(job.error().message.find(c.want), std::string::npos) << job.error().message;
   }
   kube::Pod p = MakePod("p");
   p.metadata.annotations = {{"slurmjob.slinky.slurm.net/min-nodes", "4"},
                             {"slurmjob.slinky.slurm.net/max-nodes", "2"}};
-  Result<slurm::JobDescription> job = Translate(Single(p), {&p}, Options());
+  Result<slurm::JobDescription> job = Translate(Single(p), {&p}, AllowAll());
   ASSERT_FALSE(job);
   EXPECT_NE(job.error().message.find("contradict"), std::string::npos);
   kube::Pod q = MakePod("q", {{"cpu", "two"}});

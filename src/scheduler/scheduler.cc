@@ -70,7 +70,8 @@ Scheduler::Scheduler(asio::any_io_executor executor, kube::Client& kube, slurm::
                 .scheduler_name = config_.scheduler_name,
                 .mode = config_.job_mode,
                 .resource_tres = config_.resource_tres,
-                .default_time_limit_minutes = config_.default_time_limit.count()};
+                .default_time_limit_minutes = config_.default_time_limit.count(),
+                .identity = config_.identity_policy};
   // Higher priority first, then the older pod; items without a rank (groups) as priority 0,
   // before every pod of priority 0.
   queue_.SetRank([this](const std::string& item) {

@@ -183,6 +183,12 @@ TEST_F(SchedulerE2e, EveryAnnotationReachesTheSlurmJob) {
         " users=root,slurm,k8s nodes=n3 starttime=now duration=60 flags=ignore_jobs");
   cleanup_.push_back("scontrol delete reservation=" + ns_);
   cleanup_.push_back("scontrol update nodename=n3 availablefeatures= activefeatures=");
+  // The namespace's identity policy allows exactly what the pod asks for.
+  AddConfig(
+      fmt::format("identityPolicy:\n- namespaces: [{}]\n  user: \"*\"\n  group: \"*\"\n"
+                  "  accounts: [physics]\n  partitions: [batch]\n  reservations: [{}]\n"
+                  "  wckeys: [proj1]\n  maxPriority: 5000\n",
+                  ns_, ns_));
   StartScheduler();
   CreatePod("annotated", R"({"limits":{"cpu":"1"}})", R"({
       "slurmjob.slinky.slurm.net/job-name":"renamed",
@@ -219,6 +225,44 @@ TEST_F(SchedulerE2e, EveryAnnotationReachesTheSlurmJob) {
     EXPECT_NE(show.find(want), std::string::npos) << want << "\n" << show;
   }
   EXPECT_NE(show.find("Reservation=" + ns_ + " "), std::string::npos) << show;
+}
+
+// N-4 at submit (the webhook may be off): a pod of a namespace whose rule fixes the Slurm user
+// runs as that user; one asking for more than its rule allows gets no job and an event naming
+// the annotation and the rule.
+TEST_F(SchedulerE2e, IdentityPolicyIsEnforcedAtSubmit) {
+  AddConfig(
+      fmt::format("identityPolicy:\n- namespaces: [{}]\n  user: k8s\n  maxPriority: 10\n", ns_));
+  StartScheduler();
+  CreatePod("fixed", R"({"limits":{"cpu":"1"}})");
+  CreatePod("greedy", R"({"limits":{"cpu":"1"}})",
+            R"({"slurmjob.slinky.slurm.net/priority":"2000000000",
+                "slurmjob.slinky.slurm.net/account":"physics"})");
+  std::optional<kube::Pod> bound = WaitForPod("fixed", IsBound);
+  ASSERT_TRUE(bound) << "fixed not bound";
+  const std::string show = Slurm(fmt::format("scontrol show job -o {}", JobId(*bound)));
+  EXPECT_NE(show.find("UserId=k8s("), std::string::npos) << show;
+  std::string message;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        for (const kube::Event& e : Events("greedy")) {
+          if (e.reason == "FailedScheduling") message = e.message;
+        }
+        return !message.empty();
+      },
+      30s));
+  EXPECT_NE(message.find("annotation slurmjob.slinky.slurm.net/priority: \"2000000000\" is not "
+                         "allowed in namespace " +
+                         ns_ + " (identityPolicy rule 1"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("slurmjob.slinky.slurm.net/account: \"physics\""), std::string::npos)
+      << message;
+  // Nothing reached Slurm for it: the only job of the namespace's pods is fixed's.
+  std::optional<kube::Pod> greedy = WaitForPod("greedy", [](const kube::Pod&) { return true; });
+  ASSERT_TRUE(greedy);
+  EXPECT_TRUE(greedy->spec.node_name.empty());
+  EXPECT_FALSE(greedy->metadata.labels.contains(std::string(bridge::kJobIdLabel)));
 }
 
 TEST_F(SchedulerE2e, BadAnnotationIsReportedOnThePod) {
@@ -460,6 +504,7 @@ TEST_F(SchedulerE2e, KilledAndRestartedSchedulerMakesNoDuplicateJobs) {
 }
 
 TEST_F(SchedulerE2e, SlurmRefusalIsReportedOnThePod) {
+  AddConfig(fmt::format("identityPolicy:\n- namespaces: [{}]\n  partitions: [\"*\"]\n", ns_));
   StartScheduler();
   CreatePod("refused", R"({"limits":{"cpu":"1"}})",
             R"({"slurmjob.slinky.slurm.net/partition":"no-such-partition"})");

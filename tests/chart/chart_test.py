@@ -159,6 +159,8 @@ def default_objects(sched="slurm-bridge-scheduler", name="slurm-bridge", cert_ma
             ("Deployment", adm), ("ServiceAccount", adm), ("ClusterRole", adm),
             ("ClusterRoleBinding", adm), ("Service", adm),
             ("ValidatingWebhookConfiguration", adm), ("MutatingWebhookConfiguration", adm)]
+    # (ours) the webhook's PodDisruptionBudget is on by default (2 replicas, N-7).
+    objs += [("PodDisruptionBudget", adm)]
     if cert_manager:
         objs += [("Issuer", f"{adm}-self-issuer"), ("Certificate", f"{adm}-root-ca"),
                  ("Issuer", f"{adm}-root-issuer"), ("Certificate", adm)]
@@ -213,26 +215,51 @@ def check_jwt(c, vols, mounts, secret="slurm-bridge-token", key="auth-token"):
     eq(vols["slurm-jwt"]["secret"]["items"], [{"key": key, "path": "auth-token"}], "JWT items")
 
 
-def check_webhooks(objs, adm, ns, ca_bundle):
-    for kind, path, ops, res in [
-            ("ValidatingWebhookConfiguration", "/validate--v1-pod", ["CREATE", "UPDATE"],
-             ["pods", "pods/status", "pods/resize"]),
-            ("MutatingWebhookConfiguration", "/mutate--v1-pod", ["CREATE"], ["pods"])]:
+WORKLOAD_RULES = [
+    {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"]},
+    {"apiGroups": ["apps"], "resources": ["deployments", "replicasets", "statefulsets",
+                                          "daemonsets"]},
+    {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"]},
+    {"apiGroups": ["leaderworkerset.x-k8s.io"], "resources": ["leaderworkersets"]},
+    {"apiGroups": ["scheduling.x-k8s.io"], "resources": ["podgroups"]}]
+
+
+def check_webhooks(objs, adm, ns, ca_bundle, sched="slurm-bridge-scheduler", scoped=True):
+    pod_rule = lambda ops, res: {"apiGroups": [""], "apiVersions": ["v1"], "operations": ops,
+                                 "resources": res, "scope": "Namespaced"}
+    for kind, name, path, rules_want in [
+            ("ValidatingWebhookConfiguration", "pods.slinky.slurm.net", "/validate--v1-pod",
+             [pod_rule(["CREATE", "UPDATE"],
+                       ["pods", "pods/status", "pods/resize", "pods/ephemeralcontainers"])]),
+            ("ValidatingWebhookConfiguration", "workloads.slinky.slurm.net", "/validate--v1-pod",
+             [dict(r, apiVersions=["*"], operations=["CREATE", "UPDATE"], scope="Namespaced")
+              for r in WORKLOAD_RULES]),
+            ("MutatingWebhookConfiguration", "pods.slinky.slurm.net", "/mutate--v1-pod",
+             [pod_rule(["CREATE"], ["pods"]),
+              pod_rule(["UPDATE"], ["pods/ephemeralcontainers"])])]:
         w = objs.get(kind, adm)
-        eq(len(w["webhooks"]), 1, f"{kind} webhooks")
-        h = w["webhooks"][0]
-        eq(h["name"], "pods.slinky.slurm.net", f"{kind} webhook name")
+        hooks = {h["name"]: h for h in w["webhooks"]}
+        eq(len(w["webhooks"]), 2 if kind.startswith("Validating") else 1, f"{kind} webhooks")
+        check(name in hooks, f"{kind} has webhook {name}")
+        h = hooks[name]
         eq(h["clientConfig"]["service"], {"name": adm, "namespace": ns, "path": path},
-           f"{kind} service")
-        eq(h["clientConfig"].get("caBundle"), ca_bundle, f"{kind} caBundle")
-        eq(h["rules"], [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ops,
-                         "resources": res, "scope": "Namespaced"}], f"{kind} rules")
+           f"{kind} {name} service")
+        eq(h["clientConfig"].get("caBundle"), ca_bundle, f"{kind} {name} caBundle")
+        eq(h["rules"], rules_want, f"{kind} {name} rules")
         eq(h["namespaceSelector"], {"matchExpressions": [{
             "key": "kubernetes.io/metadata.name", "operator": "NotIn",
             "values": ["kube-system", ns]}]}, f"{kind} namespaceSelector")
         eq(h["sideEffects"], "None", f"{kind} sideEffects")
         eq(h["admissionReviewVersions"], ["v1"], f"{kind} admissionReviewVersions")
         eq(h["failurePolicy"], "Fail", f"{kind} failurePolicy")
+        conds = h.get("matchConditions", [])
+        if scoped:
+            eq(len(conds), 1, f"{kind} {name}: one matchCondition")
+            expr = conds[0]["expression"] if conds else ""
+            check(name == "workloads.slinky.slurm.net" or f"object.spec.schedulerName == '{sched}'" in expr,
+                  f"{kind} {name}: scoped to the bridge's pods: {expr}")
+        else:
+            eq(conds, [], f"{kind} {name}: no matchConditions")
         ann = w["metadata"].get("annotations", {})
         if ca_bundle is None:
             eq(ann.get("cert-manager.io/inject-ca-from"), f"{ns}/{adm}", f"{kind} inject-ca-from")
@@ -264,7 +291,10 @@ def case_default_values():
     eq(d["spec"]["template"]["spec"]["hostNetwork"], False, "hostNetwork")
     for k in ("priorityClassName", "nodeSelector", "affinity", "tolerations"):
         check(k not in d["spec"]["template"]["spec"], f"scheduler: no {k} by default")
-    check("resources" not in c, "scheduler: no resources by default")
+    # (ours) a memory limit by default: a leak cannot take the node down.
+    eq(c["resources"], {"requests": {"cpu": "100m", "memory": "128Mi"},
+                        "limits": {"memory": "1Gi"}}, "scheduler: default resources")
+    eq(d["spec"]["strategy"], {"type": "Recreate"}, "scheduler: Recreate without leaderElect")
 
     d, c, vols, mounts = check_component(objs, "slurm-bridge-controllers", "controllers", ns)
     eq(c["name"], "slurm-bridge-controllers", "controllers container name")
@@ -497,7 +527,7 @@ def case_upstream_1_2_values_file():
     check(f"--privileged-user=system:serviceaccount:{ns}:{sched}" in c["args"],
           "privileged scheduler account follows schedulerName")
     secret = objs.get("Secret", "slurm-bridge-admission")
-    check_webhooks(objs, "slurm-bridge-admission", ns, secret["data"]["ca.crt"])
+    check_webhooks(objs, "slurm-bridge-admission", ns, secret["data"]["ca.crt"], sched=sched)
 
     cfg = objs.config()
     eq(cfg["schedulerName"], sched, "config schedulerName")
@@ -525,8 +555,10 @@ def case_upstream_keys_and_defaults():
         "admission.image.repository": "ghcr.io/slinkyproject/slurm-bridge-admission",
         "admission.image.tag": "", "admission.image.pullPolicy": "IfNotPresent",
         "admission.certManager.enabled": True, "admission.certManager.duration": "43800h0m0s",
-        "admission.certManager.renewBefore": "8760h0m0s", "admission.replicas": 1,
-        "admission.pdb.enabled": False, "admission.pdb.minAvailable": 1,
+        "admission.certManager.renewBefore": "8760h0m0s",
+        # (ours, N-7) 2 replicas and a PodDisruptionBudget: the webhook fails closed.
+        "admission.replicas": 2,
+        "admission.pdb.enabled": True, "admission.pdb.minAvailable": 1,
         "admission.pdb.maxUnavailable": None, "admission.priorityClassName": "",
         "admission.resources": {}, "admission.nodeSelector": {}, "admission.affinity": {},
         "admission.tolerations": [], "admission.managedNamespaces": ["slurm-bridge"],
@@ -548,6 +580,76 @@ def case_upstream_keys_and_defaults():
             check(isinstance(node, dict) and part in node, f"values.yaml lacks {path}")
             node = node[part]
         eq(node, default, f"default of {path}")
+
+
+def case_trust_at_the_edges():
+    """(ours, issue #25) identityPolicy, system namespaces, matchConditions, webhook
+    availability (2 replicas, PDB, spread), memory limits, Recreate without leader election."""
+    objs = render()
+    adm = objs.get("Deployment", "slurm-bridge-admission")
+    eq(adm["spec"]["replicas"], 2, "admission: 2 replicas by default")
+    spread = adm["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"][
+        "preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"]
+    eq(spread["topologyKey"], "kubernetes.io/hostname", "admission replicas spread over nodes")
+    eq(spread["labelSelector"]["matchLabels"], selector("slurm-bridge-admission"),
+       "anti-affinity selects the admission pods")
+    pdb = objs.get("PodDisruptionBudget", "slurm-bridge-admission")
+    eq(pdb["spec"]["minAvailable"], 1, "admission PDB minAvailable 1")
+    eq(container(adm)["resources"], {"requests": {"cpu": "50m", "memory": "32Mi"},
+                                     "limits": {"memory": "256Mi"}}, "admission resources")
+    eq(container(objs.get("Deployment", "slurm-bridge-controllers"))["resources"],
+       {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "512Mi"}},
+       "controllers resources")
+    check("--system-namespace=kube-system" in container(adm)["args"], "system namespaces passed")
+    mut = objs.get("MutatingWebhookConfiguration", "slurm-bridge-admission")["webhooks"][0]
+    eq(mut["matchConditions"][0]["expression"],
+       "(has(object.spec.schedulerName) && object.spec.schedulerName == 'slurm-bridge-scheduler')"
+       " || (request.subResource == '' && request.namespace in ['slurm-bridge'])",
+       "mutating webhook: the managed namespaces and the bridge's pods")
+    val = {h["name"]: h for h in objs.get("ValidatingWebhookConfiguration",
+                                          "slurm-bridge-admission")["webhooks"]}
+    wl = val["workloads.slinky.slurm.net"]["matchConditions"][0]["expression"]
+    for part in ("k.startsWith('slurmjob.slinky.slurm.net/')", "k.startsWith('slinky.slurm.net/')",
+                 "request.kind.kind == 'DaemonSet'", "object.spec.template.spec.tolerations"):
+        check(part in wl, f"workloads matchCondition has {part}: {wl}")
+    # With a namespace selector CEL cannot see the namespace's labels: every CREATE is sent.
+    sel = render("--set", "admission.managedNamespaceSelector.matchLabels.team=ml")
+    eq(sel.get("MutatingWebhookConfiguration", "slurm-bridge-admission")["webhooks"][0]
+       ["matchConditions"][0]["expression"],
+       "(has(object.spec.schedulerName) && object.spec.schedulerName == 'slurm-bridge-scheduler')"
+       " || request.subResource == ''", "selector: every pod CREATE")
+    # Before 1.30 (or turned off): no matchConditions.
+    for args in (["--kube-version", "v1.29.0"], ["--set", "admission.matchConditions=false"]):
+        old = render(*args)
+        for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
+            for h in old.get(kind, "slurm-bridge-admission")["webhooks"]:
+                check("matchConditions" not in h, f"{args}: {kind} {h['name']} unscoped")
+    # Leader election: the API's rolling update again.
+    le = render("--set", "scheduler.leaderElect=true,controllers.leaderElect=true")
+    for d in ("slurm-bridge-scheduler", "slurm-bridge-controllers"):
+        check("strategy" not in le.get("Deployment", d)["spec"], f"{d}: rolling update with election")
+    # One replica: no spread; own resources replace the default.
+    one = render("--set", "admission.replicas=1,admission.resources.limits.memory=1Gi")
+    check("affinity" not in one.get("Deployment", "slurm-bridge-admission")["spec"]["template"]["spec"],
+          "one replica: no anti-affinity")
+    eq(container(one.get("Deployment", "slurm-bridge-admission"))["resources"],
+       {"limits": {"memory": "1Gi"}}, "admission.resources replaces the default")
+    # identityPolicy reaches config.yaml as a list; systemNamespaces as flags.
+    with tempfile.TemporaryDirectory() as tmp:
+        vals = os.path.join(tmp, "identity-values.yaml")
+        with open(vals, "w") as f:
+            yaml.safe_dump({"config": {"identityPolicy": [
+                {"namespaces": ["team-a"], "user": "alice", "accounts": ["physics"],
+                 "maxPriority": 100}]},
+                "admission": {"systemNamespaces": ["kube-system", "gpu-operator"]}}, f)
+        ip = render("-f", vals)
+    eq(ip.config()["identityPolicy"], [{"namespaces": ["team-a"], "user": "alice",
+                                         "accounts": ["physics"], "maxPriority": 100}],
+       "config identityPolicy")
+    a = container(ip.get("Deployment", "slurm-bridge-admission"))["args"]
+    for want in ("--system-namespace=kube-system", "--system-namespace=gpu-operator"):
+        check(want in a, f"admission args have {want}")
+    check("identityPolicy" not in objs.config(), "no identityPolicy key by default")
 
 
 def case_upstream_bugs_fixed():
@@ -626,7 +728,12 @@ def case_host_network_ports_env_strategy():
     for d in ("slurm-bridge-scheduler", "slurm-bridge-controllers", "slurm-bridge-admission"):
         dep = objs.get("Deployment", d)
         pod = dep["spec"]["template"]["spec"]
-        check("strategy" not in dep["spec"], f"{d}: no strategy by default")
+        if d == "slurm-bridge-admission":
+            check("strategy" not in dep["spec"], f"{d}: no strategy by default")
+        else:
+            # N-11: without leader election two replicas would act at once in a rolling update.
+            eq(dep["spec"]["strategy"], {"type": "Recreate"},
+               f"{d}: Recreate by default (leaderElect false)")
         check("dnsPolicy" not in pod, f"{d}: no dnsPolicy by default")
         eq(pod.get("hostNetwork", False), False, f"{d}: no hostNetwork by default")
     eq(objs.get("Deployment", "slurm-bridge-scheduler")["spec"]["template"]["spec"]["hostNetwork"],
