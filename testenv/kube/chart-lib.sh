@@ -94,7 +94,10 @@ $c:
     - {name: KUBERNETES_SERVICE_PORT, value: "$api_port"}
 YAML
     case $c in
+      # One webhook replica: every node shares one network namespace here, so a second
+      # hostNetwork replica could not listen on the same port.
       admission) echo "  certManager: {enabled: false}"
+        echo "  replicas: 1"
         echo "  ports: {webhook: $adm_port, health: $adm_health}" ;;
       controllers) echo "  leaderElect: true"
         echo "  ports: {metrics: $ctl_metrics, health: $ctl_health}" ;;

@@ -604,7 +604,7 @@ def case_trust_at_the_edges():
     mut = objs.get("MutatingWebhookConfiguration", "slurm-bridge-admission")["webhooks"][0]
     eq(mut["matchConditions"][0]["expression"],
        "(has(object.spec.schedulerName) && object.spec.schedulerName == 'slurm-bridge-scheduler')"
-       " || (request.subResource == '' && request.namespace in ['slurm-bridge'])",
+       " || (request.operation == 'CREATE' && request.namespace in ['slurm-bridge'])",
        "mutating webhook: the managed namespaces and the bridge's pods")
     val = {h["name"]: h for h in objs.get("ValidatingWebhookConfiguration",
                                           "slurm-bridge-admission")["webhooks"]}
@@ -617,7 +617,7 @@ def case_trust_at_the_edges():
     eq(sel.get("MutatingWebhookConfiguration", "slurm-bridge-admission")["webhooks"][0]
        ["matchConditions"][0]["expression"],
        "(has(object.spec.schedulerName) && object.spec.schedulerName == 'slurm-bridge-scheduler')"
-       " || request.subResource == ''", "selector: every pod CREATE")
+       " || request.operation == 'CREATE'", "selector: every pod CREATE")
     # Before 1.30 (or turned off): no matchConditions.
     for args in (["--kube-version", "v1.29.0"], ["--set", "admission.matchConditions=false"]):
         old = render(*args)

@@ -162,6 +162,46 @@ job_ended() { slurm_job | jq -e '.job_state | index("RUNNING") == null and index
 wait_for 60 job_ended
 check "its completion ended the Slurm job ($(slurm_job | jq -r '.job_state | join(",")'))" job_ended
 
+# --- 4b. what the webhooks refuse, through the real apiserver (issue #25) ----------------------
+step "the webhooks' refusals and their scope (matchConditions)"
+refused() { # EXPECTED_TEXT MANIFEST_JSON: a server-side dry run is refused with the text
+  local out
+  out=$(kubectl create --dry-run=server -f - <<<"$2" 2>&1) && return 1
+  grep -qF "$1" <<<"$out" || { echo "$out" >&2; return 1; }
+}
+admitted() { kubectl create --dry-run=server -f - <<<"$1" >/dev/null; }
+bridge_pod='{"apiVersion":"v1","kind":"Pod","metadata":{"name":"greedy","namespace":"slurm-bridge",
+  "annotations":{"slurmjob.slinky.slurm.net/priority":"2000000000"}},
+  "spec":{"containers":[{"name":"c","image":"busybox"}]}}'
+check "N-4: a pod asking for a priority its namespace may not use is refused" \
+  refused 'slurmjob.slinky.slurm.net/priority: "2000000000" is not allowed in namespace slurm-bridge' "$bridge_pod"
+check "N-4: so is a Job whose annotations ask for another account" \
+  refused 'slurmjob.slinky.slurm.net/account: "other-team" is not allowed' \
+  '{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"j","namespace":"slurm-bridge",
+    "annotations":{"slurmjob.slinky.slurm.net/account":"other-team"}},"spec":{"template":{"spec":{
+    "restartPolicy":"Never","containers":[{"name":"c","image":"busybox"}]}}}}'
+daemonset='{"apiVersion":"apps/v1","kind":"DaemonSet","metadata":{"name":"ds","namespace":"NS"},
+  "spec":{"selector":{"matchLabels":{"a":"b"}},"template":{"metadata":{"labels":{"a":"b"}},
+  "spec":{"tolerations":[{"operator":"Exists"}],"containers":[{"name":"c","image":"busybox"}]}}}}'
+check "N-3: a tenant's DaemonSet tolerating every taint is refused" \
+  refused 'spec.template: a toleration of the taint slinky.slurm.net/managed-node' "${daemonset/NS/slurm-bridge}"
+check "N-3: the same DaemonSet in kube-system is admitted" admitted "${daemonset/NS/kube-system}"
+plain='{"apiVersion":"v1","kind":"Pod","metadata":{"name":"plain","namespace":"default"},
+  "spec":{"containers":[{"name":"c","image":"busybox"}]}}'
+check "an unrelated pod is admitted" admitted "$plain"
+# N-7: with the webhook down, only the writes it judges fail; other pods are not sent to it.
+k -n slinky scale deploy slurm-bridge-admission --replicas=0 >/dev/null
+no_admission_pods() { [ "$(k -n slinky get pods -l app.kubernetes.io/name=slurm-bridge-admission -o name | wc -l)" = 0 ]; }
+wait_for 90 no_admission_pods
+check "webhook down: an unrelated pod is still admitted (matchConditions)" admitted "$plain"
+check "webhook down: a pod for the bridge fails closed" \
+  refused 'failed calling webhook' "${bridge_pod/2000000000/1}"
+k -n slinky scale deploy slurm-bridge-admission --replicas=1 >/dev/null
+wait_for 120 rolled_out slurm-bridge-admission
+check "webhook back: Ready" rolled_out slurm-bridge-admission
+webhook_answers() { refused 'is not allowed in namespace' "$bridge_pod" 2>/dev/null; }
+wait_for 60 webhook_answers
+
 # --- 5. upgrade-equivalent ----------------------------------------------------------------------
 step "upgrade: re-render with config.jobPollInterval=1s, apply"
 declare -A sum_before rs_before
