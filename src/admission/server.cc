@@ -32,6 +32,14 @@ struct AdmissionState {
 
 struct Server::State : AdmissionState {};
 
+net::ClientOptions NamespaceClientOptions() {
+  net::ClientOptions o;
+  o.timeout = std::chrono::seconds(3);
+  o.connect_timeout = std::chrono::seconds(2);
+  o.max_attempts = 1;
+  return o;
+}
+
 namespace {
 
 using StatePtr = std::shared_ptr<AdmissionState>;

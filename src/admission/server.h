@@ -39,6 +39,7 @@
 #include "admission/review.h"
 #include "common/error.h"
 #include "kube/client.h"
+#include "net/http_client.h"
 #include "net/http_server.h"
 
 namespace sb::admission {
@@ -51,9 +52,12 @@ struct ServerOptions {
   std::string key_file;
   std::chrono::milliseconds tls_reload_interval{5000};
   // Slow clients: the TLS handshake and each request's headers must arrive within
-  // header_timeout; one client address may hold max_connections_per_ip connections.
+  // header_timeout; one client address may hold max_connections_per_ip connections (0: no
+  // per-address cap; 1024 connections in all still). No cap by default: the webhook's clients
+  // are kube-apiservers, one address each, which speak HTTP/1.1 and open one connection per
+  // concurrent call (N-7: a cap of 64 refused the 65th pod write of a busy cluster).
   std::chrono::milliseconds header_timeout{5000};
-  std::size_t max_connections_per_ip = 64;
+  std::size_t max_connections_per_ip = 0;
   // /healthz and /readyz; "" or "0": no health server.
   std::string health_bind_address = ":8081";
 };
@@ -69,6 +73,12 @@ struct ServerStats {
 };
 
 enum class Hook { kMutate, kValidate };
+
+// The options of the HTTP client that reads namespaces (with managedNamespaceSelector): one try
+// of at most 3 s, well inside the webhook's timeoutSeconds (10 by default), so that an apiserver
+// too slow to answer makes the webhook fail open (admitted unchanged, with a warning) instead of
+// the apiserver abandoning the call, which fails closed (N-19). Watches set their own deadline.
+[[nodiscard]] net::ClientOptions NamespaceClientOptions();
 
 class Server {
  public:

@@ -2,11 +2,18 @@
 #include "admission/server.h"
 
 #include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <optional>
 #include <string>
 
 #include <gtest/gtest.h>
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/json.hpp>
@@ -14,6 +21,7 @@
 #include "bridge/names.h"
 #include "common/base64.h"
 #include "net/http_client.h"
+#include "net/test_certs.h"
 #include "testing/run.h"
 
 namespace sb::admission {
@@ -257,6 +265,97 @@ TEST_F(AdmissionServerTest, SelectorWithoutClientIsAStartupError) {
   Result<void> r = server.Start();
   ASSERT_FALSE(r.has_value());
   EXPECT_NE(r.error().message.find("managedNamespaceSelector"), std::string::npos);
+}
+
+// N-19: a namespace GET to an apiserver that accepts the connection and never answers gives up
+// after NamespaceClientOptions' 3 s, inside the webhook's 10 s, so the webhook can fail open.
+TEST(NamespaceClient, GivesUpWellInsideTheWebhookTimeout) {
+  asio::io_context io;
+  asio::ip::tcp::acceptor acceptor(io, {asio::ip::make_address("127.0.0.1"), 0});
+  std::vector<asio::ip::tcp::socket> held;  // accepted, never answered
+  std::function<void()> accept = [&] {
+    acceptor.async_accept([&](boost::system::error_code ec, asio::ip::tcp::socket sock) {
+      if (ec) return;
+      held.push_back(std::move(sock));
+      accept();
+    });
+  };
+  accept();
+  auto endpoint =
+      net::ParseEndpoint("http://127.0.0.1:" + std::to_string(acceptor.local_endpoint().port()));
+  ASSERT_TRUE(endpoint);
+  auto http = net::HttpClient::Create(io.get_executor(), *endpoint, NamespaceClientOptions());
+  ASSERT_TRUE(http);
+  std::unique_ptr<kube::Client> client = kube::MakeClient(**http, nullptr);
+  const auto start = std::chrono::steady_clock::now();
+  Result<std::string> got = RunSync(io, client->Get(kube::NamespacesRef().WithName("slow")));
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_FALSE(got);
+  EXPECT_EQ(got.error().code, ErrorCode::kDeadlineExceeded) << got.error().ToString();
+  EXPECT_GE(took, std::chrono::milliseconds(2900));
+  EXPECT_LT(took, std::chrono::seconds(5)) << "one try of 3 s, no retry";
+  EXPECT_EQ(held.size(), 1u) << "no second attempt";
+}
+
+// N-7: a burst of 200 concurrent AdmissionReviews from one address (one kube-apiserver, one
+// TLS connection per call) is answered in full. Prints the time the burst took (the load figure;
+// not asserted).
+TEST_F(AdmissionServerTest, BurstOf200ConcurrentReviewsFromOneAddressIsAnswered) {
+  char tmpl[] = "/tmp/sb-adm-load.XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  std::string why;
+  std::optional<net::testing::TestCerts> certs = net::testing::MakeTestCerts(dir, "w", &why);
+  ASSERT_TRUE(certs) << why;
+  Policy policy;
+  policy.managed_namespaces = {"hpc"};
+  Server server(io_.get_executor(), policy,
+                {.bind_address = "127.0.0.1:0",
+                 .cert_file = certs->cert_file,
+                 .key_file = certs->key_file,
+                 .health_bind_address = "0"},
+                nullptr);
+  ASSERT_TRUE(server.Start().has_value());
+  auto ep = net::ParseEndpoint("https://127.0.0.1:" + std::to_string(server.port()));
+  ASSERT_TRUE(ep);
+  net::ClientOptions copt{.max_attempts = 1, .max_idle_connections = 256};
+  copt.tls.ca_file = certs->ca_file;
+  auto client = net::HttpClient::Create(io_.get_executor(), *ep, copt);
+  ASSERT_TRUE(client);
+  constexpr int kBurst = 200;
+  int ok = 0;
+  int done = 0;
+  std::vector<std::string> errors;
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < kBurst; ++i) {
+    net::HttpRequest req{.method = net::Method::kPost,
+                         .target = std::string(i % 2 ? kMutatePodPath : kValidatePodPath),
+                         .headers = {{"Content-Type", "application/json"}},
+                         .body = Review("CREATE", "hpc", "")};
+    asio::co_spawn(
+        io_,
+        [&, req = std::move(req)]() -> asio::awaitable<void> {
+          Result<net::HttpResponse> r = co_await (*client)->Send(req);
+          if (r && r->status == 200) {
+            ++ok;
+          } else if (errors.size() < 5) {
+            errors.push_back(r ? std::to_string(r->status) : r.error().ToString());
+          }
+          ++done;
+        },
+        asio::detached);
+  }
+  while (done < kBurst && io_.run_one_for(std::chrono::seconds(30)) > 0) {
+  }
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(ok, kBurst) << ::testing::PrintToString(errors);
+  EXPECT_EQ(server.stats().reviews, static_cast<std::uint64_t>(kBurst));
+  EXPECT_GT((*client)->stats().connections_opened, 64u) << "the burst did not exceed the old cap";
+  std::printf(
+      "webhook load: %d concurrent AdmissionReviews over TLS from one address in %lld ms\n", kBurst,
+      static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()));
+  server.Stop();
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

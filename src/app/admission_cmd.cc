@@ -77,7 +77,8 @@ int RunAdmission(const AdmissionOptions& options) {
       spdlog::error("admission: Kubernetes config: {}", kc.error().message);
       return 1;
     }
-    Result<std::unique_ptr<net::HttpClient>> h = kube::MakeHttpClient(io.get_executor(), *kc);
+    Result<std::unique_ptr<net::HttpClient>> h =
+        kube::MakeHttpClient(io.get_executor(), *kc, admission::NamespaceClientOptions());
     if (!h) {
       spdlog::error("admission: Kubernetes client: {}", h.error().message);
       return 1;
@@ -92,6 +93,7 @@ int RunAdmission(const AdmissionOptions& options) {
   sopt.cert_file = options.cert_file;
   sopt.key_file = options.key_file;
   sopt.health_bind_address = options.health_probe_bind_address;
+  sopt.max_connections_per_ip = options.max_connections_per_ip;
   admission::Server server(io.get_executor(), policy, sopt, kube_client.get());
   if (Result<void> r = server.Start(); !r) {
     spdlog::error("admission: {}", r.error().message);

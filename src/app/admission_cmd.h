@@ -27,6 +27,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,7 @@ struct AdmissionOptions {
   std::vector<std::string> privileged_users;
   std::vector<std::string> privileged_groups;
   std::vector<std::string> system_namespaces{"kube-system"};
+  std::size_t max_connections_per_ip = 0;  // 0: no per-address cap (admission/server.h)
   std::chrono::milliseconds shutdown_grace{10000};
 };
 

@@ -109,7 +109,12 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   adm->add_option("--privileged-group", adm_opts.privileged_groups,
                   "Group whose users may set the bridge's labels and annotations (repeatable)");
   adm->add_option("--system-namespace", adm_opts.system_namespaces,
-                  "Namespace whose pods may tolerate the managed-node taint (repeatable)")
+                  "Namespace whose pods (DaemonSet pods included) may tolerate the managed-node "
+                  "taint (repeatable)")
+      ->capture_default_str();
+  adm->add_option("--max-connections-per-ip", adm_opts.max_connections_per_ip,
+                  "Connections one client address may hold (0: no cap; each kube-apiserver is "
+                  "one address and opens a connection per concurrent call)")
       ->capture_default_str();
   all->add_option("--webhook-bind-address", adm_opts.bind_address,
                   "HTTPS address of the webhook (with --webhook)")
