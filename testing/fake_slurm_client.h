@@ -17,7 +17,7 @@
 //   - ListJobsSince(t): every change above (and AddJob, SubmitJob, Forget) moves a logical
 //     clock on; a list answers last_update = that clock, and `unchanged` (no jobs) when t > 0
 //     and nothing changed since the list that gave t, as slurmctld does.
-//   - Nodes: AddNode/SetNodeState; GetNode of an unknown node is kNotFound.
+//   - Nodes: AddNode/RemoveNode/SetNodeState; GetNode of an unknown node is kNotFound.
 //   - Failure injection: FailNext(call, error, times) makes the next `times` calls of `call`
 //     ("SubmitJob", "GetJob", "ListJobs", "JobStates", "UpdateJob", "CancelJob", "JobResources",
 //     "ListNodes", "GetNode", "UpdateNode", "CreateNode", "DeleteNode", "ListPartitions",
@@ -68,6 +68,7 @@ class FakeSlurmClient final : public slurm::Client {
   [[nodiscard]] std::vector<std::int64_t> JobIds() const;
 
   void AddNode(slurm::NodeInfo node);
+  void RemoveNode(const std::string& name) { nodes_.erase(name); }
   bool SetNodeState(const std::string& name, std::vector<std::string> state);
 
   void FailNext(const std::string& call, Error error, int times = 1, bool apply = false);

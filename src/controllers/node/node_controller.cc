@@ -105,6 +105,26 @@ awaitable<Result<void>> NodeController::ListSlurmNodes() {
     std::string name = n.name;
     by_name.insert_or_assign(std::move(name), std::move(n));
   }
+  if (slurm_listed_) {
+    const std::size_t lost = static_cast<std::size_t>(std::ranges::count_if(
+        slurm_nodes_, [&](const auto& kv) { return !by_name.contains(kv.first); }));
+    if (SuspiciousShrink(slurm_nodes_.size(), lost)) {
+      if (++shrink_seen_ < kShrinkConfirmations) {
+        ++stats_.slurm_lists_held;
+        spdlog::warn(
+            "Slurm's node list lacks {} of the {} Slurm nodes known ({} nodes listed): not acted "
+            "on (a token that cannot see every node, or a partial answer, would strip the "
+            "managed-node taint); believed if {} lists in a row say so",
+            lost, slurm_nodes_.size(), by_name.size(), kShrinkConfirmations);
+        co_return Result<void>{};
+      }
+      spdlog::warn(
+          "Slurm's node list lacks {} of the {} known Slurm nodes for {} lists in a row: "
+          "believed",
+          lost, slurm_nodes_.size(), shrink_seen_);
+    }
+  }
+  shrink_seen_ = 0;
   slurm_nodes_ = std::move(by_name);
   slurm_listed_ = true;
   ++stats_.slurm_lists;

@@ -72,7 +72,8 @@ struct NodeControllerStats {
   std::uint64_t condition_updates = 0;  // writes and removals of SlurmNodeReady
   std::uint64_t conflicts = 0;          // 409 on a taint patch (requeued, not an error)
   std::uint64_t errors = 0;             // failed reconciles and failed Slurm list reads
-  std::uint64_t slurm_lists = 0;        // successful GET /nodes/
+  std::uint64_t slurm_lists = 0;        // successful GET /nodes/ acted on
+  std::uint64_t slurm_lists_held = 0;   // ... not acted on: too many nodes gone at once
   std::uint64_t reconciles = 0;
 };
 
@@ -127,6 +128,7 @@ class NodeController {
   // Slurm's nodes by name, from the last successful list (and patched after our own updates).
   std::map<std::string, slurm::NodeInfo> slurm_nodes_;
   bool slurm_listed_ = false;
+  int shrink_seen_ = 0;  // successive lists that lost too many nodes at once (SuspiciousShrink)
   // Conditions written and not yet seen in the cache (the watch lags the write): node -> what was
   // written and when, so that a reconcile in between does not write it again.
   struct Written {

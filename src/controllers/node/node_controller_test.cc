@@ -265,6 +265,38 @@ TEST_F(NodeControllerTest, DrainAndUndrainReReadTheSlurmNodeFirst) {
   EXPECT_EQ(controller_->stats().undrains, 0u);
 }
 
+// N-18: a successful list that lost most Slurm nodes at once (a token that cannot see them, a
+// slurmrestd answering `nodes: []`) is not acted on: the nodes keep the managed-node taint. Only
+// when kShrinkConfirmations lists in a row say so is it believed.
+TEST_F(NodeControllerTest, ListLosingMostNodesAtOnceIsNotActedOnUntilConfirmed) {
+  for (const char* n : {"n1", "n2", "n3"}) {
+    slurm_.AddNode(SlurmNode(n, {"IDLE"}));
+    PutNode(n, {.taints = {ManagedTaint()}});
+  }
+  Start();
+  ASSERT_TRUE(RunUntil([&] { return controller_->Ready() && status_patches_.size() >= 3; }));
+  for (const char* n : {"n1", "n2", "n3"}) slurm_.RemoveNode(n);
+  for (int i = 1; i < kShrinkConfirmations; ++i) {
+    clock_.Advance(config_.node_list_interval);
+    ASSERT_TRUE(RunUntil(
+        [&] { return controller_->stats().slurm_lists_held == static_cast<std::uint64_t>(i); }));
+    PutNode("n1", {.taints = {ManagedTaint()}});  // a Node event: reconciled on the kept list
+    const std::uint64_t reconciles = controller_->stats().reconciles;
+    ASSERT_TRUE(RunUntil([&] { return controller_->stats().reconciles > reconciles; }));
+    Settle();
+    for (const char* n : {"n1", "n2", "n3"}) {
+      EXPECT_TRUE(HasManagedTaint(n)) << n << " after " << i << " empty list(s)";
+      EXPECT_EQ(TaintPatchesOf(n), 0) << n;
+    }
+  }
+  // The third empty list in a row: believed, the nodes are no longer Slurm's.
+  clock_.Advance(config_.node_list_interval);
+  ASSERT_TRUE(RunUntil(
+      [&] { return !HasManagedTaint("n1") && !HasManagedTaint("n2") && !HasManagedTaint("n3"); }));
+  EXPECT_EQ(controller_->stats().slurm_lists_held,
+            static_cast<std::uint64_t>(kShrinkConfirmations - 1));
+}
+
 // A failed Slurm node list keeps the previous one (a Slurm node does not turn into a non-Slurm
 // node and lose its taint), and the read is retried after 1 s, then 2 s, not after the interval.
 TEST_F(NodeControllerTest, FailedSlurmListKeepsThePreviousOneAndBacksOff) {

@@ -31,6 +31,8 @@ std::string CordonDrainReason(std::string_view k8s_node) {
   return fmt::format("slurm-bridge: Corresponding Kubernetes node ({}) is unschedulable", k8s_node);
 }
 
+bool SuspiciousShrink(std::size_t known, std::size_t lost) { return lost >= 2 && lost * 2 > known; }
+
 bool IsBridgeOrEmptyReason(std::string_view reason) {
   return reason.empty() || reason.find(kBridgeReasonMarker) != std::string_view::npos;
 }

@@ -34,6 +34,7 @@
 //   if (plan.taints) { ... PATCH TaintsPatch(*plan.taints, node.metadata.resource_version) ... }
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -74,6 +75,14 @@ inline constexpr std::string_view kEventSlurmNodeReady = "SlurmNodeReady";
 [[nodiscard]] std::string CordonDrainReason(std::string_view k8s_node);
 // True when `reason` is empty or was written by the bridge.
 [[nodiscard]] bool IsBridgeOrEmptyReason(std::string_view reason);
+
+// Whether a successful Slurm node list that no longer has `lost` of the `known` Slurm nodes is
+// too sudden to act on at once (N-18): more than half of them, and at least 2. A token whose
+// view hides nodes (PrivateData=nodes) or a slurmrestd answering `nodes: []` would otherwise
+// strip the managed-node taint from every node, and default-scheduler pods would land on them.
+[[nodiscard]] bool SuspiciousShrink(std::size_t known, std::size_t lost);
+// How many successive lists must agree before such a shrink is believed.
+inline constexpr int kShrinkConfirmations = 3;
 
 // Slurm's view of one node, as the controller reports it.
 enum class SlurmHealth { kReady, kDown, kDrained, kFailing };

@@ -398,5 +398,24 @@ TEST(NodeLogicTest, Patches) {
             R"({"status":{"conditions":[{"$patch":"delete","type":"SlurmNodeReady"}]}})");
 }
 
+TEST(SuspiciousShrinkTest, MoreThanHalfAndAtLeastTwo) {
+  struct Row {
+    std::size_t known, lost;
+    bool suspicious;
+  };
+  for (const Row& r : std::vector<Row>{{0, 0, false},
+                                       {1, 1, false},  // one node removed: believed at once
+                                       {2, 1, false},
+                                       {2, 2, true},  // every node gone
+                                       {3, 2, true},
+                                       {4, 2, false},  // half: an administrator's reshuffle
+                                       {10, 5, false},
+                                       {10, 6, true},
+                                       {1000, 1000, true},
+                                       {1000, 10, false}}) {
+    EXPECT_EQ(SuspiciousShrink(r.known, r.lost), r.suspicious) << r.known << " " << r.lost;
+  }
+}
+
 }  // namespace
 }  // namespace sb::controllers
