@@ -321,18 +321,41 @@ std::vector<std::int64_t> PodController::JobsToPoll(const slurm::JobPollTick& ti
   if (!tick.full) return {};
   // The jobs the cached pods name; the cost follows the bridge's jobs, not every job of the
   // cluster.
-  std::set<std::int64_t> wanted;
+  std::map<std::int64_t, bool> settled;  // id -> every pod naming it finished and released
   holding_.clear();
   for (const auto& p : pods_.cache().List()) {
     const std::int64_t id = JobIdOf(*p);
     if (id <= 0) continue;
-    wanted.insert(id);
+    const bool released =
+        bridge::PodFinished(*p) && std::ranges::find(p->metadata.finalizers, bridge::kFinalizer) ==
+                                       p->metadata.finalizers.end();
+    auto [it, fresh] = settled.emplace(id, released);
+    if (!fresh) it->second = it->second && released;
     // A bound pod still running: its job's disappearance is what the jobGoneBrake counts.
     if (!p->spec.node_name.empty() && !bridge::PodFinished(*p)) {
       holding_.insert(id);
     }
   }
-  return {wanted.begin(), wanted.end()};
+  // N-17: a job that ended (or is gone) and whose pods all finished and were released needs
+  // nothing more: it is not asked about again while that holds (a Job's Succeeded pods can stay
+  // for ever). A pod that names it and is not done brings it back.
+  std::vector<std::int64_t> wanted;
+  for (const auto& [id, done] : settled) {
+    if (done) {
+      auto known = jobs_.find(id);
+      if (settled_.contains(id) ||
+          (known != jobs_.end() && bridge::JobEnded(known->second.state))) {
+        settled_.insert(id);
+        continue;
+      }
+    } else {
+      settled_.erase(id);
+    }
+    wanted.push_back(id);
+  }
+  std::erase_if(settled_, [&](std::int64_t id) { return !settled.contains(id); });
+  stats_.jobs_settled = settled_.size();
+  return wanted;
 }
 
 void PodController::HoldGoneDeletions(std::int64_t job_id, JobPlan& plan) {

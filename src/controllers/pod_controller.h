@@ -89,6 +89,8 @@ struct PodControllerStats {
   std::uint64_t jobs_missing = 0;
   bool gone_brake_engaged = false;
   std::uint64_t pods_held_by_brake = 0;  // deletions held back (counted per reconcile)
+  // Ended jobs whose pods all finished and were released: no longer polled.
+  std::uint64_t jobs_settled = 0;
 };
 
 // The labelled jobs' states come from a slurm::JobWatch: the process's shared one (`all` mode),
@@ -162,6 +164,7 @@ class PodController : private slurm::JobWatchSubscriber {
   std::int64_t sweep_since_ = 0;
   std::unordered_map<std::int64_t, async::Clock::TimePoint> first_seen_;  // job id -> first label
   std::set<std::int64_t> holding_;  // jobs with a bound, running pod (at the last poll's asking)
+  std::set<std::int64_t> settled_;  // ended jobs whose pods all finished and were released
   std::unordered_map<std::string, WallTime> stray_since_;   // pod UID -> first sweep that found it
   std::set<std::pair<std::string, std::string>> reported_;  // (pod UID, what) reported once
   PodControllerStats stats_;

@@ -226,6 +226,37 @@ TEST_P(PodControllerCostTest, OneStateRequestPerPollForTheLabelledJobsOnly) {
 
 INSTANTIATE_TEST_SUITE_P(LabelledPods, PodControllerCostTest, ::testing::Values(10, 1000));
 
+// N-17: a job that ended, whose pods all finished and were released (a Job keeps its Succeeded
+// pods), is asked about until its end is known, then no more; a running pod naming the same id
+// brings it back.
+TEST_F(PodControllerTest, EndedJobOfFinishedPodsIsNoLongerPolled) {
+  const std::int64_t running = slurm_.AddJob("RUNNING", TagFor("live", NextUid("live")));
+  api_.AddPod("ns", "live", {{std::string(bridge::kJobIdLabel), std::to_string(running)}}, "n1");
+  const std::int64_t ended = slurm_.AddJob("COMPLETED", TagFor("done", NextUid("done")));
+  api_.AddPod("ns", "done", {{std::string(bridge::kJobIdLabel), std::to_string(ended)}}, "n1");
+  api_.PatchPod("ns", "done", R"({"status":{"phase":"Succeeded"}})");
+  Start();
+  ASSERT_TRUE(OnePoll());
+  ASSERT_TRUE(RunUntil([&] { return controller_->QueueDepth() == 0; }));
+  ASSERT_TRUE(OnePoll());
+  const std::size_t from = slurm_.state_queries().size();
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(OnePoll());
+  ASSERT_GT(slurm_.state_queries().size(), from);
+  for (std::size_t q = from; q < slurm_.state_queries().size(); ++q) {
+    EXPECT_EQ(slurm_.state_queries()[q], std::vector<std::int64_t>{running})
+        << "the ended job of a finished pod is not asked about";
+  }
+  EXPECT_EQ(controller_->stats().jobs_settled, 1u);
+  // A pod that is not finished names it again: asked about again.
+  api_.AddPod("ns", "again", {{std::string(bridge::kJobIdLabel), std::to_string(ended)}});
+  ASSERT_TRUE(RunUntil([&] {
+    clock_.Advance(500ms);
+    const auto& q = slurm_.state_queries();
+    return !q.empty() && std::ranges::find(q.back(), ended) != q.back().end();
+  }));
+  EXPECT_EQ(controller_->stats().jobs_settled, 0u);
+}
+
 // No pod names a job: no state poll at all.
 TEST_F(PodControllerTest, NoLabelledPodNoStatePoll) {
   for (int i = 0; i < 20; ++i) slurm_.AddJob("RUNNING", "");
