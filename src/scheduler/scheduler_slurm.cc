@@ -206,6 +206,11 @@ void Scheduler::ApplyJobList(const std::vector<slurm::JobInfo>& jobs, async::Clo
     }
     ApplyState(t, std::string(j.BaseState()));
   }
+  // N-21: a job that ended for another reason while one of its nodes had no Kubernetes node
+  // leaves its first-seen time behind; only the tracked jobs' are kept.
+  std::erase_if(unmapped_since_, [&](const auto& kv) {
+    return std::ranges::none_of(jobs_, [&](const auto& g) { return g.second.id == kv.first; });
+  });
 }
 
 awaitable<void> Scheduler::CancelDuplicates() {

@@ -155,11 +155,15 @@ Event EventRecorder::MakeEvent(ObjectReference object, EventType type, std::stri
 
 bool EventRecorder::Emit(ObjectReference object, EventType type, std::string reason,
                          std::string message) {
-  if (shutting_down_ || queue_.size() >= options_.queue_size) {
+  if (shutting_down_ || queued_ >= options_.queue_size) {
     ++dropped_;
     return false;
   }
-  queue_.push_back(MakeEvent(std::move(object), type, std::move(reason), std::move(message)));
+  std::string key = ObjectKey(object);
+  std::deque<Event>& q = waiting_[key];
+  q.push_back(MakeEvent(std::move(object), type, std::move(reason), std::move(message)));
+  ++queued_;
+  if (q.size() == 1 && !writing_.contains(key)) ready_.push_back(std::move(key));
   if (wake_) {
     wake_->Wake();
   }
@@ -319,6 +323,9 @@ asio::awaitable<void> EventRecorder::WriteWithRetries(Event event) {
 asio::awaitable<void> EventRecorder::WriteQueued(Event event, std::string object) {
   co_await WriteWithRetries(std::move(event));
   writing_.erase(object);
+  if (auto it = waiting_.find(object); it != waiting_.end() && !it->second.empty()) {
+    ready_.push_back(std::move(object));
+  }
   if (wake_) {
     wake_->Wake();
   }
@@ -330,19 +337,21 @@ asio::awaitable<void> EventRecorder::Run() {
   writes_ = std::make_unique<async::TaskGroup>(executor, clock_, "event recorder");
   const std::size_t most = std::max<std::size_t>(options_.writers, 1);
   for (;;) {
-    // The oldest queued Events whose object has no write in flight, up to `most` writes. A write
+    // The objects with queued Events and no write in flight, in turn, up to `most` writes. A write
     // that ends at once (inside Spawn) frees its slot before the next check.
-    for (auto it = queue_.begin(); it != queue_.end() && writing_.size() < most;) {
-      std::string object = ObjectKey(it->involved_object);
-      if (!writing_.insert(object).second) {
-        ++it;
-        continue;
-      }
-      Event next = std::move(*it);
-      it = queue_.erase(it);
+    while (!ready_.empty() && writing_.size() < most) {
+      std::string object = std::move(ready_.front());
+      ready_.pop_front();
+      auto it = waiting_.find(object);
+      if (it == waiting_.end() || it->second.empty() || writing_.contains(object)) continue;
+      Event next = std::move(it->second.front());
+      it->second.pop_front();
+      --queued_;
+      if (it->second.empty()) waiting_.erase(it);
+      writing_.insert(object);
       writes_->Spawn(WriteQueued(std::move(next), std::move(object)));
     }
-    if (shutting_down_ && queue_.empty() && writing_.empty()) {
+    if (shutting_down_ && queued_ == 0 && writing_.empty()) {
       break;
     }
     if (co_await wake_->WaitUntil(async::Clock::TimePoint::max()) == async::WaitResult::kAborted) {

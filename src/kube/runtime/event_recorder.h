@@ -143,7 +143,7 @@ class EventRecorder {
                                                                      std::string message);
 
   // Events waiting in the queue (not those being written).
-  [[nodiscard]] std::size_t Pending() const { return queue_.size(); }
+  [[nodiscard]] std::size_t Pending() const { return queued_; }
   // Events dropped: queue full, filtered as spam, or failed for good.
   [[nodiscard]] std::uint64_t Dropped() const { return dropped_; }
 
@@ -190,7 +190,12 @@ class EventRecorder {
   std::unique_ptr<Lru<DedupEntry>> dedup_;
   std::unique_ptr<Lru<AggregateEntry>> aggregate_;
   std::unique_ptr<Lru<Bucket>> spam_;
-  std::deque<Event> queue_;
+  // Queued Events per object (oldest first), and the objects that have some and no write in
+  // flight, in the order they became so: each wake-up takes from the front, never walks the whole
+  // queue (a burst at a few objects was quadratic, N-21).
+  std::unordered_map<std::string, std::deque<Event>> waiting_;
+  std::deque<std::string> ready_;
+  std::size_t queued_ = 0;
   std::unordered_set<std::string> writing_;   // objects with an Event being written
   std::unique_ptr<async::Timer> wake_;        // Run()'s timer; Emit()/ShutDown()/writes wake it
   std::unique_ptr<async::TaskGroup> writes_;  // Run()'s writes in flight
