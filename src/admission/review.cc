@@ -85,6 +85,16 @@ PodFacts DecodePod(const json::object& pod) {
     if (const json::value* v = spec->if_contains("resourceClaims"); v && !v->is_null()) {
       f.has_resource_claims = true;
     }
+    if (const json::object* affinity = ObjectAt(*spec, "affinity")) {
+      for (auto [key, count] : {std::pair{"podAffinity", &f.required_pod_affinity},
+                                {"podAntiAffinity", &f.required_pod_anti_affinity}}) {
+        const json::object* a = ObjectAt(*affinity, key);
+        const json::value* terms =
+            a == nullptr ? nullptr
+                         : a->if_contains("requiredDuringSchedulingIgnoredDuringExecution");
+        if (terms != nullptr && terms->is_array()) *count = terms->as_array().size();
+      }
+    }
     if (const json::value* v = spec->if_contains("topologySpreadConstraints")) {
       if (const json::array* a = v->if_array()) {
         f.topology_spread_constraints = a->size();
@@ -616,6 +626,16 @@ Decision Validate(const Request& request, const Policy& policy) {
                          Quote(policy.scheduler_name) +
                          ": slurm-bridge does not carry DRA claims to Slurm yet; ask for GPUs "
                          "with resources.limits nvidia.com/gpu (Slurm's gres/gpu)");
+    }
+    if (pod.required_pod_affinity > 0 || pod.required_pod_anti_affinity > 0) {
+      problems.push_back(
+          "spec.affinity." +
+          std::string(pod.required_pod_affinity > 0 ? "podAffinity" : "podAntiAffinity") +
+          ".requiredDuringSchedulingIgnoredDuringExecution is not supported for pods scheduled "
+          "by " +
+          Quote(policy.scheduler_name) +
+          ": Slurm chooses the nodes and cannot see other pods; a gang's pods get one node each "
+          "already (one pod per node), and preferred terms are ignored");
     }
     if (pod.topology_spread_constraints > 0) {
       problems.push_back("spec.topologySpreadConstraints is not supported for pods scheduled by " +

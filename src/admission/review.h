@@ -14,7 +14,8 @@
 //   validate (/validate--v1-pod)
 //            for a pod whose schedulerName is the bridge's ("bridge pod"):
 //            CREATE rejects the job-id label, the node annotation, spec.nodeName,
-//            spec.resourceClaims, topologySpreadConstraints; UPDATE (any subresource) rejects a
+//            spec.resourceClaims, topologySpreadConstraints, required pod (anti-)affinity;
+//            UPDATE (any subresource) rejects a
 //            change of the job-id label or the node annotation in every phase, and the resize
 //            subresource; CREATE and UPDATE reject DRA requests the bridge cannot place
 //            (unsupported device classes, cpu together with dra.cpu, the cpu-per-task / gres
@@ -136,6 +137,10 @@ struct PodFacts {
   std::optional<std::string> node_name;       // nullopt: absent
   bool has_resource_claims = false;           // spec.resourceClaims present and not null
   std::size_t topology_spread_constraints = 0;
+  // spec.affinity.podAffinity / podAntiAffinity requiredDuringSchedulingIgnoredDuringExecution
+  // terms (Slurm places the pods; it cannot honour them).
+  std::size_t required_pod_affinity = 0;
+  std::size_t required_pod_anti_affinity = 0;
   std::string phase;  // status.phase
   // Resource names in requests or limits: of any container or init container, and pod-level.
   std::set<std::string> container_resources;
