@@ -321,7 +321,9 @@ CONF
     # the other mode, which no kubelet heartbeats, NotReady.
     # The controllers by their names since 1.26 (`*-controller`; the short 1.20 names are refused).
     # The disruption controller keeps PodDisruptionBudgets' status, which evictions read.
+    # persistentvolume-binder-controller: claims bind to their volumes (the volume e2e tests).
     local controllers=job-controller,replicaset-controller,garbage-collector-controller
+    controllers+=,persistentvolume-binder-controller
     controllers+=,disruption-controller
     [ $with_kubelets = 0 ] || controllers+=,node-lifecycle-controller
     local sa_args=()

@@ -422,11 +422,10 @@ bool MatchesNodeSelector(const kube::Pod& pod, const kube::Node& node) {
   return true;
 }
 
-namespace {
-
-bool MatchesAffinity(const kube::Pod& pod, const kube::Node& node) {
-  if (pod.spec.required_node_affinity.empty()) return true;
-  for (const kube::NodeSelectorTerm& term : pod.spec.required_node_affinity) {
+bool MatchesNodeSelectorTerms(const std::vector<kube::NodeSelectorTerm>& terms,
+                              const kube::Node& node) {
+  if (terms.empty()) return true;
+  for (const kube::NodeSelectorTerm& term : terms) {
     if (term.match_expressions.empty() && term.match_fields.empty()) continue;  // matches nothing
     bool ok = true;
     for (const kube::NodeSelectorRequirement& r : term.match_expressions) {
@@ -447,6 +446,12 @@ bool MatchesAffinity(const kube::Pod& pod, const kube::Node& node) {
     if (ok) return true;
   }
   return false;
+}
+
+namespace {
+
+bool MatchesAffinity(const kube::Pod& pod, const kube::Node& node) {
+  return MatchesNodeSelectorTerms(pod.spec.required_node_affinity, node);
 }
 
 }  // namespace

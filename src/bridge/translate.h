@@ -113,5 +113,9 @@ struct Exclusion {
                              const kube::Taint& taint);
 [[nodiscard]] bool MatchesNodeSelector(const kube::Pod& pod, const kube::Node& node);
 [[nodiscard]] bool NodeIsReady(const kube::Node& node);
+// A NodeSelector's terms (ORed; an empty list matches every node, a term without requirements
+// none), as a pod's required node affinity or a PersistentVolume's nodeAffinity.required.
+[[nodiscard]] bool MatchesNodeSelectorTerms(const std::vector<kube::NodeSelectorTerm>& terms,
+                                            const kube::Node& node);
 
 }  // namespace sb::bridge

@@ -351,6 +351,26 @@ error_code ReadPodSpec(od::value v, PodSpec& s) {
         return SUCCESS;
       });
     }
+    if (k == "volumes") {
+      s.claim_volumes.clear();
+      return ForEachElement(val, [&](od::value e) -> error_code {
+        ClaimVolume vol;
+        bool claim = false;
+        SB_JSON_TRY(ForEachField(e, [&](std::string_view vk, od::value vv) -> error_code {
+          if (vk == "name") return ReadString(vv, vol.name);
+          if (vk == "persistentVolumeClaim") {
+            claim = true;
+            return ForEachField(vv, [&](std::string_view ck, od::value cv) -> error_code {
+              return ck == "claimName" ? ReadString(cv, vol.claim_name) : SUCCESS;
+            });
+          }
+          if (vk == "ephemeral") claim = vol.ephemeral = true;
+          return SUCCESS;
+        }));
+        if (claim) s.claim_volumes.push_back(std::move(vol));
+        return SUCCESS;
+      });
+    }
     if (k == "schedulingGroup") {
       s.scheduling_group.clear();
       return ForEachField(val, [&](std::string_view gk, od::value gv) -> error_code {
@@ -911,6 +931,19 @@ bj::object PodSpecJson(const PodSpec& s) {
   if (!s.overhead.empty()) o["overhead"] = StringMapJson(s.overhead);
   if (!s.scheduling_group.empty()) {
     o["schedulingGroup"] = {{"podGroupName", s.scheduling_group}};
+  }
+  if (!s.claim_volumes.empty()) {
+    bj::array vols;
+    for (const ClaimVolume& v : s.claim_volumes) {
+      bj::object vo{{"name", v.name}};
+      if (v.ephemeral) {
+        vo["ephemeral"] = bj::object{};
+      } else {
+        vo["persistentVolumeClaim"] = {{"claimName", v.claim_name}};
+      }
+      vols.emplace_back(std::move(vo));
+    }
+    o["volumes"] = std::move(vols);
   }
   if (!s.resources.requests.empty() || !s.resources.limits.empty()) {
     bj::object res;

@@ -104,6 +104,16 @@ struct NodeSelectorTerm {
   bool operator==(const NodeSelectorTerm&) const = default;
 };
 
+// A pod volume backed by a PersistentVolumeClaim: its own (persistentVolumeClaim.claimName) or
+// a generic ephemeral volume's (the claim "<pod>-<volume>" that the ephemeral volume controller
+// creates). Other volume kinds are not kept.
+struct ClaimVolume {
+  std::string name;        // the volume's name
+  std::string claim_name;  // persistentVolumeClaim.claimName; "" for an ephemeral volume
+  bool ephemeral = false;
+  bool operator==(const ClaimVolume&) const = default;
+};
+
 struct PodSpec {
   std::string scheduler_name;
   std::string node_name;
@@ -122,6 +132,7 @@ struct PodSpec {
   // spec.schedulingGroup.podGroupName (Kubernetes 1.36, feature GenericWorkload): the
   // scheduling.k8s.io/v1alpha2 PodGroup of the Workload API the pod belongs to; "" when unset.
   std::string scheduling_group;
+  std::vector<ClaimVolume> claim_volumes;  // spec.volumes backed by claims
   bool operator==(const PodSpec&) const = default;
 };
 

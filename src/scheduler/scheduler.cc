@@ -161,6 +161,7 @@ void Scheduler::OnNodeChanged(const kube::Node* before, const kube::Node& after)
 void Scheduler::OnPodDeleted(const std::shared_ptr<const Pod>& pod) {
   const std::string key = PodKey(*pod);
   reported_.erase(pod->metadata.uid);
+  volume_affinity_.erase(key);
   bound_.erase(pod->metadata.uid);
   seen_.erase(pod->metadata.uid);
   auto it = group_of_pod_.find(key);
@@ -322,6 +323,21 @@ awaitable<Result<void>> Scheduler::Resolve(const std::string& pod_key) {
     co_await ReportWaiting(*pod, "cannot group the pod: " + spec.error().message);
     co_return Result<void>{};
   }
+  // N-5: a pod whose claims cannot be used yet waits (or is refused) before it joins its group:
+  // it is never bound where its volume cannot attach.
+  if (!pod->spec.claim_volumes.empty()) {
+    bridge::VolumePlan volumes = co_await PlanPodVolumes(*pod);
+    if (volumes.verdict != bridge::VolumePlan::Verdict::kReady) {
+      if (!pods_.cache().Get(pod_key)) co_return Result<void>{};
+      co_await ReportWaiting(*pod, volumes.message);
+      queue_.AddAfter(std::string(kPodItem) + pod_key,
+                      volumes.verdict == bridge::VolumePlan::Verdict::kRefuse
+                          ? std::chrono::seconds(60)
+                          : std::chrono::seconds(10));
+      co_return Result<void>{};
+    }
+    volume_affinity_[pod_key] = std::move(volumes.node_affinity);
+  }
   // The pod may have gone while the owners were read.
   if (!pods_.cache().Get(pod_key)) co_return Result<void>{};
   const std::string group = spec->key;
@@ -336,6 +352,48 @@ awaitable<Result<void>> Scheduler::Resolve(const std::string& pod_key) {
   group_of_pod_[pod_key] = group;
   Enqueue(std::string(kGroupItem) + group, *pod);
   co_return Result<void>{};
+}
+
+awaitable<bridge::VolumePlan> Scheduler::PlanPodVolumes(const Pod& pod) {
+  const std::string& ns = pod.metadata.namespace_;
+  std::vector<bridge::ClaimFacts> claims;
+  for (const std::string& name : bridge::PodClaims(pod)) {
+    bridge::ClaimFacts& c = claims.emplace_back(bridge::ClaimFacts{.name = name});
+    Result<kube::GenericObject> pvc = co_await GetOwner("v1", "PersistentVolumeClaim", ns, name);
+    if (!pvc) {
+      if (pvc.error().code == ErrorCode::kNotFound) {
+        c.found = false;
+        continue;
+      }
+      co_return bridge::VolumePlan{
+          .verdict = bridge::VolumePlan::Verdict::kWait,
+          .message = fmt::format("cannot read persistentvolumeclaim \"{}\": {}", name,
+                                 pvc.error().ToString())};
+    }
+    bridge::ReadClaim(*pvc, c);
+    if (c.phase == "Bound" && !c.volume.empty()) {
+      Result<kube::GenericObject> pv = co_await GetOwner("v1", "PersistentVolume", "", c.volume);
+      Result<std::vector<kube::NodeSelectorTerm>> terms =
+          pv ? bridge::PvNodeAffinity(*pv)
+             : Result<std::vector<kube::NodeSelectorTerm>>(tl::unexpected(pv.error()));
+      if (!terms) {
+        co_return bridge::VolumePlan{
+            .verdict = bridge::VolumePlan::Verdict::kWait,
+            .message = fmt::format("cannot read the node affinity of persistentvolume {} (claim "
+                                   "\"{}\"): {}",
+                                   c.volume, name, terms.error().ToString())};
+      }
+      c.pv_node_affinity = std::move(*terms);
+    } else if (c.phase != "Bound" && !c.storage_class.empty()) {
+      kube::ResourceRef ref{.group = "storage.k8s.io",
+                            .version = "v1",
+                            .resource = "storageclasses",
+                            .name = c.storage_class};
+      Result<std::string> sc = co_await kube_.Get(std::move(ref));
+      if (sc) c.binding_mode = bridge::BindingMode(*sc);
+    }
+  }
+  co_return bridge::PlanVolumes(claims);
 }
 
 const std::map<std::string, const kube::Node*>& Scheduler::NodesBySlurmName() const {

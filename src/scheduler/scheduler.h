@@ -58,6 +58,7 @@
 #include "async/task_group.h"
 #include "bridge/config.h"
 #include "bridge/translate.h"
+#include "bridge/volumes.h"
 #include "common/error.h"
 #include "kube/client.h"
 #include "kube/informer.h"
@@ -219,6 +220,8 @@ class Scheduler : private slurm::JobWatchSubscriber {
   boost::asio::awaitable<Result<kube::GenericObject>> GetOwner(std::string api_version,
                                                                std::string kind, std::string ns,
                                                                std::string name);
+  // N-5: reads the pod's claims (and their PVs or StorageClasses) and judges them.
+  boost::asio::awaitable<bridge::VolumePlan> PlanPodVolumes(const kube::Pod& pod);
 
   // The lists beside the job watch's polls: the periodic job list, Slurm's nodes, and the
   // cancels Slurm has not confirmed.
@@ -289,6 +292,10 @@ class Scheduler : private slurm::JobWatchSubscriber {
     async::Clock::TimePoint fetched;
   };
   std::unordered_map<std::string, CachedOwner> owners_;
+  // Pod key -> the node affinity of the PVs its bound claims use (local and zonal volumes).
+  std::unordered_map<std::string,
+                     std::vector<std::pair<std::string, std::vector<kube::NodeSelectorTerm>>>>
+      volume_affinity_;
   std::vector<std::string> slurm_nodes_;
   bool slurm_nodes_known_ = false;                      // a Slurm node list succeeded
   bool nodes_refresh_ = false;                          // read Slurm's nodes at the next poll

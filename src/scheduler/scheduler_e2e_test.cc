@@ -265,6 +265,77 @@ TEST_F(SchedulerE2e, IdentityPolicyIsEnforcedAtSubmit) {
   EXPECT_FALSE(greedy->metadata.labels.contains(std::string(bridge::kJobIdLabel)));
 }
 
+// N-5 on the real apiserver (the PV binder of kube-controller-manager binds the claim): a pod
+// whose claim is bound to a local PersistentVolume of n2 is placed on n2 only; a pod whose claim
+// waits for its first consumer is not bound, and says why.
+TEST_F(SchedulerE2e, PersistentVolumeNodeAffinityIsHonouredAndFirstConsumerClaimsRefused) {
+  const kube::ResourceRef pvs{.version = "v1", .resource = "persistentvolumes"};
+  const kube::ResourceRef pvcs{
+      .version = "v1", .resource = "persistentvolumeclaims", .namespace_ = ns_};
+  const kube::ResourceRef classes{
+      .group = "storage.k8s.io", .version = "v1", .resource = "storageclasses"};
+  const std::string pv = "local-" + ns_;
+  const std::string wffc = "wffc-" + ns_;
+  auto created = RunSync(io_, kube_->Create(pvs, fmt::format(R"({{"apiVersion":"v1",
+      "kind":"PersistentVolume","metadata":{{"name":"{}"}},"spec":{{"capacity":{{"storage":"1Gi"}},
+      "accessModes":["ReadWriteOnce"],"storageClassName":"","local":{{"path":"/tmp"}},
+      "claimRef":{{"namespace":"{}","name":"data"}},
+      "nodeAffinity":{{"required":{{"nodeSelectorTerms":[{{"matchExpressions":[{{
+      "key":"kubernetes.io/hostname","operator":"In","values":["n2"]}}]}}]}}}}}}}})",
+                                                             pv, ns_)));
+  ASSERT_TRUE(created) << created.error().message;
+  created = RunSync(io_, kube_->Create(classes, fmt::format(R"({{"apiVersion":"storage.k8s.io/v1",
+      "kind":"StorageClass","metadata":{{"name":"{}"}},"provisioner":"example.com/none",
+      "volumeBindingMode":"WaitForFirstConsumer"}})",
+                                                            wffc)));
+  ASSERT_TRUE(created) << created.error().message;
+  auto cleanup = [&] {
+    (void)RunSync(io_, kube_->Delete(kube::ResourceRef(pvs).WithName(pv), {}));
+    (void)RunSync(io_, kube_->Delete(kube::ResourceRef(classes).WithName(wffc), {}));
+  };
+  for (const auto& [claim, cls] :
+       std::vector<std::pair<std::string, std::string>>{{"data", ""}, {"scratch", wffc}}) {
+    created = RunSync(
+        io_, kube_->Create(pvcs, fmt::format(R"({{"apiVersion":"v1",
+        "kind":"PersistentVolumeClaim","metadata":{{"name":"{}"}},"spec":{{
+        "accessModes":["ReadWriteOnce"],"storageClassName":"{}",{}
+        "resources":{{"requests":{{"storage":"1Gi"}}}}}}}})",
+                                             claim, cls,
+                                             cls.empty() ? fmt::format(R"("volumeName":"{}",)", pv)
+                                                         : std::string())));
+    ASSERT_TRUE(created) << created.error().message;
+  }
+  StartScheduler();
+  CreatePod("local", R"({"limits":{"cpu":"1"}})", "{}",
+            R"(,"volumes":[{"name":"d","persistentVolumeClaim":{"claimName":"data"}}])");
+  CreatePod("first-consumer", R"({"limits":{"cpu":"1"}})", "{}",
+            R"(,"volumes":[{"name":"s","persistentVolumeClaim":{"claimName":"scratch"}}])");
+  std::optional<kube::Pod> bound = WaitForPod("local", IsBound, 60s);
+  EXPECT_TRUE(bound) << "the pod with the bound local claim was not bound";
+  if (bound) {
+    EXPECT_EQ(bound->spec.node_name, "n2") << "the PV's node affinity";
+    const std::string show = Slurm(fmt::format("scontrol show job -o {}", JobId(*bound)));
+    EXPECT_NE(show.find("NodeList=n2 "), std::string::npos) << show;
+  }
+  std::string message;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        for (const kube::Event& e : Events("first-consumer")) {
+          if (e.reason == "FailedScheduling") message = e.message;
+        }
+        return !message.empty();
+      },
+      30s));
+  EXPECT_NE(message.find("persistentvolumeclaim \"scratch\" waits for its first consumer"),
+            std::string::npos)
+      << message;
+  auto pod = RunSync(io_, kube::GetPod(*kube_, ns_, "first-consumer"));
+  ASSERT_TRUE(pod) << pod.error().message;
+  EXPECT_FALSE(IsBound(*pod));
+  EXPECT_EQ(JobId(*pod), 0) << "no Slurm job for a pod that could not start";
+  cleanup();
+}
+
 TEST_F(SchedulerE2e, BadAnnotationIsReportedOnThePod) {
   StartScheduler();
   CreatePod("bad", R"({"limits":{"cpu":"1"}})",

@@ -62,7 +62,24 @@ Scheduler::Wanted Scheduler::Describe(const GroupSpec& spec,
             .emplace(std::move(key), bridge::ExcludedNodes(pods, slurm_nodes_, NodesBySlurmName()))
             .first;
   }
-  const std::vector<bridge::Exclusion>& excluded = cached->second;
+  std::vector<bridge::Exclusion> excluded = cached->second;
+  // N-5: nodes a bound claim's PersistentVolume cannot attach to (local and zonal volumes).
+  for (const Pod* p : pods) {
+    auto va = volume_affinity_.find(PodKey(*p));
+    if (va == volume_affinity_.end()) continue;
+    for (const auto& [pv, terms] : va->second) {
+      for (const std::string& slurm_name : slurm_nodes_) {
+        auto node = NodesBySlurmName().find(slurm_name);
+        if (node == NodesBySlurmName().end()) continue;  // excluded already: no Kubernetes node
+        if (bridge::MatchesNodeSelectorTerms(terms, *node->second)) continue;
+        if (std::ranges::any_of(
+                excluded, [&](const bridge::Exclusion& e) { return e.slurm_node == slurm_name; })) {
+          continue;
+        }
+        excluded.push_back({slurm_name, "volume node affinity (PersistentVolume " + pv + ")"});
+      }
+    }
+  }
   if (!slurm_nodes_.empty() && excluded.size() == slurm_nodes_.size()) {
     std::vector<std::string> why;
     for (const bridge::Exclusion& e : excluded) why.push_back(e.slurm_node + ": " + e.reason);

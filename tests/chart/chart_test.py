@@ -117,6 +117,8 @@ SCHEDULER_RULES = expand([
     ("", "pods/status", "patch"),
     ("", "nodes", "list,watch"),
     ("", "events", "create,patch"),
+    ("", "persistentvolumeclaims,persistentvolumes", "get"),
+    ("storage.k8s.io", "storageclasses", "get"),
     ("apps", "replicasets,statefulsets", "get"),
     ("batch", "jobs", "get"),
     ("jobset.x-k8s.io", "jobsets", "get"),
