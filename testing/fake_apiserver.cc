@@ -270,21 +270,72 @@ std::optional<std::string> TolerationsChanged(const bj::object& before, const bj
 
 // A strategic merge patch as the fake applies it: a merge patch, except that lists named
 // "conditions" merge element by element on "type" (as PodStatus and NodeStatus declare).
+// The merge key of the lists the bridge patches, as the API's patchMergeKey tags say
+// (k8s.io/api/core/v1/types.go); lists not named here are replaced, as the apiserver does for
+// lists without a patch strategy (tolerations, taints).
+const char* MergeKeyOf(std::string_view list) {
+  if (list == "conditions") return "type";
+  if (list == "containers" || list == "initContainers" || list == "ephemeralContainers" ||
+      list == "env" || list == "volumes" || list == "imagePullSecrets") {
+    return "name";
+  }
+  if (list == "ownerReferences") return "uid";
+  if (list == "volumeMounts") return "mountPath";
+  return nullptr;
+}
+
+// Lists of primitives merged as sets (patchStrategy "merge" without a key).
+bool IsSetList(std::string_view list) { return list == "finalizers"; }
+
+// Strategic merge patch as the apiserver applies it to the kinds the bridge writes: objects
+// merge recursively, null deletes, keyed lists merge by their key (an element with
+// "$patch": "delete" removes its match), set lists union (and "$deleteFromPrimitiveList/<list>"
+// removes), "$patch": "replace" replaces the object it is in, other lists are replaced.
 void StrategicMerge(bj::object& target, const bj::object& patch) {
+  if (const bj::value* p = patch.if_contains("$patch"); p && p->is_string() && *p == "replace") {
+    target = patch;
+    target.erase("$patch");
+    return;
+  }
   for (const auto& [k, v] : patch) {
-    if (k == "conditions" && v.is_array() && target.contains(k) && target.at(k).is_array()) {
+    if (k == "$patch" || k.starts_with("$retainKeys") || k.starts_with("$setElementOrder/")) {
+      continue;
+    }
+    if (k.starts_with("$deleteFromPrimitiveList/")) {
+      const std::string list(k.substr(std::string_view("$deleteFromPrimitiveList/").size()));
+      if (v.is_array() && target.contains(list) && target.at(list).is_array()) {
+        bj::array& have = target.at(list).as_array();
+        for (const bj::value& gone : v.as_array()) {
+          auto it = std::ranges::find(have, gone);
+          if (it != have.end()) have.erase(it);
+        }
+      }
+      continue;
+    }
+    const char* key = MergeKeyOf(k);
+    if (key != nullptr && v.is_array()) {
+      if (!target.contains(k) || !target.at(k).is_array()) target[k] = bj::array{};
       bj::array& have = target.at(k).as_array();
       for (const bj::value& c : v.as_array()) {
-        const bj::value* type = c.is_object() ? c.as_object().if_contains("type") : nullptr;
+        const bj::value* id = c.is_object() ? c.as_object().if_contains(key) : nullptr;
         auto same = std::ranges::find_if(have, [&](const bj::value& h) {
-          return type != nullptr && h.is_object() && h.as_object().if_contains("type") != nullptr &&
-                 h.as_object().at("type") == *type;
+          return id != nullptr && h.is_object() && h.as_object().if_contains(key) != nullptr &&
+                 h.as_object().at(key) == *id;
         });
-        if (same != have.end() && c.is_object() && same->is_object()) {
-          MergePatch(same->as_object(), c.as_object());
+        const bj::value* directive = c.is_object() ? c.as_object().if_contains("$patch") : nullptr;
+        if (directive != nullptr && directive->is_string() && *directive == "delete") {
+          if (same != have.end()) have.erase(same);
+        } else if (same != have.end() && c.is_object() && same->is_object()) {
+          StrategicMerge(same->as_object(), c.as_object());
         } else {
           have.push_back(c);
         }
+      }
+    } else if (IsSetList(k) && v.is_array()) {
+      if (!target.contains(k) || !target.at(k).is_array()) target[k] = bj::array{};
+      bj::array& have = target.at(k).as_array();
+      for (const bj::value& e : v.as_array()) {
+        if (std::ranges::find(have, e) == have.end()) have.push_back(e);
       }
     } else if (v.is_object() && target.contains(k) && target.at(k).is_object()) {
       StrategicMerge(target.at(k).as_object(), v.as_object());

@@ -297,6 +297,26 @@ TEST_F(NodeControllerTest, ListLosingMostNodesAtOnceIsNotActedOnUntilConfirmed) 
             static_cast<std::uint64_t>(kShrinkConfirmations - 1));
 }
 
+// Test audit N3: a node that leaves Slurm loses SlurmNodeReady (the `$patch: delete` that the
+// fake apiserver now applies as the real one does) and the managed-node taint.
+TEST_F(NodeControllerTest, NodeThatLeavesSlurmLosesItsCondition) {
+  for (const char* n : {"n1", "n2"}) {
+    slurm_.AddNode(SlurmNode(n, {"IDLE"}));
+    PutNode(n, {.taints = {ManagedTaint()}});
+  }
+  Start();
+  auto has_condition = [&](const std::string& name) {
+    return api_.NodeJson(name).find(std::string(kSlurmNodeReadyCondition)) != std::string::npos;
+  };
+  ASSERT_TRUE(RunUntil([&] { return has_condition("n1") && has_condition("n2"); }));
+  slurm_.RemoveNode("n1");
+  clock_.Advance(config_.node_list_interval);
+  ASSERT_TRUE(RunUntil([&] { return !has_condition("n1") && !HasManagedTaint("n1"); }))
+      << api_.NodeJson("n1");
+  EXPECT_TRUE(has_condition("n2"));
+  EXPECT_TRUE(HasManagedTaint("n2"));
+}
+
 // A failed Slurm node list keeps the previous one (a Slurm node does not turn into a non-Slurm
 // node and lose its taint), and the read is retried after 1 s, then 2 s, not after the interval.
 TEST_F(NodeControllerTest, FailedSlurmListKeepsThePreviousOneAndBacksOff) {
