@@ -23,6 +23,8 @@ BUILD_DIR=$build CC=${SB_ASAN_CC:-clang-14} CXX=${SB_ASAN_CXX:-clang++-14} \
 [ "$build_only" = 1 ] && exit 0
 cd "$build"
 # halt_on_error: the first report ends the test (UBSan already aborts: -fno-sanitize-recover).
-export ASAN_OPTIONS=${ASAN_OPTIONS:-halt_on_error=1:detect_leaks=1:detect_stack_use_after_return=1}
-export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+# exitcode=86: a report cannot pass for an expected exit status (cli.binary expects 1 from a bad
+# config, which the default exit code of a report shares).
+export ASAN_OPTIONS=${ASAN_OPTIONS:-halt_on_error=1:detect_leaks=1:detect_stack_use_after_return=1:exitcode=86}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1:exitcode=86}
 ctest -L unit --output-on-failure --timeout 300 --parallel "${SB_TEST_JOBS:-2}" "$@"

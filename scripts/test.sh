@@ -37,6 +37,7 @@ t4=$SECONDS
 # The unit tests again under ASan + UBSan (build-asan/, clang 14), then each fuzz target for
 # SB_FUZZ_SECONDS (default 10) from its corpus, two at a time. SB_SANITIZE=0 skips both.
 sanitized=""
+sanitized_e2e='^(testenv\.up|testenv\.down|SchedulerE2e\.(EveryAnnotationReachesTheSlurmJob|IdentityPolicyIsEnforcedAtSubmit|PersistentVolumeNodeAffinityIsHonouredAndFirstConsumerClaimsRefused)|ServeE2e\.AllModePollsSlurmOncePerIntervalForEveryComponent)$'
 if [ -n "$asan_pid" ]; then
   if ! wait "$asan_pid"; then
     tail -50 "$build/sanitize-build.log"
@@ -45,10 +46,17 @@ if [ -n "$asan_pid" ]; then
   fi
   t5=$SECONDS
   "$root/scripts/sanitize.sh" || status=$?
+  # The sanitized binary on the real daemons (test audit N5): bridge e2e tests of build/ start
+  # build-asan's slurm-bridge instead (the scheduler, the Slurm and Kubernetes clients, `all`),
+  # stop it with SIGTERM, and fail on a report (exit 86).
+  (cd "$build" && SB_BRIDGE_BINARY="${SB_ASAN_DIR:-$root/build-asan}/slurm-bridge" \
+    ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:exitcode=86 \
+    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:exitcode=86 \
+    ctest --output-on-failure --timeout 300 -R "$sanitized_e2e") || status=$?
   t6=$SECONDS
   SB_FUZZ_BUILD=0 SB_FUZZ_JOBS=${SB_FUZZ_JOBS:-2} "$root/scripts/fuzz.sh" "${SB_FUZZ_SECONDS:-10}" ||
     status=$?
-  sanitized=", sanitized build after the tests $((t5 - t4)) s, sanitized unit tests $((t6 - t5)) s,"
+  sanitized=", sanitized build after the tests $((t5 - t4)) s, sanitized unit and e2e tests $((t6 - t5)) s,"
   sanitized+=" fuzzing $((SECONDS - t6)) s"
 fi
 echo "test.sh: deps $((t1 - t0)) s, test environment artifacts $((t2 - t1)) s, build $((t3 - t2)) s," \

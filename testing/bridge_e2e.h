@@ -23,6 +23,8 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <csignal>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -90,6 +92,27 @@ class BridgeE2e : public ::testing::Test, protected E2eEnv {
     if (kube_) {
       ExpectBridgesAlive();
       ExpectInvariants();
+    }
+    // A sanitized binary (SB_BRIDGE_BINARY, scripts/test.sh): stopped with SIGTERM so that its
+    // exit-time checks (LeakSanitizer) run; a report ends it with status 86 (ASAN_OPTIONS and
+    // UBSAN_OPTIONS exitcode), which no other exit shares.
+    if (std::getenv("SB_BRIDGE_BINARY") != nullptr) {
+      auto stop = [&](ChildProcess* p, const std::string& what) {
+        if (p == nullptr || !p->Alive()) return;
+        const int status = p->Kill(SIGTERM);
+        if (WIFEXITED(status) && WEXITSTATUS(status) == 86) {
+          ADD_FAILURE() << what << ": a sanitizer report (exit 86); see its log";
+        }
+      };
+      stop(scheduler_.get(), "the scheduler");
+      for (auto& o : others_) stop(o.get(), "a bridge process");
+      if (HasFailure()) {
+        for (const std::string& log : logs_) {
+          std::ifstream in(dir_ + "/" + log + ".log");
+          if (in) std::cerr << "--- " << log << " log ---\n" << in.rdbuf() << "\n";
+        }
+        logs_.clear();
+      }
     }
     scheduler_.reset();
     others_.clear();
@@ -218,7 +241,9 @@ class BridgeE2e : public ::testing::Test, protected E2eEnv {
   std::unique_ptr<ChildProcess> StartBridge(const std::string& subcommand,
                                             std::vector<std::string> extra = {},
                                             const std::string& log = "scheduler") {
-    std::vector<std::string> argv = {SB_BINARY,    subcommand,    "--config",
+    // SB_BRIDGE_BINARY: another build of the binary (the sanitized one), else this build's.
+    const char* other = std::getenv("SB_BRIDGE_BINARY");
+    std::vector<std::string> argv = {other != nullptr ? other : SB_BINARY, subcommand, "--config",
                                      config_path_, "--log-level", "debug"};
     if (std::ranges::find(extra, "--metrics-bind-address") == extra.end()) {
       extra.insert(extra.end(), {"--metrics-bind-address", "0"});
