@@ -243,8 +243,12 @@ class BridgeE2e : public ::testing::Test, protected E2eEnv {
                                             const std::string& log = "scheduler") {
     // SB_BRIDGE_BINARY: another build of the binary (the sanitized one), else this build's.
     const char* other = std::getenv("SB_BRIDGE_BINARY");
-    std::vector<std::string> argv = {other != nullptr ? other : SB_BINARY, subcommand, "--config",
-                                     config_path_, "--log-level", "debug"};
+    std::vector<std::string> argv = {other != nullptr ? other : SB_BINARY,
+                                     subcommand,
+                                     "--config",
+                                     config_path_,
+                                     "--log-level",
+                                     "debug"};
     if (std::ranges::find(extra, "--metrics-bind-address") == extra.end()) {
       extra.insert(extra.end(), {"--metrics-bind-address", "0"});
     }

@@ -159,7 +159,8 @@ std::optional<std::string> ParseSelectors(std::map<std::string, std::string>& qu
     Requirement r;
     if (auto e = ParseTerm(t, false, &r)) return e;
     static const std::vector<std::string> kPodFields = {"metadata.name", "metadata.namespace",
-                                                        "spec.nodeName", "spec.schedulerName"};
+                                                        "spec.nodeName", "spec.schedulerName",
+                                                        "status.phase"};
     static const std::vector<std::string> kNodeFields = {"metadata.name"};
     const std::vector<std::string>& fields = pods ? kPodFields : kNodeFields;
     if (std::ranges::find(fields, r.key) == fields.end()) {

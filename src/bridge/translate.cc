@@ -511,9 +511,22 @@ std::string ExclusionKey(const std::vector<const kube::Pod*>& pods) {
   return key;
 }
 
+NodeUsage UsageOf(const std::vector<const kube::Pod*>& pods) {
+  NodeUsage out;
+  for (const kube::Pod* p : pods) {
+    if (p->spec.node_name.empty()) continue;
+    Result<std::map<std::string, std::int64_t>> r = PodRequests(*p);
+    if (!r) continue;
+    std::map<std::string, std::int64_t>& used = out[p->spec.node_name];
+    for (const auto& [name, v] : *r) used[name] += v;
+  }
+  return out;
+}
+
 std::vector<Exclusion> ExcludedNodes(
     const std::vector<const kube::Pod*>& pods, const std::vector<std::string>& slurm_nodes,
-    const std::map<std::string, const kube::Node*>& k8s_nodes_by_slurm_name) {
+    const std::map<std::string, const kube::Node*>& k8s_nodes_by_slurm_name,
+    const NodeUsage* used_by_others) {
   std::vector<std::map<std::string, std::int64_t>> needs;
   for (const kube::Pod* pod : pods) {
     // Requests, as kube-scheduler's fit check: a limit above allocatable is legal.
@@ -529,6 +542,11 @@ std::vector<Exclusion> ExcludedNodes(
       continue;
     }
     const kube::Node& node = *found->second;
+    const std::map<std::string, std::int64_t>* used = nullptr;
+    if (used_by_others != nullptr) {
+      auto u = used_by_others->find(node.metadata.name);
+      if (u != used_by_others->end()) used = &u->second;
+    }
     std::string reason;
     if (node.unschedulable) {
       reason = "unschedulable";
@@ -558,8 +576,14 @@ std::vector<Exclusion> ExcludedNodes(
                                                  : kube::ParseQuantityValue(a->second);
           have = v ? *v : 0;
         }
-        if (have < need) {
-          reason = "insufficient " + name;
+        std::int64_t taken = 0;
+        if (used != nullptr) {
+          auto t = used->find(name);
+          if (t != used->end()) taken = t->second;
+        }
+        if (have - taken < need) {
+          reason = taken > 0 ? "insufficient " + name + " (other pods request some)"
+                             : "insufficient " + name;
           break;
         }
       }

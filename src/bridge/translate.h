@@ -95,12 +95,19 @@ struct Exclusion {
 // The Slurm nodes the group's job must avoid: those with no Kubernetes node, and those whose
 // Kubernetes node any pod of the group could not run on (unschedulable, not Ready, a taint the
 // pod does not tolerate — the bridge's own managed-node taint excepted —, nodeSelector, required
-// node affinity, allocatable smaller than the pod's requests (PodRequests; limits do not count,
-// as for kube-scheduler)). Sorted by Slurm name.
+// node affinity, allocatable less what other pods request smaller than the pod's requests
+// (PodRequests; limits do not count, as for kube-scheduler)). Sorted by Slurm name.
 // `k8s_nodes_by_slurm_name` maps Slurm names to Kubernetes nodes (SlurmNodeName).
+// `used_by_others`: what pods Slurm does not know of (other schedulers' pods bound to the
+// nodes: DaemonSets, mirror pods) request per Kubernetes node; it is taken from the node's
+// allocatable before the group's pods are compared with it (N-13). nullptr: nothing.
+using NodeUsage = std::map<std::string, std::map<std::string, std::int64_t>>;
 [[nodiscard]] std::vector<Exclusion> ExcludedNodes(
     const std::vector<const kube::Pod*>& pods, const std::vector<std::string>& slurm_nodes,
-    const std::map<std::string, const kube::Node*>& k8s_nodes_by_slurm_name);
+    const std::map<std::string, const kube::Node*>& k8s_nodes_by_slurm_name,
+    const NodeUsage* used_by_others = nullptr);
+// The requests (PodRequests) of the bound pods, summed per Kubernetes node.
+[[nodiscard]] NodeUsage UsageOf(const std::vector<const kube::Pod*>& pods);
 
 // What ExcludedNodes reads of the pods, as one string: per pod its tolerations, nodeSelector,
 // required node affinity and requests (PodRequests), nothing else (not its name). For the same

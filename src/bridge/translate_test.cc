@@ -521,6 +521,27 @@ TEST(ExcludedNodesTest, RequestsNotLimitsMustFit) {
             (std::vector<Exclusion>{{"n", "insufficient cpu"}}));
 }
 
+// N-13: what other schedulers' pods on a node request (a DaemonSet's agent) is not Slurm's to
+// give: a whole-node pod no longer fits there, and the node is excluded before the kubelet would
+// refuse the pod (OutOfcpu).
+TEST(ExcludedNodesTest, OtherPodsRequestsCountAgainstAllocatable) {
+  kube::Node a = MakeNode("a");  // 8 cpu, 32Gi
+  kube::Node b = MakeNode("b");
+  std::map<std::string, const kube::Node*> by_slurm = {{"a", &a}, {"b", &b}};
+  kube::Pod agent = MakePod("agent", {{"cpu", "500m"}, {"memory", "1Gi"}});
+  agent.spec.node_name = "a";
+  kube::Pod unbound = MakePod("unbound", {{"cpu", "8"}});  // not on a node: counts nowhere
+  const NodeUsage used = UsageOf({&agent, &unbound});
+  EXPECT_EQ(used, (NodeUsage{{"a", {{"cpu", 500}, {"memory", std::int64_t{1} << 30}}}}));
+  kube::Pod whole = MakePod("whole", {{"cpu", "8"}});
+  EXPECT_EQ(ExcludedNodes({&whole}, {"a", "b"}, by_slurm, &used),
+            (std::vector<Exclusion>{{"a", "insufficient cpu (other pods request some)"}}));
+  EXPECT_EQ(ExcludedNodes({&whole}, {"a", "b"}, by_slurm), std::vector<Exclusion>{})
+      << "without the others' usage both fit";
+  kube::Pod fits = MakePod("fits", {{"cpu", "7500m"}, {"memory", "31Gi"}});
+  EXPECT_EQ(ExcludedNodes({&fits}, {"a", "b"}, by_slurm, &used), std::vector<Exclusion>{});
+}
+
 TEST(PodRequestsTest, SidecarsPodLevelResourcesAndOverheadAsKubeScheduler) {
   struct Case {
     std::string name;

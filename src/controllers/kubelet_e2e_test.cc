@@ -383,6 +383,54 @@ TEST_F(KubeletE2e, DrainHonoursAPodDisruptionBudget) {
 // A native sidecar (an init container with restartPolicy Always) runs beside the main container
 // on the node of the pod's Slurm job; when the main container ends, the kubelet stops the sidecar,
 // the pod Succeeds and its job is ended.
+// N-13 on real kubelets: another scheduler's pod requests a CPU on every node but the last (a
+// node agent bound there directly); a bridge pod asking for a whole node's allocatable CPU is
+// placed on the last node, not on one where the kubelet would refuse it (OutOfcpu), and runs.
+// (Without the others' requests Slurm takes its first idle node.)
+TEST_F(KubeletE2e, OtherPodsRequestsKeepAWholeNodePodOffTheirNodes) {
+  const std::map<std::string, std::string> names = SlurmNames();
+  ASSERT_GE(names.size(), 2u);
+  const std::string free = names.rbegin()->first;
+  auto node = RunSync(io_, kube::GetNode(*kube_, free));
+  ASSERT_TRUE(node) << node.error().message;
+  const std::string cpus = node->allocatable.at("cpu");
+  std::vector<std::string> agents;
+  for (const auto& [k8s, slurm] : names) {
+    if (k8s == free) continue;
+    const std::string name = "agent-" + std::to_string(agents.size());
+    const std::string agent = fmt::format(
+        R"({{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"{}","namespace":"{}"}},
+        "spec":{{"nodeName":"{}","restartPolicy":"Never","terminationGracePeriodSeconds":1,
+        "tolerations":[{{"operator":"Exists"}}],
+        "containers":[{{"name":"c","image":"localhost/busybox:1","imagePullPolicy":"Never",
+          "command":["sleep","600"],"resources":{{"requests":{{"cpu":"1"}}}}}}]}}}})",
+        name, ns_, k8s);
+    auto created = RunSync(io_, kube_->Create(kube::PodsRef(ns_), agent));
+    ASSERT_TRUE(created) << created.error().message;
+    agents.push_back(name);
+  }
+  for (const std::string& a : agents) {
+    ASSERT_TRUE(WaitForPod(a, IsRunning, 120s)) << a << " did not start";
+  }
+  scheduler_ = StartBridge("all");
+  const std::string whole = fmt::format(
+      R"({{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"whole","namespace":"{}"}},
+      "spec":{{"schedulerName":"slurm-bridge-scheduler","restartPolicy":"Never",
+      "terminationGracePeriodSeconds":1,
+      "containers":[{{"name":"c","image":"localhost/busybox:1","imagePullPolicy":"Never",
+        "command":["sleep","5"],"resources":{{"requests":{{"cpu":"{}"}}}}}}]}}}})",
+      ns_, cpus);
+  auto created = RunSync(io_, kube_->Create(kube::PodsRef(ns_), whole));
+  ASSERT_TRUE(created) << created.error().message;
+  std::optional<kube::Pod> done = WaitForPod("whole", HasEnded, 180s);
+  ASSERT_TRUE(done) << "the whole-node pod did not run";
+  EXPECT_EQ(done->status.phase, "Succeeded") << done->status.reason << ": " << done->status.message;
+  EXPECT_EQ(done->spec.node_name, free) << "placed beside an agent's CPU";
+  for (const std::string& a : agents) {
+    (void)RunSync(io_, kube_->Delete(kube::PodsRef(ns_).WithName(a), {.grace_period_seconds = 0}));
+  }
+}
+
 TEST_F(KubeletE2e, NativeSidecarRunsBesideTheMainContainerOnTheSlurmNode) {
   scheduler_ = StartBridge("all");
   const std::string manifest = fmt::format(

@@ -51,6 +51,13 @@ Scheduler::Scheduler(asio::any_io_executor executor, kube::Client& kube, slurm::
                                                    "spec.schedulerName=" + config_.scheduler_name +
                                                    ",spec.nodeName="}}}),
       nodes_(kube, kube::NodesRef()),
+      others_(
+          kube, kube::PodsRef(),
+          kube::InformerOptions{
+              .reflector = {.list_options = {.field_selector =
+                                                 "spec.schedulerName!=" + config_.scheduler_name +
+                                                 ",spec.nodeName!=,status.phase!=Succeeded,"
+                                                 "status.phase!=Failed"}}}),
       event_sink_(kube),
       recorder_(clock, event_sink_,
                 kube::EventRecorderOptions{.source = {.component = config_.scheduler_name}}),
@@ -83,6 +90,27 @@ Scheduler::Scheduler(asio::any_io_executor executor, kube::Client& kube, slurm::
       {.on_add = [this](const auto& p) { OnPod(nullptr, p); },
        .on_update = [this](const auto& old, const auto& p) { OnPod(old.get(), p); },
        .on_delete = [this](const auto& p) { OnPodDeleted(p); }});
+  // Another scheduler's pod came, went or changed on a node: the exclusions are computed anew
+  // (pods waiting for a job are looked at again with the nodes, OnNodeChanged).
+  auto others_changed = [this] {
+    others_usage_.reset();
+    exclusions_.clear();
+    for (const auto& [group, job] : jobs_) {
+      if (job.state == "PENDING") queue_.Add(std::string(kGroupItem) + group);
+    }
+  };
+  others_.cache().AddHandlers({.on_add = [others_changed](const auto&) { others_changed(); },
+                               .on_update =
+                                   [others_changed](const auto& old, const auto& p) {
+                                     if (old->spec.node_name != p->spec.node_name ||
+                                         old->spec.containers != p->spec.containers ||
+                                         old->spec.init_containers != p->spec.init_containers ||
+                                         old->spec.overhead != p->spec.overhead ||
+                                         old->spec.resources != p->spec.resources) {
+                                       others_changed();
+                                     }
+                                   },
+                               .on_delete = [others_changed](const auto&) { others_changed(); }});
   nodes_.cache().AddHandlers(
       {.on_add = [this](const auto& n) { OnNodeChanged(nullptr, *n); },
        .on_update = [this](const auto& old, const auto& n) { OnNodeChanged(old.get(), *n); },
@@ -175,11 +203,12 @@ void Scheduler::OnPodDeleted(const std::shared_ptr<const Pod>& pod) {
 awaitable<Result<void>> Scheduler::Run() {
   tasks_.Spawn(pods_.Run());
   tasks_.Spawn(nodes_.Run());
+  tasks_.Spawn(others_.Run());
   tasks_.Spawn(recorder_.Run());
 
   // Start-up: caches, Slurm's nodes and jobs (adoption) before anything is submitted.
   Result<void> startup;
-  while (!pods_.HasSynced() || !nodes_.HasSynced()) {
+  while (!pods_.HasSynced() || !nodes_.HasSynced() || !others_.HasSynced()) {
     if (!co_await tasks_.Sleep(std::chrono::milliseconds(20))) break;
   }
   for (int attempt = 0; !stopping_; ++attempt) {
@@ -219,6 +248,7 @@ void Scheduler::Stop() {
   stopping_ = true;
   pods_.Stop();
   nodes_.Stop();
+  others_.Stop();
   queue_.ShutDown();
   submit_slots_.Close();
   recorder_.ShutDown();
@@ -394,6 +424,17 @@ awaitable<bridge::VolumePlan> Scheduler::PlanPodVolumes(const Pod& pod) {
     }
   }
   co_return bridge::PlanVolumes(claims);
+}
+
+const bridge::NodeUsage& Scheduler::OthersUsage() const {
+  if (!others_usage_) {
+    std::vector<std::shared_ptr<const Pod>> all = others_.cache().List();
+    std::vector<const Pod*> pods;
+    pods.reserve(all.size());
+    for (const auto& p : all) pods.push_back(p.get());
+    others_usage_ = bridge::UsageOf(pods);
+  }
+  return *others_usage_;
 }
 
 const std::map<std::string, const kube::Node*>& Scheduler::NodesBySlurmName() const {

@@ -246,6 +246,8 @@ class Scheduler : private slurm::JobWatchSubscriber {
 
   // Kept in node_map_ until a node event: valid until the next co_await.
   const std::map<std::string, const kube::Node*>& NodesBySlurmName() const;
+  // What other schedulers' bound pods request, per Kubernetes node (bridge::UsageOf of others_).
+  const bridge::NodeUsage& OthersUsage() const;
   void Emit(const std::vector<const kube::Pod*>& pods, const std::string& reason,
             const std::string& message);
 
@@ -258,6 +260,10 @@ class Scheduler : private slurm::JobWatchSubscriber {
 
   kube::Informer<kube::Pod> pods_;
   kube::Informer<kube::Node> nodes_;
+  // N-13: the other schedulers' bound, unfinished pods (DaemonSets, mirror pods): what they
+  // request is not Slurm's to give. Summed per node when it changed (others_usage_).
+  kube::Informer<kube::Pod> others_;
+  mutable std::optional<bridge::NodeUsage> others_usage_;
   kube::ClientEventSink event_sink_;
   kube::EventRecorder recorder_;
   Binder binder_;
