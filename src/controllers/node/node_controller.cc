@@ -186,6 +186,19 @@ awaitable<Result<void>> NodeController::Reconcile(std::string name) {
   std::optional<slurm::NodeInfo> info = SlurmNode(slurm_name);
   NodePlan plan = PlanNode(*node, info ? &*info : nullptr, config_.scheduler_name,
                            kube::FormatTime(clock_.WallNow()));
+  // N-13: Slurm counting more than the kubelet offers is said once per change, on the Node.
+  if (info) {
+    std::string gap = CapacityGap(*node, *info);
+    auto [it, fresh] = gaps_.try_emplace(name, "");
+    if (gap != it->second) {
+      if (!gap.empty()) {
+        spdlog::warn("node {}: {}", name, gap);
+        Emit(*node, PlannedEvent{
+                        .warning = true, .reason = std::string(kEventCapacityGap), .message = gap});
+      }
+      it->second = std::move(gap);
+    }
+  }
   if (plan.slurm_update) {
     // Drain and undrain act on Slurm: decide on what Slurm says now, not on the last list.
     std::string get_name = slurm_name;

@@ -128,6 +128,7 @@ class NodeController {
   // Slurm's nodes by name, from the last successful list (and patched after our own updates).
   std::map<std::string, slurm::NodeInfo> slurm_nodes_;
   bool slurm_listed_ = false;
+  std::map<std::string, std::string> gaps_;  // node -> the capacity gap last reported ("": none)
   int shrink_seen_ = 0;  // successive lists that lost too many nodes at once (SuspiciousShrink)
   // Conditions written and not yet seen in the cache (the watch lags the write): node -> what was
   // written and when, so that a reconcile in between does not write it again.

@@ -317,6 +317,27 @@ TEST_F(NodeControllerTest, NodeThatLeavesSlurmLosesItsCondition) {
   EXPECT_TRUE(HasManagedTaint("n2"));
 }
 
+// N-13: a Slurm node that counts more CPUs than the kubelet offers gets one Warning event on its
+// Node, not one per reconcile.
+TEST_F(NodeControllerTest, SlurmCapacityBeyondAllocatableIsReportedOnce) {
+  slurm::NodeInfo n = SlurmNode("n1", {"IDLE"});
+  n.cpus = 64;
+  slurm_.AddNode(n);
+  ASSERT_GT(api_.PutNode("n1", R"({"spec":{"taints":[{"key":"slinky.slurm.net/managed-node",
+      "value":"slurm-bridge-scheduler","effect":"NoExecute"}]},
+      "status":{"allocatable":{"cpu":"62","memory":"250Gi"}}})"),
+            0);
+  Start();
+  ASSERT_TRUE(RunUntil([&] { return EventsWith(std::string(kEventCapacityGap)) == 1; }));
+  for (int i = 0; i < 3; ++i) {
+    clock_.Advance(config_.node_list_interval);
+    const std::uint64_t lists = controller_->stats().slurm_lists;
+    ASSERT_TRUE(RunUntil([&] { return controller_->stats().slurm_lists > lists; }));
+  }
+  Settle();
+  EXPECT_EQ(EventsWith(std::string(kEventCapacityGap)), 1);
+}
+
 // A failed Slurm node list keeps the previous one (a Slurm node does not turn into a non-Slurm
 // node and lose its taint), and the read is retried after 1 s, then 2 s, not after the interval.
 TEST_F(NodeControllerTest, FailedSlurmListKeepsThePreviousOneAndBacksOff) {

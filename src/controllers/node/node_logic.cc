@@ -4,10 +4,12 @@
 #include <algorithm>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "bridge/names.h"
 #include "bridge/translate.h"
 #include "kube/codec.h"
+#include "kube/quantity.h"
 
 namespace sb::controllers {
 namespace {
@@ -29,6 +31,31 @@ kube::Condition ReadyCondition(const HealthStatus& h) {
 
 std::string CordonDrainReason(std::string_view k8s_node) {
   return fmt::format("slurm-bridge: Corresponding Kubernetes node ({}) is unschedulable", k8s_node);
+}
+
+std::string CapacityGap(const kube::Node& node, const slurm::NodeInfo& slurm_node) {
+  std::vector<std::string> gaps;
+  if (auto cpu = node.allocatable.find("cpu");
+      cpu != node.allocatable.end() && slurm_node.cpus > 0) {
+    Result<std::int64_t> milli = kube::ParseQuantityMilli(cpu->second);
+    if (milli && slurm_node.cpus * 1000 > *milli) {
+      gaps.push_back(fmt::format("{} CPUs (allocatable cpu {})", slurm_node.cpus, cpu->second));
+    }
+  }
+  if (auto mem = node.allocatable.find("memory");
+      mem != node.allocatable.end() && slurm_node.real_memory > 0) {
+    Result<std::int64_t> bytes = kube::ParseQuantityValue(mem->second);
+    if (bytes && slurm_node.real_memory * (std::int64_t{1} << 20) > *bytes) {
+      gaps.push_back(fmt::format("RealMemory {} MiB (allocatable memory {})",
+                                 slurm_node.real_memory, mem->second));
+    }
+  }
+  if (gaps.empty()) return "";
+  return fmt::format(
+      "Slurm counts {} on node {}, more than the kubelet offers: a job Slurm places here may get "
+      "pods the kubelet refuses. Set the Slurm node's CPUs/RealMemory (or CoreSpecCount, "
+      "MemSpecLimit) to what Kubernetes leaves allocatable",
+      fmt::join(gaps, " and "), slurm_node.name);
 }
 
 bool SuspiciousShrink(std::size_t known, std::size_t lost) { return lost >= 2 && lost * 2 > known; }

@@ -76,6 +76,13 @@ inline constexpr std::string_view kEventSlurmNodeReady = "SlurmNodeReady";
 // True when `reason` is empty or was written by the bridge.
 [[nodiscard]] bool IsBridgeOrEmptyReason(std::string_view reason);
 
+// N-13: what Slurm counts on a node beyond what the kubelet offers (allocatable: capacity less
+// the system and kube reservations): Slurm may then place jobs whose pods the kubelet refuses
+// (OutOfcpu, OutOfmemory). A message naming both, or "" when Slurm's CPUs and RealMemory fit
+// in the node's allocatable cpu and memory (or the node does not say).
+[[nodiscard]] std::string CapacityGap(const kube::Node& node, const slurm::NodeInfo& slurm_node);
+inline constexpr std::string_view kEventCapacityGap = "SlurmCapacityExceedsAllocatable";
+
 // Whether a successful Slurm node list that no longer has `lost` of the `known` Slurm nodes is
 // too sudden to act on at once (N-18): more than half of them, and at least 2. A token whose
 // view hides nodes (PrivateData=nodes) or a slurmrestd answering `nodes: []` would otherwise

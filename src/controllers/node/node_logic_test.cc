@@ -417,5 +417,27 @@ TEST(SuspiciousShrinkTest, MoreThanHalfAndAtLeastTwo) {
   }
 }
 
+// N-13: Slurm counting more CPUs or memory than the kubelet offers is reported.
+TEST(CapacityGapTest, SlurmBeyondAllocatableIsNamed) {
+  kube::Node node;
+  node.metadata.name = "kube-n1";
+  node.allocatable = {{"cpu", "3800m"}, {"memory", "15Gi"}};
+  slurm::NodeInfo n;
+  n.name = "n1";
+  n.cpus = 4;
+  n.real_memory = 16384;
+  const std::string gap = CapacityGap(node, n);
+  EXPECT_NE(gap.find("Slurm counts 4 CPUs (allocatable cpu 3800m) and RealMemory 16384 MiB "
+                     "(allocatable memory 15Gi) on node n1"),
+            std::string::npos)
+      << gap;
+  n.cpus = 3;
+  n.real_memory = 15360;
+  EXPECT_EQ(CapacityGap(node, n), "") << "fits";
+  n.real_memory = 0;  // not reported by Slurm
+  node.allocatable.erase("memory");
+  EXPECT_EQ(CapacityGap(node, n), "");
+}
+
 }  // namespace
 }  // namespace sb::controllers
