@@ -329,6 +329,22 @@ class BridgeE2e : public ::testing::Test, protected E2eEnv {
     return ev ? ev->items : std::vector<kube::Event>{};
   }
 
+  // The message of the last `reason` Event of `pod`, once one came (within `limit`); "" when
+  // none did.
+  std::string WaitForEvent(const std::string& pod, const std::string& reason = "FailedScheduling",
+                           std::chrono::seconds limit = std::chrono::seconds(30)) {
+    std::string message;
+    (void)WaitFor(
+        [&] {
+          for (const kube::Event& e : Events(pod)) {
+            if (e.reason == reason) message = e.message;
+          }
+          return !message.empty();
+        },
+        limit);
+    return message;
+  }
+
   // Slurm's base state of job `id`; "NOTFOUND" when Slurm no longer knows it. Any other error
   // fails the test (and reads "ERROR"): a slurmrestd hiccup is not a cancelled job.
   std::string JobState(std::int64_t id) {

@@ -130,16 +130,8 @@ TEST_F(CurrentApiE2e, WorkloadApiPodGroupPodWaitsWithAnEventThatSaysWhy) {
   ASSERT_TRUE(w0) << w0.error().message;
   ASSERT_EQ(w0->spec.scheduling_group, "train");
   for (const char* name : {"w0", "w1"}) {
-    std::string message;
-    EXPECT_TRUE(WaitFor(
-        [&] {
-          for (const kube::Event& e : Events(name)) {
-            if (e.reason == "FailedScheduling") message = e.message;
-          }
-          return !message.empty();
-        },
-        30s))
-        << name << ": no FailedScheduling event";
+    const std::string message = WaitForEvent(name);
+    EXPECT_FALSE(message.empty()) << name << ": no FailedScheduling event";
     EXPECT_NE(message.find("spec.schedulingGroup names PodGroup train"), std::string::npos)
         << message;
     EXPECT_NE(message.find("does not read yet"), std::string::npos) << message;

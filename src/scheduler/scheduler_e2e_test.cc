@@ -242,15 +242,8 @@ TEST_F(SchedulerE2e, IdentityPolicyIsEnforcedAtSubmit) {
   ASSERT_TRUE(bound) << "fixed not bound";
   const std::string show = Slurm(fmt::format("scontrol show job -o {}", JobId(*bound)));
   EXPECT_NE(show.find("UserId=k8s("), std::string::npos) << show;
-  std::string message;
-  EXPECT_TRUE(WaitFor(
-      [&] {
-        for (const kube::Event& e : Events("greedy")) {
-          if (e.reason == "FailedScheduling") message = e.message;
-        }
-        return !message.empty();
-      },
-      30s));
+  const std::string message = WaitForEvent("greedy");
+  EXPECT_FALSE(message.empty()) << "no FailedScheduling event";
   EXPECT_NE(message.find("annotation slurmjob.slinky.slurm.net/priority: \"2000000000\" is not "
                          "allowed in namespace " +
                          ns_ + " (identityPolicy rule 1"),
@@ -317,15 +310,8 @@ TEST_F(SchedulerE2e, PersistentVolumeNodeAffinityIsHonouredAndFirstConsumerClaim
     const std::string show = Slurm(fmt::format("scontrol show job -o {}", JobId(*bound)));
     EXPECT_NE(show.find("NodeList=n2 "), std::string::npos) << show;
   }
-  std::string message;
-  EXPECT_TRUE(WaitFor(
-      [&] {
-        for (const kube::Event& e : Events("first-consumer")) {
-          if (e.reason == "FailedScheduling") message = e.message;
-        }
-        return !message.empty();
-      },
-      30s));
+  const std::string message = WaitForEvent("first-consumer");
+  EXPECT_FALSE(message.empty()) << "no FailedScheduling event";
   EXPECT_NE(message.find("persistentvolumeclaim \"scratch\" waits for its first consumer"),
             std::string::npos)
       << message;
@@ -342,15 +328,8 @@ TEST_F(SchedulerE2e, BadAnnotationIsReportedOnThePod) {
             R"({"slurmjob.slinky.slurm.net/timelimit":"one hour"})");
   const std::string want =
       "annotation slurmjob.slinky.slurm.net/timelimit: \"one hour\" is not an integer";
-  std::string message;
-  EXPECT_TRUE(WaitFor(
-      [&] {
-        for (const kube::Event& e : Events("bad")) {
-          if (e.reason == "FailedScheduling") message = e.message;
-        }
-        return !message.empty();
-      },
-      30s));
+  const std::string message = WaitForEvent("bad");
+  EXPECT_FALSE(message.empty()) << "no FailedScheduling event";
   EXPECT_EQ(message, want);
   // An edit of the pod makes the scheduler read it again: it still refuses (a second report in
   // its log), and never submits.
@@ -579,15 +558,8 @@ TEST_F(SchedulerE2e, SlurmRefusalIsReportedOnThePod) {
   StartScheduler();
   CreatePod("refused", R"({"limits":{"cpu":"1"}})",
             R"({"slurmjob.slinky.slurm.net/partition":"no-such-partition"})");
-  std::string message;
-  EXPECT_TRUE(WaitFor(
-      [&] {
-        for (const kube::Event& e : Events("refused")) {
-          if (e.reason == "FailedScheduling") message = e.message;
-        }
-        return !message.empty();
-      },
-      30s));
+  const std::string message = WaitForEvent("refused");
+  EXPECT_FALSE(message.empty()) << "no FailedScheduling event";
   EXPECT_EQ(message.rfind("Slurm refused the job: ", 0), 0u) << message;
   EXPECT_NE(message.find("Invalid partition name specified"), std::string::npos) << message;
   AssertAlive(*scheduler_, "the scheduler");

@@ -252,15 +252,8 @@ TEST_F(SchedulerGangE2e, PodOfAnUnreadablePodGroupIsNeverScheduledAlone) {
       ns_);
   auto r = RunSync(io_, kube_->Create(kube::PodsRef(ns_), manifest));
   ASSERT_TRUE(r) << r.error().message;
-  std::string message;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        for (const kube::Event& e : Events("member")) {
-          if (e.reason == "FailedScheduling") message = e.message;
-        }
-        return !message.empty();
-      },
-      30s));
+  const std::string message = WaitForEvent("member");
+  ASSERT_FALSE(message.empty()) << "no FailedScheduling event";
   EXPECT_EQ(message.rfind("PodGroup pg cannot be read (", 0), 0u) << message;
   EXPECT_NE(message.find("never scheduled alone"), std::string::npos) << message;
   // A plain pod created afterwards is scheduled: the scheduler has moved on, and still the
@@ -317,15 +310,8 @@ TEST_F(SchedulerGangE2e, NothingIsSubmittedBeforeSlurmsNodesAreKnown) {
   UseSlurmAt(proxy.url());
   StartScheduler();
   CreatePod("early", R"({"limits":{"cpu":"1"}})");
-  std::string message;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        for (const kube::Event& e : Events("early")) {
-          if (e.reason == "FailedScheduling") message = e.message;
-        }
-        return !message.empty();
-      },
-      30s));
+  const std::string message = WaitForEvent("early");
+  ASSERT_FALSE(message.empty()) << "no FailedScheduling event";
   EXPECT_EQ(message.rfind("waiting for Slurm's node list", 0), 0u) << message;
   EXPECT_TRUE(JobsByUid().empty());
   proxy.Release();
