@@ -147,6 +147,15 @@ GroupPlan PlanGroup(const GroupInput& in, const PlannerOptions& options) {
         if (keep == nullptr || better(j, *keep)) keep = &j;
       }
     }
+    // A running job of the group whose pods could not be read may be the group's own (bound,
+    // or bindable): never a second job beside it; look again in a second, when the holders are
+    // read anew (test audit N10).
+    if (keep == nullptr && std::ranges::any_of(tagged, [](const JobView& j) {
+          return j.state == "RUNNING" && !j.holders_known;
+        })) {
+      plan.recheck_at = in.now + std::chrono::seconds(1);
+      return plan;
+    }
     if (keep != nullptr) {
       for (const JobView& j : tagged) {
         if (j.id == keep->id || Classify(j) != Kind::kUnbound) continue;

@@ -72,6 +72,13 @@ struct GroupRow {
   bool bind = false;
   std::string report_prefix;  // "" : no report
   bool recheck = false;
+  // The rest of the plan (test audit N10: every field of the plan is checked in every row).
+  std::string event_prefix;  // "" : no event (event_reason and event_message empty)
+  std::vector<std::string> members;
+  bool update_pending = false;
+  bool incomplete = false;
+  bool recheck_owners = false;
+  int submit_size = 0;
 };
 
 TEST(PlanGroupTest, Table) {
@@ -100,21 +107,25 @@ TEST(PlanGroupTest, Table) {
          in.pods = {&a};
          in.incomplete_since = kT0 - 1s;
        }),
-       .recheck = true},
+       .recheck = true,
+       .incomplete = true},
       {.name = "short of pods past the grace: report, read the owners again (item 3: size shrinks)",
        .in = with([&](GroupInput& in) {
          in.pods = {&a};
          in.incomplete_since = kT0 - 2min;
        }),
        .report_prefix = "waiting for 1 more pod(s) of Job train",
-       .recheck = true},
+       .recheck = true,
+       .incomplete = true,
+       .recheck_owners = true},
       // Item 3: a member re-created after binding: the running job is found in a list read after.
       {.name = "short of pods, no job list since: read Slurm's jobs first",
        .in = with([&](GroupInput& in) {
          in.pods = {&b2};
          in.incomplete_since = kT0;
        }),
-       .list_jobs = true},
+       .list_jobs = true,
+       .incomplete = true},
       {.name = "re-created member: the running gang job with an active member is refilled",
        .in = with([&](GroupInput& in) {
          in.pods = {&b2};
@@ -132,12 +143,13 @@ TEST(PlanGroupTest, Table) {
                           {{"uid-a", "n1", false}, {"uid-b", "n2", false}})};
        }),
        .submit = {"c"}},
-      {.name = "running job, holders unknown: left alone",
+      // Test audit N10: this row expected a second job beside the running one (two live jobs).
+      {.name = "running job, holders unknown: look again, never a second job",
        .in = with([&](GroupInput& in) {
          in.pods = {&a, &b};
          in.tagged = {Job(7, "RUNNING", {"uid-a", "uid-b"}, {}, /*holders_known=*/false)};
        }),
-       .submit = {"a", "b"}},
+       .recheck = true},
       // Item 2: after a submit with an unknown outcome, look before submitting again.
       {.name = "submit outcome unknown, no list since: read Slurm's jobs",
        .in = with([&](GroupInput& in) {
@@ -155,7 +167,9 @@ TEST(PlanGroupTest, Table) {
        }),
        .adopt = 9,
        .label = {"a", "b"},
-       .report_prefix = "waiting for Slurm job 9"},
+       .report_prefix = "waiting for Slurm job 9",
+       .members = {"a", "b"},
+       .update_pending = true},
       {.name = "submit outcome unknown, no job in a fresh list: submit",
        .in = with([&](GroupInput& in) {
          in.pods = {&a, &b};
@@ -185,7 +199,9 @@ TEST(PlanGroupTest, Table) {
                    CancelCause::kDuplicate}},
        .adopt = 8,
        .label = {"a", "b"},
-       .report_prefix = "waiting for Slurm job 8"},
+       .report_prefix = "waiting for Slurm job 8",
+       .members = {"a", "b"},
+       .update_pending = true},
       {.name = "a refill job beside an unbound one: refill kept, unbound cancelled",
        .in = with([&](GroupInput& in) {
          in.pods = {&b2};
@@ -203,13 +219,17 @@ TEST(PlanGroupTest, Table) {
          in.tracked = Job(7, "PENDING", {"uid-a", "uid-b"});
        }),
        .label = {"a", "b"},
-       .report_prefix = "waiting for Slurm job 7 in partition p: Resources"},
+       .report_prefix = "waiting for Slurm job 7 in partition p: Resources",
+       .members = {"a", "b"},
+       .update_pending = true},
       {.name = "pending job, pods labelled already: no label patch",
        .in = with([&](GroupInput& in) {
          in.pods = {&la, &lb};
          in.tracked = Job(7, "PENDING", {"uid-a", "uid-b"});
        }),
-       .report_prefix = "waiting for Slurm job 7"},
+       .report_prefix = "waiting for Slurm job 7",
+       .members = {"a", "b"},
+       .update_pending = true},
       {.name = "running tracked job: bind",
        .in = with([&](GroupInput& in) {
          in.pods = {&la, &lb};
@@ -222,7 +242,8 @@ TEST(PlanGroupTest, Table) {
          in.tracked = Job(7, "CANCELLED", {"uid-a", "uid-b"});
        }),
        .forget = true,
-       .recheck = true},
+       .recheck = true,
+       .event_prefix = "Slurm job 7 ended (CANCELLED) before the pods were bound"},
       {.name = "pods gone: cancel the tracked job",
        .in = with([&](GroupInput& in) {
          in.tracked = Job(7, "PENDING", {"uid-a", "uid-b"});
@@ -279,6 +300,18 @@ TEST(PlanGroupTest, Table) {
       EXPECT_EQ(plan.report.rfind(row.report_prefix, 0), 0u) << plan.report;
     }
     EXPECT_EQ(plan.recheck_at.has_value(), row.recheck);
+    if (row.event_prefix.empty()) {
+      EXPECT_EQ(plan.event_reason, "");
+      EXPECT_EQ(plan.event_message, "");
+    } else {
+      EXPECT_FALSE(plan.event_reason.empty());
+      EXPECT_EQ(plan.event_message.rfind(row.event_prefix, 0), 0u) << plan.event_message;
+    }
+    EXPECT_EQ(Names(plan.members), row.members);
+    EXPECT_EQ(plan.update_pending, row.update_pending);
+    EXPECT_EQ(plan.incomplete, row.incomplete);
+    EXPECT_EQ(plan.recheck_owners, row.recheck_owners);
+    EXPECT_EQ(plan.submit_size, row.submit_size);
   }
 }
 
