@@ -2,22 +2,16 @@
 #include "bridge/identity.h"
 
 #include <algorithm>
-#include <cctype>
 #include <charconv>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "bridge/names.h"
+#include "common/strings.h"
 
 namespace sb::bridge {
 namespace {
-
-std::string Trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return std::string(s);
-}
 
 bool NamespaceMatches(std::string_view pattern, std::string_view ns) {
   if (pattern == "*") return true;
@@ -39,6 +33,14 @@ const std::string* Find(const std::map<std::string, std::string>& m, std::string
   return it == m.end() ? nullptr : &it->second;
 }
 
+// The rule for `ns`, or the default rule (no identity of its own, nothing allowed) when none
+// names it.
+const IdentityRule& RuleOrDefault(const IdentityPolicy& policy, std::string_view ns) {
+  static const IdentityRule kDefault;
+  const IdentityRule* found = policy.RuleFor(ns);
+  return found != nullptr ? *found : kDefault;
+}
+
 }  // namespace
 
 const IdentityRule* IdentityPolicy::RuleFor(std::string_view ns) const {
@@ -54,9 +56,8 @@ const IdentityRule* IdentityPolicy::RuleFor(std::string_view ns) const {
 std::vector<std::string> IdentityViolations(
     const std::map<std::string, std::string>& job_annotations, std::string_view ns,
     const IdentityPolicy& policy) {
-  static const IdentityRule kDefault;
   const IdentityRule* found = policy.RuleFor(ns);
-  const IdentityRule& rule = found != nullptr ? *found : kDefault;
+  const IdentityRule& rule = RuleOrDefault(policy, ns);
   std::string which;
   if (found != nullptr) {
     which = fmt::format("identityPolicy rule {} (namespaces {})", found - policy.rules.data() + 1,
@@ -76,7 +77,7 @@ std::vector<std::string> IdentityViolations(
                             {"group-id", &rule.group}}) {
     const std::string* v = Find(job_annotations, key);
     if (v == nullptr || *fixed == "*") continue;
-    const std::string value = Trim(*v);
+    const std::string value = TrimWhitespace(*v);
     if (!fixed->empty() && value == *fixed) continue;
     refuse(key, value,
            fixed->empty() ? std::string("none: jobs run as the token's user")
@@ -92,7 +93,7 @@ std::vector<std::string> IdentityViolations(
         Listed{"wckey", &rule.wckeys}}) {
     const std::string* v = Find(job_annotations, l.key);
     if (v == nullptr) continue;
-    const std::string value = Trim(*v);
+    const std::string value = TrimWhitespace(*v);
     if (Allowed(*l.allowed, value)) continue;
     if (l.key == "partition" && !policy.default_partition.empty() &&
         value == policy.default_partition) {
@@ -105,7 +106,7 @@ std::vector<std::string> IdentityViolations(
     refuse(l.key, value, Describe(allows));
   }
   if (const std::string* v = Find(job_annotations, "priority")) {
-    const std::string value = Trim(*v);
+    const std::string value = TrimWhitespace(*v);
     std::int64_t n = 0;
     auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
     const bool number = !value.empty() && ec == std::errc() && p == value.data() + value.size();
@@ -121,14 +122,12 @@ std::vector<std::string> IdentityViolations(
 
 Identity IdentityFor(const std::map<std::string, std::string>& job_annotations, std::string_view ns,
                      const IdentityPolicy& policy) {
-  static const IdentityRule kDefault;
-  const IdentityRule* found = policy.RuleFor(ns);
-  const IdentityRule& rule = found != nullptr ? *found : kDefault;
+  const IdentityRule& rule = RuleOrDefault(policy, ns);
   Identity out;
   auto pick = [&](const std::string& fixed, std::string_view key) -> std::string {
     if (fixed != "*") return fixed;
     const std::string* v = Find(job_annotations, key);
-    return v == nullptr ? std::string() : Trim(*v);
+    return v == nullptr ? std::string() : TrimWhitespace(*v);
   };
   out.user_id = pick(rule.user, "user-id");
   out.group_id = pick(rule.group, "group-id");

@@ -11,6 +11,7 @@
 
 #include "bridge/names.h"
 #include "bridge/tag.h"
+#include "common/strings.h"
 #include "kube/quantity.h"
 
 namespace sb::bridge {
@@ -132,12 +133,6 @@ std::string Lower(std::string_view s) {
   std::string out(s);
   std::ranges::transform(out, out.begin(), [](unsigned char c) { return std::tolower(c); });
   return out;
-}
-
-std::string Trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return std::string(s);
 }
 
 }  // namespace
@@ -299,7 +294,7 @@ Result<slurm::JobDescription> Translate(const GroupSpec& group,
   if (!identity.user_id.empty()) job.user_id = identity.user_id;
   if (!identity.group_id.empty()) job.group_id = identity.group_id;
   for (const auto& [key, raw] : annotations) {
-    const std::string value = Trim(raw);
+    const std::string value = TrimWhitespace(raw);
     if (key == "account") {
       job.account = value;
     } else if (key == "constraints") {

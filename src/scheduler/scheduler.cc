@@ -90,27 +90,35 @@ Scheduler::Scheduler(asio::any_io_executor executor, kube::Client& kube, slurm::
       {.on_add = [this](const auto& p) { OnPod(nullptr, p); },
        .on_update = [this](const auto& old, const auto& p) { OnPod(old.get(), p); },
        .on_delete = [this](const auto& p) { OnPodDeleted(p); }});
-  // Another scheduler's pod came, went or changed on a node: the exclusions are computed anew
-  // (pods waiting for a job are looked at again with the nodes, OnNodeChanged).
-  auto others_changed = [this] {
+  // Another scheduler's pod came, went or changed: the usage is summed anew when next needed;
+  // on a Slurm node the exclusions are computed anew too (pods waiting for a job are looked at
+  // again, as on a node change). Pods of other nodes, most of a busy cluster's churn, cost no
+  // more than that.
+  auto others_changed = [this](const Pod& p) {
     others_usage_.reset();
+    std::shared_ptr<const kube::Node> node = nodes_.cache().Get(p.spec.node_name);
+    if (!node ||
+        std::ranges::find(slurm_nodes_, bridge::SlurmNodeName(*node)) == slurm_nodes_.end()) {
+      return;
+    }
     exclusions_.clear();
     for (const auto& [group, job] : jobs_) {
       if (job.state == "PENDING") queue_.Add(std::string(kGroupItem) + group);
     }
   };
-  others_.cache().AddHandlers({.on_add = [others_changed](const auto&) { others_changed(); },
-                               .on_update =
-                                   [others_changed](const auto& old, const auto& p) {
-                                     if (old->spec.node_name != p->spec.node_name ||
-                                         old->spec.containers != p->spec.containers ||
-                                         old->spec.init_containers != p->spec.init_containers ||
-                                         old->spec.overhead != p->spec.overhead ||
-                                         old->spec.resources != p->spec.resources) {
-                                       others_changed();
-                                     }
-                                   },
-                               .on_delete = [others_changed](const auto&) { others_changed(); }});
+  others_.cache().AddHandlers(
+      {.on_add = [others_changed](const auto& p) { others_changed(*p); },
+       .on_update =
+           [others_changed](const auto& old, const auto& p) {
+             if (old->spec.node_name != p->spec.node_name ||
+                 old->spec.containers != p->spec.containers ||
+                 old->spec.init_containers != p->spec.init_containers ||
+                 old->spec.overhead != p->spec.overhead ||
+                 old->spec.resources != p->spec.resources) {
+               others_changed(*p);
+             }
+           },
+       .on_delete = [others_changed](const auto& p) { others_changed(*p); }});
   nodes_.cache().AddHandlers(
       {.on_add = [this](const auto& n) { OnNodeChanged(nullptr, *n); },
        .on_update = [this](const auto& old, const auto& n) { OnNodeChanged(old.get(), *n); },

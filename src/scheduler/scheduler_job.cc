@@ -5,6 +5,7 @@
 #include "scheduler/scheduler.h"
 
 #include <algorithm>
+#include <set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -64,18 +65,19 @@ Scheduler::Wanted Scheduler::Describe(const GroupSpec& spec,
   }
   std::vector<bridge::Exclusion> excluded = cached->second;
   // N-5: nodes a bound claim's PersistentVolume cannot attach to (local and zonal volumes).
+  std::set<std::string> out_already;  // filled only for pods with such volumes
   for (const Pod* p : pods) {
     auto va = volume_affinity_.find(PodKey(*p));
-    if (va == volume_affinity_.end()) continue;
+    if (va == volume_affinity_.end() || va->second.empty()) continue;
+    if (out_already.empty()) {
+      for (const bridge::Exclusion& e : excluded) out_already.insert(e.slurm_node);
+    }
     for (const auto& [pv, terms] : va->second) {
       for (const std::string& slurm_name : slurm_nodes_) {
         auto node = NodesBySlurmName().find(slurm_name);
         if (node == NodesBySlurmName().end()) continue;  // excluded already: no Kubernetes node
         if (bridge::MatchesNodeSelectorTerms(terms, *node->second)) continue;
-        if (std::ranges::any_of(
-                excluded, [&](const bridge::Exclusion& e) { return e.slurm_node == slurm_name; })) {
-          continue;
-        }
+        if (!out_already.insert(slurm_name).second) continue;
         excluded.push_back({slurm_name, "volume node affinity (PersistentVolume " + pv + ")"});
       }
     }
