@@ -2,40 +2,10 @@
 #include "bridge/volumes.h"
 
 #include <fmt/format.h>
-#include <boost/json.hpp>
+
+#include "kube/codec.h"
 
 namespace sb::bridge {
-namespace {
-namespace json = boost::json;
-
-std::string StringAt(const json::value* v) {
-  return v != nullptr && v->is_string() ? std::string(v->get_string()) : std::string();
-}
-
-json::value Parse(const std::string& text) {
-  boost::system::error_code ec;
-  json::value v = json::parse(text.empty() ? std::string("{}") : text, ec);
-  return ec ? json::value(json::object{}) : v;
-}
-
-Result<std::vector<kube::NodeSelectorRequirement>> Requirements(const json::value* list) {
-  std::vector<kube::NodeSelectorRequirement> out;
-  if (list == nullptr || list->is_null()) return out;
-  if (!list->is_array()) return MakeError(ErrorCode::kInvalidArgument, "requirements not a list");
-  for (const json::value& r : list->get_array()) {
-    if (!r.is_object()) return MakeError(ErrorCode::kInvalidArgument, "requirement not an object");
-    kube::NodeSelectorRequirement req;
-    req.key = StringAt(r.get_object().if_contains("key"));
-    req.operator_ = StringAt(r.get_object().if_contains("operator"));
-    if (const json::value* vals = r.get_object().if_contains("values"); vals && vals->is_array()) {
-      for (const json::value& v : vals->get_array()) req.values.push_back(StringAt(&v));
-    }
-    out.push_back(std::move(req));
-  }
-  return out;
-}
-
-}  // namespace
 
 std::vector<std::string> PodClaims(const kube::Pod& pod) {
   std::vector<std::string> out;
@@ -45,51 +15,40 @@ std::vector<std::string> PodClaims(const kube::Pod& pod) {
   return out;
 }
 
+namespace {
+
+// The string at `pointer` of a JSON object's text; "" when absent, not a string, or malformed.
+std::string StringAt(const std::string& json, std::string_view pointer) {
+  return json.empty() ? std::string() : kube::JsonStringAt(json, pointer).value_or("");
+}
+
+}  // namespace
+
 void ReadClaim(const kube::GenericObject& pvc, ClaimFacts& facts) {
-  const json::value spec = Parse(pvc.spec_json);
-  const json::value status = Parse(pvc.status_json);
   facts.found = true;
-  facts.volume = StringAt(spec.as_object().if_contains("volumeName"));
-  facts.storage_class = StringAt(spec.as_object().if_contains("storageClassName"));
-  facts.phase = StringAt(status.as_object().if_contains("phase"));
+  facts.volume = StringAt(pvc.spec_json, "/volumeName");
+  facts.storage_class = StringAt(pvc.spec_json, "/storageClassName");
+  facts.phase = StringAt(pvc.status_json, "/phase");
 }
 
 std::string BindingMode(const std::string& storage_class_json) {
-  const json::value v = Parse(storage_class_json);
-  std::string mode = StringAt(v.as_object().if_contains("volumeBindingMode"));
+  std::string mode = StringAt(storage_class_json, "/volumeBindingMode");
   return mode.empty() ? "Immediate" : mode;
 }
 
 Result<std::vector<kube::NodeSelectorTerm>> PvNodeAffinity(const kube::GenericObject& pv) {
-  std::vector<kube::NodeSelectorTerm> out;
-  const json::value spec = Parse(pv.spec_json);
-  boost::system::error_code ec;
-  const json::value* terms = spec.find_pointer("/nodeAffinity/required/nodeSelectorTerms", ec);
-  if (terms == nullptr || terms->is_null()) return out;
-  if (!terms->is_array()) {
+  if (pv.spec_json.empty()) return std::vector<kube::NodeSelectorTerm>{};
+  // Read by the kube codec, as a pod's required node affinity.
+  Result<std::vector<kube::NodeSelectorTerm>> terms =
+      kube::JsonNodeSelectorTermsAt(pv.spec_json, "/nodeAffinity/required/nodeSelectorTerms");
+  if (!terms && terms.error().code == ErrorCode::kNotFound) {
+    return std::vector<kube::NodeSelectorTerm>{};
+  }
+  if (!terms) {
     return MakeError(ErrorCode::kInvalidArgument,
-                     "PersistentVolume " + pv.metadata.name + ": nodeSelectorTerms is not a list");
+                     "PersistentVolume " + pv.metadata.name + ": " + terms.error().message);
   }
-  for (const json::value& t : terms->get_array()) {
-    if (!t.is_object()) {
-      return MakeError(ErrorCode::kInvalidArgument,
-                       "PersistentVolume " + pv.metadata.name + ": a term is not an object");
-    }
-    kube::NodeSelectorTerm term;
-    Result<std::vector<kube::NodeSelectorRequirement>> e =
-        Requirements(t.get_object().if_contains("matchExpressions"));
-    Result<std::vector<kube::NodeSelectorRequirement>> f =
-        Requirements(t.get_object().if_contains("matchFields"));
-    if (!e || !f) {
-      return MakeError(ErrorCode::kInvalidArgument,
-                       "PersistentVolume " + pv.metadata.name + ": " +
-                           (!e ? e.error().message : f.error().message));
-    }
-    term.match_expressions = std::move(*e);
-    term.match_fields = std::move(*f);
-    out.push_back(std::move(term));
-  }
-  return out;
+  return terms;
 }
 
 VolumePlan PlanVolumes(const std::vector<ClaimFacts>& claims) {

@@ -286,6 +286,20 @@ error_code ReadRequirements(od::value v, std::vector<NodeSelectorRequirement>& o
   });
 }
 
+// A NodeSelector's nodeSelectorTerms list (appended to `out`).
+error_code ReadNodeSelectorTerms(od::value terms, std::vector<NodeSelectorTerm>& out) {
+  return ForEachElement(terms, [&](od::value t) -> error_code {
+    NodeSelectorTerm term;
+    SB_JSON_TRY(ForEachField(t, [&](std::string_view k, od::value val) -> error_code {
+      if (k == "matchExpressions") return ReadRequirements(val, term.match_expressions);
+      if (k == "matchFields") return ReadRequirements(val, term.match_fields);
+      return SUCCESS;
+    }));
+    out.push_back(std::move(term));
+    return SUCCESS;
+  });
+}
+
 error_code ReadAffinity(od::value v, std::vector<NodeSelectorTerm>& out) {
   out.clear();
   // affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms
@@ -294,17 +308,7 @@ error_code ReadAffinity(od::value v, std::vector<NodeSelectorTerm>& out) {
     return ForEachField(na, [&](std::string_view k2, od::value req) -> error_code {
       if (k2 != "requiredDuringSchedulingIgnoredDuringExecution") return SUCCESS;
       return ForEachField(req, [&](std::string_view k3, od::value terms) -> error_code {
-        if (k3 != "nodeSelectorTerms") return SUCCESS;
-        return ForEachElement(terms, [&](od::value t) -> error_code {
-          NodeSelectorTerm term;
-          SB_JSON_TRY(ForEachField(t, [&](std::string_view k4, od::value val) -> error_code {
-            if (k4 == "matchExpressions") return ReadRequirements(val, term.match_expressions);
-            if (k4 == "matchFields") return ReadRequirements(val, term.match_fields);
-            return SUCCESS;
-          }));
-          out.push_back(std::move(term));
-          return SUCCESS;
-        });
+        return k3 == "nodeSelectorTerms" ? ReadNodeSelectorTerms(terms, out) : SUCCESS;
       });
     });
   });
@@ -789,6 +793,17 @@ Result<bool> JsonBoolAt(std::string_view json, std::string_view pointer) {
 
 Result<std::string> JsonRawAt(std::string_view json, std::string_view pointer) {
   return AtPointer(json, pointer, [](od::value v, std::string& out) { return RawJson(v, out); });
+}
+
+Result<std::vector<NodeSelectorTerm>> JsonNodeSelectorTermsAt(std::string_view json,
+                                                              std::string_view pointer) {
+  std::vector<NodeSelectorTerm> terms;
+  auto r = AtPointer(json, pointer,
+                     [&](od::value v, std::string&) { return ReadNodeSelectorTerms(v, terms); });
+  if (!r) {
+    return tl::unexpected(r.error());
+  }
+  return terms;
 }
 
 // Encoding ----------------------------------------------------------------------------------

@@ -48,6 +48,10 @@ template <typename T>
 [[nodiscard]] Result<bool> JsonBoolAt(std::string_view json, std::string_view pointer);
 // The raw JSON text of the value (object, array or scalar) at `pointer`.
 [[nodiscard]] Result<std::string> JsonRawAt(std::string_view json, std::string_view pointer);
+// The NodeSelectorTerms list at `pointer`, read as a pod's required node affinity is (a
+// PersistentVolume's "/nodeAffinity/required/nodeSelectorTerms"); null reads as none.
+[[nodiscard]] Result<std::vector<NodeSelectorTerm>> JsonNodeSelectorTermsAt(
+    std::string_view json, std::string_view pointer);
 
 // Request bodies. Each writes apiVersion and kind.
 [[nodiscard]] std::string Encode(const Pod& pod);
