@@ -26,15 +26,22 @@
 #
 # The seed is printed first; the same seed gives the same schedule (written to RUN/schedule),
 # whose events then run at their times (a fault that blocks, a restart, delays what follows).
-# A replica that exits by itself (lost Lease) is restarted as a Deployment would; one that dies
-# of a signal it was not sent is a crash. After the last event everything is restored, the driver
-# waits for every pod to end (or be gone), then runs `slurm-bridge check -n chaos` (straight to
-# slurmrestd) and prints a table: faults by kind, pods and groups, violations, time to settle.
-# Exits 1 on a violation, a stuck pod, a crashed replica or a workload that never settled.
+# The SIGKILLs aim at the replica that holds the role's Lease (its holderIdentity). A replica that
+# exits with status 1 after losing its Lease is restarted as a Deployment would; any other exit
+# it was not sent is a crash. While the workload runs, a snapshot check samples the invariants
+# every 5 s (`slurm-bridge check --settle 0s`). After the last event everything is restored, the
+# driver waits for every pod to end (or be gone), then runs `slurm-bridge check -n chaos`
+# (straight to slurmrestd) and prints a table: faults by kind, pods and groups, violations, time
+# to settle. Exits 1 on any of: a violation at the end; a violation that the samples show for
+# --violation-limit seconds; a stuck pod; a crashed replica; a fault that could not be injected,
+# or a kind never injected when --faults covers every kind; submit replies meant to be lost and
+# none lost; more Lease losses than two per apiserver restart; a gang Job left incomplete; a pod
+# of a single or PodGroup unit the driver did not delete that ended other than Succeeded, or is
+# gone without the bridge's SlurmJobEnded/SlurmJobNotRunning event.
 #
 # Usage: scripts/chaos.sh [--seed N] [--pods N] [--faults N] [--duration S] [--binary PATH]
 #                         [--kinds K,K,...] [--settle-timeout S] [--waves N] [--keep] [--keep-logs]
-#                         [--schedule-only]
+#                         [--violation-limit S] [--schedule-only]
 #   --seed N        RNG seed (default: random, printed)
 #   --pods N        pods of the workload (default 40)
 #   --faults N      faults to inject (default 9)
@@ -44,6 +51,8 @@
 #   --waves N       gang Jobs run N waves (completions = N x parallelism; default 1): from the
 #                   second wave on, each pod that succeeds is replaced by one bound into the
 #                   running Slurm job (a refill), so N >= 2 refills every gang at least twice
+#   --violation-limit S  how long a violation may last while the run goes on (default 60: two
+#                   job-list and sweep intervals of 10 s, a Lease takeover and some slack)
 #   --binary PATH   slurm-bridge (default: $SB_BINARY, else build/slurm-bridge)
 #   --keep          leave the environment running (and print its directory)
 #   --keep-logs     keep the run directory (logs, schedule) also when the run passes
@@ -56,6 +65,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 . "$root/testenv/lib.sh"
 need_root
 schedule_only=0 keep_logs=0 seed="" pods=40 nfaults=9 duration=90 settle_timeout=300 keep=0 kinds_arg="" waves=1
+violation_limit=60
 binary=${SB_BINARY:-$root/build/slurm-bridge}
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -66,6 +76,7 @@ while [ $# -gt 0 ]; do
     --kinds) kinds_arg=$2; shift 2 ;;
     --settle-timeout) settle_timeout=$2; shift 2 ;;
     --waves) waves=$2; shift 2 ;;
+    --violation-limit) violation_limit=$2; shift 2 ;;
     --binary) binary=$2; shift 2 ;;
     --keep) keep=1; shift ;;
     --keep-logs) keep_logs=1; shift ;;
@@ -75,7 +86,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ -n "$seed" ] || seed=$(($(od -An -tu2 -N2 /dev/urandom) + 1))
-for v in seed pods nfaults duration settle_timeout waves; do
+for v in seed pods nfaults duration settle_timeout waves violation_limit; do
   [[ "${!v}" =~ ^[0-9]+$ ]] || die "--${v%%_*} wants a number, got '${!v}'"
 done
 [ "$pods" -ge 1 ] && [ "$duration" -ge 10 ] && [ "$waves" -ge 1 ] ||
@@ -161,6 +172,22 @@ for ((i = 0; i < nfaults; i++)); do
 done
 
 mapfile -t events < <(printf '%s\n' "${events[@]}" | sort -s -n -k1,1)
+# The pods that must end Succeeded (or be deleted by the bridge with a reason): the single pods
+# and PodGroup members of the units the driver does not delete.
+expected_pods=()
+declare -A driver_deletes
+for e in "${events[@]}"; do
+  read -r _ type _ name _ <<<"$e"
+  [ "$type" != delete ] || driver_deletes[$name]=1
+done
+for e in "${events[@]}"; do
+  read -r _ type kind name size _ <<<"$e"
+  [ "$type" = create ] && [ -z "${driver_deletes[$name]:-}" ] || continue
+  case $kind in
+    pod) expected_pods+=("$name") ;;
+    pg) for ((k = 0; k < size; k++)); do expected_pods+=("$name-$k"); done ;;
+  esac
+done
 if [ $schedule_only = 1 ]; then
   printf '%s\n' "${events[@]}"
   exit 0
@@ -173,7 +200,7 @@ echo "chaos: $planned pods in $units units ($n_single pods, $n_job gang Jobs, $n
 # ---- The environment, the proxy, the replicas --------------------------------------------------
 declare -A rpid rgen rkilled rdown
 replicas=(scheduler-0 scheduler-1 controllers-0 controllers-1)
-proxy_pid=""
+proxy_pid="" sampler_pid=""
 cleanup() {
   local rc=$? r
   for r in "${replicas[@]}"; do
@@ -181,6 +208,7 @@ cleanup() {
   done
   for r in "${replicas[@]}"; do [ -z "${rpid[$r]:-}" ] || wait "${rpid[$r]}" 2>/dev/null || true; done
   [ -z "$proxy_pid" ] || { kill "$proxy_pid" 2>/dev/null; wait "$proxy_pid" 2>/dev/null || true; }
+  [ -z "$sampler_pid" ] || { kill "$sampler_pid" 2>/dev/null; wait "$sampler_pid" 2>/dev/null || true; }
   if [ $keep = 1 ]; then
     log "environment left running: $run (stop: testenv/down.sh $run)"
   else
@@ -228,18 +256,43 @@ start_replica() {
   rpid[$r]=$!
 }
 log_of() { echo "$run/logs/$1.${rgen[$1]}.log"; }
-# leader_of ROLE: the replica (0 or 1) of ROLE that leads now; none when in between.
+# lease_of ROLE: the Lease the replicas of ROLE contend for (run_cmd.cc's upstream names).
+lease_of() {
+  case $1 in scheduler) echo slurm-bridge-scheduler ;; *) echo 69d5fe47.my.slinky.slurm.net ;; esac
+}
+# leader_of ROLE: the replica (0 or 1) of ROLE that holds its Lease now (the Lease's
+# holderIdentity is the identity a replica logs when it starts); none when the holder is not a
+# running replica (in between, or the Lease could not be read).
 leader_of() {
-  local i
+  local i holder
+  holder=$(kcurl -f "$api/apis/coordination.k8s.io/v1/namespaces/default/leases/$(lease_of "$1")" 2>/dev/null |
+    jq -r '.spec.holderIdentity // empty' 2>/dev/null) || return 1
+  [ -n "$holder" ] || return 1
   for i in 0 1; do
-    [ -n "${rpid[$1-$i]:-}" ] && running "${rpid[$1-$i]}" && grep -q 'leading (' "$(log_of "$1-$i")" &&
+    [ -n "${rpid[$1-$i]:-}" ] && running "${rpid[$1-$i]}" &&
+      grep -qF "leader election: Lease default/$(lease_of "$1") as $holder" "$(log_of "$1-$i")" &&
       { echo "$i"; return 0; }
   done
   return 1
 }
+# await_leader ROLE: LEADER = the leading replica of ROLE once there is one (within 45 s: a
+# killed leader's Lease expires after 15 s), restarting replicas meanwhile; false after that.
+# Not in a subshell: supervise changes the replicas' state.
+await_leader() {
+  local end=$((SECONDS + 45))
+  while :; do
+    LEADER=$(leader_of "$1") && return 0
+    [ $SECONDS -lt $end ] || return 1
+    supervise
+    sleep 1
+  done
+}
 exits_killed=0 exits_lease=0 crashes=()
 declare -A faults_done
 count_fault() { faults_done[$1]=$((${faults_done[$1]:-0} + 1)); }
+# fault_failed KIND WHY: a fault that could not be injected (the run fails on it: test audit N6).
+faults_failed=()
+fault_failed() { faults_failed+=("$1: $2"); log "FAULT NOT INJECTED: $1: $2"; }
 # kill_replica R DELAY_S: SIGKILL replica R; restarted DELAY_S later.
 kill_replica() {
   local r=$1
@@ -259,7 +312,9 @@ supervise() {
     if [ -n "${rpid[$r]:-}" ] && ! running "${rpid[$r]}"; then
       st=0
       wait "${rpid[$r]}" 2>/dev/null || st=$?
-      if grep -q 'leadership lost' "$(log_of "$r")"; then
+      # Only status 1 after "leadership lost" is a Lease exit (run_cmd.cc); anything else (a
+      # signal during that shutdown, an abort, a sanitizer's exit code) is a crash.
+      if [ "$st" = 1 ] && grep -q 'leadership lost: exiting' "$(log_of "$r")"; then
         exits_lease=$((exits_lease + 1))
         log "$r exited $st after losing its Lease; restarting it"
       else
@@ -272,13 +327,13 @@ supervise() {
     if [ -z "${rpid[$r]:-}" ] && [ "$NOW" -ge "${rdown[$r]:-0}" ]; then start_replica "$r"; fi
   done
 }
-for r in "${replicas[@]}"; do start_replica "$r"; done
-leaders() { leader_of scheduler >/dev/null && leader_of controllers >/dev/null; }
-wait_for 60 leaders || die "no leader after 60 s (logs: $run/logs)"
 kcurl() {
   curl -sS -m 20 --cacert "$KUBE_CA_FILE" -H "Authorization: Bearer $(cat "$KUBE_TOKEN_FILE")" "$@"
 }
 api=$KUBE_APISERVER_URL
+for r in "${replicas[@]}"; do start_replica "$r"; done
+leaders() { leader_of scheduler >/dev/null && leader_of controllers >/dev/null; }
+wait_for 60 leaders || die "no leader after 60 s (logs: $run/logs)"
 kcurl -o /dev/null -X POST -H 'Content-Type: application/json' "$api/api/v1/namespaces" \
   -d "{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":\"$ns\"}}"
 
@@ -339,25 +394,32 @@ inject() { # KIND ARGS...
   shift
   case $k in
     sigkill-scheduler | sigkill-controllers)
+      # The Lease's holder, never a replica picked at random (test audit N6).
       role=${k#sigkill-}
-      i=$(leader_of "$role") || i=$1
-      kill_replica "$role-$i" "$2"; count_fault "$k" ;;
+      if await_leader "$role"; then
+        kill_replica "$role-$LEADER" "$2"; count_fault "$k"
+      else
+        fault_failed "$k" "no $role replica held the Lease for 45 s"
+      fi ;;
     sigkill-contending)
       role=$1
-      i=$(leader_of "$role") || i=$2
-      kill_replica "$role-$i" 0
-      supervise # restarted at once: the two replicas contend for the Lease
-      count_fault "$k" ;;
+      if await_leader "$role"; then
+        kill_replica "$role-$LEADER" 0
+        supervise # restarted at once: the two replicas contend for the Lease
+        count_fault "$k"
+      else
+        fault_failed "$k" "no $role replica held the Lease for 45 s"
+      fi ;;
     sigkill-again)
       kill_replica "$1-$2" 0 ;;
     slurmrestd-stop)
-      fault_sh slurmrestd-stop && count_fault "$k" || log "fault $k failed (log: $run/logs/fault.log)" ;;
+      if fault_sh slurmrestd-stop; then count_fault "$k"; else fault_failed "$k" "fault.sh failed (log: $run/logs/fault.log)"; fi ;;
     slurmrestd-start)
       fault_sh slurmrestd-start || log "slurmrestd-start failed (log: $run/logs/fault.log)" ;;
     slurmctld-restart | apiserver-restart)
       # In the background: the workload goes on while the daemon restarts (tens of seconds for
       # the apiserver on a busy machine); counted when done.
-      (fault_sh "$k" && echo "$k" >>"$run/faults.bg" || log "fault $k failed (log: $run/logs/fault.log)") &
+      (fault_sh "$k" && echo "$k" >>"$run/faults.bg" || echo "$k" >>"$run/faults.bg-failed") &
       bg_faults+=($!) ;;
     drop-submit-replies)
       local n=0
@@ -391,7 +453,7 @@ inject() { # KIND ARGS...
         tick_now
         pending+=("$((NOW - t0 + $2)) undo node-resume $sn")
       else
-        log "fault $k failed (log: $run/logs/fault.log)"
+        fault_failed "$k" "fault.sh node-down $sn failed (log: $run/logs/fault.log)"
       fi ;;
     node-resume)
       fault_sh node-resume "$1" || log "node-resume $1 failed (log: $run/logs/fault.log)" ;;
@@ -418,6 +480,26 @@ run_event() { # TYPE ARGS...
     undo) inject "$@" ;;
   esac
 }
+# ---- The invariants while it runs (test audit N1) ---------------------------------------------
+# Every 5 s, one snapshot check (--settle 0s) straight to slurmrestd, into samples/N: "T_MS RC"
+# then the violations. Checked after the run by tests/chaos/streaks.awk: a violation is only a
+# failure when it stays through readable samples for --violation-limit seconds (the bridge
+# catches up in a poll and a sweep; samples that could not be read, e.g. while slurmrestd or
+# the apiserver is down, neither end nor lengthen a streak).
+sampler() {
+  local i=0 t out rc
+  mkdir -p "$run/samples"
+  while [ ! -f "$run/samples/stop" ]; do
+    t=$(now_ms)
+    out=$(SLURM_JWT_FILE=$SLURM_JWT_FILE timeout 20 "$binary" check --config "$run/check.yaml" \
+      --kubeconfig "$KUBECONFIG" -n "$ns" --settle 0s 2>/dev/null) && rc=0 || rc=$?
+    i=$((i + 1))
+    printf '%s %s\n%s\n' "$t" "$rc" "$out" >"$run/samples/$(printf %05d $i)"
+    sleep 5
+  done
+}
+sampler &
+sampler_pid=$!
 log "workload and faults start (seed $seed)"
 tick_now
 t0=$NOW
@@ -444,6 +526,9 @@ while [ $ei -lt ${#events[@]} ] || [ ${#pending[@]} -gt 0 ]; do
 done
 for p in "${bg_faults[@]}"; do wait "$p" || true; done
 [ ! -f "$run/faults.bg" ] || while read -r k; do count_fault "$k"; done <"$run/faults.bg"
+[ ! -f "$run/faults.bg-failed" ] || while read -r k; do
+  fault_failed "$k" "fault.sh failed (log: $run/logs/fault.log)"
+done <"$run/faults.bg-failed"
 # Everything restored (each undo ran; this is the safety net).
 fault_sh slurmrestd-start || true
 cp "$run/jwt.good" "$run/jwt.tmp" && mv "$run/jwt.tmp" "$run/jwt"
@@ -483,6 +568,14 @@ for p in "${stuck[@]}"; do
     node: .spec.nodeName, job: .metadata.labels["scheduler.slinky.slurm.net/slurm-jobid"],
     deleting: .metadata.deletionTimestamp, message: .status.message}')"
 done
+touch "$run/samples/stop"
+wait "$sampler_pid" 2>/dev/null || true
+sampler_pid=""
+streaks=$(awk -v limit="$violation_limit" -f "$root/tests/chaos/streaks.awk" "$run"/samples/[0-9]*)
+echo "$streaks" >"$run/streaks.out"
+read -r _ n_samples n_readable <<<"$(grep '^samples ' <<<"$streaks")"
+read -r _ longest_s longest_key <<<"$(grep '^longest ' <<<"$streaks")"
+mapfile -t persistent < <(grep '^persistent ' <<<"$streaks" | cut -d' ' -f2-)
 check_out=$(SLURM_JWT_FILE=$SLURM_JWT_FILE "$binary" check --config "$run/check.yaml" \
   --kubeconfig "$KUBECONFIG" -n "$ns" --settle 60s 2>"$run/logs/check.err") && check_rc=0 || check_rc=$?
 tick_now
@@ -502,6 +595,24 @@ errors=$(cat "$run"/logs/{scheduler,controllers}-*.log | grep -c '\[error\]' || 
 # here loses slurmctld's state, so any is a false alarm worth seeing.
 brakes=$(cat "$run"/logs/controllers-*.log | grep -c 'jobGoneBrake [0-9]*): slurmctld may' || true)
 refills=$(cat "$run"/logs/scheduler-*.log | awk -f "$root/tests/chaos/refills.awk" || true)
+# Every gang Job left (the driver's deletions are gone) completed (test audit N1).
+jobs_left=$(kcurl "$api/apis/batch/v1/namespaces/$ns/jobs" | jq -r '.items | length')
+# Every pod the driver did not delete ended Succeeded, or was deleted by the bridge with a
+# reason (its job ended or stopped running: a node-down, a cancel): none is lost or Failed.
+# The gang Jobs' pods are the Job controller's to replace; their Jobs' completion stands for them.
+all_pods=$(kcurl "$api/api/v1/namespaces/$ns/pods")
+all_events=$(kcurl "$api/api/v1/namespaces/$ns/events")
+lost_pods=()
+for name in "${expected_pods[@]}"; do
+  phase=$(jq -r --arg n "$name" '.items[] | select(.metadata.name == $n) | .status.phase' <<<"$all_pods")
+  if [ -z "$phase" ]; then
+    why=$(jq -r --arg n "$name" '[.items[] | select(.involvedObject.name == $n and
+      (.reason == "SlurmJobEnded" or .reason == "SlurmJobNotRunning")) | .reason] | first // empty' <<<"$all_events")
+    [ -n "$why" ] || lost_pods+=("$name: gone without a SlurmJobEnded or SlurmJobNotRunning event")
+  elif [ "$phase" != Succeeded ]; then
+    lost_pods+=("$name: $phase")
+  fi
+done
 
 echo
 echo "chaos run, seed $seed: $planned pods, $nfaults faults over $duration s"
@@ -519,13 +630,18 @@ printf '%-40s %s\n' "pods planned" "$planned"
 printf '%-40s %s\n' "units deleted by the driver" "$deleted_units"
 printf '%-40s %s\n' "pods left, by phase" "${phases:-none}"
 printf '%-40s %s\n' "pods running on nodes set DOWN" "$pods_under_down"
-printf '%-40s %s\n' "gang Jobs complete" "$jobs_done"
+printf '%-40s %s\n' "gang Jobs complete (of those left)" "$jobs_done ($jobs_left)"
+printf '%-40s %s\n' "pods not ended well (of those expected)" "${#lost_pods[@]} (${#expected_pods[@]})"
 printf '%-40s %s\n' "gang refills" "$refills"
 printf '%-40s %s\n' "replica exits: SIGKILL, lost Lease" "$exits_killed, $exits_lease"
 printf '%-40s %s\n' "replica crashes" "${#crashes[@]}"
+printf '%-40s %s\n' "faults not injected" "${#faults_failed[@]}"
 printf '%-40s %s\n' "bridge error log lines" "$errors"
 printf '%-40s %s\n' "jobGoneBrake engaged (none expected)" "$brakes"
 printf '%-40s %s\n' "stuck pods" "${#stuck[@]}"
+printf '%-40s %s\n' "invariant samples (readable)" "$n_samples ($n_readable)"
+printf '%-40s %s\n' "longest violation while running" "$longest_s s ($longest_key)"
+printf '%-40s %s\n' "violations over ${violation_limit} s while running" "${#persistent[@]}"
 printf '%-40s %s\n' "violations" "$violations"
 printf '%-40s %s\n' "time to settle" "$((settle_ms / 1000)) s"
 printf '%-40s %s\n' "wall time" "$((SECONDS - wall_start)) s"
@@ -533,6 +649,28 @@ status=0
 if [ "$violations" != 0 ]; then echo "$check_out"; status=1; fi
 for c in "${crashes[@]}"; do echo "crash: $c"; status=1; done
 [ ${#stuck[@]} -eq 0 ] || status=1
+# What the table prints is asserted (test audit N1, N6).
+for p in "${persistent[@]}"; do echo "violation for $p while running"; status=1; done
+[ "$n_readable" -gt 0 ] || { echo "no invariant sample could be read"; status=1; }
+for f in "${faults_failed[@]}"; do echo "fault not injected: $f"; status=1; done
+for k in "${kinds[@]}"; do
+  if [ "$nfaults" -ge ${#kinds[@]} ] && [ "${faults_done[$k]:-0}" -lt 1 ]; then
+    echo "fault kind $k was never injected"; status=1
+  fi
+done
+if [ "${faults_done[drop-submit-replies]:-0}" -gt 0 ] && [ "$dropped" -lt 1 ]; then
+  echo "drop-submit-replies was injected but no submit reply was lost"; status=1
+fi
+# Each apiserver restart may cost each role's leader its Lease once; any other loss is a bridge
+# that cannot keep its Lease.
+max_lease=$((2 * ${faults_done[apiserver-restart]:-0}))
+if [ "$exits_lease" -gt "$max_lease" ]; then
+  echo "$exits_lease Lease losses, more than the $max_lease the apiserver restarts explain"; status=1
+fi
+if [ "$jobs_done" != "$jobs_left" ]; then
+  echo "$((jobs_left - jobs_done)) gang Job(s) did not complete"; status=1
+fi
+for p in "${lost_pods[@]}"; do echo "pod $ns/$p"; status=1; done
 # Belt and braces: the last list of the pods has none that has not ended.
 if [[ "$phases" =~ (Pending|Running|Unknown) ]]; then echo "pods have not ended: $phases"; status=1; fi
 exit $status

@@ -211,6 +211,10 @@ int RunComponents(const RunOptions& options) {
                                                                : "69d5fe47.my.slinky.slurm.net";
     }
     le.identity = Identity();
+    // The identity is what the Lease's holderIdentity names (scripts/chaos.sh finds the leader
+    // by it).
+    spdlog::info("leader election: Lease {}/{} as {}", le.lease_namespace, le.lease_name,
+                 le.identity);
     kube::LeaderCallbacks callbacks;
     // `le` ends with this block; the callback runs later: copy what it logs.
     callbacks.on_started_leading = [&, where = le.lease_namespace + "/" + le.lease_name] {

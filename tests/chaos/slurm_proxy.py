@@ -7,8 +7,10 @@ reply to some job submits on demand: while the file CONTROL_DIR/drop-submits hol
 the next submit (POST .../job/submit) is forwarded to slurmrestd, its reply read and thrown away,
 N decremented, a line appended to CONTROL_DIR/dropped, and the client's connection closed without
 a reply: the job exists in Slurm, its submitter never learns its id (as testing/slurm_proxy.h's
-kLoseSubmitReply, for a separate process). When slurmrestd refuses the connection the client gets
-a 503 (nothing was forwarded). Writes its port to CONTROL_DIR/port once it listens.
+kLoseSubmitReply, for a separate process). When slurmrestd refuses the connection, the client's
+connection is reset (RST), so the bridge meets a connection failure as it would without the proxy
+(test audit N6), not an HTTP status the proxy made up. Writes its port to CONTROL_DIR/port once it
+listens.
 
 Usage: slurm_proxy.py UPSTREAM_URL CONTROL_DIR
 """
@@ -16,6 +18,7 @@ import http.client
 import http.server
 import os
 import socket
+import struct
 import sys
 import threading
 import urllib.parse
@@ -60,12 +63,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
             reply = conn.getresponse()
             data = reply.read()
         except ConnectionRefusedError:
-            msg = b'{"errors":[{"error":"chaos proxy: slurmrestd refused the connection"}]}'
-            self.send_response(503)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(msg)))
-            self.end_headers()
-            self.wfile.write(msg)
+            # Reset the client's connection: SO_LINGER 0 makes close() send an RST.
+            self.close_connection = True
+            try:
+                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                           struct.pack("ii", 1, 0))
+                self.connection.close()
+            except OSError:
+                pass
             return
         except (OSError, http.client.HTTPException):
             # Lost on the way: the client sees its connection lost, as it would without the proxy.
