@@ -451,6 +451,11 @@ struct FakeApiServer::Impl {
         return std::move(*r);
       }
     }
+    return Serve(req);
+  }
+
+  // The fake's own answer, without the hook.
+  FakeReply Serve(const FakeRequest& req) {
     Target t = ParseTarget(req.target);
     if (req.method == "POST" && t.path.find("/events") != std::string::npos) {
       events.push_back(req.body);
@@ -926,6 +931,8 @@ std::string FakeApiServer::PodJson(const std::string& ns, const std::string& nam
 }
 
 void FakeApiServer::Intercept(Hook hook) { impl_->hook = std::move(hook); }
+
+FakeReply FakeApiServer::Answer(const FakeRequest& req) { return impl_->Serve(req); }
 int FakeApiServer::lists() const { return impl_->lists; }
 int FakeApiServer::writes() const { return impl_->writes; }
 int FakeApiServer::watches() const { return impl_->watches; }

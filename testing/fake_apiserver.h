@@ -114,6 +114,9 @@ class FakeApiServer {
   // The hook sees each request first; a reply it returns is sent instead.
   using Hook = std::function<std::optional<FakeReply>(const FakeRequest&)>;
   void Intercept(Hook hook);
+  // What the fake answers to `req` without the hook (and with its effects on the store): a hook
+  // calls it to see the fake's answer, e.g. whether a Binding was accepted.
+  FakeReply Answer(const FakeRequest& req);
 
   // Counters.
   [[nodiscard]] int lists() const;

@@ -244,6 +244,30 @@ awaitable<Binder::Bound> Binder::BindPods(std::int64_t job_id,
       if (b.error().code == ErrorCode::kNotFound) continue;  // deleted meanwhile
       Result<Pod> now = co_await kube::GetPod(kube_, m.namespace_, m.name);
       if (now && now->spec.node_name == a.node) continue;  // bound already (a retry)
+      if (now && now->metadata.uid == m.uid && !now->spec.node_name.empty()) {
+        // Another writer bound it first (the apiserver's 409: a second scheduler, a hand-made
+        // Binding; test audit N4), outside the job's allocation. The pod is left where it is;
+        // its job-id label goes, so that the job ends once none of its pods holds it (the
+        // group's next pass) and the job's end never deletes this pod.
+        ++stats_.bound_elsewhere;
+        Result<Pod> unlabelled = co_await kube::PatchAs<Pod>(
+            kube_, kube::PodsRef(m.namespace_).WithName(m.name), kube::PatchType::kJsonMerge,
+            fmt::format("{{\"metadata\":{{\"labels\":{{{}:null}}}}}}",
+                        kube::JsonQuote(bridge::kJobIdLabel)));
+        if (!unlabelled) {
+          spdlog::warn("{}/{}: removing the job-id label failed: {}", m.namespace_, m.name,
+                       unlabelled.error().ToString());
+        }
+        const std::string msg = fmt::format(
+            "bound to {} by another writer before this scheduler bound it to {} for Slurm job "
+            "{}: left there, and no longer a pod of that job",
+            now->spec.node_name, a.node, job_id);
+        recorder_.Emit(kube::MakeObjectReference("v1", "Pod", m), kube::EventType::kWarning,
+                       "BoundElsewhere", msg);
+        spdlog::warn("{}/{}: {}", m.namespace_, m.name, msg);
+        out.error = MakeError(ErrorCode::kConflict, msg).value();
+        co_return out;
+      }
       const std::string msg = fmt::format("binding to {} for Slurm job {} failed: {}", a.node,
                                           job_id, b.error().message);
       recorder_.Emit(kube::MakeObjectReference("v1", "Pod", m), kube::EventType::kWarning,

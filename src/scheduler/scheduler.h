@@ -83,6 +83,7 @@ struct Stats {
   std::uint64_t submit_errors = 0;
   std::uint64_t pods_bound = 0;
   std::uint64_t bind_errors = 0;
+  std::uint64_t bound_elsewhere = 0;  // bound by another writer first (the Binding's 409)
   // Pods patched with the job id while being bound (the cache did not show the label set after
   // the submit yet); the others get only the Binding.
   std::uint64_t bind_patches = 0;

@@ -119,16 +119,23 @@ class SchedulerTest : public ::testing::Test {
       return HttpReply(500, R"({"kind":"Status","code":500,"message":"etcd timeout"})");
     }
     if (req.method == "POST" && sub == "binding") {
-      // {"target":{"kind":"Node","name":"n1"}}: the pod leaves the unbound pods' watch.
+      // The fake's rules (test audit N4): 409 when the pod is bound already, being deleted, or
+      // has another UID than the Binding's; else 201, spec.nodeName set, and the pod leaves the
+      // unbound pods' watch. Only accepted bindings are recorded.
+      if (before_binding_) before_binding_(name);
+      FakeReply r = api_.Answer(req);
+      if (!r.bytes.starts_with("HTTP/1.1 201")) {
+        ++refused_bindings_;
+        return r;
+      }
+      // {"target":{"kind":"Node","name":"n1"}}
       const std::string key = R"("name":")";
       const std::size_t target = req.body.find("\"target\"");
       const std::size_t at = req.body.find(key, target);
-      const std::string node =
+      bindings_[name] =
           req.body.substr(at + key.size(), req.body.find('"', at + key.size()) - at - key.size());
-      bindings_[name] = node;
       binding_bodies_[name] = req.body;
-      api_.SetPodNode("ns", name, node);
-      return HttpReply(201, R"({"kind":"Status","status":"Success"})");
+      return r;
     }
     if (req.method == "PATCH" && sub == "status") {
       ++status_patches_;
@@ -217,15 +224,20 @@ class SchedulerTest : public ::testing::Test {
   bool done_ = false;
   int events_ = 0;
   int status_patches_ = 0;
-  int holder_lists_ = 0;                // pod lists by label selector (the holders of a job)
-  int failing_bindings_ = 0;            // the next bindings answered 500
-  std::map<std::string, int> patches_;  // pod name -> label patches
+  int holder_lists_ = 0;      // pod lists by label selector (the holders of a job)
+  int failing_bindings_ = 0;  // the next bindings answered 500
+  int refused_bindings_ = 0;  // bindings the fake refused (409: bound, another UID)
+  // Called with the pod's name before the fake answers a Binding: another writer's move.
+  std::function<void(const std::string&)> before_binding_;
+  std::map<std::string, int> patches_;                 // pod name -> label patches
   std::map<std::string, std::string> bindings_;        // pod name -> node
   std::map<std::string, std::string> binding_bodies_;  // pod name -> the Binding sent
   int failing_gets_ = 0;                               // the next GETs of a pod answer 500
   // The next bindings are committed and answer 503, and the GET after each answers 500.
   int lost_binding_replies_ = 0;
-  bool apply_patches_ = false;  // pod patches reach the fake's store (else answered unchanged)
+  // Pod patches reach the fake's store, as the apiserver applies them (test audit N4); false:
+  // answered with the pod unchanged.
+  bool apply_patches_ = true;
 };
 
 // Test audit #8 and review item 13: watching Slurm costs one request to /jobs/state/ per
@@ -384,6 +396,61 @@ TEST_F(SchedulerTest, IdleCostIsOneRequestPerPollIntervalWithListsIncluded) {
       << "the tracked jobs are still watched at every interval";
 }
 
+// Test audit N4: another writer (a second replica, another scheduler) binds the pod between the
+// scheduler's read and its Binding: the apiserver answers 409. The pod stays where the other
+// writer put it, no second Binding follows, and the job placed for it is not left running.
+TEST_F(SchedulerTest, AnotherWriterBindsFirstThePodStaysAndTheJobEnds) {
+  ASSERT_NO_FATAL_FAILURE(StartWithPendingPods(1));
+  const std::int64_t job = JobOf("p0");
+  before_binding_ = [&](const std::string& name) {
+    api_.SetPodNode("ns", name, "n2");
+    before_binding_ = nullptr;
+  };
+  Allocate(job);
+  ASSERT_TRUE(AdvanceUntil([&] { return refused_bindings_ == 1; }));
+  ASSERT_TRUE(AdvanceUntil([&] { return LiveJobs() == 0; }))
+      << "the job placed for the pod is cancelled once no pod holds it";
+  const auto until = clock_.Now() + 60s;
+  ASSERT_TRUE(AdvanceUntil([&] { return clock_.Now() >= until; }));
+  EXPECT_EQ(refused_bindings_, 1) << "no second Binding";
+  EXPECT_TRUE(bindings_.empty());
+  EXPECT_EQ(scheduler_->stats().bound_elsewhere, 1u);
+  EXPECT_GE(events_, 1) << "BoundElsewhere on the pod";
+  const std::string pod = api_.PodJson("ns", "p0");
+  EXPECT_NE(pod.find(R"("nodeName":"n2")"), std::string::npos) << pod;
+  EXPECT_EQ(pod.find(bridge::kJobIdLabel), std::string::npos)
+      << "the job's end must not delete a pod it never held: " << pod;
+}
+
+// Test audit N4: the pod is deleted and created again under its name (a new UID) between the
+// scheduler's read and its Binding: the Binding's UID precondition fails (409), the old pod's
+// job is cancelled, and the new pod is scheduled as itself, once, with a job of its own.
+TEST_F(SchedulerTest, PodRecreatedBeforeTheBindingIsScheduledAsItself) {
+  ASSERT_NO_FATAL_FAILURE(StartWithPendingPods(1));
+  const std::int64_t job = JobOf("p0");
+  before_binding_ = [&](const std::string& name) {
+    api_.DeletePod("ns", name);
+    api_.AddPod("ns", name);
+    before_binding_ = nullptr;
+  };
+  Allocate(job);
+  ASSERT_TRUE(AdvanceUntil([&] { return refused_bindings_ == 1; }));
+  ASSERT_TRUE(AdvanceUntil([&] {
+    for (std::int64_t id : slurm_.JobIds()) {
+      if (id != job && slurm_.Job(id)->BaseState() == "PENDING") Allocate(id);
+    }
+    return bindings_.contains("p0");
+  }));
+  const std::string pod = api_.PodJson("ns", "p0");
+  EXPECT_NE(pod.find(R"("nodeName":"n1")"), std::string::npos) << pod;
+  EXPECT_EQ(slurm_.Job(job)->BaseState(), "CANCELLED") << "the old pod's job";
+  EXPECT_EQ(LiveJobs(), 1);
+  EXPECT_EQ(slurm_.JobIds().size(), 2u);
+  EXPECT_NE(binding_bodies_["p0"].find(R"("uid":"uid-ns-p0-)"), std::string::npos)
+      << "the Binding carries the UID precondition: " << binding_bodies_["p0"];
+  EXPECT_EQ(refused_bindings_, 1);
+}
+
 // Issue #13: a job this process submitted and never bound for has no holders, so binding its
 // pods costs no pod LIST (a scan of the namespace's pods in the apiserver, per job). After a
 // failed Binding the pods may carry the job's label: the retry reads the holders.
@@ -439,7 +506,6 @@ TEST_F(SchedulerTest, FastPollsAskForTheFreshJobsOnlyAndFullPollsForAll) {
 // write, a Binding that carries the node's annotations (the apiserver adds them to the pod); a
 // pod whose label the cache does not show is patched first.
 TEST_F(SchedulerTest, LabelledPodIsBoundWithOneWriteThatCarriesTheAnnotations) {
-  apply_patches_ = true;
   ASSERT_NO_FATAL_FAILURE(StartWithPendingPods(1));
   ASSERT_EQ(patches_["p0"], 1) << "labelled after the submit";
   ASSERT_TRUE(RunUntil([&] {
@@ -673,7 +739,6 @@ class SchedulerFlowTest : public SchedulerTest {
     slurm::NodeInfo n2;
     n2.name = "n2";
     slurm_.AddNode(n2);
-    apply_patches_ = true;
     AddGangJob("train", 2);
     const std::string uid0 = NextUid("w0");
     api_.AddPod("ns", "w0", {}, "n1");
@@ -970,7 +1035,6 @@ TEST_F(SchedulerFlowTest, DuplicateJobCancelIsNotCountedAsPodsGone) {
 // apiserver refuses a pod update that changes an existing toleration, and the pod would never be
 // labelled nor bound while its job held the node.
 TEST_F(SchedulerTest, TolerationWithoutOperatorIsKeptAsStoredAndThePodBinds) {
-  apply_patches_ = true;
   api_.pod_merge_patch =
       R"({"spec":{"tolerations":[{"key":"dedicated","value":"gpu","effect":"NoSchedule"},)"
       R"({"key":"x","operator":"Exists","tolerationSeconds":30}]}})";
@@ -1045,7 +1109,6 @@ TEST_F(SchedulerFlowTest, ReplacementWaitsForItsPredecessorToTerminate) {
 // too. The pod then leaves the unbound pods' watch; the scheduler must not take its job for one
 // whose pods are gone: a bound pod labelled with it is found, and the job is left running.
 TEST_F(SchedulerTest, LostBindingReplyThenAFailedCheckNeverCancelsTheJob) {
-  apply_patches_ = true;
   ASSERT_NO_FATAL_FAILURE(StartWithPendingPods(1));
   ASSERT_TRUE(RunUntil([&] {
     std::shared_ptr<const kube::Pod> cached = scheduler_->CachedPod("ns/p0");
@@ -1095,7 +1158,6 @@ TEST_F(SchedulerFlowTest, PodGroupRemainderGetsAJobOfItsOwnWhenTheGroupsJobEnds)
   slurm::NodeInfo n2;
   n2.name = "n2";
   slurm_.AddNode(n2);
-  apply_patches_ = true;
   pod_group_min_["pg"] = 2;
   const std::map<std::string, std::string> member = {{"scheduling.x-k8s.io/pod-group", "pg"}};
   api_.AddPod("ns", "pg-0", member);
@@ -1158,7 +1220,6 @@ TEST_F(SchedulerTest, SlowSubmitsDoNotHoldUpTheBindOfARunningJob) {
 // apiserver shows it (members the bridge bound, here done), and the remainder gets its job.
 TEST_F(SchedulerFlowTest, PodGroupRemainderIsRecognisedAfterARestart) {
   kube_nodes_ = {"n1", "n2"};
-  apply_patches_ = true;
   pod_group_min_["pg"] = 2;
   const std::int64_t ended = slurm_.AddJob("COMPLETED", "", "n[1-2]");
   const std::map<std::string, std::string> member = {
