@@ -436,6 +436,9 @@ struct HttpClient::Impl {
     }
     std::tie(ec, n) = co_await std::visit(
         [&](auto& s) { return http::async_read(s, conn->buffer, parser, kTuple); }, conn->stream);
+    if (!ec && parser.get().result_int() < 100) {
+      ec = http::error::bad_status;  // Beast reads any 3 digits; "HTTP/1.1 050" is no reply
+    }
     if (ec) {
       co_return Failure{Stage::kRead, ec, reused};
     }
@@ -625,6 +628,9 @@ asio::awaitable<Result<int>> HttpClient::Stream(HttpRequest request,
   std::tie(ec, n) = co_await std::visit(
       [&](auto& s) { return http::async_read_header(s, conn->buffer, parser, kTuple); },
       conn->stream);
+  if (!ec && parser.get().result_int() < 100) {
+    ec = http::error::bad_status;  // as in Attempt
+  }
   if (ec) {
     co_return tl::unexpected(TransportError(d.endpoint, {Stage::kRead, ec, false}));
   }

@@ -228,6 +228,24 @@ TEST_F(HttpClientTest, AStreamStopsAtItsBodyLimit) {
   EXPECT_LE(got, std::size_t{64} * 1024);
 }
 
+TEST_F(HttpClientTest, AStatusBelow100IsAMalformedReply) {
+  // Beast reads any three digits as the status; http_client_fuzz found "HTTP/1.1 050" returned
+  // as a response with status 50.
+  FakeHttpServer server(io_, [](const FakeRequest&) {
+    return FakeReply{"HTTP/1.1 050 Odd\r\nContent-Length: 2\r\n\r\nok", false, {}};
+  });
+  auto client = Client(server.url(), {.max_attempts = 1});
+  Result<HttpResponse> r = Send(*client, {.target = "/x"});
+  ASSERT_FALSE(r.has_value()) << "status " << r->status;
+  EXPECT_EQ(r.error().code, ErrorCode::kUnavailable);
+  EXPECT_NE(r.error().message.find("malformed HTTP reply"), std::string::npos) << r.error().message;
+  Result<int> s = RunSync(io_, client->Stream(
+                                   {.target = "/watch"}, [](const HttpResponse&) { return true; },
+                                   [](std::string_view) { return true; }));
+  ASSERT_FALSE(s.has_value()) << "status " << *s;
+  EXPECT_EQ(s.error().code, ErrorCode::kUnavailable);
+}
+
 TEST_F(HttpClientTest, RetriesIdempotentRequestsOn503ButNotPosts) {
   int calls = 0;
   FakeHttpServer server(io_, [&](const FakeRequest&) {
