@@ -2,7 +2,9 @@
 #include "testing/fake_apiserver.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <utility>
 
 #include <boost/json.hpp>
@@ -353,6 +355,49 @@ std::string Meta(const bj::object& o, std::string_view field) {
   return StringAt(o, "metadata", field).value_or("");
 }
 
+// metav1.Time: RFC 3339 in UTC, whole seconds ("2026-01-01T00:00:30Z").
+std::string Rfc3339(std::chrono::system_clock::time_point t) {
+  const std::time_t secs =
+      std::chrono::system_clock::to_time_t(std::chrono::floor<std::chrono::seconds>(t));
+  std::tm tm{};
+  ::gmtime_r(&secs, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// The inverse of Rfc3339 for the "...Z" form the fake writes; nullopt otherwise.
+std::optional<std::chrono::system_clock::time_point> ParseRfc3339(const std::string& s) {
+  std::tm tm{};
+  int used = 0;
+  if (std::sscanf(s.c_str(), "%4d-%2d-%2dT%2d:%2d:%2dZ%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &used) != 6 ||
+      static_cast<std::size_t>(used) != s.size()) {
+    return std::nullopt;
+  }
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  return std::chrono::system_clock::from_time_t(::timegm(&tm));
+}
+
+// An integer at o[a][b]; nullopt when absent or not one.
+std::optional<std::int64_t> IntAt(const bj::object& o, std::string_view a, std::string_view b) {
+  const bj::value* x = o.if_contains(a);
+  if (x == nullptr || !x->is_object()) return std::nullopt;
+  const bj::value* y = x->as_object().if_contains(b);
+  if (y == nullptr || !y->is_number()) return std::nullopt;
+  if (y->is_int64()) return y->as_int64();
+  if (y->is_uint64()) return static_cast<std::int64_t>(y->as_uint64());
+  return static_cast<std::int64_t>(y->as_double());
+}
+
+bool HasFinalizers(const bj::object& o) {
+  const bj::value* m = o.if_contains("metadata");
+  if (m == nullptr || !m->is_object()) return false;
+  const bj::value* f = m->as_object().if_contains("finalizers");
+  return f != nullptr && f->is_array() && !f->as_array().empty();
+}
+
 // One chunk of a chunked reply body: the line and a newline.
 std::string Chunk(const std::string& line) {
   char size[32];
@@ -400,6 +445,9 @@ struct FakeApiServer::Impl {
   int writes = 0;
   std::vector<std::string> watch_rvs;
   std::vector<std::string> events;
+  // The Events POSTed, by "ns/name"; generate_names counts the names made from generateName.
+  std::map<std::string, bj::object> event_store;
+  int generated_names = 0;
   FakeApiServer* owner = nullptr;
   std::unique_ptr<FakeHttpServer> http;
 
@@ -457,9 +505,9 @@ struct FakeApiServer::Impl {
   // The fake's own answer, without the hook.
   FakeReply Serve(const FakeRequest& req) {
     Target t = ParseTarget(req.target);
-    if (req.method == "POST" && t.path.find("/events") != std::string::npos) {
-      events.push_back(req.body);
-      return HttpReply(201, req.body);
+    // /api/v1/namespaces/{ns}/events[/{name}], /apis/events.k8s.io/v1/namespaces/{ns}/events[...]
+    if (t.path.find("/events") != std::string::npos) {
+      if (std::optional<FakeReply> r = ServeEvent(req, t)) return std::move(*r);
     }
     // /api/v1/pods, /api/v1/namespaces/{ns}/pods[/{name}[/{sub}]], /api/v1/nodes[/{name}[/{sub}]]
     std::vector<std::string> parts;
@@ -496,6 +544,93 @@ struct FakeApiServer::Impl {
     }
     if (t.query.contains("watch")) return Watch(t, resource, ns, sel);
     return List(t, resource, ns, sel);
+  }
+
+  // An Event request; nullopt when the path is not an Event's.
+  std::optional<FakeReply> ServeEvent(const FakeRequest& req, const Target& t) {
+    std::vector<std::string> parts;
+    for (std::size_t at = 0; at < t.path.size();) {
+      std::size_t slash = t.path.find('/', at);
+      if (slash == std::string::npos) slash = t.path.size();
+      if (slash > at) parts.push_back(t.path.substr(at, slash - at));
+      at = slash + 1;
+    }
+    // Skip the group prefix: "api/v1" or "apis/{group}/{version}".
+    std::size_t i = 0;
+    if (parts.size() >= 2 && parts[0] == "api") {
+      i = 2;
+    } else if (parts.size() >= 3 && parts[0] == "apis") {
+      i = 3;
+    } else {
+      return std::nullopt;
+    }
+    if (parts.size() < i + 3 || parts[i] != "namespaces" || parts[i + 2] != "events" ||
+        parts.size() > i + 4) {
+      return std::nullopt;
+    }
+    const std::string ns = parts[i + 1];
+    if (parts.size() == i + 3) {
+      if (req.method != "POST") return std::nullopt;
+      return CreateEvent(req, ns);
+    }
+    const std::string name = parts[i + 3];
+    auto it = event_store.find(ns + "/" + name);
+    if (it == event_store.end()) {
+      if (req.method != "GET" && req.method != "PATCH") return std::nullopt;
+      return NotFound("events", name);
+    }
+    if (req.method == "GET") return HttpReply(200, bj::serialize(it->second));
+    if (req.method != "PATCH") return std::nullopt;
+    if (req.Header("Content-Type").find("json-patch") != std::string::npos) {
+      return StatusReply(415, "UnsupportedMediaType", "the fake applies merge patches only");
+    }
+    std::optional<bj::object> patch = ParseObject(req.body);
+    if (!patch) return StatusReply(400, "BadRequest", "the patch is not a JSON object");
+    if (std::optional<FakeReply> c = InjectedConflict()) return std::move(*c);
+    if (auto c = Precondition("ResourceVersion", Meta(*patch, "resourceVersion"),
+                              Meta(it->second, "resourceVersion"))) {
+      return std::move(*c);
+    }
+    MergePatch(it->second, *patch);
+    bj::object& meta = it->second["metadata"].as_object();
+    meta["name"] = name;
+    meta["namespace"] = ns;
+    meta["resourceVersion"] = std::to_string(++rv);
+    return HttpReply(200, bj::serialize(it->second));
+  }
+
+  FakeReply CreateEvent(const FakeRequest& req, const std::string& ns) {
+    events.push_back(req.body);
+    std::optional<bj::object> event = ParseObject(req.body);
+    if (!event) return StatusReply(400, "BadRequest", "the Event is not a JSON object");
+    bj::value& meta_value = (*event)["metadata"];
+    if (!meta_value.is_object()) meta_value = bj::object{};
+    bj::object& meta = meta_value.as_object();
+    std::string name = Meta(*event, "name");
+    if (name.empty()) {
+      const std::string prefix = Meta(*event, "generateName");
+      if (prefix.empty()) {
+        return StatusReply(422, "Invalid",
+                           "metadata.name: Required value: name or generateName "
+                           "is required");
+      }
+      name = prefix + "fake" + std::to_string(++generated_names);
+    }
+    if (const std::string body_ns = Meta(*event, "namespace"); !body_ns.empty() && body_ns != ns) {
+      return StatusReply(400, "BadRequest",
+                         "the namespace of the provided object does not match the namespace "
+                         "sent on the request");
+    }
+    const std::string key = ns + "/" + name;
+    if (event_store.contains(key)) {
+      return StatusReply(409, "AlreadyExists", "events \"" + name + "\" already exists");
+    }
+    meta["name"] = name;
+    meta["namespace"] = ns;
+    meta["uid"] = "uid-event-" + ns + "-" + name;
+    meta["resourceVersion"] = std::to_string(++rv);
+    event_store[key] = *event;
+    return HttpReply(201, bj::serialize(*event));
   }
 
   static FakeReply NoSuchPath(const Target& t) {
@@ -580,6 +715,35 @@ struct FakeApiServer::Impl {
         return StatusReply(422, "Invalid", *why);
       }
     }
+    return Update(resource, key, before, std::move(obj));
+  }
+
+  // Stores `obj` as the update of `before` (its deletionTimestamp and deletionGracePeriodSeconds
+  // kept, as rest.BeforeUpdate does); an object being deleted that is left without finalizers
+  // goes when registry.ShouldDeleteDuringUpdate says so (grace 0 or unset; for a pod, also when
+  // unbound). Answers the object.
+  FakeReply Update(const std::string& resource, const std::string& key, const bj::object& before,
+                   bj::object obj) {
+    if (!obj.contains("metadata") || !obj.at("metadata").is_object())
+      obj["metadata"] = bj::object{};
+    bj::object& meta = obj["metadata"].as_object();
+    const bj::object& was = before.at("metadata").as_object();
+    for (const char* f : {"deletionTimestamp", "deletionGracePeriodSeconds"}) {
+      if (const bj::value* v = was.if_contains(f)) {
+        meta[f] = *v;
+      } else {
+        meta.erase(f);
+      }
+    }
+    bool gone = false;
+    if (was.contains("deletionTimestamp") && !HasFinalizers(obj)) {
+      gone = IntAt(before, "metadata", "deletionGracePeriodSeconds").value_or(0) == 0 ||
+             (resource == "pods" && StringAt(obj, "spec", "nodeName").value_or("").empty());
+    }
+    if (gone) {
+      Record(resource, "DELETED", key, std::move(obj));
+      return HttpReply(200, bj::serialize(log.back().object));
+    }
     Record(resource, "MODIFIED", key, std::move(obj));
     return HttpReply(200, bj::serialize(store[resource].at(key)));
   }
@@ -605,8 +769,7 @@ struct FakeApiServer::Impl {
     meta["uid"] = Meta(cur, "uid");
     meta["name"] = Meta(cur, "name");
     if (const std::string ns = Meta(cur, "namespace"); !ns.empty()) meta["namespace"] = ns;
-    Record(resource, "MODIFIED", key, std::move(*obj));
-    return HttpReply(200, bj::serialize(store[resource].at(key)));
+    return Update(resource, key, cur, std::move(*obj));
   }
 
   // DELETE with DeleteOptions `options_json`; an eviction answers 201 with a Status.
@@ -622,29 +785,60 @@ struct FakeApiServer::Impl {
     if (auto c = Precondition("ResourceVersion", want_rv, Meta(obj, "resourceVersion"))) {
       return std::move(*c);
     }
-    bj::object& meta = obj["metadata"].as_object();
-    const bj::value* finalizers = meta.if_contains("finalizers");
-    const bool finalized =
-        finalizers != nullptr && finalizers->is_array() && !finalizers->as_array().empty();
-    std::int64_t grace = 0;
-    if (resource == "pods" && !StringAt(obj, "spec", "nodeName").value_or("").empty()) {
-      grace = 30;  // the pod's terminationGracePeriodSeconds default
-      if (const bj::value* g = options->if_contains("gracePeriodSeconds");
-          g != nullptr && g->is_int64()) {
-        grace = g->as_int64();
-      }
+    const bool pod = resource == "pods";
+    const bool finalized = HasFinalizers(obj);
+    std::optional<std::int64_t> asked;
+    if (const bj::value* g = options->if_contains("gracePeriodSeconds");
+        g != nullptr && g->is_number()) {
+      asked = g->is_int64() ? g->as_int64() : static_cast<std::int64_t>(g->to_number<double>());
+      if (*asked < 0) asked = 1;  // as rest.BeforeDelete
     }
+    bj::object& meta = obj["metadata"].as_object();
     std::string reply;
-    if (finalized || grace > 0) {
-      if (!meta.contains("deletionTimestamp")) {
-        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z";
-        meta["deletionGracePeriodSeconds"] = grace;
-        Record(resource, "MODIFIED", key, std::move(obj));
+    if (meta.contains("deletionTimestamp")) {
+      // Being deleted already: a DELETE may only shorten the grace period (rest.BeforeDelete).
+      const std::int64_t had = IntAt(obj, "metadata", "deletionGracePeriodSeconds").value_or(0);
+      bool gone = false;
+      if (had == 0) {
+        gone = !finalized;  // an update that set grace 0 and then failed to delete
+      } else if (pod && asked && *asked < had) {
+        if (std::optional<std::chrono::system_clock::time_point> at =
+                ParseRfc3339(Meta(obj, "deletionTimestamp"))) {
+          meta["deletionTimestamp"] =
+              Rfc3339(*at - std::chrono::seconds(had) + std::chrono::seconds(*asked));
+        }
+        meta["deletionGracePeriodSeconds"] = *asked;
+        gone = *asked == 0 && !finalized;
+        if (!gone) Record(resource, "MODIFIED", key, std::move(obj));
       }
-      reply = bj::serialize(store[resource].at(key));
+      if (gone) {
+        Record(resource, "DELETED", key, std::move(obj));
+        reply = bj::serialize(log.back().object);
+      } else {
+        reply = bj::serialize(store[resource].at(key));
+      }
     } else {
-      Record(resource, "DELETED", key, obj);
-      reply = bj::serialize(log.back().object);
+      // A pod's grace (podStrategy.CheckGracefulDelete); other kinds have none.
+      std::int64_t grace = 0;
+      if (pod) {
+        grace = asked.value_or(IntAt(obj, "spec", "terminationGracePeriodSeconds").value_or(30));
+        const std::string phase = StringAt(obj, "status", "phase").value_or("");
+        if (StringAt(obj, "spec", "nodeName").value_or("").empty() || phase == "Succeeded" ||
+            phase == "Failed") {
+          grace = 0;
+        }
+      }
+      if (pod || finalized) {
+        meta["deletionTimestamp"] = Rfc3339(owner->now() + std::chrono::seconds(grace));
+        meta["deletionGracePeriodSeconds"] = grace;
+      }
+      if (finalized || grace > 0) {
+        Record(resource, "MODIFIED", key, std::move(obj));
+        reply = bj::serialize(store[resource].at(key));
+      } else {
+        Record(resource, "DELETED", key, std::move(obj));
+        reply = bj::serialize(log.back().object);
+      }
     }
     if (eviction)
       return HttpReply(201, R"({"kind":"Status","apiVersion":"v1","status":"Success"})");
@@ -916,6 +1110,11 @@ int FakeApiServer::open_watches() const {
 }
 
 const std::vector<std::string>& FakeApiServer::events() const { return impl_->events; }
+
+std::string FakeApiServer::EventJson(const std::string& ns, const std::string& name) const {
+  auto it = impl_->event_store.find(ns + "/" + name);
+  return it == impl_->event_store.end() ? "" : bj::serialize(it->second);
+}
 
 void FakeApiServer::Compact() {
   impl_->compacted = impl_->rv;

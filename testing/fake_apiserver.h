@@ -17,13 +17,31 @@
 //          metadata.uid in the patch are preconditions: 409 Conflict when they differ; a pod
 //          patch that changes or drops a toleration it had gets the apiserver's 422
 //   PUT    the same: metadata.resourceVersion must be set (422) and current (409)
-//   DELETE the same, with DeleteOptions preconditions (uid, resourceVersion: 409); an object with
-//          finalizers, or a pod on a node deleted with a grace period, gets deletionTimestamp
-//          (MODIFIED) and stays, as the apiserver leaves it to the finalizer or the kubelet
+//   DELETE the same, with DeleteOptions preconditions (uid, resourceVersion: 409), as the
+//          apiserver's graceful deletion (rest.BeforeDelete, podStrategy.CheckGracefulDelete):
+//          a pod's grace is gracePeriodSeconds, else spec.terminationGracePeriodSeconds, else 30;
+//          0 when the pod is unbound or Succeeded/Failed; a negative one counts as 1. The pod gets
+//          deletionTimestamp = now() + grace (RFC 3339, whole seconds) and
+//          deletionGracePeriodSeconds = grace; with finalizers or grace > 0 it stays (MODIFIED) for
+//          the finalizers or the kubelet, otherwise it goes (DELETED). A node with finalizers gets
+//          deletionTimestamp now() and grace 0 and stays; without, it goes. A DELETE of an object
+//          being deleted only shortens: a smaller grace moves deletionTimestamp to the first
+//          DELETE's time + the new grace, and at grace 0 without finalizers removes it (the
+//          kubelet's or a force delete); anything else answers the object unchanged.
+//          A PATCH or PUT that leaves an object being deleted without finalizers removes it
+//          (DELETED) when its deletionGracePeriodSeconds is 0 (or unset) or, for a pod, it is
+//          unbound (registry.ShouldDeleteDuringUpdate); a bound pod with grace > 0 waits for the
+//          kubelet's DELETE with grace 0. PATCH and PUT keep deletionTimestamp and
+//          deletionGracePeriodSeconds as they were (rest.BeforeUpdate).
 //   POST   .../pods/{name}/binding: 409 when the pod is bound already, being deleted, or its UID
 //          is not the binding's; 201 and spec.nodeName set otherwise
 //   POST   .../pods/{name}/eviction: a DELETE with the eviction's deleteOptions, 201
-//   POST   .../events (any group): recorded, 201
+//   POST   /api/v1/namespaces/{ns}/events, /apis/events.k8s.io/v1/namespaces/{ns}/events:
+//          stored by metadata.name (metadata.generateName + a suffix when the name is empty; 409
+//          AlreadyExists when taken), 201 with the stored Event (name, namespace, uid,
+//          resourceVersion set); GET and PATCH (merge or strategic merge, applied as a merge
+//          patch) of .../events/{name} in either group serve the one stored Event (404 when
+//          unknown). Events take resourceVersions from the same counter but are not watchable.
 // LIST and WATCH honour fieldSelector (=, ==, != on metadata.name, metadata.namespace and, for
 // pods, spec.nodeName, spec.schedulerName; another field answers 400 as the apiserver does) and
 // labelSelector (=, ==, !=, in, notin, exists, !exists); a watch sees an object that starts to
@@ -32,12 +50,19 @@
 // ERROR event when gone_as_event). Faults are injected with Intercept(): the hook sees every
 // request first and may answer it with raw bytes (WatchReply/Cut helpers below); with
 // conflict_writes the next writes answer 409 whatever their preconditions.
-// Not modelled: timeoutSeconds (watches end at CloseWatches()), creation by POST, subresources
-// other than those above, JSON patch (415), admission, and validation beyond the tolerations rule.
+// Time: deletionTimestamps are read from `now` (the system clock unless a test points it at its
+// FakeClock's WallNow()).
+// Not modelled: timeoutSeconds (watches end at CloseWatches()), creation by POST (but Events),
+// subresources other than those above, JSON patch (415), admission, propagationPolicy and the
+// garbage collector's finalizers, the DELETED-after-MODIFIED pair the apiserver writes for a
+// graceful delete that completes at once (the fake logs DELETED only), LIST/WATCH/DELETE of
+// Events, and validation beyond the tolerations rule (new finalizers on an object being deleted
+// are accepted).
 //
 // Thread model: runs on the caller's io_context; tests drive both sides on one thread.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -83,14 +108,19 @@ class FakeApiServer {
   // Sends a BOOKMARK with the current RV to every open watch that asked for bookmarks.
   void Bookmark();
   [[nodiscard]] int open_watches() const;
-  // The bodies of the Events POSTed, in order.
+  // The bodies of the Events POSTed, in order (as sent: PATCHes do not change them).
   [[nodiscard]] const std::vector<std::string>& events() const;
+  // The stored Event's current JSON (after its PATCHes); "" when absent.
+  [[nodiscard]] std::string EventJson(const std::string& ns, const std::string& name) const;
   // Forgets the event log up to and including the current RV: older watches get 410.
   void Compact();
   [[nodiscard]] std::int64_t rv() const;
   // The pod's current JSON; "" when absent.
   [[nodiscard]] std::string PodJson(const std::string& ns, const std::string& name) const;
 
+  // The fake's wall-clock time, for deletionTimestamps. A test on a FakeClock points it there:
+  //   api_.now = [this] { return clock_.WallNow(); };
+  std::function<std::chrono::system_clock::time_point()> now = std::chrono::system_clock::now;
   // spec.schedulerName of the pods AddPod makes (field selectors match on it).
   std::string pod_scheduler_name = "s";
   // spec.priority of the pods AddPod makes (left out when unset).
@@ -120,7 +150,8 @@ class FakeApiServer {
 
   // Counters.
   [[nodiscard]] int lists() const;
-  [[nodiscard]] int writes() const;  // PATCH, PUT, DELETE and POST answered by the fake
+  // PATCH, PUT, DELETE and POST of pods and nodes answered by the fake (Events not counted).
+  [[nodiscard]] int writes() const;
   [[nodiscard]] int watches() const;
   // The resourceVersion query value of every watch request, in order.
   [[nodiscard]] const std::vector<std::string>& watch_rvs() const;

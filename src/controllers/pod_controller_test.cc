@@ -42,6 +42,8 @@ class PodControllerTest : public ::testing::Test {
     ASSERT_TRUE(ep);
     http_ = std::move(*net::HttpClient::Create(io_.get_executor(), *ep, {}));
     kube_ = kube::MakeClient(*http_, nullptr);
+    // The fake apiserver stamps deletions (deletionTimestamp = now + grace) on the test's clock.
+    api_.now = [this] { return clock_.WallNow(); };
     api_.Intercept([this](const FakeRequest& req) { return Hook(req); });
     // The controller watches spec.schedulerName=<ours>; the fake filters as the apiserver does.
     api_.pod_scheduler_name = "slurm-bridge-scheduler";

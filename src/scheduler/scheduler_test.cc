@@ -52,6 +52,8 @@ class SchedulerTest : public ::testing::Test {
     ASSERT_TRUE(ep);
     http_ = std::move(*net::HttpClient::Create(io_.get_executor(), *ep, {}));
     kube_ = kube::MakeClient(*http_, nullptr);
+    // The fake apiserver stamps deletions (deletionTimestamp = now + grace) on the test's clock.
+    api_.now = [this] { return clock_.WallNow(); };
     api_.Intercept([this](const FakeRequest& req) { return Hook(req); });
     api_.pod_scheduler_name = config_.scheduler_name;
     slurm::NodeInfo n1;
