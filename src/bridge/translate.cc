@@ -231,6 +231,18 @@ Result<slurm::JobDescription> Translate(const GroupSpec& group,
   JobTag tag{
       .group = group.key, .cluster = options.cluster_name, .scheduler = options.scheduler_name};
   for (const kube::Pod* pod : pods) {
+    // Refused at admission too; again here, since the webhook can be off (issue #25): Slurm
+    // chooses the nodes and sees no pods, so a required term would be silently broken.
+    if (pod->spec.required_pod_affinity > 0 || pod->spec.required_pod_anti_affinity > 0) {
+      return MakeError(
+          ErrorCode::kInvalidArgument,
+          fmt::format("pod {}/{}: spec.affinity.{}.requiredDuringSchedulingIgnoredDuringExecution "
+                      "is not supported: Slurm chooses the nodes and cannot see other pods (a "
+                      "gang's pods get one node each already); remove the required term or use "
+                      "a preferred one, which is ignored",
+                      pod->metadata.namespace_, pod->metadata.name,
+                      pod->spec.required_pod_affinity > 0 ? "podAffinity" : "podAntiAffinity"));
+    }
     Result<std::map<std::string, std::int64_t>> res = PodResources(*pod);
     if (!res) return tl::unexpected(res.error());
     std::map<std::string, std::int64_t> pod_tres;
@@ -502,8 +514,46 @@ std::string ExclusionKey(const std::vector<const kube::Pod*>& pods) {
         add(std::to_string(n));
       }
     }
+    const std::vector<kube::HostPort> ports = HostPortsOf(*pod);
+    add("p" + std::to_string(ports.size()));
+    for (const kube::HostPort& p : ports) {
+      add(std::to_string(p.port));
+      add(p.protocol);
+      add(p.host_ip);
+    }
   }
   return key;
+}
+
+std::vector<kube::HostPort> HostPortsOf(const kube::Pod& pod) {
+  std::vector<kube::HostPort> out;
+  for (const kube::Container& c : pod.spec.containers) {
+    out.insert(out.end(), c.host_ports.begin(), c.host_ports.end());
+  }
+  for (const kube::Container& c : pod.spec.init_containers) {
+    if (c.restart_policy == "Always")
+      out.insert(out.end(), c.host_ports.begin(), c.host_ports.end());
+  }
+  return out;
+}
+
+NodePorts PortsOf(const std::vector<const kube::Pod*>& pods) {
+  NodePorts out;
+  for (const kube::Pod* p : pods) {
+    if (p->spec.node_name.empty()) continue;
+    std::vector<kube::HostPort> ports = HostPortsOf(*p);
+    if (ports.empty()) continue;
+    std::vector<kube::HostPort>& on = out[p->spec.node_name];
+    on.insert(on.end(), ports.begin(), ports.end());
+  }
+  return out;
+}
+
+bool PortsConflict(const kube::HostPort& a, const kube::HostPort& b) {
+  const auto any = [](const std::string& ip) { return ip.empty() || ip == "0.0.0.0"; };
+  const auto protocol = [](const std::string& p) { return p.empty() ? std::string("TCP") : p; };
+  return a.port == b.port && protocol(a.protocol) == protocol(b.protocol) &&
+         (any(a.host_ip) || any(b.host_ip) || a.host_ip == b.host_ip);
 }
 
 NodeUsage UsageOf(const std::vector<const kube::Pod*>& pods) {
@@ -521,7 +571,7 @@ NodeUsage UsageOf(const std::vector<const kube::Pod*>& pods) {
 std::vector<Exclusion> ExcludedNodes(
     const std::vector<const kube::Pod*>& pods, const std::vector<std::string>& slurm_nodes,
     const std::map<std::string, const kube::Node*>& k8s_nodes_by_slurm_name,
-    const NodeUsage* used_by_others) {
+    const NodeUsage* used_by_others, const NodePorts* ports_in_use) {
   std::vector<std::map<std::string, std::int64_t>> needs;
   for (const kube::Pod* pod : pods) {
     // Requests, as kube-scheduler's fit check: a limit above allocatable is legal.
@@ -561,6 +611,19 @@ std::vector<Exclusion> ExcludedNodes(
       }
       if (reason.empty() && !MatchesNodeSelector(pod, node)) reason = "node selector";
       if (reason.empty() && !MatchesAffinity(pod, node)) reason = "node affinity";
+      if (reason.empty() && ports_in_use != nullptr) {
+        auto taken = ports_in_use->find(node.metadata.name);
+        if (taken != ports_in_use->end()) {
+          for (const kube::HostPort& want : HostPortsOf(pod)) {
+            auto clash = std::ranges::find_if(
+                taken->second, [&](const kube::HostPort& t) { return PortsConflict(want, t); });
+            if (clash != taken->second.end()) {
+              reason = fmt::format("host port {}/{} in use", want.protocol, want.port);
+              break;
+            }
+          }
+        }
+      }
       if (!reason.empty()) break;
       for (const auto& [name, need] : needs[i]) {
         if (need <= 0) continue;

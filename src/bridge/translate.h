@@ -101,18 +101,30 @@ struct Exclusion {
 // `used_by_others`: what pods Slurm does not know of (other schedulers' pods bound to the
 // nodes: DaemonSets, mirror pods) request per Kubernetes node; it is taken from the node's
 // allocatable before the group's pods are compared with it (N-13). nullptr: nothing.
+// `ports_in_use`: the host ports the pods bound to each Kubernetes node open (PortsOf); a node
+// where one of them conflicts with a host port of the group's pods is excluded, as
+// kube-scheduler's NodePorts filter does. nullptr: nothing.
 using NodeUsage = std::map<std::string, std::map<std::string, std::int64_t>>;
+using NodePorts = std::map<std::string, std::vector<kube::HostPort>>;
 [[nodiscard]] std::vector<Exclusion> ExcludedNodes(
     const std::vector<const kube::Pod*>& pods, const std::vector<std::string>& slurm_nodes,
     const std::map<std::string, const kube::Node*>& k8s_nodes_by_slurm_name,
-    const NodeUsage* used_by_others = nullptr);
+    const NodeUsage* used_by_others = nullptr, const NodePorts* ports_in_use = nullptr);
 // The requests (PodRequests) of the bound pods, summed per Kubernetes node.
 [[nodiscard]] NodeUsage UsageOf(const std::vector<const kube::Pod*>& pods);
+// The host ports a pod opens on its node: its containers' and its sidecars' (init containers
+// with restartPolicy Always), as kube-scheduler counts them.
+[[nodiscard]] std::vector<kube::HostPort> HostPortsOf(const kube::Pod& pod);
+// The host ports of the bound pods, per Kubernetes node.
+[[nodiscard]] NodePorts PortsOf(const std::vector<const kube::Pod*>& pods);
+// Two host ports conflict when port and protocol are equal and their addresses overlap (equal,
+// or either one is every address: "" or 0.0.0.0).
+[[nodiscard]] bool PortsConflict(const kube::HostPort& a, const kube::HostPort& b);
 
 // What ExcludedNodes reads of the pods, as one string: per pod its tolerations, nodeSelector,
-// required node affinity and requests (PodRequests), nothing else (not its name). For the same
-// nodes, pods with equal keys have equal exclusions, so a caller may keep the result per key until
-// a node changes (thousands of pods of one shape cost one walk over the nodes).
+// required node affinity, requests (PodRequests) and host ports, nothing else (not its name). For
+// the same nodes, pods with equal keys have equal exclusions, so a caller may keep the result per
+// key until a node changes (thousands of pods of one shape cost one walk over the nodes).
 [[nodiscard]] std::string ExclusionKey(const std::vector<const kube::Pod*>& pods);
 
 // Matching helpers (exposed for tests).

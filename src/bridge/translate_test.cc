@@ -265,6 +265,25 @@ TEST(TranslateTest, EveryAnnotationReachesTheJob) {
   EXPECT_EQ(job->comment, "from k8s");
 }
 
+// Issue #25: required pod (anti-)affinity is refused at submit as at admission (the webhook can
+// be off), with the term named; preferred terms are not read.
+TEST(TranslateTest, RequiredPodAffinityIsRefusedWithWhy) {
+  kube::Pod p = MakePod("p");
+  ASSERT_TRUE(Translate(Single(p), {&p}, Options()));
+  p.spec.required_pod_anti_affinity = 1;
+  Result<slurm::JobDescription> job = Translate(Single(p), {&p}, Options());
+  ASSERT_FALSE(job);
+  EXPECT_EQ(job.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(job.error().message.find("spec.affinity.podAntiAffinity.requiredDuring"),
+            std::string::npos)
+      << job.error().message;
+  p.spec.required_pod_anti_affinity = 0;
+  p.spec.required_pod_affinity = 2;
+  job = Translate(Single(p), {&p}, Options());
+  ASSERT_FALSE(job);
+  EXPECT_NE(job.error().message.find("spec.affinity.podAffinity."), std::string::npos);
+}
+
 // N-4: a namespace's pods cannot choose another identity, account, QOS, partition, reservation,
 // wckey or priority than its rule allows; the rule's user and group are sent for every job.
 TEST(TranslateTest, IdentityPolicyRefusesAndSetsTheIdentity) {
@@ -461,6 +480,66 @@ TEST(ExcludedNodesTest, KubernetesConstraintsBecomeExclusions) {
   EXPECT_EQ(got, want_tolerated);
 }
 
+// Issue #25: a node where a bound pod holds one of the group's host ports is excluded (the
+// same port and protocol, on overlapping addresses), as kube-scheduler's NodePorts filter does;
+// sidecars' ports count, other init containers' do not.
+TEST(ExcludedNodesTest, HostPortsHeldOnANodeExcludeIt) {
+  kube::Node n1 = MakeNode("n1");
+  kube::Node n2 = MakeNode("n2");
+  kube::Node n3 = MakeNode("n3");
+  kube::Node n4 = MakeNode("n4");
+  std::map<std::string, const kube::Node*> by_slurm = {
+      {"n1", &n1}, {"n2", &n2}, {"n3", &n3}, {"n4", &n4}};
+  const std::vector<std::string> slurm = {"n1", "n2", "n3", "n4"};
+  kube::Pod held1 = MakePod("exporter", {});
+  held1.spec.node_name = "n1";
+  held1.spec.containers[0].host_ports = {{.port = 9100, .container_port = 9100}};
+  kube::Pod held2 = MakePod("dns", {});
+  held2.spec.node_name = "n2";
+  held2.spec.containers[0].host_ports = {{.port = 9100, .protocol = "UDP"}};
+  kube::Pod held3 = MakePod("bound-to-an-address", {});
+  held3.spec.node_name = "n3";
+  held3.spec.containers[0].host_ports = {{.port = 9100, .host_ip = "10.0.0.3"}};
+  kube::Pod unbound = MakePod("waiting", {});
+  unbound.spec.containers[0].host_ports = {{.port = 9100}};
+  const NodePorts in_use = PortsOf({&held1, &held2, &held3, &unbound});
+  ASSERT_EQ(in_use.size(), 3u) << "an unbound pod holds no port";
+
+  kube::Pod pod = MakePod("p", {});
+  pod.spec.containers[0].host_ports = {{.port = 9100}};
+  std::vector<Exclusion> want = {{"n1", "host port TCP/9100 in use"},
+                                 {"n3", "host port TCP/9100 in use"}};
+  EXPECT_EQ(ExcludedNodes({&pod}, slurm, by_slurm, nullptr, &in_use), want)
+      << "UDP on n2 is another port; 0.0.0.0 overlaps 10.0.0.3";
+  EXPECT_TRUE(ExcludedNodes({&pod}, slurm, by_slurm).empty()) << "no ports in use given";
+
+  pod.spec.containers[0].host_ports = {{.port = 9100, .host_ip = "10.0.0.9"}};
+  EXPECT_EQ(ExcludedNodes({&pod}, slurm, by_slurm, nullptr, &in_use),
+            (std::vector<Exclusion>{{"n1", "host port TCP/9100 in use"}}))
+      << "another address of n3";
+
+  // A sidecar opens its port for the pod's life; a plain init container does not count.
+  pod.spec.containers[0].host_ports.clear();
+  kube::Container init{.name = "init", .host_ports = {{.port = 9100}}};
+  pod.spec.init_containers = {init};
+  EXPECT_TRUE(ExcludedNodes({&pod}, slurm, by_slurm, nullptr, &in_use).empty());
+  pod.spec.init_containers[0].restart_policy = "Always";
+  EXPECT_EQ(ExcludedNodes({&pod}, slurm, by_slurm, nullptr, &in_use), want);
+}
+
+TEST(ExcludedNodesTest, PortsConflictOnPortProtocolAndAddress) {
+  using kube::HostPort;
+  EXPECT_TRUE(PortsConflict(HostPort{.port = 80}, HostPort{.port = 80, .protocol = ""}));
+  EXPECT_FALSE(PortsConflict(HostPort{.port = 80}, HostPort{.port = 81}));
+  EXPECT_FALSE(PortsConflict(HostPort{.port = 80}, HostPort{.port = 80, .protocol = "SCTP"}));
+  EXPECT_TRUE(PortsConflict(HostPort{.port = 80, .host_ip = "0.0.0.0"},
+                            HostPort{.port = 80, .host_ip = "10.0.0.1"}));
+  EXPECT_TRUE(PortsConflict(HostPort{.port = 80, .host_ip = "10.0.0.1"},
+                            HostPort{.port = 80, .host_ip = "10.0.0.1"}));
+  EXPECT_FALSE(PortsConflict(HostPort{.port = 80, .host_ip = "10.0.0.1"},
+                             HostPort{.port = 80, .host_ip = "10.0.0.2"}));
+}
+
 // Every input of ExcludedNodes changes the key; the pod's name and other fields do not.
 TEST(ExcludedNodesTest, ExclusionKeyFollowsWhatExclusionsRead) {
   kube::Pod a = MakePod("a", {{"cpu", "2"}});
@@ -484,6 +563,10 @@ TEST(ExcludedNodesTest, ExclusionKeyFollowsWhatExclusionsRead) {
       },
       [](kube::Pod& p) { p.spec.containers[0].resources.requests["cpu"] = "3"; },
       [](kube::Pod& p) { p.spec.containers[0].resources.requests["nvidia.com/gpu"] = "1"; },
+      [](kube::Pod& p) { p.spec.containers[0].host_ports.push_back({.port = 8080}); },
+      [](kube::Pod& p) {
+        p.spec.containers[0].host_ports.push_back({.port = 8080, .protocol = "UDP"});
+      },
   };
   std::set<std::string> keys = {base};
   for (const auto& change : changes) {

@@ -255,6 +255,24 @@ error_code ReadResources(od::value v, ResourceRequirements& r) {
   });
 }
 
+// ports[]: only the entries that open a port on the node (hostPort > 0).
+error_code ReadHostPorts(od::value v, std::vector<HostPort>& out) {
+  out.clear();
+  return ForEachElement(v, [&](od::value e) -> error_code {
+    HostPort p;
+    SB_JSON_TRY(ForEachField(e, [&](std::string_view k, od::value val) -> error_code {
+      if (k == "hostPort") return ReadInt64(val, p.port);
+      if (k == "containerPort") return ReadInt64(val, p.container_port);
+      if (k == "protocol") return ReadString(val, p.protocol);
+      if (k == "hostIP") return ReadString(val, p.host_ip);
+      return SUCCESS;
+    }));
+    if (p.protocol.empty()) p.protocol = "TCP";
+    if (p.port > 0) out.push_back(std::move(p));
+    return SUCCESS;
+  });
+}
+
 error_code ReadContainers(od::value v, std::vector<Container>& out) {
   out.clear();
   return ForEachElement(v, [&](od::value e) -> error_code {
@@ -264,6 +282,7 @@ error_code ReadContainers(od::value v, std::vector<Container>& out) {
       if (k == "image") return ReadString(val, c.image);
       if (k == "resources") return ReadResources(val, c.resources);
       if (k == "restartPolicy") return ReadString(val, c.restart_policy);
+      if (k == "ports") return ReadHostPorts(val, c.host_ports);
       return SUCCESS;
     }));
     out.push_back(std::move(c));
@@ -300,10 +319,24 @@ error_code ReadNodeSelectorTerms(od::value terms, std::vector<NodeSelectorTerm>&
   });
 }
 
-error_code ReadAffinity(od::value v, std::vector<NodeSelectorTerm>& out) {
+// affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms; of
+// podAffinity and podAntiAffinity, only how many required terms they have.
+error_code ReadAffinity(od::value v, PodSpec& s) {
+  std::vector<NodeSelectorTerm>& out = s.required_node_affinity;
   out.clear();
-  // affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms
+  s.required_pod_affinity = s.required_pod_anti_affinity = 0;
   return ForEachField(v, [&](std::string_view k, od::value na) -> error_code {
+    if (k == "podAffinity" || k == "podAntiAffinity") {
+      std::size_t& count =
+          k == "podAffinity" ? s.required_pod_affinity : s.required_pod_anti_affinity;
+      return ForEachField(na, [&](std::string_view k2, od::value terms) -> error_code {
+        if (k2 != "requiredDuringSchedulingIgnoredDuringExecution") return SUCCESS;
+        return ForEachElement(terms, [&](od::value) -> error_code {
+          ++count;
+          return SUCCESS;
+        });
+      });
+    }
     if (k != "nodeAffinity") return SUCCESS;
     return ForEachField(na, [&](std::string_view k2, od::value req) -> error_code {
       if (k2 != "requiredDuringSchedulingIgnoredDuringExecution") return SUCCESS;
@@ -341,7 +374,7 @@ error_code ReadPodSpec(od::value v, PodSpec& s) {
     if (k == "initContainers") return ReadContainers(val, s.init_containers);
     if (k == "tolerations") return ReadTolerations(val, s.tolerations);
     if (k == "nodeSelector") return ReadStringMap(val, s.node_selector);
-    if (k == "affinity") return ReadAffinity(val, s.required_node_affinity);
+    if (k == "affinity") return ReadAffinity(val, s);
     if (k == "overhead") return ReadResourceList(val, s.overhead);
     if (k == "resources") return ReadResources(val, s.resources);
     if (k == "schedulingGates") {
@@ -883,6 +916,16 @@ bj::array ContainersJson(const std::vector<Container>& cs) {
     o["name"] = c.name;
     PutIf(o, "image", c.image);
     PutIf(o, "restartPolicy", c.restart_policy);
+    if (!c.host_ports.empty()) {
+      bj::array ports;
+      for (const HostPort& p : c.host_ports) {
+        bj::object po{
+            {"containerPort", p.container_port}, {"hostPort", p.port}, {"protocol", p.protocol}};
+        PutIf(po, "hostIP", p.host_ip);
+        ports.emplace_back(std::move(po));
+      }
+      o["ports"] = std::move(ports);
+    }
     bj::object res;
     if (!c.resources.requests.empty()) res["requests"] = StringMapJson(c.resources.requests);
     if (!c.resources.limits.empty()) res["limits"] = StringMapJson(c.resources.limits);

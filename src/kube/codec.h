@@ -53,7 +53,8 @@ template <typename T>
 [[nodiscard]] Result<std::vector<NodeSelectorTerm>> JsonNodeSelectorTermsAt(
     std::string_view json, std::string_view pointer);
 
-// Request bodies. Each writes apiVersion and kind.
+// Request bodies. Each writes apiVersion and kind. A pod's required pod (anti-)affinity is only
+// counted when read (PodSpec), so it is not written.
 [[nodiscard]] std::string Encode(const Pod& pod);
 [[nodiscard]] std::string Encode(const Node& node);
 [[nodiscard]] std::string Encode(const Namespace& ns);

@@ -73,11 +73,21 @@ struct ResourceRequirements {
   bool operator==(const ResourceRequirements&) const = default;
 };
 
+// A container port that is also opened on the node (ports[] entries with hostPort > 0).
+struct HostPort {
+  std::int64_t port = 0;  // hostPort
+  std::int64_t container_port = 0;
+  std::string protocol = "TCP";  // TCP, UDP, SCTP ("" reads as TCP)
+  std::string host_ip;           // "" or 0.0.0.0: every address of the node
+  bool operator==(const HostPort&) const = default;
+};
+
 struct Container {
   std::string name;
   std::string image;
   ResourceRequirements resources;
   std::string restart_policy;  // init containers: "Always" makes a sidecar; "" otherwise
+  std::vector<HostPort> host_ports;
   bool operator==(const Container&) const = default;
 };
 
@@ -124,6 +134,10 @@ struct PodSpec {
   std::vector<Toleration> tolerations;
   StringMap node_selector;
   std::vector<NodeSelectorTerm> required_node_affinity;
+  // How many required (requiredDuringSchedulingIgnoredDuringExecution) pod affinity and
+  // anti-affinity terms the pod has; the terms themselves are not read.
+  std::size_t required_pod_affinity = 0;
+  std::size_t required_pod_anti_affinity = 0;
   ResourceList overhead;
   ResourceRequirements resources;  // pod-level spec.resources (cpu, memory, hugepages-*)
   // spec.schedulingGates[].name (GA in Kubernetes 1.30): no scheduler may place the pod while

@@ -51,13 +51,11 @@ Scheduler::Scheduler(asio::any_io_executor executor, kube::Client& kube, slurm::
                                                    "spec.schedulerName=" + config_.scheduler_name +
                                                    ",spec.nodeName="}}}),
       nodes_(kube, kube::NodesRef()),
-      others_(
-          kube, kube::PodsRef(),
-          kube::InformerOptions{
-              .reflector = {.list_options = {.field_selector =
-                                                 "spec.schedulerName!=" + config_.scheduler_name +
-                                                 ",spec.nodeName!=,status.phase!=Succeeded,"
-                                                 "status.phase!=Failed"}}}),
+      others_(kube, kube::PodsRef(),
+              kube::InformerOptions{
+                  .reflector = {.list_options = {.field_selector =
+                                                     "spec.nodeName!=,status.phase!=Succeeded,"
+                                                     "status.phase!=Failed"}}}),
       event_sink_(kube),
       recorder_(clock, event_sink_,
                 kube::EventRecorderOptions{.source = {.component = config_.scheduler_name}}),
@@ -94,8 +92,13 @@ Scheduler::Scheduler(asio::any_io_executor executor, kube::Client& kube, slurm::
   // on a Slurm node the exclusions are computed anew too (pods waiting for a job are looked at
   // again, as on a node change). Pods of other nodes, most of a busy cluster's churn, cost no
   // more than that.
+  // The bridge's own bound pods are in the same informer for their host ports only: one that
+  // opens none changes nothing here.
   auto others_changed = [this](const Pod& p) {
-    others_usage_.reset();
+    const bool ours = p.spec.scheduler_name == config_.scheduler_name;
+    if (ours && bridge::HostPortsOf(p).empty()) return;
+    if (!ours) others_usage_.reset();
+    others_ports_.reset();
     std::shared_ptr<const kube::Node> node = nodes_.cache().Get(p.spec.node_name);
     if (!node ||
         std::ranges::find(slurm_nodes_, bridge::SlurmNodeName(*node)) == slurm_nodes_.end()) {
@@ -439,10 +442,23 @@ const bridge::NodeUsage& Scheduler::OthersUsage() const {
     std::vector<std::shared_ptr<const Pod>> all = others_.cache().List();
     std::vector<const Pod*> pods;
     pods.reserve(all.size());
-    for (const auto& p : all) pods.push_back(p.get());
+    for (const auto& p : all) {
+      if (p->spec.scheduler_name != config_.scheduler_name) pods.push_back(p.get());
+    }
     others_usage_ = bridge::UsageOf(pods);
   }
   return *others_usage_;
+}
+
+const bridge::NodePorts& Scheduler::PortsInUse() const {
+  if (!others_ports_) {
+    std::vector<std::shared_ptr<const Pod>> all = others_.cache().List();
+    std::vector<const Pod*> pods;
+    pods.reserve(all.size());
+    for (const auto& p : all) pods.push_back(p.get());
+    others_ports_ = bridge::PortsOf(pods);
+  }
+  return *others_ports_;
 }
 
 const std::map<std::string, const kube::Node*>& Scheduler::NodesBySlurmName() const {

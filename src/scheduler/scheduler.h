@@ -249,6 +249,8 @@ class Scheduler : private slurm::JobWatchSubscriber {
   const std::map<std::string, const kube::Node*>& NodesBySlurmName() const;
   // What other schedulers' bound pods request, per Kubernetes node (bridge::UsageOf of others_).
   const bridge::NodeUsage& OthersUsage() const;
+  // The host ports every bound pod opens, the bridge's own included, per Kubernetes node.
+  const bridge::NodePorts& PortsInUse() const;
   void Emit(const std::vector<const kube::Pod*>& pods, const std::string& reason,
             const std::string& message);
 
@@ -261,10 +263,13 @@ class Scheduler : private slurm::JobWatchSubscriber {
 
   kube::Informer<kube::Pod> pods_;
   kube::Informer<kube::Node> nodes_;
-  // N-13: the other schedulers' bound, unfinished pods (DaemonSets, mirror pods): what they
-  // request is not Slurm's to give. Summed per node when it changed (others_usage_).
+  // Every bound, unfinished pod. N-13: what other schedulers' pods (DaemonSets, mirror pods)
+  // request is not Slurm's to give, summed per node when it changed (others_usage_); and no
+  // pod may open a host port another pod on the node holds (others_ports_, the bridge's own
+  // pods included: they share nodes with exclusive "false").
   kube::Informer<kube::Pod> others_;
   mutable std::optional<bridge::NodeUsage> others_usage_;
+  mutable std::optional<bridge::NodePorts> others_ports_;
   kube::ClientEventSink event_sink_;
   kube::EventRecorder recorder_;
   Binder binder_;

@@ -370,6 +370,61 @@ TEST_F(SchedulerE2e, TolerationWithoutOperatorIsKeptAndThePodBinds) {
   }
 }
 
+// Issue #25: a host port that a pod already bound to a node holds (here other schedulers' pods,
+// bound by nodeName as a DaemonSet's are) keeps a bridge pod that opens the same port off that
+// node: Slurm is told to exclude it; another port excludes nothing.
+TEST_F(SchedulerE2e, HostPortsHeldOnNodesKeepPodsOffThem) {
+  const auto create = [&](const std::string& name, const std::string& scheduler,
+                          const std::string& node, int port) {
+    auto r = RunSync(
+        io_, kube_->Create(kube::PodsRef(ns_),
+                           fmt::format(R"({{"apiVersion":"v1",
+        "kind":"Pod","metadata":{{"name":"{}","namespace":"{}"}},"spec":{{"schedulerName":"{}",
+        {}"restartPolicy":"Never","tolerations":[{{"operator":"Exists"}}],
+        "containers":[{{"name":"c","image":"busybox","resources":{{"limits":{{"cpu":"1"}}}},
+        "ports":[{{"containerPort":80,"hostPort":{}}}]}}]}}}})",
+                                       name, ns_, scheduler,
+                                       node.empty() ? std::string()
+                                                    : fmt::format(R"("nodeName":"{}",)", node),
+                                       port)));
+    ASSERT_TRUE(r) << r.error().message;
+  };
+  for (const char* n : {"n1", "n2", "n3"}) {
+    ASSERT_NO_FATAL_FAILURE(create(fmt::format("exporter-{}", n), "default-scheduler", n, 9100));
+  }
+  StartScheduler();
+  ASSERT_NO_FATAL_FAILURE(create("web", "slurm-bridge-scheduler", "", 9100));
+  std::optional<kube::Pod> bound = WaitForPod("web", IsBound, 60s);
+  ASSERT_TRUE(bound) << "the pod with a free host port elsewhere was not bound";
+  EXPECT_EQ(bound->spec.node_name, "n4") << "n1-n3 hold host port 9100";
+  std::string show = Slurm(fmt::format("scontrol show job -o {}", JobId(*bound)));
+  EXPECT_NE(show.find("ExcNodeList=n[1-3] "), std::string::npos) << show;
+
+  ASSERT_NO_FATAL_FAILURE(create("other-port", "slurm-bridge-scheduler", "", 9101));
+  bound = WaitForPod("other-port", IsBound, 60s);
+  ASSERT_TRUE(bound);
+  show = Slurm(fmt::format("scontrol show job -o {}", JobId(*bound)));
+  EXPECT_NE(show.find("ExcNodeList=(null)"), std::string::npos) << show;
+}
+
+// Issue #25: required pod anti-affinity, which Slurm cannot honour, is refused at submit with
+// an event that names the term (the webhook refuses it too, but can be off); no Slurm job.
+TEST_F(SchedulerE2e, RequiredPodAntiAffinityIsRefusedAtSubmit) {
+  StartScheduler();
+  CreatePod("apart", R"({"limits":{"cpu":"1"}})", "{}",
+            R"(,"affinity":{"podAntiAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":[
+            {"topologyKey":"kubernetes.io/hostname","labelSelector":{"matchLabels":{"a":"b"}}}]}})");
+  const std::string message = WaitForEvent("apart");
+  EXPECT_NE(message.find("spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuring"
+                         "Execution is not supported"),
+            std::string::npos)
+      << message;
+  auto pod = RunSync(io_, kube::GetPod(*kube_, ns_, "apart"));
+  ASSERT_TRUE(pod) << pod.error().message;
+  EXPECT_FALSE(IsBound(*pod));
+  EXPECT_EQ(JobId(*pod), 0) << "no Slurm job";
+}
+
 TEST_F(SchedulerE2e, NodeSelectorKeepsPodsOffExcludedNode) {
   Restore unlabel{[this] {
     Shell(
