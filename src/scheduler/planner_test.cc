@@ -372,13 +372,16 @@ TEST(PlanBindTest, Table) {
                        .kind = "Job",
                        .name = "train",
                        .now = kT0};
+  // The whole plan (test audit N10): every field of BindPlan, and with a retag the UIDs the
+  // job's tag then lists (MergeTag).
   struct Row {
     std::string name;
     BindInput in;
     std::vector<std::pair<std::string, std::string>> assign;
     std::vector<std::string> retag;
     bool done = false;
-    std::string report_prefix;
+    std::string report;
+    std::optional<std::chrono::seconds> recheck_after;  // of kT0
   };
   auto with = [&](auto&& edit) {
     BindInput in = base;
@@ -394,8 +397,8 @@ TEST(PlanBindTest, Table) {
        .done = true},
       {.name = "gang not complete and never bound: wait, bind nothing",
        .in = with([&](BindInput& in) { in.pods = {&a}; }),
-       .report_prefix = "Slurm job 7 is running on 2 node(s); waiting for 1 more pod(s) of Job "
-                        "train"},
+       .report = "Slurm job 7 is running on 2 node(s); waiting for 1 more pod(s) of Job train to "
+                 "bind them all at once"},
       // Item 4: a pod beyond the job's pods is not bound or labelled.
       {.name = "extra pod: only the job's pods bind",
        .in = with([&](BindInput& in) {
@@ -425,7 +428,9 @@ TEST(PlanBindTest, Table) {
          in.pods = {&c};
          in.holders = {{"uid-a", "n1", true}, {"uid-b", "n2", true}};
        }),
-       .report_prefix = "Slurm job 7 of Job train has a pod on each of its 2 node(s)"},
+       .report = "Slurm job 7 of Job train has a pod on each of its 2 node(s); waiting for one to "
+                 "be free",
+       .recheck_after = 10s},
       {.name = "binding cut short earlier: the rest binds",
        .in = with([&](BindInput& in) {
          in.pods = {&b};
@@ -450,19 +455,28 @@ TEST(PlanBindTest, Table) {
          in.job.uids = {"uid-a"};
          in.pods = {&a};
        }),
-       .report_prefix = "Slurm job 7 is running on 2 node(s); waiting for 1 more pod(s)"},
+       .report = "Slurm job 7 is running on 2 node(s); waiting for 1 more pod(s) of Job train to "
+                 "bind them all at once"},
   };
   for (const Row& row : rows) {
     SCOPED_TRACE(row.name);
     BindPlan plan = PlanBind(row.in, {});
     EXPECT_EQ(Assigned(plan), row.assign);
     EXPECT_EQ(plan.retag, !row.retag.empty());
+    if (plan.retag) {
+      const TagMembers current{.uids = row.in.job.uids, .pods = row.in.job.pods};
+      EXPECT_EQ(MergeTag(current, row.in.holders, row.in.pods, plan.assign).uids, row.retag);
+    }
     EXPECT_EQ(plan.done, row.done);
+    EXPECT_TRUE(plan.unmapped.empty());
     EXPECT_FALSE(plan.cancel);
-    if (row.report_prefix.empty()) {
-      EXPECT_EQ(plan.report, "");
+    EXPECT_EQ(plan.event_reason, "");
+    EXPECT_EQ(plan.event_message, "");
+    EXPECT_EQ(plan.report, row.report);
+    if (row.recheck_after) {
+      EXPECT_EQ(plan.recheck_at, kT0 + *row.recheck_after);
     } else {
-      EXPECT_EQ(plan.report.rfind(row.report_prefix, 0), 0u) << plan.report;
+      EXPECT_FALSE(plan.recheck_at);
     }
   }
 }
