@@ -47,20 +47,7 @@ Harness& Get() {
     spdlog::set_level(spdlog::level::off);
     auto* hs = new Harness;
     hs->peer.emplace(hs->io);
-    sb::net::Endpoint ep;
-    ep.scheme = sb::net::Endpoint::Scheme::kHttp;
-    ep.host = "127.0.0.1";
-    ep.port = hs->peer->port();
-    sb::net::ClientOptions o;
-    o.timeout = std::chrono::seconds(2);  // the peer always closes: no deadline should fire
-    o.connect_timeout = std::chrono::seconds(2);
-    o.max_attempts = 1;
-    o.body_limit = std::size_t{1} << 20;
-    auto client = sb::net::HttpClient::Create(hs->io.get_executor(), ep, o);
-    if (!client) {
-      Finding("HttpClient::Create failed: " + client.error().ToString());
-    }
-    hs->client = std::move(*client);
+    hs->client = sb::fuzz::LoopbackClient(hs->io, hs->peer->port());
     return hs;
   }();
   return *h;

@@ -55,19 +55,7 @@ Harness& Get() {
     spdlog::set_level(spdlog::level::off);
     auto* hs = new Harness;
     hs->peer.emplace(hs->io);
-    sb::net::Endpoint ep;
-    ep.scheme = sb::net::Endpoint::Scheme::kHttp;
-    ep.host = "127.0.0.1";
-    ep.port = hs->peer->port();
-    sb::net::ClientOptions o;
-    o.timeout = std::chrono::seconds(2);
-    o.connect_timeout = std::chrono::seconds(2);
-    o.max_attempts = 1;
-    auto http = sb::net::HttpClient::Create(hs->io.get_executor(), ep, o);
-    if (!http) {
-      Finding("HttpClient::Create failed: " + http.error().ToString());
-    }
-    hs->http = std::move(*http);
+    hs->http = sb::fuzz::LoopbackClient(hs->io, hs->peer->port());
     return hs;
   }();
   return *h;

@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -30,6 +31,8 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
+
+#include "net/http_client.h"
 
 namespace sb::fuzz {
 
@@ -138,5 +141,23 @@ class RawPeer {
   std::vector<std::string> pieces_;
   int active_ = 0;
 };
+
+// An HttpClient of plain HTTP to 127.0.0.1:`port`: one attempt, 2 s deadlines (the peer always
+// closes, so none should fire), replies up to 1 MiB. A failure to create it is a finding.
+inline std::unique_ptr<net::HttpClient> LoopbackClient(boost::asio::io_context& io,
+                                                       std::uint16_t port) {
+  net::Endpoint ep;
+  ep.scheme = net::Endpoint::Scheme::kHttp;
+  ep.host = "127.0.0.1";
+  ep.port = port;
+  net::ClientOptions o;
+  o.timeout = std::chrono::seconds(2);
+  o.connect_timeout = std::chrono::seconds(2);
+  o.max_attempts = 1;
+  o.body_limit = std::size_t{1} << 20;
+  auto client = net::HttpClient::Create(io.get_executor(), ep, o);
+  if (!client) Finding("HttpClient::Create failed: " + client.error().ToString());
+  return std::move(*client);
+}
 
 }  // namespace sb::fuzz

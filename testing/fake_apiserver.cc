@@ -502,6 +502,18 @@ struct FakeApiServer::Impl {
     return Serve(req);
   }
 
+  // The non-empty segments of a path: "/api/v1/nodes" -> api, v1, nodes.
+  static std::vector<std::string> SplitPath(const std::string& path) {
+    std::vector<std::string> parts;
+    for (std::size_t at = 0; at < path.size();) {
+      std::size_t slash = path.find('/', at);
+      if (slash == std::string::npos) slash = path.size();
+      if (slash > at) parts.push_back(path.substr(at, slash - at));
+      at = slash + 1;
+    }
+    return parts;
+  }
+
   // The fake's own answer, without the hook.
   FakeReply Serve(const FakeRequest& req) {
     Target t = ParseTarget(req.target);
@@ -510,13 +522,7 @@ struct FakeApiServer::Impl {
       if (std::optional<FakeReply> r = ServeEvent(req, t)) return std::move(*r);
     }
     // /api/v1/pods, /api/v1/namespaces/{ns}/pods[/{name}[/{sub}]], /api/v1/nodes[/{name}[/{sub}]]
-    std::vector<std::string> parts;
-    for (std::size_t at = 0; at < t.path.size();) {
-      std::size_t slash = t.path.find('/', at);
-      if (slash == std::string::npos) slash = t.path.size();
-      if (slash > at) parts.push_back(t.path.substr(at, slash - at));
-      at = slash + 1;
-    }
+    const std::vector<std::string> parts = SplitPath(t.path);
     std::size_t i = 2;
     std::string ns;
     if (parts.size() < 3 || parts[0] != "api" || parts[1] != "v1") return NoSuchPath(t);
@@ -548,13 +554,7 @@ struct FakeApiServer::Impl {
 
   // An Event request; nullopt when the path is not an Event's.
   std::optional<FakeReply> ServeEvent(const FakeRequest& req, const Target& t) {
-    std::vector<std::string> parts;
-    for (std::size_t at = 0; at < t.path.size();) {
-      std::size_t slash = t.path.find('/', at);
-      if (slash == std::string::npos) slash = t.path.size();
-      if (slash > at) parts.push_back(t.path.substr(at, slash - at));
-      at = slash + 1;
-    }
+    const std::vector<std::string> parts = SplitPath(t.path);
     // Skip the group prefix: "api/v1" or "apis/{group}/{version}".
     std::size_t i = 0;
     if (parts.size() >= 2 && parts[0] == "api") {
