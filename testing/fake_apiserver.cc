@@ -315,10 +315,15 @@ void StrategicMerge(bj::object& target, const bj::object& patch) {
       }
       continue;
     }
+    // Merged lists come out as the real 1.36 apiserver orders them (kube_e2e_test's contract
+    // run shows it): the patch's new elements first, in its order, then the object's elements
+    // in their order, merged in place (or removed by "$patch": "delete").
     const char* key = MergeKeyOf(k);
     if (key != nullptr && v.is_array()) {
-      if (!target.contains(k) || !target.at(k).is_array()) target[k] = bj::array{};
-      bj::array& have = target.at(k).as_array();
+      bj::array have;
+      if (target.contains(k) && target.at(k).is_array()) have = target.at(k).as_array();
+      std::vector<bool> gone(have.size(), false);
+      bj::array out;
       for (const bj::value& c : v.as_array()) {
         const bj::value* id = c.is_object() ? c.as_object().if_contains(key) : nullptr;
         auto same = std::ranges::find_if(have, [&](const bj::value& h) {
@@ -327,19 +332,27 @@ void StrategicMerge(bj::object& target, const bj::object& patch) {
         });
         const bj::value* directive = c.is_object() ? c.as_object().if_contains("$patch") : nullptr;
         if (directive != nullptr && directive->is_string() && *directive == "delete") {
-          if (same != have.end()) have.erase(same);
+          if (same != have.end()) gone[static_cast<std::size_t>(same - have.begin())] = true;
         } else if (same != have.end() && c.is_object() && same->is_object()) {
           StrategicMerge(same->as_object(), c.as_object());
         } else {
-          have.push_back(c);
+          out.push_back(c);
         }
       }
-    } else if (IsSetList(k) && v.is_array()) {
-      if (!target.contains(k) || !target.at(k).is_array()) target[k] = bj::array{};
-      bj::array& have = target.at(k).as_array();
-      for (const bj::value& e : v.as_array()) {
-        if (std::ranges::find(have, e) == have.end()) have.push_back(e);
+      for (std::size_t i = 0; i < have.size(); ++i) {
+        if (!gone[i]) out.push_back(have[i]);
       }
+      target[k] = std::move(out);
+    } else if (IsSetList(k) && v.is_array()) {
+      bj::array out;
+      const bj::array* had =
+          target.contains(k) && target.at(k).is_array() ? &target.at(k).as_array() : nullptr;
+      for (const bj::value& e : v.as_array()) {
+        const bool old = had != nullptr && std::ranges::find(*had, e) != had->end();
+        if (!old && std::ranges::find(out, e) == out.end()) out.push_back(e);
+      }
+      if (had != nullptr) out.insert(out.end(), had->begin(), had->end());
+      target[k] = std::move(out);
     } else if (v.is_object() && target.contains(k) && target.at(k).is_object()) {
       StrategicMerge(target.at(k).as_object(), v.as_object());
     } else if (v.is_null()) {

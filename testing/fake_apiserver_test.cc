@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The fake apiserver merges strategic-merge patches, deletes and serves Events as the real one
 // does for what the bridge sends (test audit N3): the unit tests of the scheduler and the
-// controllers rely on it. The same patches against the real 1.36 apiserver:
-// src/kube/kube_e2e_test.cc.
+// controllers rely on it. The shared scenario of testing/apiserver_contract.h runs here and
+// against the real 1.36 apiserver (src/kube/kube_e2e_test.cc).
 #include "testing/fake_apiserver.h"
 
 #include <gtest/gtest.h>
@@ -12,6 +12,7 @@
 #include "async/clock.h"
 #include "kube/client.h"
 #include "net/http_client.h"
+#include "testing/apiserver_contract.h"
 #include "testing/run.h"
 
 namespace sb::testing {
@@ -57,7 +58,8 @@ TEST_F(FakeApiServerTest, FinalizersMergeAsASetAndDeleteFromPrimitiveListRemoves
       Patch(pod, kube::PatchType::kStrategicMerge,
             R"({"metadata":{"finalizers":["scheduler.slinky.slurm.net/finalizer"]}})");
   EXPECT_EQ(got.at_pointer("/metadata/finalizers"),
-            json::parse(R"(["other.example.com/keep","scheduler.slinky.slurm.net/finalizer"])"));
+            json::parse(R"(["scheduler.slinky.slurm.net/finalizer","other.example.com/keep"])"))
+      << "the new one first, as the real apiserver (apiserver_contract.h)";
   // Again: a set, no duplicate.
   got = Patch(pod, kube::PatchType::kStrategicMerge,
               R"({"metadata":{"finalizers":["scheduler.slinky.slurm.net/finalizer"]}})");
@@ -80,7 +82,7 @@ TEST_F(FakeApiServerTest, KeyedListsMergeByKeyAndPatchDeleteRemovesTheMatch) {
             R"({"status":{"conditions":[{"type":"SlurmNodeReady","status":"False"}]}})");
   const json::array& conds = got.at_pointer("/status/conditions").as_array();
   ASSERT_EQ(conds.size(), 2u);
-  EXPECT_EQ(conds[1].at("status"), "False");
+  EXPECT_EQ(conds[1].at("status"), "False") << "merged where it was, as the apiserver does";
   EXPECT_EQ(conds[1].at("reason"), "SlurmNodeReady") << "merged, not replaced";
   got = Patch(status, kube::PatchType::kStrategicMerge,
               R"({"status":{"conditions":[{"$patch":"delete","type":"SlurmNodeReady"}]}})");
@@ -257,6 +259,12 @@ TEST_F(FakeApiServerTest, EventsAreAddressableAndPatchable) {
   EXPECT_EQ(got.at_pointer("/series/count"), 3);
   EXPECT_EQ(json::parse(api_.EventJson("ns", name)).at_pointer("/series/count"), 3);
   EXPECT_EQ(api_.events().size(), 3u) << "every POST is logged, the refused one too";
+}
+
+// The scenario the real apiserver passes too (kube_e2e_test.cc).
+TEST_F(FakeApiServerTest, PassesTheApiserverContract) {
+  RunPatchAndDeleteContract(io_, *kube_, "ns",
+                            [&](const std::string& name) { api_.AddPod("ns", name); });
 }
 
 }  // namespace

@@ -24,6 +24,7 @@
 #include "kube/client.h"
 #include "kube/config.h"
 #include "kube/informer.h"
+#include "testing/apiserver_contract.h"
 #include "testing/run.h"
 #include "testing/testenv.h"
 
@@ -286,6 +287,15 @@ TEST_F(KubeE2e, WritesBindingConflictAndPreconditions) {
   ASSERT_TRUE(RunSync(
       io_, DeletePod(*client_, ns_, "w", {.grace_period_seconds = 0, .uid = pod->metadata.uid})));
   EXPECT_EQ(RunSync(io_, GetPod(*client_, ns_, "w")).error().code, ErrorCode::kNotFound);
+}
+
+// What the fake apiserver of the unit tests models, on the real 1.36 apiserver: the same
+// scenario (testing/apiserver_contract.h) runs against both (test audit N3).
+TEST_F(KubeE2e, PassesTheApiserverContractAsTheFakeDoes) {
+  sb::testing::RunPatchAndDeleteContract(io_, *client_, ns_, [&](const std::string& name) {
+    Result<Pod> pod = RunSync(io_, CreatePod(*client_, MakePod(ns_, name)));
+    ASSERT_TRUE(pod) << pod.error().message;
+  });
 }
 
 // A current apiserver (1.25 on) serves policy/v1 only: discovery says so, and the eviction (sent
