@@ -37,7 +37,9 @@
 # or a kind never injected when --faults covers every kind; submit replies meant to be lost and
 # none lost; more Lease losses than two per apiserver restart; a gang Job left incomplete; a pod
 # of a single or PodGroup unit the driver did not delete that ended other than Succeeded, or is
-# gone without the bridge's SlurmJobEnded/SlurmJobNotRunning event.
+# gone without the bridge's SlurmJobEnded/SlurmJobNotRunning event; a pod that ran whose job-id
+# label names a Slurm job the samples (`scontrol show job` every 5 s) never saw allocated with
+# the pod's node.
 #
 # Usage: scripts/chaos.sh [--seed N] [--pods N] [--faults N] [--duration S] [--binary PATH]
 #                         [--kinds K,K,...] [--settle-timeout S] [--waves N] [--keep] [--keep-logs]
@@ -495,6 +497,10 @@ sampler() {
       --kubeconfig "$KUBECONFIG" -n "$ns" --settle 0s 2>/dev/null) && rc=0 || rc=$?
     i=$((i + 1))
     printf '%s %s\n%s\n' "$t" "$rc" "$out" >"$run/samples/$(printf %05d $i)"
+    # Slurm's jobs as slurmctld has them (ended ones stay MinJobAge = 60 s): for the history
+    # check of the pods at the end.
+    timeout 20 "$root/testenv/slurm/exec.sh" "$envdir" scontrol show job -o \
+      >"$run/samples/jobs.$(printf %05d $i)" 2>/dev/null || true
     sleep 5
   done
 }
@@ -595,6 +601,37 @@ errors=$(cat "$run"/logs/{scheduler,controllers}-*.log | grep -c '\[error\]' || 
 # here loses slurmctld's state, so any is a false alarm worth seeing.
 brakes=$(cat "$run"/logs/controllers-*.log | grep -c 'jobGoneBrake [0-9]*): slurmctld may' || true)
 refills=$(cat "$run"/logs/scheduler-*.log | awk -f "$root/tests/chaos/refills.awk" || true)
+# History (test audit N1): every pod left that ran names, in its job-id label, a Slurm job the
+# samples saw out of PENDING with the pod's node among its nodes: none ran without a job of its
+# own or where Slurm allocated nothing, even briefly.
+declare -A job_nodes job_started hostnames_of
+while IFS= read -r line; do
+  id=$(grep -o 'JobId=[0-9]*' <<<"$line" | head -1 | cut -d= -f2)
+  nl=$(grep -o ' NodeList=[^ ]*' <<<"$line" | head -1 | cut -d= -f2)
+  st=$(grep -o ' JobState=[^ ]*' <<<"$line" | head -1 | cut -d= -f2)
+  [ -n "$id" ] || continue
+  # A job that left PENDING with nodes ran (RUNNING, then COMPLETING, COMPLETED, CANCELLED, ...).
+  if [ -n "$nl" ] && [ "$nl" != "(null)" ] && [ -n "$st" ] && [ "$st" != PENDING ]; then
+    if [ -z "${hostnames_of[$nl]:-}" ]; then
+      hostnames_of[$nl]=" $("$root/testenv/slurm/exec.sh" "$envdir" scontrol show hostnames "$nl" 2>/dev/null | tr '\n' ' ')"
+    fi
+    job_nodes[$id]="${job_nodes[$id]:-}${hostnames_of[$nl]}"
+    job_started[$id]=1
+  fi
+done < <(cat "$run"/samples/jobs.* 2>/dev/null | grep -F '"slurm-bridge"' || true)
+history_pods=()
+pods_checked=0
+while IFS=$'\t' read -r name node jid; do
+  [ -n "$node" ] && [ -n "$jid" ] || continue
+  pods_checked=$((pods_checked + 1))
+  sn=${slurm_of[$node]:-$node}
+  if [ -z "${job_started[$jid]:-}" ]; then
+    history_pods+=("$name ran on $node; the samples never saw its Slurm job $jid allocated")
+  elif [[ "${job_nodes[$jid]:-} " != *" $sn "* ]]; then
+    history_pods+=("$name ran on $node (Slurm $sn); its Slurm job $jid had${job_nodes[$jid]:- none}")
+  fi
+done < <(kcurl "$api/api/v1/namespaces/$ns/pods" | jq -r '.items[] | select(.status.phase == "Succeeded") |
+  [.metadata.name, .spec.nodeName // "", .metadata.labels["scheduler.slinky.slurm.net/slurm-jobid"] // ""] | @tsv')
 # Every gang Job left (the driver's deletions are gone) completed (test audit N1).
 jobs_left=$(kcurl "$api/apis/batch/v1/namespaces/$ns/jobs" | jq -r '.items | length')
 # Every pod the driver did not delete ended Succeeded, or was deleted by the bridge with a
@@ -632,6 +669,7 @@ printf '%-40s %s\n' "pods left, by phase" "${phases:-none}"
 printf '%-40s %s\n' "pods running on nodes set DOWN" "$pods_under_down"
 printf '%-40s %s\n' "gang Jobs complete (of those left)" "$jobs_done ($jobs_left)"
 printf '%-40s %s\n' "pods not ended well (of those expected)" "${#lost_pods[@]} (${#expected_pods[@]})"
+printf '%-40s %s\n' "pods off their job's nodes (of checked)" "${#history_pods[@]} ($pods_checked)"
 printf '%-40s %s\n' "gang refills" "$refills"
 printf '%-40s %s\n' "replica exits: SIGKILL, lost Lease" "$exits_killed, $exits_lease"
 printf '%-40s %s\n' "replica crashes" "${#crashes[@]}"
@@ -671,6 +709,8 @@ if [ "$jobs_done" != "$jobs_left" ]; then
   echo "$((jobs_left - jobs_done)) gang Job(s) did not complete"; status=1
 fi
 for p in "${lost_pods[@]}"; do echo "pod $ns/$p"; status=1; done
+for p in "${history_pods[@]}"; do echo "pod $ns/$p"; status=1; done
+[ "$pods_checked" -gt 0 ] || { echo "no pod that ran could be checked against Slurm's jobs"; status=1; }
 # Belt and braces: the last list of the pods has none that has not ended.
 if [[ "$phases" =~ (Pending|Running|Unknown) ]]; then echo "pods have not ended: $phases"; status=1; fi
 exit $status
