@@ -4,7 +4,11 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <limits>
+#include <optional>
 #include <set>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -38,6 +42,51 @@ Result<std::int32_t> ParsePositive(std::string_view key, std::string_view value)
   Result<std::int32_t> n = ParseInt32(key, value);
   if (n && *n < 1) return tl::unexpected(AnnotationError(key, value, "must be at least 1"));
   return n;
+}
+
+// Non-negative decimal digits only (a Slurm --time field); nullopt otherwise or beyond int64.
+std::optional<std::int64_t> Digits(std::string_view s) {
+  std::int64_t n = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
+  if (s.empty() || ec != std::errc() || p != s.data() + s.size() || s.front() == '-') {
+    return std::nullopt;
+  }
+  return n;
+}
+
+// Seconds of a Slurm --time string with ':' or '-': "MM:SS", "HH:MM:SS", "D-HH", "D-HH:MM",
+// "D-HH:MM:SS"; nullopt when it is not one.
+std::optional<std::int64_t> SlurmTimeSeconds(std::string_view s) {
+  std::int64_t days = 0;
+  const bool has_days = s.find('-') != std::string_view::npos;
+  if (has_days) {
+    std::optional<std::int64_t> d = Digits(s.substr(0, s.find('-')));
+    if (!d || *d > 100'000) return std::nullopt;
+    days = *d;
+    s.remove_prefix(s.find('-') + 1);
+  }
+  std::vector<std::int64_t> parts;
+  for (std::string_view rest = s;;) {
+    const std::size_t colon = rest.find(':');
+    std::optional<std::int64_t> v = Digits(rest.substr(0, colon));
+    if (!v || *v > 10'000'000) return std::nullopt;
+    parts.push_back(*v);
+    if (colon == std::string_view::npos) break;
+    rest.remove_prefix(colon + 1);
+  }
+  if (parts.size() > 3) return std::nullopt;
+  std::int64_t seconds = days * 86'400;
+  if (has_days) {  // D-HH, D-HH:MM, D-HH:MM:SS
+    const std::int64_t unit[] = {3600, 60, 1};
+    for (std::size_t i = 0; i < parts.size(); ++i) seconds += parts[i] * unit[i];
+  } else if (parts.size() == 2) {  // MM:SS
+    seconds += parts[0] * 60 + parts[1];
+  } else if (parts.size() == 3) {  // HH:MM:SS
+    seconds += parts[0] * 3600 + parts[1] * 60 + parts[2];
+  } else {
+    return std::nullopt;  // bare minutes are read before
+  }
+  return seconds;
 }
 
 // `total += v`; false (total unchanged) when the sum leaves int64.
@@ -192,6 +241,40 @@ Result<std::map<std::string, std::int64_t>> PodResources(const kube::Pod& pod) {
 
 Result<std::map<std::string, std::int64_t>> PodRequests(const kube::Pod& pod) {
   return PodTotals(pod, /*with_limits=*/false);
+}
+
+Result<slurm::NoValNumber> ParseTimeLimit(std::string_view raw) {
+  const std::string_view key = "timelimit";
+  const std::string upper = [&] {
+    std::string u(raw);
+    for (char& c : u) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    return u;
+  }();
+  if (upper == "UNLIMITED" || upper == "INFINITE") return slurm::NoValNumber::Infinite();
+  std::optional<std::int64_t> seconds;
+  if (std::optional<std::int64_t> minutes = Digits(raw)) {
+    if (*minutes > std::numeric_limits<std::int32_t>::max()) {
+      return tl::unexpected(AnnotationError(key, raw, "is too long"));
+    }
+    seconds = *minutes * 60;
+  } else if (raw.find_first_of(":-") != std::string_view::npos) {
+    seconds = SlurmTimeSeconds(raw);
+  } else if (!raw.empty() && std::isdigit(static_cast<unsigned char>(raw.front()))) {
+    Result<std::chrono::milliseconds> d = ParseDuration(raw);
+    if (d) seconds = (d->count() + 999) / 1000;
+  }
+  if (!seconds) {
+    return tl::unexpected(AnnotationError(
+        key, raw,
+        "is not a time limit: minutes (90), a duration (90s, 2h, 1h30m) or a Slurm --time string "
+        "(MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS)"));
+  }
+  const std::int64_t minutes = (*seconds + 59) / 60;  // Slurm rounds seconds up
+  if (minutes < 1) return tl::unexpected(AnnotationError(key, raw, "must be at least 1 minute"));
+  if (minutes > std::numeric_limits<std::int32_t>::max()) {
+    return tl::unexpected(AnnotationError(key, raw, "is too long"));
+  }
+  return slurm::NoValNumber::Of(minutes);
 }
 
 Result<slurm::JobDescription> Translate(const GroupSpec& group,
@@ -354,9 +437,9 @@ Result<slurm::JobDescription> Translate(const GroupSpec& group,
     } else if (key == "reservation") {
       job.reservation = value;
     } else if (key == "timelimit") {
-      Result<std::int32_t> v = ParsePositive(key, raw);
+      Result<slurm::NoValNumber> v = ParseTimeLimit(raw);
       if (!v) return tl::unexpected(v.error());
-      job.time_limit = slurm::NoValNumber::Of(*v);
+      job.time_limit = *v;
     } else if (key == "wckey") {
       job.wckey = value;
     }

@@ -20,8 +20,8 @@
 // Annotations on the group's root object (prefix slurmjob.slinky.slurm.net/, or the pre-1.0
 // slinky.slurm.net/) override: account, constraints, cpu-per-task (quantity), exclusive ("false"
 // shares nodes), gres (raw tres_per_node), group-id, job-name, licenses, max-nodes, min-nodes,
-// mem-per-node (quantity), partition, priority, qos, reservation, timelimit (minutes), user-id,
-// wckey; and ours: comment. A bad value is an error naming the annotation and the value.
+// mem-per-node (quantity), partition, priority, qos, reservation, timelimit (ParseTimeLimit),
+// user-id, wckey; and ours: comment. A bad value is an error naming the annotation and the value.
 // user-id, group-id, account, qos, partition, reservation, wckey and priority are honoured only
 // as far as the namespace's identity policy allows (bridge/identity.h); the policy also sets the
 // user and group a namespace's jobs run as.
@@ -75,6 +75,12 @@ struct TranslateOptions {
 [[nodiscard]] Result<std::map<std::string, std::int64_t>> PodResources(const kube::Pod& pod);
 // The same from requests only (kube-scheduler's PodRequests): what a node must have allocatable.
 [[nodiscard]] Result<std::map<std::string, std::int64_t>> PodRequests(const kube::Pod& pod);
+
+// The `timelimit` annotation, as upstream 1.3 reads it: bare minutes ("90"), a duration ("90s",
+// "2h", "1h30m"; rounded up to whole minutes) or a Slurm --time string ("MM:SS", "HH:MM:SS",
+// "D-HH", "D-HH:MM", "D-HH:MM:SS"; seconds rounded up, as Slurm does); "UNLIMITED" or
+// "INFINITE": no limit. At least 1 minute; kInvalidArgument naming the annotation otherwise.
+[[nodiscard]] Result<slurm::NoValNumber> ParseTimeLimit(std::string_view raw);
 
 // The job for `pods` (the group's members, already complete) of `group`.
 [[nodiscard]] Result<slurm::JobDescription> Translate(const GroupSpec& group,

@@ -347,14 +347,42 @@ TEST(TranslateTest, LegacyPrefixReadAndCurrentWins) {
   EXPECT_EQ(job->qos, "legacy");
 }
 
+// Upstream 1.3's timelimit forms: bare minutes, durations, Slurm --time strings; seconds are
+// rounded up to a minute, as Slurm does.
+TEST(TranslateTest, TimeLimitTakesMinutesDurationsAndSlurmTimeStrings) {
+  const std::vector<std::pair<std::string, std::int64_t>> good = {
+      {"90", 90},     {"90s", 2},       {"2h", 120},       {"1h30m", 90},   {"1.5h", 90},
+      {"59s", 1},     {"30:00", 30},    {"30:01", 31},     {"1:00:00", 60}, {"1-0", 1440},
+      {"2-12", 3600}, {"1-2:30", 1590}, {"1-0:0:1", 1441}, {"0:30", 1},     {"10000", 10000}};
+  for (const auto& [raw, minutes] : good) {
+    Result<slurm::NoValNumber> v = ParseTimeLimit(raw);
+    ASSERT_TRUE(v) << raw << ": " << v.error().message;
+    EXPECT_EQ(v->Value(), minutes) << raw;
+  }
+  for (const char* raw : {"UNLIMITED", "infinite"}) {
+    Result<slurm::NoValNumber> v = ParseTimeLimit(raw);
+    ASSERT_TRUE(v) << raw;
+    EXPECT_TRUE(v->infinite) << raw;
+  }
+  for (const char* raw : {"", "0", "0s", "0:00", "1h30", "-5", "1:2:3:4", "1-2-3", "a:b", "5d",
+                          "99999999999", "2h-1", ":30", "1-", "30 min"}) {
+    EXPECT_FALSE(ParseTimeLimit(raw)) << raw;
+  }
+  kube::Pod p = MakePod("p");
+  p.metadata.annotations["slurmjob.slinky.slurm.net/timelimit"] = "1-12:00:00";
+  Result<slurm::JobDescription> job = Translate(Single(p), {&p}, AllowAll());
+  ASSERT_TRUE(job) << job.error().message;
+  EXPECT_EQ(job->time_limit.Value(), 36 * 60);
+}
+
 TEST(TranslateTest, BadAnnotationsNameKeyAndValue) {
   struct Case {
     const char* key;
     const char* value;
     const char* want;
   } cases[] = {
-      {"timelimit", "1h",
-       "annotation slurmjob.slinky.slurm.net/timelimit: \"1h\" is not an integer"},
+      {"timelimit", "one hour",
+       "annotation slurmjob.slinky.slurm.net/timelimit: \"one hour\" is not a time limit"},
       {"timelimit", "0", "slurmjob.slinky.slurm.net/timelimit: \"0\" must be at least 1"},
       {"priority", "-3", "slurmjob.slinky.slurm.net/priority: \"-3\" must not be negative"},
       {"max-nodes", "two", "slurmjob.slinky.slurm.net/max-nodes: \"two\" is not an integer"},

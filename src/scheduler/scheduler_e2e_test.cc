@@ -327,7 +327,9 @@ TEST_F(SchedulerE2e, BadAnnotationIsReportedOnThePod) {
   CreatePod("bad", R"({"limits":{"cpu":"1"}})",
             R"({"slurmjob.slinky.slurm.net/timelimit":"one hour"})");
   const std::string want =
-      "annotation slurmjob.slinky.slurm.net/timelimit: \"one hour\" is not an integer";
+      "annotation slurmjob.slinky.slurm.net/timelimit: \"one hour\" is not a time limit: minutes "
+      "(90), a duration (90s, 2h, 1h30m) or a Slurm --time string (MM:SS, HH:MM:SS, D-HH, "
+      "D-HH:MM, D-HH:MM:SS)";
   const std::string message = WaitForEvent("bad");
   EXPECT_FALSE(message.empty()) << "no FailedScheduling event";
   EXPECT_EQ(message, want);
@@ -523,9 +525,13 @@ TEST_F(SchedulerE2e, PendingJobFollowsEditsOfItsPodAndNodes) {
             std::string::npos)
       << message;
   EXPECT_NE(show().find("TimeLimit=00:20:00"), std::string::npos);
+  // Upstream 1.3's forms: a duration, a Slurm --time string.
   Shell(kubectl + "annotate pod edited -n " + ns_ +
-        " --overwrite slurmjob.slinky.slurm.net/timelimit=25");
+        " --overwrite slurmjob.slinky.slurm.net/timelimit=25m");
   ASSERT_TRUE(shows({"TimeLimit=00:25:00"}, ""));
+  Shell(kubectl + "annotate pod edited -n " + ns_ +
+        " --overwrite slurmjob.slinky.slurm.net/timelimit=1-2:30");
+  ASSERT_TRUE(shows({"TimeLimit=1-02:30:00"}, ""));
   // A node tainted in Kubernetes is excluded, and no longer when the taint goes; a removed
   // comment is cleared.
   Shell(kubectl + "taint node n2 e2e-edit=x:NoSchedule");
@@ -536,7 +542,7 @@ TEST_F(SchedulerE2e, PendingJobFollowsEditsOfItsPodAndNodes) {
   ASSERT_TRUE(shows({"ExcNodeList=n2 "}, ""));
   Shell(kubectl + "taint node n2 e2e-edit-");
   Shell(kubectl + "annotate pod edited -n " + ns_ + " slurmjob.slinky.slurm.net/comment-");
-  ASSERT_TRUE(shows({"ExcNodeList=(null)", "TimeLimit=00:25:00"}, "Comment=after"));
+  ASSERT_TRUE(shows({"ExcNodeList=(null)", "TimeLimit=1-02:30:00"}, "Comment=after"));
   // The same job runs the pod: updated, never replaced.
   ResumeAllNodes();
   std::optional<kube::Pod> bound = WaitForPod("edited", IsBound);
