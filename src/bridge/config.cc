@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <yaml-cpp/yaml.h>
 
 #include "common/files.h"
@@ -249,6 +250,8 @@ Result<Config> ParseConfig(std::string_view yaml) {
   if (!root.IsMap()) {
     return (MakeError(ErrorCode::kInvalidArgument, "config must be a YAML map"));
   }
+  bool strict = false;               // strictConfig
+  std::vector<std::string> unknown;  // keys no version of the bridge knows
   for (const auto& kv : root) {
     if (!kv.first.IsScalar()) {
       return (MakeError(ErrorCode::kInvalidArgument, "config keys must be strings"));
@@ -375,10 +378,22 @@ Result<Config> ParseConfig(std::string_view yaml) {
         c.resource_tres[e.first.Scalar()] = tres;  // "" removes a default mapping
       }
       std::erase_if(c.resource_tres, [](const auto& p) { return p.second.empty(); });
+    } else if (k == "strictconfig") {
+      Result<bool> b = Bool(v, key);
+      if (!b) return tl::unexpected(b.error());
+      strict = *b;
     } else {
+      unknown.push_back(key);
       c.warnings.push_back(fmt::format("config key {} is unknown and ignored", key));
     }
     if (!r) return tl::unexpected(r.error());
+  }
+  // Upstream 1.3 parses its config strictly; here it is opt-in, so that a file with a key of a
+  // newer version still loads unless the operator asks otherwise.
+  if (strict && !unknown.empty()) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     fmt::format("unknown config key{} {} (strictConfig is true)",
+                                 unknown.size() > 1 ? "s" : "", fmt::join(unknown, ", ")));
   }
   c.identity_policy.default_partition = c.partition;
   return c;

@@ -75,6 +75,30 @@ someFutureKey: 1
   EXPECT_NE(c->warnings[0].find("someFutureKey"), std::string::npos);
 }
 
+// Issue #26: upstream 1.3 rejects unknown keys; here only with strictConfig (wherever it is in
+// the file), and the error names every unknown key.
+TEST(ConfigTest, StrictConfigRejectsUnknownKeys) {
+  const char* yaml = R"(
+someFutureKey: 1
+partition: batch
+strictConfig: true
+nodeSharingTypo: coResident
+)";
+  Result<Config> c = ParseConfig(yaml);
+  ASSERT_FALSE(c);
+  EXPECT_EQ(c.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(c.error().message.find("unknown config keys someFutureKey, nodeSharingTypo"),
+            std::string::npos)
+      << c.error().message;
+  c = ParseConfig("strictConfig: true\npartition: batch\n");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_TRUE(c->warnings.empty());
+  c = ParseConfig("strictConfig: false\nsomeFutureKey: 1\n");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->warnings.size(), 1u);
+  EXPECT_FALSE(ParseConfig("strictConfig: maybe\n"));
+}
+
 TEST(ConfigTest, BadValuesNameTheKey) {
   struct Case {
     const char* yaml;
