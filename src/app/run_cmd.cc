@@ -86,7 +86,10 @@ int RunComponents(const RunOptions& options) {
     spdlog::error("Kubernetes client: {}", kube_http.error().message);
     return 1;
   }
-  std::unique_ptr<kube::Client> kube_client = kube::MakeClient(**kube_http, kube_config->token);
+  // clientQPS / clientBurst pace this client only; the Lease has a client of its own.
+  std::unique_ptr<kube::Client> kube_client = kube::MakeClient(
+      **kube_http, kube_config->token,
+      kube::ClientOptions{.qps = config->client_qps, .burst = config->client_burst});
 
   slurm::ClientConfig slurm_config = bridge::SlurmClientConfig(*config);
   slurm_config.http.max_idle_connections = 32;

@@ -345,6 +345,22 @@ Result<Config> ParseConfig(std::string_view yaml) {
         // Slurm counts whole minutes: rounded up, so that a limit is never shorter than asked.
         c.default_time_limit = std::chrono::ceil<std::chrono::minutes>(*d);
       }
+    } else if (k == "clientqps") {
+      Result<std::string> text = Scalar(v, key);
+      if (!text) return tl::unexpected(text.error());
+      double qps = -1;
+      auto [p, ec] = std::from_chars(text->data(), text->data() + text->size(), qps);
+      if (text->empty() || ec != std::errc() || p != text->data() + text->size() || qps < 0 ||
+          qps > 1e6) {
+        return tl::unexpected(KeyError(key, fmt::format("\"{}\" is not a rate (0 to 1000000; "
+                                                        "0: no limit)",
+                                                        *text)));
+      }
+      c.client_qps = qps;
+    } else if (k == "clientburst") {
+      Result<int> n = Int(v, key, 0, 1000000);
+      if (!n) return tl::unexpected(n.error());
+      c.client_burst = *n;
     } else if (k == "jobgonebrake" || k == "maxconcurrentsubmits") {
       const bool brake = k == "jobgonebrake";
       Result<int> n = Int(v, key, brake ? 0 : 1, brake ? 1000000 : 1024);

@@ -90,6 +90,10 @@ struct Config {
   std::chrono::milliseconds node_list_interval{30000};
   std::chrono::milliseconds job_sweep_interval{30000};
   int max_concurrent_submits = 16;
+  // The Kubernetes client's own request rate (upstream 1.3's clientQPS / clientBurst;
+  // kube/rate_limit.h); 0: no limit (upstream's defaults are 50 / 100).
+  double client_qps = 0;
+  int client_burst = 0;
   // A time limit for placeholder jobs that get none from their pods (annotation, a Job's
   // activeDeadlineSeconds); 0: none (Slurm's partition default applies).
   std::chrono::minutes default_time_limit{0};

@@ -99,6 +99,27 @@ nodeSharingTypo: coResident
   EXPECT_FALSE(ParseConfig("strictConfig: maybe\n"));
 }
 
+// Upstream 1.3's clientQPS / clientBurst: same meaning, but no limit unless set.
+TEST(ConfigTest, ClientQpsAndBurst) {
+  Result<Config> c = ParseConfig("partition: batch\n");
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->client_qps, 0);
+  EXPECT_EQ(c->client_burst, 0);
+  c = ParseConfig("clientQPS: 50\nclientBurst: 100\n");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->client_qps, 50);
+  EXPECT_EQ(c->client_burst, 100);
+  c = ParseConfig("clientQPS: 2.5\n");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->client_qps, 2.5);
+  for (const char* bad : {"clientQPS: -1\n", "clientQPS: fast\n", "clientQPS: 1e9\n",
+                          "clientBurst: -2\n", "clientBurst: lots\n"}) {
+    Result<Config> b = ParseConfig(bad);
+    ASSERT_FALSE(b) << bad;
+    EXPECT_NE(b.error().message.find("client"), std::string::npos) << b.error().message;
+  }
+}
+
 TEST(ConfigTest, BadValuesNameTheKey) {
   struct Case {
     const char* yaml;

@@ -142,8 +142,15 @@ struct ClientOptions {
   // Longest watch event line; a longer one (or a line that never ends) fails the watch with
   // kInternal ("over the limit") so that the caller relists, instead of growing a buffer.
   std::size_t max_watch_line = std::size_t{16} << 20;
-  // Waits before a throttled (429) retry; empty: a steady_timer. Tests record the waits with it.
+  // Waits before a throttled (429) retry or a paced request; empty: a steady_timer. Tests record
+  // the waits with it.
   std::function<boost::asio::awaitable<void>(std::chrono::milliseconds)> throttle_wait;
+  // The client's own request rate (config clientQPS / clientBurst, kube/rate_limit.h): each
+  // request, retries and watches included, takes a token first. qps 0: no limit.
+  double qps = 0;
+  int burst = 0;
+  // The time the rate is measured on; empty: steady_clock. Tests give a fake one.
+  std::function<std::chrono::steady_clock::time_point()> now;
 };
 
 // The production Client over `http` (which it does not own and which must outlive it).

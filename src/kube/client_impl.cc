@@ -13,6 +13,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "kube/client.h"
+#include "kube/rate_limit.h"
 
 namespace sb::kube {
 namespace asio = boost::asio;
@@ -154,7 +155,10 @@ std::chrono::milliseconds RetryAfter(const net::HttpResponse& r, const ClientOpt
 class ClientImpl final : public Client {
  public:
   ClientImpl(net::HttpClient& http, std::shared_ptr<TokenSource> token, ClientOptions options)
-      : http_(http), token_(std::move(token)), options_(options) {}
+      : http_(http),
+        token_(std::move(token)),
+        options_(options),
+        bucket_(options_.qps, options_.burst) {}
 
   asio::awaitable<Result<std::string>> Get(ResourceRef ref) override {
     std::string what = "get " + ref.Path();
@@ -260,6 +264,7 @@ class ClientImpl final : public Client {
           }
         }
       };
+      co_await Pace();
       Result<int> r = co_await http_.Stream(std::move(req), on_headers, on_data);
       if (stopped) {
         co_return Result<void>{};
@@ -301,6 +306,24 @@ class ClientImpl final : public Client {
   }
 
  private:
+  // Waits for the request's token when clientQPS is set.
+  asio::awaitable<void> Pace() {
+    if (!bucket_.limited()) co_return;
+    const auto now = options_.now ? options_.now() : std::chrono::steady_clock::now();
+    const auto wait = std::chrono::ceil<std::chrono::milliseconds>(bucket_.Reserve(now));
+    if (wait.count() <= 0) co_return;
+    co_await Wait(wait);
+  }
+
+  asio::awaitable<void> Wait(std::chrono::milliseconds d) {
+    if (options_.throttle_wait) {
+      co_await options_.throttle_wait(d);
+    } else {
+      asio::steady_timer timer(co_await asio::this_coro::executor, d);
+      co_await timer.async_wait(kTuple);
+    }
+  }
+
   static bool DeliverLine(std::string_view line, const std::function<bool(std::string_view)>& f) {
     while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.remove_suffix(1);
     if (line.empty()) return true;
@@ -331,6 +354,7 @@ class ClientImpl final : public Client {
       if (auto auth = AuthHeaders(req); !auth) {
         co_return tl::unexpected(auth.error());
       }
+      co_await Pace();
       Result<net::HttpResponse> r = co_await http_.Send(std::move(req));
       if (!r) {
         Error e = r.error();
@@ -348,12 +372,7 @@ class ClientImpl final : public Client {
       }
       if (r->status == 429 && throttled < options_.max_throttle_retries) {
         ++throttled;
-        if (options_.throttle_wait) {
-          co_await options_.throttle_wait(RetryAfter(*r, options_));
-        } else {
-          asio::steady_timer timer(co_await asio::this_coro::executor, RetryAfter(*r, options_));
-          co_await timer.async_wait(kTuple);
-        }
+        co_await Wait(RetryAfter(*r, options_));
         continue;
       }
       Error e = ErrorFromResponse(r->status, r->body, what);
@@ -367,6 +386,7 @@ class ClientImpl final : public Client {
   net::HttpClient& http_;
   std::shared_ptr<TokenSource> token_;
   ClientOptions options_;
+  TokenBucket bucket_;                                              // clientQPS / clientBurst
   std::map<std::string, std::vector<std::string>> group_versions_;  // discovery, by group
 };
 

@@ -180,6 +180,40 @@ TEST_F(ClientTest, RetriesAfter429WithRetryAfter) {
   EXPECT_EQ(waits, std::vector<std::chrono::milliseconds>{std::chrono::seconds(7)});
 }
 
+// clientQPS / clientBurst (issue #26, upstream 1.3's keys): requests past the burst wait for
+// their tokens, a 429's retry and a watch included; the waits are the token bucket's.
+TEST_F(ClientTest, ClientQpsPacesRequestsPastTheBurst) {
+  int calls = 0;
+  std::vector<std::chrono::milliseconds> waits;
+  ClientOptions o = RecordThrottleWaits(&waits);
+  o.qps = 10;
+  o.burst = 2;
+  const auto t0 = std::chrono::steady_clock::time_point() + std::chrono::hours(1);
+  o.now = [t0] { return t0; };  // every request at once
+  Start(
+      [&](const FakeRequest& req) {
+        ++calls;
+        if (req.target.find("watch=") != std::string::npos) return HttpReply(200, "");
+        if (calls == 3) {
+          return HttpReply(429, StatusBody(429, "TooManyRequests", "slow down"), "application/json",
+                           {{"Retry-After", "1"}});
+        }
+        return HttpReply(200, R"({"metadata":{"name":"n1"}})");
+      },
+      std::make_shared<TokenSource>(), o);
+  for (int i = 0; i < 3; ++i) {
+    Result<Node> n = RunSync(io_, GetNode(*client_, "n1"));
+    ASSERT_TRUE(n) << n.error().message;
+  }
+  ASSERT_TRUE(RunSync(io_, client_->Watch(NodesRef(), {}, [](std::string_view) { return true; })));
+  using std::chrono::milliseconds;
+  EXPECT_EQ(waits, (std::vector<milliseconds>{milliseconds(100), milliseconds(1000),
+                                              milliseconds(200), milliseconds(300)}))
+      << "GET 1, 2: the burst; GET 3: 100 ms, its 429's Retry-After 1 s, its retry 200 ms; the "
+         "watch 300 ms";
+  EXPECT_EQ(calls, 5);
+}
+
 TEST_F(ClientTest, RetryAfterIsBoundedAndDefaulted) {
   int calls = 0;
   std::vector<std::chrono::milliseconds> waits;
