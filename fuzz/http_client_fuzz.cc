@@ -35,23 +35,8 @@ namespace {
 namespace asio = boost::asio;
 using sb::fuzz::Finding;
 
-struct Harness {
-  asio::io_context io;
-  std::optional<sb::fuzz::RawPeer> peer;
-  std::unique_ptr<sb::net::HttpClient> client;
-};
-
-Harness& Get() {
-  // Never destroyed: the peer's accept loop stays suspended on `io` until the process exits.
-  static Harness* h = [] {
-    spdlog::set_level(spdlog::level::off);
-    auto* hs = new Harness;
-    hs->peer.emplace(hs->io);
-    hs->client = sb::fuzz::LoopbackClient(hs->io, hs->peer->port());
-    return hs;
-  }();
-  return *h;
-}
+using Harness = sb::fuzz::ClientHarness;
+Harness& Get() { return sb::fuzz::SharedClientHarness(); }
 
 struct Outcome {
   bool done = false;

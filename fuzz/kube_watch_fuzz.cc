@@ -43,23 +43,8 @@ namespace {
 namespace asio = boost::asio;
 using sb::fuzz::Finding;
 
-struct Harness {
-  asio::io_context io;
-  std::optional<sb::fuzz::RawPeer> peer;
-  std::unique_ptr<sb::net::HttpClient> http;
-};
-
-Harness& Get() {
-  // Never destroyed: the peer's accept loop stays suspended on `io` until the process exits.
-  static Harness* h = [] {
-    spdlog::set_level(spdlog::level::off);
-    auto* hs = new Harness;
-    hs->peer.emplace(hs->io);
-    hs->http = sb::fuzz::LoopbackClient(hs->io, hs->peer->port());
-    return hs;
-  }();
-  return *h;
-}
+using Harness = sb::fuzz::ClientHarness;
+Harness& Get() { return sb::fuzz::SharedClientHarness(); }
 
 // The reply: a 200 with `body` framed as `framing` says, in pieces of `piece` bytes.
 std::vector<std::string> Reply(std::string_view body, unsigned framing, std::size_t piece) {
@@ -170,7 +155,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   sb::kube::ClientOptions ko;
   ko.max_watch_line = limit;
   ko.watch_idle_timeout = std::chrono::seconds(2);
-  std::unique_ptr<sb::kube::Client> client = sb::kube::MakeClient(*h.http, nullptr, ko);
+  std::unique_ptr<sb::kube::Client> client = sb::kube::MakeClient(*h.client, nullptr, ko);
   auto out = std::make_shared<Outcome>();
   asio::co_spawn(h.io, Watch(*client, limit, stop_after, out), asio::detached);
   if (!sb::fuzz::RunUntil(

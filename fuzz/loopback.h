@@ -17,11 +17,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include <spdlog/spdlog.h>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/buffer.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -158,6 +160,26 @@ inline std::unique_ptr<net::HttpClient> LoopbackClient(boost::asio::io_context& 
   auto client = net::HttpClient::Create(io.get_executor(), ep, o);
   if (!client) Finding("HttpClient::Create failed: " + client.error().ToString());
   return std::move(*client);
+}
+
+// A RawPeer and a LoopbackClient to it on one io_context, for the client fuzz targets: made at
+// the first call and never destroyed (the peer's accept loop stays suspended on `io` until the
+// process exits). Logging is off: every input would log its failure.
+struct ClientHarness {
+  boost::asio::io_context io;
+  std::optional<RawPeer> peer;
+  std::unique_ptr<net::HttpClient> client;
+};
+
+inline ClientHarness& SharedClientHarness() {
+  static ClientHarness* h = [] {
+    spdlog::set_level(spdlog::level::off);
+    auto* made = new ClientHarness;
+    made->peer.emplace(made->io);
+    made->client = LoopbackClient(made->io, made->peer->port());
+    return made;
+  }();
+  return *h;
 }
 
 }  // namespace sb::fuzz
