@@ -250,10 +250,12 @@ awaitable<Binder::Bound> Binder::BindPods(std::int64_t job_id,
         // its job-id label goes, so that the job ends once none of its pods holds it (the
         // group's next pass) and the job's end never deletes this pod.
         ++stats_.bound_elsewhere;
-        Result<Pod> unlabelled = co_await kube::PatchAs<Pod>(
-            kube_, kube::PodsRef(m.namespace_).WithName(m.name), kube::PatchType::kJsonMerge,
-            fmt::format("{{\"metadata\":{{\"labels\":{{{}:null}}}}}}",
-                        kube::JsonQuote(bridge::kJobIdLabel)));
+        // (Built before the co_await: gcc 12 cannot keep the map temporary across it.)
+        std::string unlabel =
+            kube::EncodeMetadataMergePatch({{std::string(bridge::kJobIdLabel), std::nullopt}}, {});
+        Result<Pod> unlabelled =
+            co_await kube::PatchAs<Pod>(kube_, kube::PodsRef(m.namespace_).WithName(m.name),
+                                        kube::PatchType::kJsonMerge, std::move(unlabel));
         if (!unlabelled) {
           spdlog::warn("{}/{}: removing the job-id label failed: {}", m.namespace_, m.name,
                        unlabelled.error().ToString());

@@ -95,10 +95,8 @@ Scheduler::Scheduler(asio::any_io_executor executor, kube::Client& kube, slurm::
   // The bridge's own bound pods are in the same informer for their host ports only: one that
   // opens none changes nothing here.
   auto others_changed = [this](const Pod& p) {
-    const bool ours = p.spec.scheduler_name == config_.scheduler_name;
-    if (ours && bridge::HostPortsOf(p).empty()) return;
-    if (!ours) others_usage_.reset();
-    others_ports_.reset();
+    if (p.spec.scheduler_name == config_.scheduler_name && bridge::HostPortsOf(p).empty()) return;
+    bound_view_.reset();
     std::shared_ptr<const kube::Node> node = nodes_.cache().Get(p.spec.node_name);
     if (!node ||
         std::ranges::find(slurm_nodes_, bridge::SlurmNodeName(*node)) == slurm_nodes_.end()) {
@@ -437,28 +435,20 @@ awaitable<bridge::VolumePlan> Scheduler::PlanPodVolumes(const Pod& pod) {
   co_return bridge::PlanVolumes(claims);
 }
 
-const bridge::NodeUsage& Scheduler::OthersUsage() const {
-  if (!others_usage_) {
+const Scheduler::BoundView& Scheduler::BoundPods() const {
+  if (!bound_view_) {
     std::vector<std::shared_ptr<const Pod>> all = others_.cache().List();
     std::vector<const Pod*> pods;
+    std::vector<const Pod*> others;
     pods.reserve(all.size());
     for (const auto& p : all) {
-      if (p->spec.scheduler_name != config_.scheduler_name) pods.push_back(p.get());
+      pods.push_back(p.get());
+      if (p->spec.scheduler_name != config_.scheduler_name) others.push_back(p.get());
     }
-    others_usage_ = bridge::UsageOf(pods);
+    bound_view_ =
+        BoundView{.others_usage = bridge::UsageOf(others), .ports = bridge::PortsOf(pods)};
   }
-  return *others_usage_;
-}
-
-const bridge::NodePorts& Scheduler::PortsInUse() const {
-  if (!others_ports_) {
-    std::vector<std::shared_ptr<const Pod>> all = others_.cache().List();
-    std::vector<const Pod*> pods;
-    pods.reserve(all.size());
-    for (const auto& p : all) pods.push_back(p.get());
-    others_ports_ = bridge::PortsOf(pods);
-  }
-  return *others_ports_;
+  return *bound_view_;
 }
 
 const std::map<std::string, const kube::Node*>& Scheduler::NodesBySlurmName() const {

@@ -247,10 +247,14 @@ class Scheduler : private slurm::JobWatchSubscriber {
 
   // Kept in node_map_ until a node event: valid until the next co_await.
   const std::map<std::string, const kube::Node*>& NodesBySlurmName() const;
-  // What other schedulers' bound pods request, per Kubernetes node (bridge::UsageOf of others_).
-  const bridge::NodeUsage& OthersUsage() const;
-  // The host ports every bound pod opens, the bridge's own included, per Kubernetes node.
-  const bridge::NodePorts& PortsInUse() const;
+  // What the bound pods of others_ hold per Kubernetes node, summed in one walk when others_
+  // changed: the requests of other schedulers' pods (bridge::UsageOf), and the host ports of
+  // every bound pod, the bridge's own included (bridge::PortsOf).
+  struct BoundView {
+    bridge::NodeUsage others_usage;
+    bridge::NodePorts ports;
+  };
+  const BoundView& BoundPods() const;
   void Emit(const std::vector<const kube::Pod*>& pods, const std::string& reason,
             const std::string& message);
 
@@ -264,12 +268,11 @@ class Scheduler : private slurm::JobWatchSubscriber {
   kube::Informer<kube::Pod> pods_;
   kube::Informer<kube::Node> nodes_;
   // Every bound, unfinished pod. N-13: what other schedulers' pods (DaemonSets, mirror pods)
-  // request is not Slurm's to give, summed per node when it changed (others_usage_); and no
-  // pod may open a host port another pod on the node holds (others_ports_, the bridge's own
-  // pods included: they share nodes with exclusive "false").
+  // request is not Slurm's to give; and no pod may open a host port another pod on the node
+  // holds (the bridge's own pods included: they share nodes with exclusive "false"). Summed
+  // per node when it changed (bound_view_).
   kube::Informer<kube::Pod> others_;
-  mutable std::optional<bridge::NodeUsage> others_usage_;
-  mutable std::optional<bridge::NodePorts> others_ports_;
+  mutable std::optional<BoundView> bound_view_;
   kube::ClientEventSink event_sink_;
   kube::EventRecorder recorder_;
   Binder binder_;

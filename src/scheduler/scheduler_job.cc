@@ -58,11 +58,11 @@ Scheduler::Wanted Scheduler::Describe(const GroupSpec& spec,
   auto cached = exclusions_.find(key);
   if (cached == exclusions_.end()) {
     if (exclusions_.size() >= kExclusionCacheSize) exclusions_.clear();
-    cached =
-        exclusions_
-            .emplace(std::move(key), bridge::ExcludedNodes(pods, slurm_nodes_, NodesBySlurmName(),
-                                                           &OthersUsage(), &PortsInUse()))
-            .first;
+    cached = exclusions_
+                 .emplace(std::move(key),
+                          bridge::ExcludedNodes(pods, slurm_nodes_, NodesBySlurmName(),
+                                                &BoundPods().others_usage, &BoundPods().ports))
+                 .first;
   }
   std::vector<bridge::Exclusion> excluded = cached->second;
   // N-5: nodes a bound claim's PersistentVolume cannot attach to (local and zonal volumes).
@@ -321,8 +321,9 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
     // A refill: each waiting pod's own constraints against the job's nodes.
     for (const Pod* pod : pods) {
       std::set<std::string>& out = in.excluded_for[pod->metadata.uid];
-      for (const bridge::Exclusion& e : bridge::ExcludedNodes(
-               {pod}, in.slurm_nodes, NodesBySlurmName(), &OthersUsage(), &PortsInUse())) {
+      for (const bridge::Exclusion& e :
+           bridge::ExcludedNodes({pod}, in.slurm_nodes, NodesBySlurmName(),
+                                 &BoundPods().others_usage, &BoundPods().ports)) {
         if (auto k = in.kube_node_of.find(e.slurm_node); k != in.kube_node_of.end()) {
           out.insert(k->second);
         }
