@@ -245,12 +245,9 @@ Result<std::map<std::string, std::int64_t>> PodRequests(const kube::Pod& pod) {
 
 Result<slurm::NoValNumber> ParseTimeLimit(std::string_view raw) {
   const std::string_view key = "timelimit";
-  const std::string upper = [&] {
-    std::string u(raw);
-    for (char& c : u) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    return u;
-  }();
-  if (upper == "UNLIMITED" || upper == "INFINITE") return slurm::NoValNumber::Infinite();
+  if (EqualsIgnoreCase(raw, "UNLIMITED") || EqualsIgnoreCase(raw, "INFINITE")) {
+    return slurm::NoValNumber::Infinite();
+  }
   std::optional<std::int64_t> seconds;
   if (std::optional<std::int64_t> minutes = Digits(raw)) {
     if (*minutes > std::numeric_limits<std::int32_t>::max()) {
