@@ -89,6 +89,16 @@ void FakeSlurmClient::AddNode(slurm::NodeInfo node) {
   nodes_[name] = std::move(node);
 }
 
+void FakeSlurmClient::AddPartition(slurm::PartitionInfo partition) {
+  std::string name = partition.name;
+  partitions_[name] = std::move(partition);
+}
+
+const slurm::NodeInfo* FakeSlurmClient::Node(const std::string& name) const {
+  auto it = nodes_.find(name);
+  return it == nodes_.end() ? nullptr : &it->second;
+}
+
 bool FakeSlurmClient::SetNodeState(const std::string& name, std::vector<std::string> state) {
   auto it = nodes_.find(name);
   if (it == nodes_.end()) return false;
@@ -295,27 +305,64 @@ slurm::Task<slurm::NodeInfo> FakeSlurmClient::GetNode(std::string name) {
 }
 
 slurm::Task<bool> FakeSlurmClient::UpdateNode(std::string name, slurm::NodeUpdate update) {
+  node_updates_.emplace_back(name, update);
   if (auto f = Enter("UpdateNode")) co_return tl::unexpected(f->error);
   auto it = nodes_.find(name);
   if (it == nodes_.end()) {
     co_return tl::unexpected(Error{ErrorCode::kNotFound, "node " + name + " not found", 200});
   }
-  if (!update.state.empty()) it->second.state = update.state;
+  std::vector<std::string>& state = it->second.state;
+  if (update.state == std::vector<std::string>{"DRAIN"}) {
+    if (std::find(state.begin(), state.end(), "DRAIN") == state.end()) state.push_back("DRAIN");
+  } else if (update.state == std::vector<std::string>{"UNDRAIN"}) {
+    std::erase(state, std::string("DRAIN"));
+    it->second.reason.clear();
+  } else if (!update.state.empty()) {
+    state = update.state;
+  }
   if (!update.reason.empty()) it->second.reason = update.reason;
   if (update.features) it->second.features = *update.features;
   if (update.features_act) it->second.active_features = *update.features_act;
   if (!update.comment.empty()) it->second.comment = update.comment;
+  if (update.topology_str) it->second.topology = *update.topology_str;
   co_return true;
 }
 
 slurm::Task<bool> FakeSlurmClient::CreateNode(std::string node_conf) {
+  created_.push_back(node_conf);
   if (auto f = Enter("CreateNode")) co_return tl::unexpected(f->error);
-  // "NodeName=k1 ...": the name is enough for the fake.
-  std::string name = node_conf.substr(0, node_conf.find(' '));
-  if (name.starts_with("NodeName=")) name = name.substr(9);
+  // "NodeName=k1 Key=Value ...": the keys the bridge writes; GresConf="..." is skipped.
   slurm::NodeInfo n;
-  n.name = name;
   n.state = {"IDLE"};
+  std::string_view rest = node_conf;
+  while (!rest.empty()) {
+    const std::size_t space = rest.find(' ');
+    std::string_view word = rest.substr(0, space);
+    rest = space == std::string_view::npos ? std::string_view() : rest.substr(space + 1);
+    const std::size_t eq = word.find('=');
+    if (eq == std::string_view::npos) continue;
+    const std::string_view key = word.substr(0, eq);
+    const std::string value(word.substr(eq + 1));
+    if (key == "NodeName") n.name = value;
+    if (key == "NodeAddr") n.address = value;
+    if (key == "CPUs") n.cpus = std::stoll(value);
+    if (key == "RealMemory") n.real_memory = std::stoll(value);
+    if (key == "Gres") n.gres = value;
+    if (key == "Topology") n.topology = value;
+    if (key == "State" && value == "External") n.state = {"IDLE", "EXTERNAL"};
+    if (key == "Feature") {
+      for (std::size_t from = 0; from <= value.size();) {
+        const std::size_t comma = std::min(value.find(',', from), value.size());
+        n.features.push_back(value.substr(from, comma - from));
+        from = comma + 1;
+      }
+      n.active_features = n.features;
+    }
+  }
+  if (nodes_.contains(n.name)) {
+    co_return tl::unexpected(Error{ErrorCode::kInvalidArgument,
+                                   "create node: Node already exists in the node table", 422});
+  }
   AddNode(std::move(n));
   co_return true;
 }
@@ -330,11 +377,14 @@ slurm::Task<bool> FakeSlurmClient::DeleteNode(std::string name) {
 
 slurm::Task<std::vector<slurm::PartitionInfo>> FakeSlurmClient::ListPartitions() {
   if (auto f = Enter("ListPartitions")) co_return tl::unexpected(f->error);
-  co_return std::vector<slurm::PartitionInfo>{};
+  std::vector<slurm::PartitionInfo> out;
+  for (const auto& [name, p] : partitions_) out.push_back(p);
+  co_return out;
 }
 
 slurm::Task<slurm::PartitionInfo> FakeSlurmClient::GetPartition(std::string name) {
   if (auto f = Enter("GetPartition")) co_return tl::unexpected(f->error);
+  if (auto it = partitions_.find(name); it != partitions_.end()) co_return it->second;
   co_return tl::unexpected(Error{ErrorCode::kNotFound, "partition " + name + " not found", 200});
 }
 

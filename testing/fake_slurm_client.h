@@ -18,6 +18,14 @@
 //     clock on; a list answers last_update = that clock, and `unchanged` (no jobs) when t > 0
 //     and nothing changed since the list that gave t, as slurmctld does.
 //   - Nodes: AddNode/RemoveNode/SetNodeState; GetNode of an unknown node is kNotFound.
+//     UpdateNode treats DRAIN and UNDRAIN as slurmctld does, as a flag added to or taken from
+//     the node's state (other states replace it), and applies features, features_act, comment
+//     and topology_str. CreateNode reads NodeName, NodeAddr, CPUs, RealMemory, Feature,
+//     Topology, Gres and State=External (state IDLE+EXTERNAL) from the node_conf, and refuses
+//     a node that exists (kInvalidArgument, Slurm's 2168); created() lists every node_conf
+//     (failed ones included), node_updates() every UpdateNode call.
+//   - Partitions: AddPartition (ListPartitions answers those); GetPartition of an unknown
+//     partition is kNotFound.
 //   - Failure injection: FailNext(call, error, times) makes the next `times` calls of `call`
 //     ("SubmitJob", "GetJob", "ListJobs", "JobStates", "UpdateJob", "CancelJob", "JobResources",
 //     "ListNodes", "GetNode", "UpdateNode", "CreateNode", "DeleteNode", "ListPartitions",
@@ -71,6 +79,9 @@ class FakeSlurmClient final : public slurm::Client {
   void RemoveNode(const std::string& name) { nodes_.erase(name); }
   bool SetNodeState(const std::string& name, std::vector<std::string> state);
 
+  void AddPartition(slurm::PartitionInfo partition);
+  [[nodiscard]] const slurm::NodeInfo* Node(const std::string& name) const;
+
   void FailNext(const std::string& call, Error error, int times = 1, bool apply = false);
 
   [[nodiscard]] int calls(const std::string& name) const;
@@ -83,6 +94,10 @@ class FakeSlurmClient final : public slurm::Client {
   // Every UpdateJob call's job id and changes, in order (failed ones included).
   [[nodiscard]] const std::vector<std::pair<std::int64_t, slurm::JobDescription>>& updates() const {
     return updates_;
+  }
+  [[nodiscard]] const std::vector<std::string>& created() const { return created_; }
+  [[nodiscard]] const std::vector<std::pair<std::string, slurm::NodeUpdate>>& node_updates() const {
+    return node_updates_;
   }
 
   std::int64_t next_job_id = 1;
@@ -132,6 +147,9 @@ class FakeSlurmClient final : public slurm::Client {
   std::vector<std::vector<std::int64_t>> state_queries_;
   std::int64_t changed_ = 1;  // logical clock of the last change (ListJobsSince)
   std::vector<std::pair<std::int64_t, slurm::JobDescription>> updates_;
+  std::map<std::string, slurm::PartitionInfo> partitions_;
+  std::vector<std::string> created_;
+  std::vector<std::pair<std::string, slurm::NodeUpdate>> node_updates_;
   net::ClientStats stats_;
 };
 

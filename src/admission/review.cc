@@ -82,6 +82,13 @@ PodFacts DecodePod(const json::object& pod) {
     if (const json::value* v = spec->if_contains("nodeName"); v && v->is_string()) {
       f.node_name = std::string(v->get_string());
     }
+    if (const json::value* v = spec->if_contains("terminationGracePeriodSeconds")) {
+      if (v->is_int64()) {
+        f.termination_grace_seconds = v->get_int64();
+      } else if (v->is_uint64() && v->get_uint64() <= INT64_MAX) {
+        f.termination_grace_seconds = static_cast<std::int64_t>(v->get_uint64());
+      }
+    }
     if (const json::value* v = spec->if_contains("resourceClaims"); v && !v->is_null()) {
       f.has_resource_claims = true;
     }
@@ -249,6 +256,9 @@ Policy PolicyFromConfig(const bridge::Config& config, std::vector<std::string> p
   p.privileged_users = std::move(privileged_users);
   p.slurm_env = config.pod_slurm_env;
   p.nvidia_visible_devices = config.pod_nvidia_visible_devices;
+  if (config.job_mode == bridge::JobMode::kBatch) {
+    p.max_termination_grace_seconds = config.max_termination_grace_seconds;
+  }
   p.identity = config.identity_policy;
   return p;
 }
@@ -444,6 +454,15 @@ Decision Mutate(const Request& request, const Policy& policy, const Labels* ns_l
           json::object{{"op", "add"},
                        {"path", "/spec"},
                        {"value", json::object{{"schedulerName", policy.scheduler_name}}}});
+    }
+  }
+  // The grace period a terminating pod holds its job for, capped (the apiserver's defaulting
+  // has set it already, to 30 s when the manifest has none).
+  if (const std::int64_t cap = policy.max_termination_grace_seconds; cap > 0 && pod.has_spec) {
+    const std::int64_t grace = pod.termination_grace_seconds.value_or(30);
+    if (grace > cap) {
+      ops.push_back(json::object{
+          {"op", "add"}, {"path", "/spec/terminationGracePeriodSeconds"}, {"value", cap}});
     }
   }
   // Slurm's allocation for the containers: appended to each container's env (created when

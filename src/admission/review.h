@@ -103,6 +103,10 @@ struct Policy {
   // container sets itself is left alone.
   bool slurm_env = true;
   bool nvidia_visible_devices = false;
+  // At CREATE, a bridge pod's terminationGracePeriodSeconds above this is lowered to it (config
+  // maxTerminationGracePeriodSeconds, with placeholder batch as upstream 1.3): a terminating pod
+  // holds its Slurm job, GPUs included, through its grace period. 0: no cap.
+  std::int64_t max_termination_grace_seconds = 0;
 };
 
 // The environment variables the webhook adds (name -> downward API field path).
@@ -154,6 +158,8 @@ struct PodFacts {
   };
   std::vector<Toleration> tolerations;
   bool mirror_pod = false;  // annotation kubernetes.io/config.mirror (a kubelet static pod)
+  // spec.terminationGracePeriodSeconds (nullopt: absent or not an integer).
+  std::optional<std::int64_t> termination_grace_seconds;
 };
 
 // One AdmissionReview v1 request.

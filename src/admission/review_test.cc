@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <boost/json.hpp>
 
@@ -282,6 +283,46 @@ TEST(Mutate, UsesTheConfiguredSchedulerName) {
   Decision d = Mutate(req, p, nullptr);
   json::value after = ApplyPatch(json::parse(PodJson("hpc", "default-scheduler")), d.patch);
   EXPECT_EQ(after.at("spec").at("schedulerName").as_string(), "my-slurm");
+}
+
+// placeholder batch (upstream 1.3): a bridge pod's grace period is capped at
+// maxTerminationGracePeriodSeconds; shorter ones, other schedulers' pods and a zero cap are left.
+TEST(Mutate, TerminationGracePeriodIsCapped) {
+  auto pod = [](std::string_view scheduler, std::string_view grace) {
+    return fmt::format(
+        R"({{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"p","namespace":"other"}},
+        "spec":{{"schedulerName":"{}"{},"containers":[{{"name":"c"}}]}}}})",
+        scheduler,
+        grace.empty() ? "" : fmt::format(R"(,"terminationGracePeriodSeconds":{})", grace));
+  };
+  Policy p = ListPolicy();
+  p.max_termination_grace_seconds = 300;
+  auto grace_after = [&](const std::string& manifest, const Policy& policy) -> std::string {
+    Decision d = Mutate(Decoded(ReviewJson("CREATE", "other", manifest)), policy, nullptr);
+    EXPECT_TRUE(d.allowed);
+    json::value after =
+        d.patch.empty() ? json::parse(manifest) : ApplyPatch(json::parse(manifest), d.patch);
+    const json::value* g =
+        after.at("spec").as_object().if_contains("terminationGracePeriodSeconds");
+    return g == nullptr ? "absent" : json::serialize(*g);
+  };
+  EXPECT_EQ(grace_after(pod(kOurs, "3600"), p), "300");
+  EXPECT_EQ(grace_after(pod(kOurs, "300"), p), "300");
+  EXPECT_EQ(grace_after(pod(kOurs, "20"), p), "20");
+  EXPECT_EQ(grace_after(pod(kOurs, ""), p), "absent") << "the apiserver's 30 s is below the cap";
+  EXPECT_EQ(grace_after(pod("default-scheduler", "3600"), p), "3600") << "not a bridge pod";
+  Policy low = p;
+  low.max_termination_grace_seconds = 10;
+  EXPECT_EQ(grace_after(pod(kOurs, ""), low), "10");
+  Policy off = p;
+  off.max_termination_grace_seconds = 0;
+  EXPECT_EQ(grace_after(pod(kOurs, "3600"), off), "3600");
+  // Only with placeholder batch, as upstream.
+  bridge::Config c;
+  c.max_termination_grace_seconds = 120;
+  EXPECT_EQ(PolicyFromConfig(c, {}).max_termination_grace_seconds, 0);
+  c.job_mode = bridge::JobMode::kBatch;
+  EXPECT_EQ(PolicyFromConfig(c, {}).max_termination_grace_seconds, 120);
 }
 
 TEST(Validate, CreateRejections) {

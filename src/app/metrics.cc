@@ -98,6 +98,14 @@ std::string RenderMetrics(const MetricsSnapshot& s) {
   m.Family("slurm_bridge_node_drains_total", "Slurm drains and undrains from cordons", "counter");
   m.Sample("slurm_bridge_node_drains_total", "op=\"drain\"", ns.drains);
   m.Sample("slurm_bridge_node_drains_total", "op=\"undrain\"", ns.undrains);
+  m.Family("slurm_bridge_external_node_ops_total",
+           "Slurm external nodes registered for labelled Kubernetes nodes, by operation",
+           "counter");
+  m.Sample("slurm_bridge_external_node_ops_total", "op=\"register\"", ns.external_registered);
+  m.Sample("slurm_bridge_external_node_ops_total", "op=\"drain\"", ns.external_drains);
+  m.Sample("slurm_bridge_external_node_ops_total", "op=\"recreate\"", ns.external_recreated);
+  m.Sample("slurm_bridge_external_node_ops_total", "op=\"remove\"", ns.external_removed);
+  m.Sample("slurm_bridge_external_node_ops_total", "op=\"update\"", ns.external_updates);
   m.Family("slurm_bridge_node_condition_updates_total", "SlurmNodeReady condition writes",
            "counter");
   m.Sample("slurm_bridge_node_condition_updates_total", "", ns.condition_updates);

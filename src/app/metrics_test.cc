@@ -26,6 +26,7 @@ TEST(RenderMetricsTest, EachStatIsServedUnderItsName) {
   s.pods.foreign_looking_jobs = 8;
   s.pods.orphans_cancelled = 9;
   s.nodes.drains = 10;
+  s.nodes.external_recreated = 22;
   s.tracked_jobs = 11;
   s.scheduler_events = {.dropped = 14, .pending = 15};
   s.nodes_events = {.dropped = 16, .pending = 0};
@@ -48,6 +49,7 @@ TEST(RenderMetricsTest, EachStatIsServedUnderItsName) {
       {"slurm_bridge_foreign_looking_jobs 8", "gauge"},
       {R"(slurm_bridge_jobs_cancelled_total{reason="orphan"} 9)", "counter"},
       {R"(slurm_bridge_node_drains_total{op="drain"} 10)", "counter"},
+      {R"(slurm_bridge_external_node_ops_total{op="recreate"} 22)", "counter"},
       {"slurm_bridge_tracked_jobs 11", "gauge"},
       {R"(slurm_bridge_jobs_cancelled_total{reason="duplicate"} 12)", "counter"},
       {R"(slurm_bridge_jobs_cancelled_total{reason="node_not_in_kubernetes"} 13)", "counter"},

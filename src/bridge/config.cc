@@ -313,7 +313,24 @@ Result<Config> ParseConfig(std::string_view yaml) {
       (k == "podslurmenv"               ? c.pod_slurm_env
        : k == "podnvidiavisibledevices" ? c.pod_nvidia_visible_devices
                                         : c.slurm_insecure_skip_verify) = *b;
-    } else if (k == "jobmode") {
+    } else if (k == "nodesharing") {
+      std::string sharing;
+      r = set_string(sharing);
+      if (r) {
+        if (sharing.empty() || Lower(sharing) == "exclusive") {
+          c.node_sharing = NodeSharing::kExclusive;
+        } else if (Lower(sharing) == "coresident") {
+          c.node_sharing = NodeSharing::kCoResident;
+        } else {
+          r = tl::unexpected(
+              KeyError(key, fmt::format("\"{}\" is not \"exclusive\" or \"coResident\"", sharing)));
+        }
+      }
+    } else if (k == "maxterminationgraceperiodseconds") {
+      Result<int> n = Int(v, key, 0, INT32_MAX);
+      if (!n) return tl::unexpected(n.error());
+      c.max_termination_grace_seconds = *n;
+    } else if (k == "jobmode" || k == "placeholder") {
       std::string mode;
       r = set_string(mode);
       if (r) {

@@ -19,6 +19,13 @@
 //   slurmUserName            X-SLURM-USER-NAME header (default: none; the token names the user)
 //   slurmCaFile, slurmInsecureSkipVerify   TLS to slurmrestd
 //   jobMode                  "external" (default: EXTERNAL_JOB placeholders) or "batch"
+//   placeholder              upstream 1.3's name for jobMode (same values); the later key wins
+//   nodeSharing              "exclusive" (default: a pod's job holds its whole node) or
+//                            "coResident" (upstream 1.3: jobs are non-exclusive and share nodes
+//                            core by core with native Slurm jobs and other pods)
+//   maxTerminationGracePeriodSeconds  with placeholder batch, the webhook lowers a pod's
+//                            terminationGracePeriodSeconds to this (default 300, as upstream;
+//                            0: no cap)
 //   jobPollInterval          how often job states are read (default 500ms)
 //   jobListInterval          how often the scheduler asks for the job list (reasons, duplicates;
 //                            every job only when one changed) (default 30s)
@@ -69,6 +76,7 @@ struct LabelSelector {
 };
 
 enum class JobMode { kExternal, kBatch };
+enum class NodeSharing { kExclusive, kCoResident };
 
 struct Config {
   std::string scheduler_name{"slurm-bridge-scheduler"};
@@ -85,6 +93,9 @@ struct Config {
   std::string slurm_ca_file;
   bool slurm_insecure_skip_verify = false;
   JobMode job_mode = JobMode::kExternal;
+  NodeSharing node_sharing = NodeSharing::kExclusive;
+  // With JobMode::kBatch, the webhook caps pods' terminationGracePeriodSeconds at this; 0: none.
+  std::int64_t max_termination_grace_seconds = 300;
   std::chrono::milliseconds job_poll_interval{500};
   std::chrono::milliseconds job_list_interval{30000};
   std::chrono::milliseconds node_list_interval{30000};

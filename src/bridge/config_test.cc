@@ -120,6 +120,38 @@ TEST(ConfigTest, ClientQpsAndBurst) {
   }
 }
 
+// Upstream 1.3's nodeSharing, placeholder (our jobMode) and maxTerminationGracePeriodSeconds.
+TEST(ConfigTest, NodeSharingPlaceholderAndGraceCap) {
+  Result<Config> c = ParseConfig("partition: batch\n");
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->node_sharing, NodeSharing::kExclusive);
+  EXPECT_EQ(c->job_mode, JobMode::kExternal);
+  EXPECT_EQ(c->max_termination_grace_seconds, 300);
+  c = ParseConfig(
+      "nodeSharing: coResident\nplaceholder: batch\n"
+      "maxTerminationGracePeriodSeconds: 60\n");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->node_sharing, NodeSharing::kCoResident);
+  EXPECT_EQ(c->job_mode, JobMode::kBatch);
+  EXPECT_EQ(c->max_termination_grace_seconds, 60);
+  EXPECT_TRUE(c->warnings.empty());
+  c = ParseConfig(
+      "nodeSharing: exclusive\nplaceholder: external\n"
+      "maxTerminationGracePeriodSeconds: 0\nstrictConfig: true\n");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->node_sharing, NodeSharing::kExclusive);
+  EXPECT_EQ(c->job_mode, JobMode::kExternal);
+  EXPECT_EQ(c->max_termination_grace_seconds, 0);
+  for (const char* bad :
+       {"nodeSharing: shared\n", "placeholder: script\n", "maxTerminationGracePeriodSeconds: -1\n",
+        "maxTerminationGracePeriodSeconds: long\n"}) {
+    Result<Config> b = ParseConfig(bad);
+    ASSERT_FALSE(b) << bad;
+    const std::string key = std::string(bad).substr(0, std::string(bad).find(':'));
+    EXPECT_NE(b.error().message.find(key), std::string::npos) << b.error().message;
+  }
+}
+
 TEST(ConfigTest, BadValuesNameTheKey) {
   struct Case {
     const char* yaml;

@@ -274,6 +274,15 @@ Result<slurm::NoValNumber> ParseTimeLimit(std::string_view raw) {
   return slurm::NoValNumber::Of(minutes);
 }
 
+std::string CoResidentSharingRisk(const slurm::PartitionInfo& partition) {
+  if (partition.oversubscribe_jobs <= 1) return "";
+  return fmt::format(
+      "partition {} has OverSubscribe={}:{}: up to {} jobs may share a core, so with nodeSharing "
+      "coResident a pod may run on cores Slurm also gave other jobs; set OverSubscribe=NO",
+      partition.name, partition.oversubscribe_force ? "FORCE" : "YES", partition.oversubscribe_jobs,
+      partition.oversubscribe_jobs);
+}
+
 Result<slurm::JobDescription> Translate(const GroupSpec& group,
                                         const std::vector<const kube::Pod*>& pods,
                                         const TranslateOptions& options) {
@@ -297,7 +306,7 @@ Result<slurm::JobDescription> Translate(const GroupSpec& group,
   job.minimum_nodes = count;
   job.maximum_nodes = count;
   job.tasks_per_node = 1;
-  job.shared = {"none"};
+  if (options.node_sharing == NodeSharing::kExclusive) job.shared = {"none"};
   if (group.time_limit_minutes) {
     job.time_limit = slurm::NoValNumber::Of(*group.time_limit_minutes);
   } else if (options.default_time_limit_minutes > 0) {

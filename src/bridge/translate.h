@@ -58,6 +58,9 @@ struct TranslateOptions {
   std::string cluster_name;
   std::string scheduler_name;
   JobMode mode = JobMode::kExternal;
+  // kCoResident (config nodeSharing): jobs are non-exclusive (no `shared` value), so Slurm packs
+  // them core by core beside native jobs; the `exclusive` annotation still decides per workload.
+  NodeSharing node_sharing = NodeSharing::kExclusive;
   std::map<std::string, std::string> resource_tres;
   // When neither the group nor an annotation gives one (config defaultTimeLimit); 0: none.
   std::int64_t default_time_limit_minutes = 0;
@@ -81,6 +84,12 @@ struct TranslateOptions {
 // "D-HH", "D-HH:MM", "D-HH:MM:SS"; seconds rounded up, as Slurm does); "UNLIMITED" or
 // "INFINITE": no limit. At least 1 minute; kInvalidArgument naming the annotation otherwise.
 [[nodiscard]] Result<slurm::NoValNumber> ParseTimeLimit(std::string_view raw);
+
+// With nodeSharing coResident, why `partition`'s OverSubscribe makes sharing unsafe ("" when it
+// is safe or unknown): more than one job may then hold the same core or GPU (YES:N or FORCE:N
+// with N > 1), so Slurm's allocation no longer says what a pod may use. EXCLUSIVE (whole nodes),
+// NO and FORCE:1 are safe (upstream 1.3 accepts NO and EXCLUSIVE).
+[[nodiscard]] std::string CoResidentSharingRisk(const slurm::PartitionInfo& partition);
 
 // The job for `pods` (the group's members, already complete) of `group`.
 [[nodiscard]] Result<slurm::JobDescription> Translate(const GroupSpec& group,

@@ -66,6 +66,41 @@ TranslateOptions AllowAll() {
   return o;
 }
 
+// nodeSharing coResident (upstream 1.3): no `shared` value, so Slurm packs jobs core by core on
+// a partition with OverSubscribe=NO; the pod's CPU and memory requests are what Slurm gives it.
+// The `exclusive` annotation still takes a whole node.
+TEST(TranslateTest, CoResidentJobsAreNotExclusive) {
+  kube::Pod pod = MakePod("share", {{"cpu", "1500m"}, {"memory", "100Mi"}});
+  TranslateOptions o = Options();
+  o.node_sharing = NodeSharing::kCoResident;
+  Result<slurm::JobDescription> job = Translate(Single(pod), {&pod}, o);
+  ASSERT_TRUE(job) << job.error().message;
+  EXPECT_TRUE(job->shared.empty());
+  EXPECT_EQ(job->cpus_per_task, 2);
+  EXPECT_EQ(job->memory_per_node, slurm::NoValNumber::Of(100));
+  pod.metadata.annotations["slurmjob.slinky.slurm.net/exclusive"] = "true";
+  job = Translate(Single(pod), {&pod}, o);
+  ASSERT_TRUE(job) << job.error().message;
+  EXPECT_EQ(job->shared, std::vector<std::string>{"none"});
+}
+
+TEST(TranslateTest, CoResidentSharingRiskNamesUnsafeOverSubscribe) {
+  slurm::PartitionInfo p{.name = "batch"};
+  for (auto [jobs, force] :
+       std::vector<std::pair<int, bool>>{{-1, false}, {0, false}, {1, false}, {1, true}}) {
+    p.oversubscribe_jobs = jobs;
+    p.oversubscribe_force = force;
+    EXPECT_EQ(CoResidentSharingRisk(p), "") << jobs << " " << force;
+  }
+  p.oversubscribe_jobs = 4;
+  p.oversubscribe_force = false;
+  EXPECT_NE(CoResidentSharingRisk(p).find("partition batch has OverSubscribe=YES:4"),
+            std::string::npos)
+      << CoResidentSharingRisk(p);
+  p.oversubscribe_force = true;
+  EXPECT_NE(CoResidentSharingRisk(p).find("OverSubscribe=FORCE:4"), std::string::npos);
+}
+
 TEST(TranslateTest, SeedYoloPod) {
   // The seed's Pod: nvidia.com/gpu: 1 in requests and limits, nothing else.
   kube::Pod pod =

@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include <boost/json.hpp>
 
@@ -524,6 +525,131 @@ TEST_F(KubeletE2e, TwoOneGpuPodsOnOneNodeSeeTheirOwnJobsGpus) {
     EXPECT_EQ(logs, fmt::format("job={} gpus={}\n", job, gpus)) << name;
   }
   EXPECT_EQ(seen.size(), 2u) << "both pods were given the same GPU";
+}
+
+// nodeSharing coResident (upstream 1.3, their #48): a native `sbatch` job holding 6 of n3's 8
+// Slurm CPUs and two bridge pods of 500m each (1 Slurm CPU, rounded up) run on n3 at once, each
+// Slurm job given what its pod requests, and each container capped by its kubelet at its
+// request (cgroup cpu.max). A third pod, for which n3 has no core left in Slurm, gets no node:
+// its job waits (Resources) and the pod stays unbound until the native job ends, then runs
+// there. (The test kubelets offer 2 CPUs, the machine's, while Slurm counts 8.)
+TEST_F(KubeletE2e, CoResidentPodsShareANodeCoreByCoreWithANativeJob) {
+  AddConfig("nodeSharing: coResident\n");
+  scheduler_ = StartBridge("all");
+  const std::string native = Slurm(
+      "sbatch --parsable -p batch -w n3 -c 6 --mem=100M -o /dev/null -J native --wrap='sleep 600'");
+  const std::int64_t native_id = std::atoll(native.c_str());
+  ASSERT_GT(native_id, 0) << native;
+  Restore cancel([&] { Slurm(fmt::format("scancel {}", native_id)); });
+  ASSERT_TRUE(WaitFor([&] { return JobState(native_id) == "RUNNING"; }, 30s))
+      << JobState(native_id);
+  auto create = [&](const std::string& name, const std::string& cpu) {
+    const std::string manifest = fmt::format(
+        R"({{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"{}","namespace":"{}"}},
+        "spec":{{"schedulerName":"slurm-bridge-scheduler","restartPolicy":"Never",
+        "terminationGracePeriodSeconds":5,"nodeSelector":{{"kubernetes.io/hostname":"n3"}},
+        "containers":[{{"name":"c","image":"localhost/busybox:1","imagePullPolicy":"Never",
+        "command":["sh","-c","cut -d' ' -f1 /sys/fs/cgroup/cpu.max 2>/dev/null || cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us; sleep 600"],
+        "resources":{{"requests":{{"cpu":"{}","memory":"64Mi"}},
+                      "limits":{{"cpu":"{}","memory":"64Mi"}}}}}}]}}}})",
+        name, ns_, cpu, cpu);
+    auto r = RunSync(io_, kube_->Create(kube::PodsRef(ns_), manifest));
+    ASSERT_TRUE(r) << r.error().message;
+  };
+  create("share-a", "500m");
+  create("share-b", "500m");
+  if (HasFatalFailure()) return;
+  for (const std::string name : {"share-a", "share-b"}) {
+    std::optional<kube::Pod> running = WaitForPod(name, IsRunning, 120s);
+    ASSERT_TRUE(running) << name << " not running";
+    EXPECT_EQ(running->spec.node_name, "n3");
+    auto info = RunSync(io_, slurm_->GetJob(JobId(*running)));
+    ASSERT_TRUE(info) << info.error().ToString();
+    EXPECT_EQ(info->nodes, "n3") << name;
+    EXPECT_EQ(info->cpus, 1) << name << ": Slurm gave what the pod requests";
+    std::string logs;
+    EXPECT_TRUE(WaitFor(
+        [&] {
+          logs = Logs(name);
+          return !logs.empty();
+        },
+        30s));
+    EXPECT_EQ(logs, "50000\n") << name
+                               << ": the kubelet caps it at its 500m (CFS quota per 100 ms)";
+  }
+  EXPECT_EQ(JobState(native_id), "RUNNING") << "the native job shares n3 all along";
+  // n3's 8 Slurm CPUs are all held (6 + 1 + 1): a third pod waits for Slurm.
+  create("share-c", "500m");
+  if (HasFatalFailure()) return;
+  std::int64_t third = 0;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto p = RunSync(io_, kube::GetPod(*kube_, ns_, "share-c"));
+        third = p ? JobId(*p) : 0;
+        return third > 0;
+      },
+      60s))
+      << "share-c got no job";
+  std::string state, reason;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        auto j = RunSync(io_, slurm_->GetJob(third));
+        state = j ? std::string(j->BaseState()) : "?";
+        reason = j ? j->state_reason : "?";
+        return state == "PENDING" && reason == "Resources";
+      },
+      30s))
+      << state << " " << reason << "\n"
+      << Slurm("scontrol show node n3") << Slurm("squeue -w n3 -o '%i %j %C %T'");
+  std::this_thread::sleep_for(3s);
+  auto waiting = RunSync(io_, kube::GetPod(*kube_, ns_, "share-c"));
+  ASSERT_TRUE(waiting);
+  EXPECT_EQ(waiting->spec.node_name, "") << "bound where Slurm gave it nothing";
+  Slurm(fmt::format("scancel {}", native_id));
+  std::optional<kube::Pod> running = WaitForPod("share-c", IsRunning, 120s);
+  ASSERT_TRUE(running) << "share-c did not run once the native job ended";
+  EXPECT_EQ(running->spec.node_name, "n3");
+}
+
+// Upstream #16 on real kubelets: a deleted pod whose preStop hook takes 20 s keeps its Slurm job
+// (and the GPU the job holds) while its container still runs; the job ends only once the kubelet
+// has stopped the container and the pod is gone.
+TEST_F(KubeletE2e, PreStopHookKeepsTheJobUntilTheContainerHasStopped) {
+  scheduler_ = StartBridge("all");
+  const std::string manifest = fmt::format(
+      R"({{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"graceful","namespace":"{}",
+      "annotations":{{"slurmjob.slinky.slurm.net/exclusive":"false"}}}},
+      "spec":{{"schedulerName":"slurm-bridge-scheduler","restartPolicy":"Never",
+      "terminationGracePeriodSeconds":60,
+      "containers":[{{"name":"c","image":"localhost/busybox:1","imagePullPolicy":"Never",
+      "command":["sh","-c","trap 'exit 0' TERM; sleep 600 & wait"],
+      "lifecycle":{{"preStop":{{"exec":{{"command":["sleep","20"]}}}}}},
+      "resources":{{"limits":{{"cpu":"100m","memory":"64Mi","nvidia.com/gpu":"1"}}}}}}]}}}})",
+      ns_);
+  auto created = RunSync(io_, kube_->Create(kube::PodsRef(ns_), manifest));
+  ASSERT_TRUE(created) << created.error().message;
+  std::optional<kube::Pod> running = WaitForPod("graceful", IsRunning, 120s);
+  ASSERT_TRUE(running) << "not running";
+  const std::int64_t job = JobId(*running);
+  ASSERT_GT(job, 0);
+  Kubectl(fmt::format("delete pod -n {} graceful --wait=false", ns_));
+  const auto deleted = std::chrono::steady_clock::now();
+  // Well inside the preStop's 20 s: the container runs, so the job and its GPU stay held.
+  std::this_thread::sleep_for(12s);
+  EXPECT_FALSE(PodGone("graceful")) << "the pod went before its preStop hook ended";
+  auto held = RunSync(io_, slurm_->GetJob(job));
+  ASSERT_TRUE(held) << held.error().ToString();
+  EXPECT_EQ(held->BaseState(), "RUNNING") << "the job ended while the container still ran";
+  EXPECT_EQ(held->gres_detail.size(), 1u) << "the job holds its GPU";
+  EXPECT_TRUE(WaitFor([&] { return PodGone("graceful"); }, 60s)) << "the pod never went";
+  EXPECT_GE(std::chrono::steady_clock::now() - deleted, 18s);
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        const std::string s = JobState(job);
+        return s == "CANCELLED" || s == "COMPLETED" || s == "NOTFOUND";
+      },
+      30s))
+      << "the job outlived its pod: " << JobState(job);
 }
 
 }  // namespace

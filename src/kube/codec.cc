@@ -466,6 +466,19 @@ error_code ReadObject(od::value v, Node& n) {
         if (sk == "capacity") return ReadResourceList(sv, n.capacity);
         if (sk == "allocatable") return ReadResourceList(sv, n.allocatable);
         if (sk == "conditions") return ReadConditions(sv, n.conditions);
+        if (sk == "addresses") {
+          n.addresses.clear();
+          return ForEachElement(sv, [&](od::value e) -> error_code {
+            NodeAddress a;
+            SB_JSON_TRY(ForEachField(e, [&](std::string_view ak, od::value av) -> error_code {
+              if (ak == "type") return ReadString(av, a.type);
+              if (ak == "address") return ReadString(av, a.address);
+              return SUCCESS;
+            }));
+            n.addresses.push_back(std::move(a));
+            return SUCCESS;
+          });
+        }
         return SUCCESS;
       });
     }
@@ -1056,6 +1069,13 @@ std::string Encode(const Node& node) {
   if (!node.capacity.empty()) st["capacity"] = StringMapJson(node.capacity);
   if (!node.allocatable.empty()) st["allocatable"] = StringMapJson(node.allocatable);
   if (!node.conditions.empty()) st["conditions"] = ConditionsJson(node.conditions);
+  if (!node.addresses.empty()) {
+    bj::array a;
+    for (const auto& addr : node.addresses) {
+      a.emplace_back(bj::object{{"type", addr.type}, {"address", addr.address}});
+    }
+    st["addresses"] = std::move(a);
+  }
   if (!st.empty()) o["status"] = std::move(st);
   return Envelope("v1", "Node", std::move(o));
 }

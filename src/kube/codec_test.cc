@@ -131,7 +131,9 @@ TEST(Codec, DecodesNodeLeaseEventJobNamespace) {
     "spec":{"unschedulable":true,"taints":[{"key":"k","value":"v","effect":"NoSchedule"},
       {"key":"u","effect":"NoExecute","timeAdded":"2026-01-01T00:00:00Z"}]},
     "status":{"capacity":{"cpu":"8","memory":"16000Mi"},"allocatable":{"cpu":"7500m"},
-              "conditions":[{"type":"Ready","status":"True"}],"nodeInfo":{"x":1}}})");
+              "conditions":[{"type":"Ready","status":"True"}],"nodeInfo":{"x":1},
+              "addresses":[{"type":"InternalIP","address":"10.0.0.7"},
+                           {"type":"Hostname","address":"n1"}]}})");
   ASSERT_TRUE(node) << node.error().message;
   EXPECT_TRUE(node->unschedulable);
   EXPECT_EQ(node->taints[0], (Taint{"k", "v", "NoSchedule"}));
@@ -140,6 +142,10 @@ TEST(Codec, DecodesNodeLeaseEventJobNamespace) {
   EXPECT_EQ(node->capacity.at("memory"), "16000Mi");
   EXPECT_EQ(node->allocatable.at("cpu"), "7500m");
   EXPECT_EQ(node->conditions[0].type, "Ready");
+  ASSERT_EQ(node->addresses.size(), 2u);
+  EXPECT_EQ(node->addresses[0], (NodeAddress{"InternalIP", "10.0.0.7"}));
+  EXPECT_EQ(node->addresses[1], (NodeAddress{"Hostname", "n1"}));
+  EXPECT_EQ(*Decode<Node>(Encode(*node)), *node);
   EXPECT_EQ(ObjectKey(node->metadata), "n1");
 
   Result<Lease> lease = Decode<Lease>(R"({"apiVersion":"coordination.k8s.io/v1","kind":"Lease",

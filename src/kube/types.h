@@ -174,6 +174,13 @@ struct Taint {
   bool operator==(const Taint&) const = default;
 };
 
+// status.addresses[] of a Node.
+struct NodeAddress {
+  std::string type;  // InternalIP, ExternalIP, Hostname, InternalDNS, ExternalDNS
+  std::string address;
+  bool operator==(const NodeAddress&) const = default;
+};
+
 struct Node {
   ObjectMeta metadata;
   // spec
@@ -184,6 +191,7 @@ struct Node {
   ResourceList capacity;
   ResourceList allocatable;
   std::vector<Condition> conditions;
+  std::vector<NodeAddress> addresses;
   bool operator==(const Node&) const = default;
 };
 

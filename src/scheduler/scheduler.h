@@ -243,6 +243,9 @@ class Scheduler : private slurm::JobWatchSubscriber {
   // Cancels a second live job of a tracked group (listed_), unless pods are bound to it.
   boost::asio::awaitable<void> CancelDuplicates();
   boost::asio::awaitable<Result<void>> ListSlurmNodes();
+  // nodeSharing coResident: warns (once per change) when the partition's OverSubscribe lets two
+  // jobs hold one core (bridge::CoResidentSharingRisk).
+  boost::asio::awaitable<void> CheckSharing();
   void ApplyState(TrackedJob& job, const std::string& state);
 
   // Kept in node_map_ until a node event: valid until the next co_await.
@@ -313,6 +316,7 @@ class Scheduler : private slurm::JobWatchSubscriber {
       volume_affinity_;
   std::vector<std::string> slurm_nodes_;
   bool slurm_nodes_known_ = false;                      // a Slurm node list succeeded
+  std::string sharing_risk_;                            // the last nodeSharing warning ("" none)
   bool nodes_refresh_ = false;                          // read Slurm's nodes at the next poll
   mutable std::vector<std::string> logged_duplicates_;  // Slurm names two K8s nodes claim
   // NodesBySlurmName() until a node event (the pointers are the node cache's), and the nodes

@@ -261,7 +261,33 @@ awaitable<Result<void>> Scheduler::ListSlurmNodes() {
   if (names != slurm_nodes_) exclusions_.clear();
   slurm_nodes_ = std::move(names);
   slurm_nodes_known_ = true;
+  if (config_.node_sharing == bridge::NodeSharing::kCoResident) co_await CheckSharing();
   co_return Result<void>{};
+}
+
+awaitable<void> Scheduler::CheckSharing() {
+  Result<std::vector<slurm::PartitionInfo>> parts = co_await slurm_.ListPartitions();
+  if (!parts) {
+    spdlog::debug("reading Slurm's partitions (nodeSharing check) failed: {}",
+                  parts.error().ToString());
+    co_return;
+  }
+  // The configured partition, or every partition when none is (Slurm's default is then used).
+  std::vector<std::string> risks;
+  for (const slurm::PartitionInfo& p : *parts) {
+    if (!config_.partition.empty() && p.name != config_.partition) continue;
+    if (std::string risk = bridge::CoResidentSharingRisk(p); !risk.empty()) {
+      risks.push_back(std::move(risk));
+    }
+  }
+  std::string said = fmt::format("{}", fmt::join(risks, "; "));
+  if (said == sharing_risk_) co_return;
+  if (!said.empty()) {
+    spdlog::warn("nodeSharing coResident is unsafe: {}", said);
+  } else if (!sharing_risk_.empty()) {
+    spdlog::info("nodeSharing coResident: the partitions' OverSubscribe is safe again");
+  }
+  sharing_risk_ = std::move(said);
 }
 
 awaitable<void> Scheduler::ConfirmMissing() {

@@ -426,6 +426,7 @@ Result<Reply<std::vector<NodeInfo>>> DecodeNodes(std::string_view json) {
       node.partitions = Strings(n, "partitions");
       node.tres = Str(n, "tres");
       node.comment = Str(n, "comment");
+      node.topology = Str(n, "topology");
       return node;
     });
   });
@@ -456,6 +457,13 @@ Result<Reply<std::vector<PartitionInfo>>> DecodePartitions(std::string_view json
           if (p.at_key("maximums").get(e) == simdjson::SUCCESS &&
               e.get_object().get(sub) == simdjson::SUCCESS) {
             part.max_time = NoVal(sub, "time");
+            object over;
+            if (sub.at_key("oversubscribe").get(e) == simdjson::SUCCESS &&
+                e.get_object().get(over) == simdjson::SUCCESS) {
+              part.oversubscribe_jobs = Int(over, "jobs");
+              std::vector<std::string> flags = Strings(over, "flags");
+              part.oversubscribe_force = std::ranges::find(flags, "force") != flags.end();
+            }
           }
           return part;
         });
@@ -578,6 +586,9 @@ std::string EncodeNodeUpdate(const NodeUpdate& u) {
   }
   if (!u.comment.empty()) {
     o["comment"] = u.comment;
+  }
+  if (u.topology_str) {
+    o["topology_str"] = *u.topology_str;
   }
   return boost::json::serialize(o);
 }

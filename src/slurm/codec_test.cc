@@ -176,6 +176,28 @@ TEST(DecodeNodes, StatesReasonsAndGres) {
   EXPECT_EQ(unknown->errors[0].number, 0) << "slurmrestd says 'No error' for an unknown node";
 }
 
+// A dynamic external node (POST /new/node/ with State=External, Feature=ext and a GRES count
+// with a GresConf), drained by the bridge while a job ran on it, marked in its comment.
+TEST(DecodeNodes, ExternalNode) {
+  auto r = DecodeNodes(Data("node_external"));
+  ASSERT_TRUE(r.has_value()) << r.error().ToString();
+  ASSERT_EQ(r->value.size(), 1u);
+  const NodeInfo& n = r->value[0];
+  EXPECT_EQ(n.name, "ext-g3");
+  EXPECT_EQ(n.state, (std::vector<std::string>{"MIXED", "EXTERNAL", "DRAIN", "DYNAMIC_NORM"}));
+  EXPECT_TRUE(n.HasState("EXTERNAL"));
+  EXPECT_EQ(n.reason, "slurm-bridge: test");
+  EXPECT_EQ(n.comment, "slurm-bridge: external node of Kubernetes node ext-g3");
+  EXPECT_EQ(n.address, "127.0.0.1");
+  EXPECT_EQ(n.cpus, 4);
+  EXPECT_EQ(n.real_memory, 8000);
+  EXPECT_EQ(n.gres, "gpu:2");
+  EXPECT_EQ(n.gres_used, "gpu:1");
+  EXPECT_EQ(n.features, std::vector<std::string>{"ext"});
+  EXPECT_EQ(n.partitions, std::vector<std::string>{"ext"});
+  EXPECT_EQ(n.topology, "") << "the test cluster's topology is flat";
+}
+
 TEST(DecodePartitionsAndReservations, WhatTheTestClusterHas) {
   auto p = DecodePartitions(Data("partitions"));
   ASSERT_TRUE(p.has_value());
@@ -185,6 +207,8 @@ TEST(DecodePartitionsAndReservations, WhatTheTestClusterHas) {
   EXPECT_EQ(p->value[0].state, "UP");
   EXPECT_EQ(p->value[0].total_cpus, 32);
   EXPECT_EQ(p->value[0].max_time, (NoValNumber{false, true, 0}));
+  EXPECT_EQ(p->value[0].oversubscribe_jobs, 1) << "OverSubscribe=NO";
+  EXPECT_FALSE(p->value[0].oversubscribe_force);
   EXPECT_EQ(p->value[1].name, "ext");
   auto r = DecodeReservations(Data("reservations"));
   ASSERT_TRUE(r.has_value());
@@ -309,6 +333,11 @@ TEST(Encode, NodeUpdateAndNewNode) {
   boost::json::value f =
       boost::json::parse(EncodeNodeUpdate({.features = std::vector<std::string>{}}));
   EXPECT_EQ(f, (boost::json::object{{"features", boost::json::array{}}}));
+  boost::json::value t = boost::json::parse(
+      EncodeNodeUpdate({.comment = "c", .topology_str = std::string("topo-switch:s1")}));
+  EXPECT_EQ(t, (boost::json::object{{"comment", "c"}, {"topology_str", "topo-switch:s1"}}));
+  EXPECT_EQ(boost::json::parse(EncodeNodeUpdate({.topology_str = std::string()})),
+            (boost::json::object{{"topology_str", ""}}));
   EXPECT_EQ(boost::json::parse(EncodeNewNode("NodeName=k1 State=External")),
             (boost::json::object{{"node_conf", "NodeName=k1 State=External"}}));
 }

@@ -180,6 +180,7 @@ struct NodeInfo {
   std::vector<std::string> partitions;
   std::string tres;
   std::string comment;
+  std::string topology;  // the node's place in a topology/tree or /block ("" when flat)
 
   [[nodiscard]] bool HasState(std::string_view state) const;
 };
@@ -191,6 +192,8 @@ struct NodeUpdate {
   std::optional<std::vector<std::string>> features;
   std::optional<std::vector<std::string>> features_act;
   std::string comment;
+  // Its topology (topology_str, e.g. "topo-switch:s1,topo-block:b1"); set: sent, even empty.
+  std::optional<std::string> topology_str;
 };
 
 struct PartitionInfo {
@@ -200,6 +203,10 @@ struct PartitionInfo {
   std::int64_t total_nodes = 0;
   std::int64_t total_cpus = 0;
   NoValNumber max_time;
+  // OverSubscribe (maximums.oversubscribe): how many jobs may share one resource (EXCLUSIVE 0,
+  // NO 1, YES:N and FORCE:N N; -1 when the reply does not say) and whether FORCE is set.
+  std::int64_t oversubscribe_jobs = -1;
+  bool oversubscribe_force = false;
 };
 
 struct ReservationInfo {

@@ -58,12 +58,27 @@ NodeController::NodeController(asio::any_io_executor executor, kube::Client& kub
                                         .cap = std::chrono::seconds(60)}),
       tasks_(executor_, clock, "node controller") {
   nodes_.cache().AddHandlers(
-      {.on_add = [this](const auto& n) { Enqueue(n->metadata.name); },
+      {.on_add =
+           [this](const auto& n) {
+             deleted_.erase(n->metadata.name);
+             Enqueue(n->metadata.name);
+           },
        .on_update = [this](const auto&, const auto& n) { Enqueue(n->metadata.name); },
        .on_delete =
            [this](const auto& n) {
-             written_.erase(n->metadata.name);
-             cordon_seen_.erase(n->metadata.name);
+             const std::string& name = n->metadata.name;
+             written_.erase(name);
+             cordon_seen_.erase(name);
+             registration_warned_.erase(name);
+             registration_failed_.erase(name);
+             // Decided on the last list, without a Slurm call; confirmed by a GET before the
+             // drain and the delete.
+             auto it = slurm_nodes_.find(bridge::SlurmNodeName(*n));
+             if (it != slurm_nodes_.end() && it->second.HasState("EXTERNAL") &&
+                 it->second.comment == ExternalNodeComment(name)) {
+               deleted_.insert_or_assign(name, n);
+               Enqueue(name);
+             }
            }});
 }
 
@@ -94,6 +109,7 @@ bool NodeController::Ready() const { return !stopping_ && slurm_listed_ && nodes
 
 void NodeController::EnqueueAll() {
   for (const auto& node : nodes_.cache().List()) Enqueue(node->metadata.name);
+  for (const auto& [name, node] : deleted_) Enqueue(name);
 }
 
 awaitable<Result<void>> NodeController::ListSlurmNodes() {
@@ -179,8 +195,17 @@ awaitable<Result<void>> NodeController::Reconcile(std::string name) {
   // Nothing before Slurm's list was read once: every node would look like a non-Slurm node.
   if (!slurm_listed_ || stopping_) co_return Result<void>{};
   std::shared_ptr<const kube::Node> node = nodes_.cache().Get(name);
-  if (!node) co_return Result<void>{};
+  if (!node) {
+    auto gone = deleted_.find(name);
+    if (gone == deleted_.end()) co_return Result<void>{};
+    std::shared_ptr<const kube::Node> last = gone->second;
+    ++stats_.reconciles;
+    co_return co_await SyncRegistration(*last, /*deleted=*/true);
+  }
   ++stats_.reconciles;
+
+  // External nodes first: a node registered now is a Slurm node for the steps below.
+  Result<void> registration = co_await SyncRegistration(*node, /*deleted=*/false);
 
   const std::string slurm_name = bridge::SlurmNodeName(*node);
   std::optional<slurm::NodeInfo> info = SlurmNode(slurm_name);
@@ -223,6 +248,7 @@ awaitable<Result<void>> NodeController::Reconcile(std::string name) {
     if (r) return;
     if (!failed || failed->code == ErrorCode::kConflict) failed = r.error();
   };
+  keep(registration);
   Result<void> taints = co_await SyncTaints(*node, plan);
   keep(taints);
   Result<void> slurm = co_await SyncSlurm(*node, plan);
@@ -230,6 +256,212 @@ awaitable<Result<void>> NodeController::Reconcile(std::string name) {
   Result<void> condition = co_await SyncCondition(*node, plan);
   keep(condition);
   if (failed) co_return tl::unexpected(*failed);
+  co_return Result<void>{};
+}
+
+void NodeController::WarnOnce(std::map<std::string, std::string>& said, const kube::Node& node,
+                              const std::optional<PlannedEvent>& warning) {
+  if (!warning) {
+    said.erase(node.metadata.name);
+    return;
+  }
+  std::string& last = said[node.metadata.name];
+  if (warning->message == last) return;
+  last = warning->message;
+  spdlog::warn("node {}: {}", node.metadata.name, warning->message);
+  Emit(node, *warning);
+}
+
+awaitable<Result<void>> NodeController::CheckPartitions(ExternalNodeSpec& desired) {
+  std::vector<std::string> known;
+  for (const std::string& partition : desired.partitions) {
+    std::string name = partition;
+    Result<slurm::PartitionInfo> r = co_await slurm_.GetPartition(std::move(name));
+    if (r) {
+      known.push_back(partition);
+    } else if (r.error().code == ErrorCode::kNotFound) {
+      desired.problems.push_back(
+          fmt::format("partition {} does not exist in Slurm: left out", partition));
+    } else {
+      co_return tl::unexpected(r.error());
+    }
+  }
+  desired.partitions = std::move(known);
+  co_return Result<void>{};
+}
+
+awaitable<Result<void>> NodeController::CreateExternal(const kube::Node& node,
+                                                       const std::string& slurm_name,
+                                                       const std::string& node_conf,
+                                                       const ExternalNodeSpec* desired) {
+  const std::string& name = node.metadata.name;
+  std::string conf = node_conf;
+  Result<bool> created = co_await slurm_.CreateNode(std::move(conf));
+  if (!created) {
+    // Said on the Node (once per message): a refused node_conf (a topology Slurm does not
+    // have, a full node table) stays refused until someone changes something.
+    WarnOnce(
+        registration_failed_, node,
+        PlannedEvent{.warning = true,
+                     .reason = std::string(kEventExternalFailed),
+                     .message = fmt::format("Slurm refused to register external node {} ({}): {}",
+                                            slurm_name, node_conf, created.error().message)});
+    co_return tl::unexpected(created.error());
+  }
+  WarnOnce(registration_failed_, node, std::nullopt);
+  ++stats_.external_registered;
+  spdlog::info("node {}: registered Slurm external node: {}", name, node_conf);
+  // Until the next list, the cache holds what was asked for, so that the taint step and the
+  // reconciles in between see a Slurm node (and do not create it twice).
+  slurm::NodeInfo info;
+  info.name = slurm_name;
+  info.state = {"IDLE", "EXTERNAL"};
+  if (desired != nullptr) {
+    info.cpus = desired->cpus;
+    info.real_memory = desired->real_memory;
+    info.gres = ExternalNodeGres(*desired);
+    info.features = desired->partitions;
+    info.topology = desired->topology;
+  }
+  slurm_nodes_.insert_or_assign(slurm_name, info);
+  // The mark: this external node is the bridge's, for this Node (removed with it). A failure
+  // here is retried: the next reconcile of the labelled node sets it (PlanRegistration).
+  slurm::NodeUpdate mark{.comment = ExternalNodeComment(name)};
+  std::string update_name = slurm_name;
+  Result<bool> marked = co_await slurm_.UpdateNode(std::move(update_name), std::move(mark));
+  if (!marked) co_return tl::unexpected(marked.error());
+  if (auto it = slurm_nodes_.find(slurm_name); it != slurm_nodes_.end()) {
+    it->second.comment = ExternalNodeComment(name);
+  }
+  co_return Result<void>{};
+}
+
+awaitable<Result<void>> NodeController::SyncRegistration(const kube::Node& node, bool deleted) {
+  const std::string& name = node.metadata.name;
+  const bool labelled = !deleted && HasExternalNodeLabel(node);
+  const std::string slurm_name = bridge::SlurmNodeName(node);
+  std::optional<slurm::NodeInfo> info = SlurmNode(slurm_name);
+  auto ours = [&](const std::optional<slurm::NodeInfo>& i) {
+    return i && i->HasState("EXTERNAL") && i->comment == ExternalNodeComment(name);
+  };
+  if (!labelled && !ours(info)) {
+    // Upstream #52: a node that is neither labelled nor an external node the bridge registered
+    // for it costs no Slurm call and no log line (decided on the list).
+    if (deleted) deleted_.erase(name);
+    WarnOnce(registration_warned_, node, std::nullopt);
+    WarnOnce(registration_failed_, node, std::nullopt);
+    co_return Result<void>{};
+  }
+
+  std::optional<ExternalNodeSpec> desired;
+  if (labelled) {
+    desired = DesiredExternalNode(node);
+    if (NeedsPartitionCheck(*desired, info ? &*info : nullptr)) {
+      Result<void> checked = co_await CheckPartitions(*desired);
+      if (!checked) co_return checked;
+    }
+  }
+  const ExternalNodeSpec* want = desired ? &*desired : nullptr;
+  RegistrationPlan plan = PlanRegistration(name, deleted, want, info ? &*info : nullptr);
+  if (!deleted) WarnOnce(registration_warned_, node, plan.warning);
+
+  if (plan.action == RegistrationAction::kDrain || plan.action == RegistrationAction::kDelete ||
+      plan.action == RegistrationAction::kUpdate) {
+    // These act on an existing Slurm node: decide on what Slurm says now.
+    std::string get_name = slurm_name;
+    Result<slurm::NodeInfo> fresh = co_await slurm_.GetNode(std::move(get_name));
+    if (fresh) {
+      if (fresh->name.empty()) fresh->name = slurm_name;
+      slurm_nodes_.insert_or_assign(slurm_name, *fresh);
+      info = std::move(*fresh);
+    } else if (fresh.error().code == ErrorCode::kNotFound) {
+      slurm_nodes_.erase(slurm_name);
+      info.reset();
+    } else {
+      co_return tl::unexpected(fresh.error());
+    }
+    plan = PlanRegistration(name, deleted, want, info ? &*info : nullptr);
+  }
+
+  switch (plan.action) {
+    case RegistrationAction::kNone:
+    case RegistrationAction::kIgnored:
+      if (deleted) deleted_.erase(name);
+      co_return Result<void>{};
+    case RegistrationAction::kWait:
+      spdlog::debug("node {}: Slurm external node {} drained; waiting for its jobs to end ({})",
+                    name, plan.slurm_name, plan.why);
+      co_return Result<void>{};
+    case RegistrationAction::kCreate: {
+      Result<void> created = co_await CreateExternal(node, plan.slurm_name, *plan.node_conf, want);
+      if (created && plan.event) Emit(node, *plan.event);
+      co_return created;
+    }
+    case RegistrationAction::kUpdate:
+    case RegistrationAction::kDrain: {
+      slurm::NodeUpdate update = *plan.update;
+      std::string update_name = plan.slurm_name;
+      Result<bool> r = co_await slurm_.UpdateNode(std::move(update_name), std::move(update));
+      if (!r) co_return tl::unexpected(r.error());
+      if (auto it = slurm_nodes_.find(plan.slurm_name); it != slurm_nodes_.end()) {
+        slurm::NodeInfo& cached = it->second;
+        if (plan.update->topology_str) cached.topology = *plan.update->topology_str;
+        if (!plan.update->comment.empty()) cached.comment = plan.update->comment;
+        if (plan.action == RegistrationAction::kDrain) {
+          cached.state.emplace_back("DRAIN");
+          cached.reason = plan.update->reason;
+        } else if (!plan.update->state.empty()) {  // UNDRAIN
+          std::erase(cached.state, std::string("DRAIN"));
+          cached.reason.clear();
+        }
+      }
+      if (plan.action == RegistrationAction::kDrain) {
+        ++stats_.external_drains;
+        spdlog::info("node {}: drained Slurm external node {} to {}: {}", name, plan.slurm_name,
+                     plan.recreate ? "re-create it" : "remove it", plan.why);
+      } else {
+        ++stats_.external_updates;
+        spdlog::info("node {}: updated Slurm external node {}{}{}", name, plan.slurm_name,
+                     plan.why.empty() ? "" : ": ",
+                     plan.why.empty() ? "marked as the bridge's" : plan.why);
+      }
+      if (plan.event) Emit(node, *plan.event);
+      co_return Result<void>{};
+    }
+    case RegistrationAction::kDelete: {
+      std::string delete_name = plan.slurm_name;
+      Result<bool> r = co_await slurm_.DeleteNode(std::move(delete_name));
+      if (!r) co_return tl::unexpected(r.error());
+      slurm_nodes_.erase(plan.slurm_name);
+      if (!plan.recreate) {
+        ++stats_.external_removed;
+        spdlog::info("node {}: deleted Slurm external node {}: {}", name, plan.slurm_name,
+                     plan.why);
+        if (plan.event) Emit(node, *plan.event);
+        if (deleted) deleted_.erase(name);
+        co_return Result<void>{};
+      }
+      // Re-created at once: the node is out of Slurm for one request, not one list interval.
+      Result<void> created = co_await CreateExternal(node, plan.slurm_name, *plan.node_conf, want);
+      if (!created) co_return created;
+      ++stats_.external_recreated;
+      if (!plan.keep_drain_reason.empty()) {
+        // A drain not of this step (cordon, administrator) stays on the new node.
+        slurm::NodeUpdate drain{.state = {"DRAIN"}, .reason = plan.keep_drain_reason};
+        std::string drain_name = plan.slurm_name;
+        Result<bool> d = co_await slurm_.UpdateNode(std::move(drain_name), std::move(drain));
+        if (!d) co_return tl::unexpected(d.error());
+        if (auto it = slurm_nodes_.find(plan.slurm_name); it != slurm_nodes_.end()) {
+          it->second.state.emplace_back("DRAIN");
+          it->second.reason = plan.keep_drain_reason;
+        }
+      }
+      spdlog::info("node {}: re-created Slurm external node {}: {}", name, plan.slurm_name,
+                   plan.why);
+      if (plan.event) Emit(node, *plan.event);
+      co_return Result<void>{};
+    }
+  }
   co_return Result<void>{};
 }
 

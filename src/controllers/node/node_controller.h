@@ -7,7 +7,13 @@
 // by node_logic.h:
 //   - the managed-node taint on Slurm nodes (and off every other node);
 //   - cordon -> Slurm DRAIN, uncordon -> UNDRAIN (an administrator's drain is kept);
-//   - Slurm DOWN / DRAIN / FAIL -> the slurm-node-unavailable taint and SlurmNodeReady=False.
+//   - Slurm DOWN / DRAIN / FAIL -> the slurm-node-unavailable taint and SlurmNodeReady=False;
+//   - external nodes (node_logic.h 4.): a Node labelled scheduler.slinky.slurm.net/external-node
+//     is registered in Slurm (POST /new/node/, State=External) and kept like the Node (re-created
+//     through drain -> empty -> DELETE when CPUs, memory, GPUs or partitions change; topology
+//     updated in place); a Node that loses the label or is deleted has the external node the
+//     bridge registered for it drained, waited for and deleted. Registration runs first, so the
+//     taint step of the same reconcile already sees the new Slurm node (managed-node taint).
 //
 // How it runs:
 //   - A Node informer: every add or change of a Node queues that node at once.
@@ -20,13 +26,25 @@
 //     requeue the node with a per-key backoff (250 ms doubling to 60 s).
 //   - Before it drains or undrains, the controller reads the one Slurm node again
 //     (GET /node/{name}), so that a decision never rests on a list up to one interval old (an
-//     administrator's fresh drain is not overwritten).
+//     administrator's fresh drain is not overwritten). The same before an external node is
+//     drained, updated or deleted. Per-node Slurm calls are made only for nodes in Slurm's list
+//     and for labelled nodes (GET /partition/{name} for each partition of the annotation, only
+//     when the node is to be created or its features differ): a Kubernetes node that is neither
+//     (a control plane node, upstream #52) costs no Slurm call and no log line.
+//   - Waiting for a drained external node to empty is level-triggered: every list re-queues the
+//     node, so the wait takes up to one node_list_interval after the last job ends. A deleted
+//     Node whose external node the bridge registered is remembered (by name) until that node
+//     is gone from Slurm; a bridge restarted in between forgets it, and the Slurm node stays
+//     (external nodes without a Kubernetes Node are never swept: others register them too).
 //   - Writes: taints with a JSON merge patch of the full list carrying metadata.resourceVersion
 //     (409 -> requeue); the condition with a strategic merge patch of nodes/{name}/status
 //     (conditions merge by type, so other writers' conditions stay); Slurm with POST /node/{name}.
 //   - Events on the Node (source component slurm-bridge-controllers) for drains, undrains, an
 //     uncordon that keeps an administrator's drain (once per uncordon this process saw) and Slurm
-//     health changes (when the condition's status, reason or message changes). They name the node
+//     health changes (when the condition's status, reason or message changes), external-node
+//     registration, drain for re-creation or removal, re-creation and removal, and Warnings for
+//     bad labels/annotations/capacity and for Slurm refusing a registration (each Warning once
+//     per change of its message, per node). They name the node
 //     with uid = node name, as kubelet does, so that `kubectl describe node` lists them.
 //
 // Thread model: loop-confined; everything runs on the executor's one thread. The clients and the
@@ -75,6 +93,11 @@ struct NodeControllerStats {
   std::uint64_t slurm_lists = 0;        // successful GET /nodes/ acted on
   std::uint64_t slurm_lists_held = 0;   // ... not acted on: too many nodes gone at once
   std::uint64_t reconciles = 0;
+  std::uint64_t external_registered = 0;  // external nodes created (re-creations included)
+  std::uint64_t external_drains = 0;      // drained for re-creation or removal
+  std::uint64_t external_recreated = 0;
+  std::uint64_t external_removed = 0;
+  std::uint64_t external_updates = 0;  // in-place updates (topology, mark, undrain)
 };
 
 class NodeController {
@@ -107,6 +130,18 @@ class NodeController {
   [[nodiscard]] boost::asio::awaitable<Result<void>> Reconcile(std::string name);
   [[nodiscard]] boost::asio::awaitable<Result<void>> SyncTaints(const kube::Node& node,
                                                                 const NodePlan& plan);
+  // The registration step (node_logic.h 4.) of a Node in the cache, or of a deleted one.
+  [[nodiscard]] boost::asio::awaitable<Result<void>> SyncRegistration(const kube::Node& node,
+                                                                      bool deleted);
+  // Drops the partitions Slurm does not know from `desired` (said in its problems).
+  [[nodiscard]] boost::asio::awaitable<Result<void>> CheckPartitions(ExternalNodeSpec& desired);
+  [[nodiscard]] boost::asio::awaitable<Result<void>> CreateExternal(
+      const kube::Node& node, const std::string& slurm_name, const std::string& node_conf,
+      const ExternalNodeSpec* desired);
+  // Emits `warning` when its message differs from the last one said in `said` for this node
+  // (nullopt forgets it).
+  void WarnOnce(std::map<std::string, std::string>& said, const kube::Node& node,
+                const std::optional<PlannedEvent>& warning);
   [[nodiscard]] boost::asio::awaitable<Result<void>> SyncSlurm(const kube::Node& node,
                                                                NodePlan plan);
   [[nodiscard]] boost::asio::awaitable<Result<void>> SyncCondition(const kube::Node& node,
@@ -140,6 +175,11 @@ class NodeController {
   // Nodes seen cordoned since their last reconcile as schedulable: an uncordon that keeps an
   // administrator's drain is reported once, when it happens.
   std::set<std::string> cordon_seen_;
+  // Deleted Nodes whose external Slurm node (registered by the bridge) is still to be removed.
+  std::map<std::string, std::shared_ptr<const kube::Node>> deleted_;
+  // node -> the registration Warning last said ("": none), so that it is said once per change.
+  std::map<std::string, std::string> registration_warned_;
+  std::map<std::string, std::string> registration_failed_;  // the same for Slurm's refusals
 
   NodeControllerStats stats_;
   bool stopping_ = false;

@@ -41,7 +41,9 @@ using sb::testing::Shell;
 using sb::testing::TestEnv;
 
 const std::vector<std::string> kSlurmNodes = {"n1", "n2", "n3", "n4"};
-const std::vector<std::string> kExtraNodes = {"k8s-only", "k8s-n1"};
+const std::vector<std::string> kExtraNodes = {"k8s-only", "k8s-n1", "ext-1"};
+// External Slurm nodes the tests register (through the controller); removed by Restore().
+const std::vector<std::string> kExternalSlurmNodes = {"ext-1"};
 
 // The controller with its own clients on its own loop thread.
 class RunningController {
@@ -138,6 +140,10 @@ class NodeControllerE2e : public ::testing::Test, protected sb::testing::E2eEnv 
       std::string taint_patch = TaintsPatch(taints, node->metadata.resource_version);
       // unschedulable:null uncordons; the resourceVersion makes a racing write fail loudly.
       taint_patch.insert(taint_patch.size() - 2, R"(,"unschedulable":null)");
+      // The external-node label and annotation of ExternalNodeLifecycle go too.
+      taint_patch.insert(taint_patch.find(R"("resourceVersion")"),
+                         fmt::format(R"("labels":{{"{}":null}},"annotations":{{"{}":null}},)",
+                                     kExternalNodeLabel, kExternalNodePartitionsAnnotation));
       auto patched = RunSync(io_, kube_->Patch(kube::NodesRef().WithName(n),
                                                kube::PatchType::kJsonMerge, taint_patch));
       EXPECT_TRUE(patched) << n << ": " << patched.error().message;
@@ -148,6 +154,17 @@ class NodeControllerE2e : public ::testing::Test, protected sb::testing::E2eEnv 
     }
     for (const std::string& n : kExtraNodes) {
       (void)RunSync(io_, kube_->Delete(kube::NodesRef().WithName(n), {}));
+    }
+    for (const std::string& n : kExternalSlurmNodes) {
+      if (!SlurmNode(n)) continue;
+      Slurm("scancel -w " + n);
+      (void)WaitFor(
+          [&] {
+            auto info = SlurmNode(n);
+            return !info || !(info->HasState("ALLOCATED") || info->HasState("MIXED"));
+          },
+          10s);
+      Slurm("scontrol delete nodename=" + n);
     }
   }
 
@@ -401,6 +418,168 @@ TEST_F(NodeControllerE2e, SlurmDownTaintsAndConditions) {
       WaitFor([&] { return HasEvent("n4", kEventSlurmNodeReady, "available again"); }, 10s));
   EXPECT_TRUE(Managed("n4"));
   EXPECT_EQ(controller_->Stats().errors, 0u);
+}
+
+// Issue #26: a Kubernetes Node without slurmd, labelled scheduler.slinky.slurm.net/external-node,
+// becomes a Slurm external node in partition `ext` (testenv's NodeSet extset Feature=ext), runs
+// an external job, is drained and re-created when its capacity changes (after its job ended),
+// and is drained, waited for and deleted when it loses the label. A non-external Slurm node (n1)
+// that gets and loses the label is never touched.
+TEST_F(NodeControllerE2e, ExternalNodeLifecycle) {
+  const std::string ext_partition = env_.Get("SLURM_EXT_PARTITION");
+  ASSERT_EQ(ext_partition, "ext");
+  // The Node a kubelet without slurmd would register (no kubelet here: the test writes it).
+  auto created = RunSync(
+      io_, kube_->Create(kube::NodesRef(),
+                         fmt::format(R"({{"apiVersion":"v1","kind":"Node","metadata":{{
+            "name":"ext-1","labels":{{"{}":""}},"annotations":{{"{}":"ext, nope"}}}}}})",
+                                     kExternalNodeLabel, kExternalNodePartitionsAnnotation)));
+  ASSERT_TRUE(created) << created.error().message;
+  auto status =
+      RunSync(io_, kube_->Patch(kube::NodesRef().WithName("ext-1").WithSubresource("status"),
+                                kube::PatchType::kStrategicMerge,
+                                R"({"status":{"capacity":{"cpu":"4","memory":"8Gi","pods":"110",
+                                         "nvidia.com/gpu":"2"},
+                            "allocatable":{"cpu":"4","memory":"8Gi","pods":"110",
+                                           "nvidia.com/gpu":"2"},
+                            "addresses":[{"type":"InternalIP","address":"127.0.0.1"},
+                                         {"type":"Hostname","address":"ext-1"}]}})"));
+  ASSERT_TRUE(status) << status.error().message;
+  StartController();
+
+  // Registered: EXTERNAL, the Node's capacity, partition ext (the unknown one left out).
+  std::optional<slurm::NodeInfo> info;
+  // Marked as the bridge's right after the registration.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        info = SlurmNode("ext-1");
+        return info.has_value() && !info->comment.empty();
+      },
+      15s))
+      << "ext-1 not registered (and marked)";
+  EXPECT_TRUE(info->HasState("EXTERNAL"));
+  EXPECT_EQ(info->cpus, 4);
+  EXPECT_EQ(info->real_memory, 8192);
+  EXPECT_EQ(info->features, std::vector<std::string>{"ext"});
+  EXPECT_EQ(info->partitions, std::vector<std::string>{"ext"});
+  EXPECT_EQ(info->address, "127.0.0.1");
+  EXPECT_EQ(info->gres, "gpu:2") << "Gres with its GresConf";
+  EXPECT_EQ(info->comment, ExternalNodeComment("ext-1"));
+  const std::string shown = Slurm("scontrol show node ext-1");
+  EXPECT_NE(shown.find("EXTERNAL"), std::string::npos) << shown;
+  EXPECT_NE(shown.find("CPUTot=4"), std::string::npos) << shown;
+  EXPECT_NE(shown.find("RealMemory=8192"), std::string::npos) << shown;
+  EXPECT_NE(shown.find("AvailableFeatures=ext"), std::string::npos) << shown;
+  EXPECT_TRUE(WaitFor([&] { return Managed("ext-1"); }, 10s)) << "no managed-node taint";
+  EXPECT_TRUE(WaitFor([&] { return HasEvent("ext-1", kEventExternalRegistered, "ext-1"); }, 10s));
+  EXPECT_TRUE(WaitFor(
+      [&] { return HasEvent("ext-1", kEventExternalInvalid, "partition nope does not exist"); },
+      10s));
+
+  // An external job in partition ext runs there.
+  auto submit = [&](const std::string& name, const std::string& tres = "") -> std::int64_t {
+    slurm::JobDescription j;
+    j.tres_per_node = tres;
+    j.name = name;
+    j.partition = ext_partition;
+    j.flags = {"EXTERNAL_JOB"};
+    j.nodes = "1";
+    j.required_nodes = {"ext-1"};
+    j.cpus_per_task = 1;
+    j.memory_per_node = slurm::NoValNumber::Of(64);
+    j.current_working_directory = "/tmp";
+    auto r = RunSync(io_, slurm_->SubmitJob(j));
+    EXPECT_TRUE(r) << r.error().message;
+    return r ? r->job_id : 0;
+  };
+  auto running_on_ext = [&](std::int64_t id) {
+    auto j = RunSync(io_, slurm_->GetJob(id));
+    return j && j->HasState("RUNNING") && j->nodes == "ext-1";
+  };
+  const std::int64_t job1 = submit("ext-e2e-1", "gres/gpu=1");
+  ASSERT_GT(job1, 0);
+  ASSERT_TRUE(WaitFor([&] { return running_on_ext(job1); }, 15s)) << "job 1 not running on ext-1";
+
+  // More CPUs: drained (the job keeps running, the node stays), re-created once the job ended.
+  auto cpus =
+      RunSync(io_, kube_->Patch(kube::NodesRef().WithName("ext-1").WithSubresource("status"),
+                                kube::PatchType::kStrategicMerge,
+                                R"({"status":{"capacity":{"cpu":"6"},
+                                            "allocatable":{"cpu":"6"}}})"));
+  ASSERT_TRUE(cpus) << cpus.error().message;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        auto n = SlurmNode("ext-1");
+        return n && n->HasState("DRAIN") &&
+               n->reason.find("re-creating (CPUs 4 -> 6)") != std::string::npos;
+      },
+      10s))
+      << "ext-1 not drained for re-creation";
+  EXPECT_TRUE(
+      WaitFor([&] { return HasEvent("ext-1", kEventExternalDraining, "CPUs 4 -> 6"); }, 10s));
+  const std::uint64_t lists = controller_->Stats().slurm_lists;
+  ASSERT_TRUE(WaitFor([&] { return controller_->Stats().slurm_lists >= lists + 3; }, 10s));
+  EXPECT_TRUE(running_on_ext(job1)) << "the job was disturbed";
+  info = SlurmNode("ext-1");
+  ASSERT_TRUE(info) << "deleted under a running job";
+  EXPECT_EQ(info->cpus, 4);
+  EXPECT_EQ(controller_->Stats().external_recreated, 0u);
+  ASSERT_TRUE(RunSync(io_, slurm_->CancelJob(job1, {})));
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        auto n = SlurmNode("ext-1");
+        return n && n->cpus == 6 && !n->HasState("DRAIN") && n->HasState("EXTERNAL");
+      },
+      20s))
+      << "ext-1 not re-created with 6 CPUs";
+  EXPECT_TRUE(
+      WaitFor([&] { return HasEvent("ext-1", kEventExternalRecreated, "CPUs 4 -> 6"); }, 10s));
+  EXPECT_EQ(SlurmNode("ext-1")->partitions, std::vector<std::string>{"ext"});
+  EXPECT_EQ(SlurmNode("ext-1")->gres, "gpu:2");
+  EXPECT_TRUE(Managed("ext-1"));
+
+  // The label goes: drained, waits for the job, deleted; the taint goes.
+  const std::int64_t job2 = submit("ext-e2e-2");
+  ASSERT_GT(job2, 0);
+  ASSERT_TRUE(WaitFor([&] { return running_on_ext(job2); }, 15s)) << "job 2 not running on ext-1";
+  Patch("ext-1", fmt::format(R"({{"metadata":{{"labels":{{"{}":null}}}}}})", kExternalNodeLabel));
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        auto n = SlurmNode("ext-1");
+        return n && n->HasState("DRAIN") && n->reason.find("removing") != std::string::npos;
+      },
+      10s))
+      << "ext-1 not drained for removal";
+  EXPECT_TRUE(
+      WaitFor([&] { return HasEvent("ext-1", kEventExternalDraining, "lost the label"); }, 10s));
+  const std::uint64_t lists2 = controller_->Stats().slurm_lists;
+  ASSERT_TRUE(WaitFor([&] { return controller_->Stats().slurm_lists >= lists2 + 3; }, 10s));
+  EXPECT_TRUE(SlurmNode("ext-1").has_value()) << "deleted under a running job";
+  EXPECT_TRUE(running_on_ext(job2));
+  ASSERT_TRUE(RunSync(io_, slurm_->CancelJob(job2, {})));
+  EXPECT_TRUE(WaitFor([&] { return !SlurmNode("ext-1").has_value(); }, 20s))
+      << "ext-1 not deleted from Slurm";
+  EXPECT_TRUE(
+      WaitFor([&] { return HasEvent("ext-1", kEventExternalRemoved, "lost the label"); }, 10s));
+  EXPECT_TRUE(WaitFor([&] { return !Managed("ext-1"); }, 10s)) << "the managed taint stays";
+
+  // n1 (a slurmd node) labelled, then unlabelled: a Warning, never drained or deleted.
+  Patch("n1", fmt::format(R"({{"metadata":{{"labels":{{"{}":""}},"annotations":{{"{}":"ext"}}}}}})",
+                          kExternalNodeLabel, kExternalNodePartitionsAnnotation));
+  EXPECT_TRUE(WaitFor([&] { return HasEvent("n1", kEventExternalNotExternal, "n1"); }, 10s));
+  Patch("n1", fmt::format(R"({{"metadata":{{"labels":{{"{}":null}}}}}})", kExternalNodeLabel));
+  const std::uint64_t lists3 = controller_->Stats().slurm_lists;
+  ASSERT_TRUE(WaitFor([&] { return controller_->Stats().slurm_lists >= lists3 + 3; }, 10s));
+  auto n1 = SlurmNode("n1");
+  ASSERT_TRUE(n1) << "n1 was deleted";
+  EXPECT_FALSE(n1->HasState("DRAIN")) << n1->reason;
+  EXPECT_FALSE(n1->HasState("EXTERNAL"));
+
+  const NodeControllerStats stats = controller_->Stats();
+  EXPECT_EQ(stats.external_registered, 2u);
+  EXPECT_EQ(stats.external_recreated, 1u);
+  EXPECT_EQ(stats.external_removed, 1u);
+  EXPECT_EQ(stats.external_drains, 2u);
 }
 
 }  // namespace

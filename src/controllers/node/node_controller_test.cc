@@ -411,5 +411,250 @@ TEST_F(NodeControllerTest, ConflictOnTheTaintPatchRequeuesTheNode) {
   EXPECT_EQ(slurm_.calls("ListNodes"), 1) << "requeued, not picked up by a later list";
 }
 
+// --- External nodes (issue #26) -------------------------------------------------------------
+
+// A Node as a kubelet without slurmd would register it: capacity, an InternalIP; labelled for
+// external-node registration when `labelled`, with the partitions annotation `partitions`.
+std::string ExternalNodeJson(bool labelled, const std::string& partitions, const std::string& cpu,
+                             const std::string& gpus = "") {
+  json::object labels;
+  if (labelled) labels[std::string(kExternalNodeLabel)] = "";
+  json::object annotations;
+  if (!partitions.empty()) annotations[std::string(kExternalNodePartitionsAnnotation)] = partitions;
+  json::object capacity{{"cpu", cpu}, {"memory", "8Gi"}};
+  if (!gpus.empty()) capacity["nvidia.com/gpu"] = gpus;
+  return json::serialize(json::object{
+      {"metadata", json::object{{"labels", labels}, {"annotations", annotations}}},
+      {"status", json::object{{"capacity", capacity},
+                              {"allocatable", capacity},
+                              {"addresses", json::array{json::object{{"type", "InternalIP"},
+                                                                     {"address", "10.0.0.7"}}}}}}});
+}
+
+class ExternalNodeTest : public NodeControllerTest {
+ protected:
+  void SetUp() override {
+    NodeControllerTest::SetUp();
+    slurm::PartitionInfo ext;
+    ext.name = "ext";
+    slurm_.AddPartition(ext);
+  }
+  int EventsWithText(const std::string& reason, const std::string& text) const {
+    int n = 0;
+    for (const std::string& e : api_.events()) {
+      n += e.find("\"reason\":\"" + reason + "\"") != std::string::npos &&
+                   e.find(text) != std::string::npos
+               ? 1
+               : 0;
+    }
+    return n;
+  }
+  // One more Slurm list, and the reconciles it queues.
+  void NextList() {
+    const std::uint64_t lists = controller_->stats().slurm_lists;
+    clock_.Advance(config_.node_list_interval);
+    ASSERT_TRUE(RunUntil([&] { return controller_->stats().slurm_lists > lists; }));
+    Settle();
+  }
+  int SlurmCalls() const {
+    int n = 0;
+    for (const char* c : {"GetNode", "UpdateNode", "CreateNode", "DeleteNode", "GetPartition"}) {
+      n += slurm_.calls(c);
+    }
+    return n;
+  }
+};
+
+// A labelled Node is registered: POST /new/node/ with its capacity, InternalIP and the
+// partitions Slurm knows (an unknown one is a Warning, once), marked as the bridge's, and it
+// gets the managed-node taint in the same reconcile.
+TEST_F(ExternalNodeTest, LabelledNodeIsRegisteredMarkedAndTainted) {
+  ASSERT_GT(api_.PutNode("ext-1", ExternalNodeJson(true, "ext,nope", "4", "2")), 0);
+  Start();
+  ASSERT_TRUE(RunUntil([&] { return HasManagedTaint("ext-1"); }));
+  ASSERT_EQ(slurm_.created().size(), 1u);
+  EXPECT_EQ(slurm_.created()[0],
+            "NodeName=ext-1 NodeAddr=10.0.0.7 CPUs=4 RealMemory=8192 State=External Feature=ext "
+            "Gres=gpu:2 GresConf=\"count=2,name=gpu,file=/dev/nvidia[0-1]\"");
+  const slurm::NodeInfo* n = slurm_.Node("ext-1");
+  ASSERT_NE(n, nullptr);
+  EXPECT_TRUE(n->HasState("EXTERNAL"));
+  EXPECT_EQ(n->comment, ExternalNodeComment("ext-1"));
+  ASSERT_TRUE(RunUntil([&] { return EventsWith(std::string(kEventExternalRegistered)) == 1; }));
+  ASSERT_TRUE(RunUntil([&] {
+    return EventsWithText(std::string(kEventExternalInvalid),
+                          "partition nope does not exist in Slurm: left out") == 1;
+  }));
+  EXPECT_EQ(controller_->stats().external_registered, 1u);
+
+  // Later lists: nothing to do, the unknown partition is not reported again.
+  const int calls = slurm_.calls("CreateNode") + slurm_.calls("UpdateNode");
+  for (int i = 0; i < 3; ++i) NextList();
+  EXPECT_EQ(slurm_.calls("CreateNode") + slurm_.calls("UpdateNode"), calls);
+  EXPECT_EQ(slurm_.calls("DeleteNode"), 0);
+  EXPECT_EQ(EventsWith(std::string(kEventExternalInvalid)), 1);
+  EXPECT_EQ(EventsWith(std::string(kEventExternalRegistered)), 1);
+}
+
+// A capacity change drains the node; while jobs hold it nothing is deleted; once it is empty it
+// is deleted and registered again with the new capacity, in one reconcile.
+TEST_F(ExternalNodeTest, CapacityChangeDrainsWaitsAndRecreates) {
+  ASSERT_GT(api_.PutNode("ext-1", ExternalNodeJson(true, "ext", "4")), 0);
+  Start();
+  ASSERT_TRUE(
+      RunUntil([&] { return slurm_.Node("ext-1") != nullptr && HasManagedTaint("ext-1"); }));
+  slurm_.SetNodeState("ext-1", {"ALLOCATED", "EXTERNAL"});  // a job runs there
+  NextList();
+
+  ASSERT_GT(api_.PatchNode("ext-1", R"({"status":{"capacity":{"cpu":"8"}}})"), 0);
+  ASSERT_TRUE(RunUntil([&] {
+    const slurm::NodeInfo* n = slurm_.Node("ext-1");
+    return n != nullptr && n->HasState("DRAIN");
+  }));
+  EXPECT_EQ(slurm_.Node("ext-1")->reason,
+            "slurm-bridge: external node of Kubernetes node ext-1: re-creating (CPUs 4 -> 8)");
+  ASSERT_TRUE(RunUntil([&] { return EventsWith(std::string(kEventExternalDraining)) == 1; }));
+  for (int i = 0; i < 2; ++i) NextList();
+  EXPECT_EQ(slurm_.calls("DeleteNode"), 0) << "deleted under a running job";
+  EXPECT_TRUE(HasManagedTaint("ext-1")) << "still a Slurm node";
+  EXPECT_EQ(slurm_.Node("ext-1")->reason.find("slurm-bridge:"), 0u)
+      << "the cordon logic undid the drain";
+
+  slurm_.SetNodeState("ext-1", {"IDLE", "EXTERNAL", "DRAIN"});  // the job ended
+  NextList();
+  ASSERT_TRUE(RunUntil([&] { return EventsWith(std::string(kEventExternalRecreated)) == 1; }));
+  EXPECT_EQ(slurm_.calls("DeleteNode"), 1);
+  ASSERT_EQ(slurm_.created().size(), 2u);
+  EXPECT_EQ(slurm_.created()[1],
+            "NodeName=ext-1 NodeAddr=10.0.0.7 CPUs=8 RealMemory=8192 State=External Feature=ext");
+  const slurm::NodeInfo* n = slurm_.Node("ext-1");
+  ASSERT_NE(n, nullptr);
+  EXPECT_EQ(n->cpus, 8);
+  EXPECT_FALSE(n->HasState("DRAIN")) << "the new node is not drained";
+  EXPECT_EQ(n->comment, ExternalNodeComment("ext-1"));
+  EXPECT_EQ(controller_->stats().external_recreated, 1u);
+  EXPECT_TRUE(HasManagedTaint("ext-1"));
+  NextList();
+  EXPECT_EQ(slurm_.calls("DeleteNode"), 1);
+  EXPECT_EQ(slurm_.created().size(), 2u);
+}
+
+// Losing the label drains the bridge's external node, waits for it to empty and deletes it;
+// the Node then loses the managed-node taint. A non-external Slurm node that gets and loses
+// the label is never drained, re-created or deleted (one Warning while labelled).
+TEST_F(ExternalNodeTest, LosingTheLabelRemovesOnlyTheBridgesExternalNode) {
+  slurm::NodeInfo n1 = SlurmNode("n1", {"IDLE"});
+  n1.cpus = 8;
+  n1.real_memory = 16000;
+  slurm_.AddNode(n1);
+  // An external node registered by someone else (a benchmark), with an unlabelled Node.
+  slurm::NodeInfo k1 = SlurmNode("k1", {"IDLE", "EXTERNAL"});
+  slurm_.AddNode(k1);
+  ASSERT_GT(api_.PutNode("k1", ExternalNodeJson(false, "", "64")), 0);
+  ASSERT_GT(api_.PutNode("n1", ExternalNodeJson(true, "ext", "4")), 0);  // differs from Slurm
+  ASSERT_GT(api_.PutNode("ext-1", ExternalNodeJson(true, "ext", "4")), 0);
+  Start();
+  ASSERT_TRUE(RunUntil([&] { return HasManagedTaint("ext-1") && HasManagedTaint("n1"); }));
+  ASSERT_TRUE(RunUntil([&] { return EventsWith(std::string(kEventExternalNotExternal)) == 1; }));
+  slurm_.SetNodeState("ext-1", {"MIXED", "EXTERNAL"});
+
+  ASSERT_GT(api_.PutNode("ext-1", ExternalNodeJson(false, "ext", "4")), 0);
+  ASSERT_GT(api_.PutNode("n1", ExternalNodeJson(false, "ext", "4")), 0);
+  ASSERT_TRUE(RunUntil([&] { return EventsWith(std::string(kEventExternalDraining)) == 1; }));
+  EXPECT_TRUE(slurm_.Node("ext-1")->HasState("DRAIN"));
+  NextList();
+  EXPECT_EQ(slurm_.calls("DeleteNode"), 0);
+  slurm_.SetNodeState("ext-1", {"IDLE", "EXTERNAL", "DRAIN"});
+  NextList();
+  ASSERT_TRUE(RunUntil([&] { return EventsWith(std::string(kEventExternalRemoved)) == 1; }));
+  EXPECT_EQ(slurm_.Node("ext-1"), nullptr);
+  NextList();
+  EXPECT_FALSE(HasManagedTaint("ext-1"));
+
+  // n1 and k1: untouched.
+  for (const auto& [name, update] : slurm_.node_updates()) {
+    EXPECT_NE(name, "n1") << "n1 was updated";
+    EXPECT_NE(name, "k1") << "k1 was updated";
+  }
+  EXPECT_EQ(slurm_.calls("DeleteNode"), 1);
+  EXPECT_EQ(slurm_.created().size(), 1u);
+  ASSERT_NE(slurm_.Node("n1"), nullptr);
+  EXPECT_EQ(slurm_.Node("n1")->state, std::vector<std::string>{"IDLE"});
+  ASSERT_NE(slurm_.Node("k1"), nullptr);
+  EXPECT_EQ(controller_->stats().external_removed, 1u);
+}
+
+// A deleted Node's external node (the bridge's) is drained, waited for and deleted too.
+TEST_F(ExternalNodeTest, DeletedNodeLeavesSlurm) {
+  ASSERT_GT(api_.PutNode("ext-1", ExternalNodeJson(true, "ext", "4")), 0);
+  Start();
+  ASSERT_TRUE(RunUntil([&] { return HasManagedTaint("ext-1"); }));
+  slurm_.SetNodeState("ext-1", {"ALLOCATED", "EXTERNAL"});
+  NextList();
+  auto deleted = sb::testing::RunSync(io_, kube_->Delete(kube::NodesRef().WithName("ext-1"), {}));
+  ASSERT_TRUE(deleted) << deleted.error().message;
+  ASSERT_TRUE(RunUntil([&] { return slurm_.Node("ext-1")->HasState("DRAIN"); }));
+  EXPECT_NE(slurm_.Node("ext-1")->reason.find("was deleted"), std::string::npos);
+  NextList();
+  EXPECT_EQ(slurm_.calls("DeleteNode"), 0);
+  slurm_.SetNodeState("ext-1", {"IDLE", "EXTERNAL", "DRAIN"});
+  NextList();
+  ASSERT_TRUE(RunUntil([&] { return slurm_.Node("ext-1") == nullptr; }));
+  EXPECT_EQ(EventsWith(std::string(kEventExternalRemoved)), 1);
+  // Forgotten once gone: later lists make no call for it.
+  const int calls = SlurmCalls();
+  NextList();
+  EXPECT_EQ(SlurmCalls(), calls);
+}
+
+// Upstream #52: a Kubernetes node that is neither labelled nor a Slurm node (a control plane
+// node) costs no per-node Slurm call (no GET /node/{name}, no GET /partition) and no Event,
+// however many lists and Node changes go by.
+TEST_F(ExternalNodeTest, UnlabelledNonSlurmNodeCostsNoSlurmCall) {
+  ASSERT_GT(api_.PutNode("control-plane", ExternalNodeJson(false, "ext", "4")), 0);
+  Start();
+  ASSERT_TRUE(RunUntil([&] { return controller_->Ready(); }));
+  for (int i = 0; i < 3; ++i) {
+    NextList();
+    ASSERT_GT(api_.PatchNode("control-plane", R"({"metadata":{"annotations":{"x":"y"}}})"), 0);
+    Settle();
+  }
+  EXPECT_GE(controller_->stats().reconciles, 4u);
+  EXPECT_EQ(SlurmCalls(), 0);
+  EXPECT_TRUE(api_.events().empty());
+  EXPECT_TRUE(taint_patches_.empty());
+  EXPECT_TRUE(status_patches_.empty());
+}
+
+// Slurm refusing a registration (a topology it does not have) is a Warning on the Node, once,
+// and retried with backoff; a labelled Node without capacity is a Warning and is not registered.
+TEST_F(ExternalNodeTest, RefusedOrInvalidRegistrationIsAWarning) {
+  slurm_.FailNext("CreateNode",
+                  Error{ErrorCode::kInvalidArgument,
+                        "create node: Requested topology configuration is not available"},
+                  3);
+  ASSERT_GT(api_.PutNode("ext-1", ExternalNodeJson(true, "ext", "4")), 0);
+  ASSERT_GT(api_.PutNode("ext-2", R"({"metadata":{"labels":{
+      "scheduler.slinky.slurm.net/external-node":""}}})"),
+            0);
+  Start();
+  ASSERT_TRUE(RunUntil([&] {
+    if (slurm_.Node("ext-1") != nullptr) return true;
+    clock_.Advance(1s);
+    return false;
+  }));
+  EXPECT_EQ(slurm_.calls("CreateNode"), 4);
+  ASSERT_TRUE(RunUntil([&] {
+    return EventsWithText(std::string(kEventExternalInvalid),
+                          "no cpu in status.capacity; no memory in status.capacity") == 1;
+  }));
+  ASSERT_TRUE(RunUntil(
+      [&] { return EventsWithText(std::string(kEventExternalRegistered), "ext-1") == 1; }));
+  Settle();
+  EXPECT_EQ(EventsWithText(std::string(kEventExternalFailed), "topology"), 1) << "said once";
+  EXPECT_EQ(slurm_.Node("ext-2"), nullptr);
+  EXPECT_EQ(slurm_.created().size(), 4u) << "ext-2 never";
+}
+
 }  // namespace
 }  // namespace sb::controllers

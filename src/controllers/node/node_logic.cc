@@ -114,6 +114,8 @@ NodePlan PlanNode(const kube::Node& node, const slurm::NodeInfo* slurm_node,
         after->state.emplace_back("DRAIN");
         after->reason = plan.slurm_update->reason;
       }
+    } else if (drained && IsRegistrationDrainReason(slurm_node->reason)) {
+      // Draining an external node for its re-creation or removal: PlanRegistration's.
     } else if (drained) {
       if (IsBridgeOrEmptyReason(slurm_node->reason)) {
         plan.drain = DrainAction::kUndrain;
@@ -200,6 +202,322 @@ NodePlan PlanNode(const kube::Node& node, const slurm::NodeInfo* slurm_node,
   } else if (current != nullptr) {
     plan.remove_condition = true;
   }
+  return plan;
+}
+
+bool HasExternalNodeLabel(const kube::Node& node) {
+  return node.metadata.labels.contains(std::string(kExternalNodeLabel));
+}
+
+std::string ExternalNodeComment(std::string_view k8s_node) {
+  return fmt::format("{} of Kubernetes node {}", kRegistrationDrainMarker, k8s_node);
+}
+
+std::string RegistrationDrainReason(std::string_view k8s_node, std::string_view why) {
+  return fmt::format("{}: {}", ExternalNodeComment(k8s_node), why);
+}
+
+bool IsRegistrationDrainReason(std::string_view reason) {
+  return reason.starts_with(kRegistrationDrainMarker);
+}
+
+bool SlurmNodeBusy(const slurm::NodeInfo& info) {
+  return info.HasState("ALLOCATED") || info.HasState("MIXED") || info.HasState("COMPLETING");
+}
+
+namespace {
+
+// What may go into a node_conf value unquoted: a space or a quote in an annotation would add
+// parameters of its own (Gres=, State=) to the line.
+bool SafeConfWord(std::string_view s, std::string_view extra) {
+  if (s.empty()) return false;
+  return std::ranges::all_of(s, [&](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '_' || c == '.' || extra.find(c) != std::string_view::npos;
+  });
+}
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+std::vector<std::string> Sorted(std::vector<std::string> v) {
+  std::ranges::sort(v);
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+  return v;
+}
+
+// What differs between the Node's wish and the Slurm node, in a way only a re-creation changes.
+std::vector<std::string> RecreateDifferences(const ExternalNodeSpec& want,
+                                             const slurm::NodeInfo& have) {
+  std::vector<std::string> out;
+  if (want.cpus != have.cpus) out.push_back(fmt::format("CPUs {} -> {}", have.cpus, want.cpus));
+  if (want.real_memory != have.real_memory) {
+    out.push_back(fmt::format("RealMemory {} -> {} MiB", have.real_memory, want.real_memory));
+  }
+  if (std::string gres = ExternalNodeGres(want); gres != have.gres) {
+    out.push_back(fmt::format("Gres \"{}\" -> \"{}\"", have.gres, gres));
+  }
+  if (Sorted(want.partitions) != Sorted(have.features)) {
+    out.push_back(fmt::format("features [{}] -> [{}]", fmt::join(have.features, ","),
+                              fmt::join(want.partitions, ",")));
+  }
+  return out;
+}
+
+// Drain, wait, delete: the way out of Slurm (for good, or to come back re-created).
+void PlanDrainSteps(RegistrationPlan& plan, std::string_view k8s_name,
+                    const slurm::NodeInfo& slurm_node, const ExternalNodeSpec* desired) {
+  const std::string_view goal = plan.recreate ? "re-create it" : "remove it";
+  const bool drained = slurm_node.HasState("DRAIN") && !slurm_node.HasState("UNDRAIN");
+  if (!drained) {
+    plan.action = RegistrationAction::kDrain;
+    plan.update = slurm::NodeUpdate{
+        .state = {"DRAIN"},
+        .reason = RegistrationDrainReason(
+            k8s_name,
+            fmt::format("{} ({})", plan.recreate ? "re-creating" : "removing", plan.why))};
+    plan.event = PlannedEvent{
+        .warning = false,
+        .reason = std::string(kEventExternalDraining),
+        .message = fmt::format("Draining Slurm external node {} to {} once its jobs end: {}",
+                               plan.slurm_name, goal, plan.why)};
+    return;
+  }
+  if (SlurmNodeBusy(slurm_node)) {
+    plan.action = RegistrationAction::kWait;
+    return;
+  }
+  plan.action = RegistrationAction::kDelete;
+  if (plan.recreate && desired != nullptr) {
+    plan.node_conf = ExternalNodeConf(*desired);
+    if (!slurm_node.reason.empty() && !IsRegistrationDrainReason(slurm_node.reason)) {
+      plan.keep_drain_reason = slurm_node.reason;
+    }
+    plan.event = PlannedEvent{
+        .warning = false,
+        .reason = std::string(kEventExternalRecreated),
+        .message = fmt::format("Re-created Slurm external node {}: {}", plan.slurm_name, plan.why)};
+  } else {
+    plan.event = PlannedEvent{
+        .warning = false,
+        .reason = std::string(kEventExternalRemoved),
+        .message = fmt::format("Removed Slurm external node {}: {}", plan.slurm_name, plan.why)};
+  }
+}
+
+}  // namespace
+
+ExternalNodeSpec DesiredExternalNode(const kube::Node& node) {
+  ExternalNodeSpec spec;
+  spec.slurm_name = bridge::SlurmNodeName(node);
+  const std::string& name = node.metadata.name;
+
+  for (const kube::NodeAddress& a : node.addresses) {
+    if (a.type != "InternalIP") continue;
+    if (SafeConfWord(a.address, ":")) {
+      spec.address = a.address;
+      break;
+    }
+    spec.problems.push_back(fmt::format("InternalIP \"{}\" is not an address", a.address));
+  }
+  if (spec.address.empty()) {
+    // No usable InternalIP: NodeAddr falls back to the node's name, which slurmctld resolves
+    // whenever it starts a job there (~10 s of getaddrinfo retries per node when it does not
+    // resolve, stalling its scheduler: measured on Slurm 26.05). Said, not refused.
+    spec.address = name;
+    spec.address_is_name = true;
+    spec.problems.push_back(
+        "no InternalIP in status.addresses: NodeAddr is the node's name, which slurmctld must "
+        "resolve");
+  }
+
+  if (auto cpu = node.capacity.find("cpu"); cpu == node.capacity.end()) {
+    spec.problems.push_back("no cpu in status.capacity");
+  } else if (Result<std::int64_t> milli = kube::ParseQuantityMilli(cpu->second); !milli) {
+    spec.problems.push_back(fmt::format("capacity cpu \"{}\" is not a quantity", cpu->second));
+  } else {
+    spec.cpus = *milli / 1000;
+    if (*milli % 1000 != 0) {
+      spec.problems.push_back(fmt::format("capacity cpu \"{}\" is fractional: {} CPUs registered",
+                                          cpu->second, spec.cpus));
+    }
+    if (spec.cpus < 1) {
+      spec.problems.push_back(fmt::format("capacity cpu \"{}\" is less than 1", cpu->second));
+    }
+  }
+  if (auto mem = node.capacity.find("memory"); mem == node.capacity.end()) {
+    spec.problems.push_back("no memory in status.capacity");
+  } else if (Result<std::int64_t> bytes = kube::ParseQuantityValue(mem->second); !bytes) {
+    spec.problems.push_back(fmt::format("capacity memory \"{}\" is not a quantity", mem->second));
+  } else {
+    spec.real_memory = *bytes / (std::int64_t{1} << 20);
+    if (spec.real_memory < 1) {
+      spec.problems.push_back(
+          fmt::format("capacity memory \"{}\" is less than 1 MiB", mem->second));
+    }
+  }
+  if (auto gpu = node.capacity.find(std::string(kGpuResource)); gpu != node.capacity.end()) {
+    Result<std::int64_t> n = kube::ParseQuantityValue(gpu->second);
+    if (!n || *n < 0) {
+      spec.problems.push_back(fmt::format("capacity {} \"{}\" is not a count: no GPUs registered",
+                                          kGpuResource, gpu->second));
+    } else {
+      spec.gpus = *n;
+    }
+  }
+  spec.valid = spec.cpus >= 1 && spec.real_memory >= 1;
+
+  const auto& annotations = node.metadata.annotations;
+  if (auto it = annotations.find(std::string(kExternalNodePartitionsAnnotation));
+      it != annotations.end()) {
+    std::string_view rest = it->second;
+    while (true) {
+      const std::size_t comma = rest.find(',');
+      const std::string_view part = Trim(rest.substr(0, comma));
+      if (!part.empty()) {
+        if (!SafeConfWord(part, "")) {
+          spec.problems.push_back(
+              fmt::format("partition \"{}\" of {} is not a partition name: left out", part,
+                          kExternalNodePartitionsAnnotation));
+        } else if (std::ranges::find(spec.partitions, part) == spec.partitions.end()) {
+          spec.partitions.emplace_back(part);
+        }
+      }
+      if (comma == std::string_view::npos) break;
+      rest.remove_prefix(comma + 1);
+    }
+  }
+  if (auto it = annotations.find(std::string(kTopologyAnnotation)); it != annotations.end()) {
+    const std::string_view topo = Trim(it->second);
+    if (topo.empty()) {
+      // Absent and empty say the same: no topology.
+    } else if (SafeConfWord(topo, ":,")) {
+      spec.topology = std::string(topo);
+    } else {
+      spec.problems.push_back(fmt::format("{} \"{}\" is not a topology spec: left out",
+                                          kTopologyAnnotation, it->second));
+    }
+  }
+  return spec;
+}
+
+std::string ExternalNodeGres(const ExternalNodeSpec& spec) {
+  return spec.gpus > 0 ? fmt::format("gpu:{}", spec.gpus) : std::string();
+}
+
+std::string ExternalNodeConf(const ExternalNodeSpec& spec) {
+  std::string conf = fmt::format("NodeName={} NodeAddr={} CPUs={} RealMemory={} State=External",
+                                 spec.slurm_name, spec.address, spec.cpus, spec.real_memory);
+  if (!spec.partitions.empty()) conf += fmt::format(" Feature={}", fmt::join(spec.partitions, ","));
+  if (!spec.topology.empty()) conf += fmt::format(" Topology={}", spec.topology);
+  if (spec.gpus > 0) {
+    // Slurm 26.05 drops a GPU without a device file ("Ignoring file-less GPU") and refuses the
+    // node; the files are nominal (no slurmd reads them: the kubelet's device plugin picks the
+    // devices, as upstream says for nvidia.com/gpu).
+    const std::string files = spec.gpus == 1 ? std::string("/dev/nvidia0")
+                                             : fmt::format("/dev/nvidia[0-{}]", spec.gpus - 1);
+    conf += fmt::format(" Gres=gpu:{} GresConf=\"count={},name=gpu,file={}\"", spec.gpus, spec.gpus,
+                        files);
+  }
+  return conf;
+}
+
+bool NeedsPartitionCheck(const ExternalNodeSpec& desired, const slurm::NodeInfo* slurm_node) {
+  if (!desired.valid || desired.partitions.empty()) return false;
+  if (slurm_node == nullptr) return true;
+  return slurm_node->HasState("EXTERNAL") &&
+         Sorted(desired.partitions) != Sorted(slurm_node->features);
+}
+
+RegistrationPlan PlanRegistration(std::string_view k8s_name, bool deleted,
+                                  const ExternalNodeSpec* desired,
+                                  const slurm::NodeInfo* slurm_node) {
+  RegistrationPlan plan;
+  if (desired != nullptr) {
+    plan.slurm_name = desired->slurm_name;
+    if (!desired->problems.empty()) {
+      plan.warning =
+          PlannedEvent{.warning = true,
+                       .reason = std::string(kEventExternalInvalid),
+                       .message = fmt::format("External node {}: {}{}", k8s_name,
+                                              fmt::join(desired->problems, "; "),
+                                              desired->valid ? "" : "; not registered in Slurm")};
+    }
+    if (slurm_node == nullptr) {
+      if (!desired->valid) return plan;
+      plan.action = RegistrationAction::kCreate;
+      plan.node_conf = ExternalNodeConf(*desired);
+      plan.event = PlannedEvent{
+          .warning = false,
+          .reason = std::string(kEventExternalRegistered),
+          .message = fmt::format(
+              "Registered Slurm external node {} (CPUs={} RealMemory={} features [{}]{}{})",
+              plan.slurm_name, desired->cpus, desired->real_memory,
+              fmt::join(desired->partitions, ","), desired->gpus > 0 ? " Gres=" : "",
+              ExternalNodeGres(*desired))};
+      return plan;
+    }
+    if (!slurm_node->HasState("EXTERNAL")) {
+      plan.action = RegistrationAction::kIgnored;
+      plan.warning = PlannedEvent{
+          .warning = true,
+          .reason = std::string(kEventExternalNotExternal),
+          .message = fmt::format(
+              "Slurm node {} is not an external node: label {} ignored (slurm-bridge never "
+              "re-creates or deletes a Slurm node that is not external)",
+              plan.slurm_name, kExternalNodeLabel)};
+      return plan;
+    }
+    if (!desired->valid) return plan;  // the Slurm node stays as it is; the warning says why
+    std::vector<std::string> diffs = RecreateDifferences(*desired, *slurm_node);
+    if (!diffs.empty()) {
+      plan.recreate = true;
+      plan.why = fmt::format("{}", fmt::join(diffs, ", "));
+      PlanDrainSteps(plan, k8s_name, *slurm_node, desired);
+      return plan;
+    }
+    // Registered as wanted: what can change in place.
+    slurm::NodeUpdate update;
+    std::vector<std::string> changes;
+    if (desired->topology != slurm_node->topology) {
+      update.topology_str = desired->topology;
+      changes.push_back(
+          fmt::format("topology \"{}\" -> \"{}\"", slurm_node->topology, desired->topology));
+    }
+    if (slurm_node->HasState("DRAIN") && IsRegistrationDrainReason(slurm_node->reason)) {
+      update.state = {"UNDRAIN"};
+      changes.emplace_back("undrained (no longer re-created or removed)");
+    }
+    const std::string mark = ExternalNodeComment(k8s_name);
+    if (slurm_node->comment != mark) update.comment = mark;  // adopted: ours from now on
+    if (!changes.empty() || !update.comment.empty()) {
+      plan.action = RegistrationAction::kUpdate;
+      plan.update = std::move(update);
+      if (!changes.empty()) {
+        plan.why = fmt::format("{}", fmt::join(changes, ", "));
+        plan.event = PlannedEvent{.warning = false,
+                                  .reason = std::string(kEventExternalUpdated),
+                                  .message = fmt::format("Updated Slurm external node {}: {}",
+                                                         plan.slurm_name, plan.why)};
+      }
+    }
+    return plan;
+  }
+
+  // Not labelled, or deleted: only an external node this bridge registered for this Node goes.
+  if (slurm_node == nullptr || !slurm_node->HasState("EXTERNAL") ||
+      slurm_node->comment != ExternalNodeComment(k8s_name)) {
+    return plan;
+  }
+  plan.slurm_name = slurm_node->name;
+  plan.remove = true;
+  plan.why =
+      deleted ? fmt::format("Kubernetes node {} was deleted", k8s_name)
+              : fmt::format("Kubernetes node {} lost the label {}", k8s_name, kExternalNodeLabel);
+  PlanDrainSteps(plan, k8s_name, *slurm_node, nullptr);
   return plan;
 }
 

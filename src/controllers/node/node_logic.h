@@ -18,13 +18,41 @@
 //      the reason "slurm-bridge: Corresponding Kubernetes node (<node>) is unschedulable"
 //      (upstream's words), unless Slurm has it drained already. An uncordoned node gets it
 //      undrained, but only when the drain's reason is empty or one the bridge wrote (contains
-//      "slurm-bridge:"): an administrator's drain is kept.
+//      "slurm-bridge:"): an administrator's drain is kept. A drain for the re-creation or
+//      removal of an external node (4.) is left to that step.
 //   3. Slurm -> Kubernetes. Every Slurm node has the condition SlurmNodeReady: False with reason
 //      SlurmNodeDown / SlurmNodeDrained / SlurmNodeFailing and Slurm's reason as message, or
 //      True with reason SlurmNodeReady. The bridge's own cordon drain counts as ready (the node
 //      is cordoned in Kubernetes already). lastTransitionTime changes only when the status
 //      changes, as kubelet and the node lifecycle controller do. A node that is no longer a
 //      Slurm node loses the condition.
+//
+//   4. External nodes (upstream's syncNodeRegistration, issue #26), PlanRegistration. A Node
+//      labelled scheduler.slinky.slurm.net/external-node (presence) is registered as a Slurm
+//      external node (no slurmd; the bridge's placeholder jobs run on it): POST /new/node/ with
+//      ExternalNodeConf: NodeName=<SlurmNodeName> NodeAddr=<InternalIP> CPUs= RealMemory= (MiB,
+//      from status.capacity, as upstream) State=External, Feature=<the partitions of the
+//      annotation scheduler.slinky.slurm.net/external-node-partitions that exist in Slurm>,
+//      Topology=<annotation topology.slinky.slurm.net/spec>, and for an nvidia.com/gpu capacity
+//      N: Gres=gpu:N with a GresConf of N device files (Slurm 26.05 refuses a file-less GPU).
+//      The bridge then marks the Slurm node as its own: comment ExternalNodeComment(node).
+//      - A registered node whose CPUs, RealMemory, GRES or features (partitions) differ from the
+//        Node is re-created: drained (reason "slurm-bridge: external node of Kubernetes node
+//        <node>: ..."), and once drained and empty (DRAIN, not ALLOCATED/MIXED/COMPLETING)
+//        deleted and registered again. Features are part of this: Slurm 26.05 keeps a node in
+//        the NodeSet partitions it had at creation when its features are updated (measured), so
+//        an in-place update would not move it. A different topology is updated in place
+//        (topology_str). A drain of an earlier re-creation or removal that is no longer wanted
+//        (the label came back, the capacity went back) is undrained.
+//      - A Node that is not labelled (any more), or was deleted, whose Slurm node is external
+//        AND carries the bridge's mark for that Node is drained the same way and then deleted.
+//        External nodes the bridge did not register (no mark: `scontrol create`, a benchmark's)
+//        and every non-external node are never drained, deleted or re-created by this step.
+//      - A labelled Node whose Slurm node is not external is left alone (one Warning).
+//      - Bad input (no cpu or memory capacity, a malformed partition or topology, a fractional
+//        cpu) is reported (Warning) and never crashes; a Node without usable cpu/memory is not
+//        registered.
+//      The cordon logic (2.) leaves drains of this step alone (IsRegistrationDrainReason).
 //
 // Thread model: pure functions over plain values.
 //
@@ -35,6 +63,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -145,6 +174,102 @@ struct NodePlan {
 // condition's status changes.
 [[nodiscard]] NodePlan PlanNode(const kube::Node& node, const slurm::NodeInfo* slurm_node,
                                 std::string_view scheduler_name, std::string_view now);
+
+// --- External nodes (4.) ------------------------------------------------------------------
+
+// The label (presence) that makes a Node a Slurm external node, and its annotations.
+inline constexpr std::string_view kExternalNodeLabel = "scheduler.slinky.slurm.net/external-node";
+inline constexpr std::string_view kExternalNodePartitionsAnnotation =
+    "scheduler.slinky.slurm.net/external-node-partitions";
+inline constexpr std::string_view kTopologyAnnotation = "topology.slinky.slurm.net/spec";
+// The device-plugin resource counted as Slurm GRES gpu.
+inline constexpr std::string_view kGpuResource = "nvidia.com/gpu";
+// Drain reasons of re-creation and removal start with this (and so contain "slurm-bridge:").
+inline constexpr std::string_view kRegistrationDrainMarker = "slurm-bridge: external node";
+
+// Event reasons (on the Node).
+inline constexpr std::string_view kEventExternalRegistered = "SlurmExternalNodeRegistered";
+inline constexpr std::string_view kEventExternalUpdated = "SlurmExternalNodeUpdated";
+inline constexpr std::string_view kEventExternalDraining = "SlurmExternalNodeDraining";
+inline constexpr std::string_view kEventExternalRecreated = "SlurmExternalNodeRecreated";
+inline constexpr std::string_view kEventExternalRemoved = "SlurmExternalNodeRemoved";
+inline constexpr std::string_view kEventExternalInvalid = "SlurmExternalNodeInvalid";  // Warning
+inline constexpr std::string_view kEventExternalNotExternal =
+    "SlurmNodeNotExternal";  // Warning: labelled, but the Slurm node has a slurmd
+inline constexpr std::string_view kEventExternalFailed = "SlurmExternalNodeFailed";  // Warning
+
+[[nodiscard]] bool HasExternalNodeLabel(const kube::Node& node);
+// "slurm-bridge: external node of Kubernetes node <k8s_node>": the mark (Slurm node comment)
+// of the external nodes the bridge registered.
+[[nodiscard]] std::string ExternalNodeComment(std::string_view k8s_node);
+// "slurm-bridge: external node of Kubernetes node <k8s_node>: <why>".
+[[nodiscard]] std::string RegistrationDrainReason(std::string_view k8s_node, std::string_view why);
+[[nodiscard]] bool IsRegistrationDrainReason(std::string_view reason);
+// ALLOCATED, MIXED or COMPLETING: jobs still hold (part of) the node.
+[[nodiscard]] bool SlurmNodeBusy(const slurm::NodeInfo& info);
+
+// What a labelled Node asks of Slurm.
+struct ExternalNodeSpec {
+  std::string slurm_name;        // bridge::SlurmNodeName(node)
+  std::string address;           // status.addresses InternalIP; else the node's name
+  bool address_is_name = false;  // no InternalIP: slurmctld will resolve the name
+  std::int64_t cpus = 0;         // whole CPUs of capacity.cpu
+  std::int64_t real_memory = 0;  // MiB of capacity.memory
+  std::int64_t gpus = 0;         // capacity nvidia.com/gpu
+  // The partitions annotation, split at commas, trimmed, without empty and duplicate entries
+  // and without malformed names (reported in `problems`), in its order. The controller drops
+  // those Slurm does not know before planning.
+  std::vector<std::string> partitions;
+  std::string topology;               // the topology annotation; "" when absent or malformed
+  bool valid = false;                 // cpus >= 1 and real_memory >= 1: can be registered
+  std::vector<std::string> problems;  // bad input, one sentence each (for a Warning Event)
+  bool operator==(const ExternalNodeSpec&) const = default;
+};
+[[nodiscard]] ExternalNodeSpec DesiredExternalNode(const kube::Node& node);
+// "gpu:<n>", or "" for no GPUs: what Slurm reports as the node's gres.
+[[nodiscard]] std::string ExternalNodeGres(const ExternalNodeSpec& spec);
+// The node_conf of POST /new/node/ for `spec` (its partitions become the features), e.g.
+// "NodeName=ext-1 NodeAddr=10.0.0.7 CPUs=8 RealMemory=16384 State=External Feature=ext
+// Gres=gpu:2 GresConf=\"count=2,name=gpu,file=/dev/nvidia[0-1]\"".
+[[nodiscard]] std::string ExternalNodeConf(const ExternalNodeSpec& spec);
+
+enum class RegistrationAction {
+  kNone,     // nothing to do (or nothing the bridge may do)
+  kCreate,   // POST /new/node/ node_conf, then mark it (comment)
+  kUpdate,   // POST /node/{name} `update` (topology, mark, undrain of our own drain)
+  kDrain,    // POST /node/{name} `update`: DRAIN for a re-creation or removal
+  kWait,     // drained, jobs still on it: wait for them to end
+  kDelete,   // DELETE /node/{name}; then, when `recreate`, kCreate
+  kIgnored,  // labelled, but the Slurm node is not external: left alone (`warning`)
+};
+
+struct RegistrationPlan {
+  RegistrationAction action = RegistrationAction::kNone;
+  std::string slurm_name;
+  bool recreate = false;  // kDrain / kWait / kDelete on the way to registering it again
+  bool remove = false;    // ... on the way to removing it
+  std::string why;        // what differs ("CPUs 4 -> 8"), or why it goes
+  std::optional<std::string> node_conf;     // kCreate, and kDelete when recreate
+  std::optional<slurm::NodeUpdate> update;  // kUpdate, kDrain
+  // kDelete when recreate: an administrator's (or cordon's) drain to put back on the new node.
+  std::string keep_drain_reason;
+  std::optional<PlannedEvent> event;    // after the action succeeded
+  std::optional<PlannedEvent> warning;  // bad input or kIgnored: said when it changes
+};
+
+// Whether the partitions of `desired` must be checked against Slurm (GET /partition/{name})
+// before PlanRegistration: the node is to be created, or its features differ. Never for a Slurm
+// node that is not external.
+[[nodiscard]] bool NeedsPartitionCheck(const ExternalNodeSpec& desired,
+                                       const slurm::NodeInfo* slurm_node);
+
+// Decides the registration step for the Kubernetes node `k8s_name`. `desired` is
+// DesiredExternalNode(node) with the partitions Slurm does not know removed (and said in its
+// problems); null when the node is not labelled, or was deleted (`deleted`). `slurm_node` is
+// what Slurm says about its Slurm name, null when Slurm does not know it.
+[[nodiscard]] RegistrationPlan PlanRegistration(std::string_view k8s_name, bool deleted,
+                                                const ExternalNodeSpec* desired,
+                                                const slurm::NodeInfo* slurm_node);
 
 // Request bodies.
 // JSON merge patch of spec.taints with metadata.resourceVersion (a concurrent change answers

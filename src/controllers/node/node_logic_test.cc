@@ -3,6 +3,7 @@
 // node_logic: every decision of the node controller, table-driven, no I/O.
 #include "controllers/node/node_logic.h"
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -437,6 +438,434 @@ TEST(CapacityGapTest, SlurmBeyondAllocatableIsNamed) {
   n.real_memory = 0;  // not reported by Slurm
   node.allocatable.erase("memory");
   EXPECT_EQ(CapacityGap(node, n), "");
+}
+
+// --- External nodes -------------------------------------------------------------------------
+
+kube::Node ExternalNode(std::string name = "ext-1") {
+  kube::Node node;
+  node.metadata.name = std::move(name);
+  node.metadata.labels[std::string(kExternalNodeLabel)] = "";
+  node.metadata.annotations[std::string(kExternalNodePartitionsAnnotation)] = "ext";
+  node.capacity = {{"cpu", "4"}, {"memory", "8Gi"}};
+  node.addresses = {{"Hostname", "ext-1"}, {"InternalIP", "10.0.0.7"}};
+  return node;
+}
+
+TEST(DesiredExternalNodeTest, FromLabelsAnnotationsAndCapacity) {
+  struct SpecCase {
+    std::string name;
+    std::function<void(kube::Node&)> edit;
+    std::function<void(ExternalNodeSpec&)> want;  // edits of the default expectation
+  };
+  const ExternalNodeSpec base{.slurm_name = "ext-1",
+                              .address = "10.0.0.7",
+                              .cpus = 4,
+                              .real_memory = 8192,
+                              .partitions = {"ext"},
+                              .valid = true};
+  const std::vector<SpecCase> cases = {
+      {"plain", [](kube::Node&) {}, [](ExternalNodeSpec&) {}},
+      {"slurm-nodename label names the Slurm node",
+       [](kube::Node& n) {
+         n.metadata.labels[std::string(bridge::kSlurmNodeNameLabel)] = "slurm-ext";
+       },
+       [](ExternalNodeSpec& w) { w.slurm_name = "slurm-ext"; }},
+      {"gpus, topology, partitions trimmed and deduplicated",
+       [](kube::Node& n) {
+         n.capacity["nvidia.com/gpu"] = "2";
+         n.metadata.annotations[std::string(kExternalNodePartitionsAnnotation)] =
+             " ext, batch,,ext ";
+         n.metadata.annotations[std::string(kTopologyAnnotation)] = "topo-switch:s1,topo-block:b1";
+       },
+       [](ExternalNodeSpec& w) {
+         w.gpus = 2;
+         w.partitions = {"ext", "batch"};
+         w.topology = "topo-switch:s1,topo-block:b1";
+       }},
+      {"no partitions annotation: no partitions",
+       [](kube::Node& n) { n.metadata.annotations.clear(); },
+       [](ExternalNodeSpec& w) { w.partitions.clear(); }},
+      {"memory rounds down to MiB, quantities in any unit",
+       [](kube::Node& n) {
+         n.capacity = {{"cpu", "16000m"}, {"memory", "16G"}};
+       },
+       [](ExternalNodeSpec& w) {
+         w.cpus = 16;
+         w.real_memory = 15258;  // 16e9 / 2^20
+       }},
+      {"no InternalIP: the node's name, said",
+       [](kube::Node& n) {
+         n.addresses = {{"Hostname", "ext-1"}};
+       },
+       [](ExternalNodeSpec& w) {
+         w.address = "ext-1";
+         w.address_is_name = true;
+         w.problems = {
+             "no InternalIP in status.addresses: NodeAddr is the node's name, which slurmctld "
+             "must resolve"};
+       }},
+      {"an InternalIP that would inject parameters is not used",
+       [](kube::Node& n) {
+         n.addresses = {{"InternalIP", "1.2.3.4 State=Down"}};
+       },
+       [](ExternalNodeSpec& w) {
+         w.address = "ext-1";
+         w.address_is_name = true;
+         w.problems = {"InternalIP \"1.2.3.4 State=Down\" is not an address",
+                       "no InternalIP in status.addresses: NodeAddr is the node's name, which "
+                       "slurmctld must resolve"};
+       }},
+      {"fractional cpu: rounded down, said", [](kube::Node& n) { n.capacity["cpu"] = "3500m"; },
+       [](ExternalNodeSpec& w) {
+         w.cpus = 3;
+         w.problems = {"capacity cpu \"3500m\" is fractional: 3 CPUs registered"};
+       }},
+      {"no capacity: not valid", [](kube::Node& n) { n.capacity.clear(); },
+       [](ExternalNodeSpec& w) {
+         w.cpus = 0;
+         w.real_memory = 0;
+         w.valid = false;
+         w.problems = {"no cpu in status.capacity", "no memory in status.capacity"};
+       }},
+      {"garbage capacity: not valid, no crash",
+       [](kube::Node& n) {
+         n.capacity = {{"cpu", "lots"}, {"memory", "-1"}, {"nvidia.com/gpu", "x"}};
+       },
+       [](ExternalNodeSpec& w) {
+         w.cpus = 0;
+         w.real_memory = 0;
+         w.valid = false;
+         w.problems = {"capacity cpu \"lots\" is not a quantity",
+                       "capacity memory \"-1\" is less than 1 MiB",
+                       "capacity nvidia.com/gpu \"x\" is not a count: no GPUs registered"};
+       }},
+      {"cpu below one: not valid", [](kube::Node& n) { n.capacity["cpu"] = "500m"; },
+       [](ExternalNodeSpec& w) {
+         w.cpus = 0;
+         w.valid = false;
+         w.problems = {"capacity cpu \"500m\" is fractional: 0 CPUs registered",
+                       "capacity cpu \"500m\" is less than 1"};
+       }},
+      {"malformed partition and topology are left out, said",
+       [](kube::Node& n) {
+         n.metadata.annotations[std::string(kExternalNodePartitionsAnnotation)] =
+             "ext,bad name Gres=gpu:9";
+         n.metadata.annotations[std::string(kTopologyAnnotation)] = "s1 State=DOWN";
+       },
+       [](ExternalNodeSpec& w) {
+         w.problems = {
+             "partition \"bad name Gres=gpu:9\" of "
+             "scheduler.slinky.slurm.net/external-node-partitions is not a partition name: left "
+             "out",
+             "topology.slinky.slurm.net/spec \"s1 State=DOWN\" is not a topology spec: left out"};
+       }},
+  };
+  for (const SpecCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    kube::Node node = ExternalNode();
+    c.edit(node);
+    ExternalNodeSpec want = base;
+    c.want(want);
+    EXPECT_EQ(DesiredExternalNode(node), want);
+  }
+}
+
+TEST(ExternalNodeConfTest, WhatSlurmAccepts) {
+  ExternalNodeSpec spec = DesiredExternalNode(ExternalNode());
+  EXPECT_EQ(ExternalNodeConf(spec),
+            "NodeName=ext-1 NodeAddr=10.0.0.7 CPUs=4 RealMemory=8192 State=External Feature=ext");
+  EXPECT_EQ(ExternalNodeGres(spec), "");
+  spec.partitions = {"ext", "batch"};
+  spec.topology = "topo-switch:s1";
+  spec.gpus = 2;
+  EXPECT_EQ(ExternalNodeConf(spec),
+            "NodeName=ext-1 NodeAddr=10.0.0.7 CPUs=4 RealMemory=8192 State=External "
+            "Feature=ext,batch Topology=topo-switch:s1 Gres=gpu:2 "
+            "GresConf=\"count=2,name=gpu,file=/dev/nvidia[0-1]\"");
+  EXPECT_EQ(ExternalNodeGres(spec), "gpu:2");
+  spec.gpus = 1;
+  spec.partitions.clear();
+  spec.topology.clear();
+  EXPECT_EQ(ExternalNodeConf(spec),
+            "NodeName=ext-1 NodeAddr=10.0.0.7 CPUs=4 RealMemory=8192 State=External Gres=gpu:1 "
+            "GresConf=\"count=1,name=gpu,file=/dev/nvidia0\"");
+}
+
+TEST(RegistrationTest, ReasonsAndMarks) {
+  EXPECT_EQ(ExternalNodeComment("ext-1"), "slurm-bridge: external node of Kubernetes node ext-1");
+  const std::string reason = RegistrationDrainReason("ext-1", "removing (gone)");
+  EXPECT_EQ(reason, "slurm-bridge: external node of Kubernetes node ext-1: removing (gone)");
+  EXPECT_TRUE(IsRegistrationDrainReason(reason));
+  EXPECT_TRUE(IsBridgeOrEmptyReason(reason)) << "contains slurm-bridge:";
+  EXPECT_FALSE(IsRegistrationDrainReason(CordonDrainReason("ext-1")));
+  EXPECT_FALSE(IsRegistrationDrainReason("maintenance"));
+  slurm::NodeInfo n;
+  for (const char* busy : {"ALLOCATED", "MIXED", "COMPLETING"}) {
+    n.state = {busy, "EXTERNAL", "DRAIN"};
+    EXPECT_TRUE(SlurmNodeBusy(n)) << busy;
+  }
+  n.state = {"IDLE", "EXTERNAL", "DRAIN", "DYNAMIC_NORM"};
+  EXPECT_FALSE(SlurmNodeBusy(n));
+}
+
+// The Slurm node as registered for ExternalNode(): matches its spec.
+slurm::NodeInfo RegisteredExternal(std::vector<std::string> state = {"IDLE", "EXTERNAL",
+                                                                     "DYNAMIC_NORM"}) {
+  slurm::NodeInfo n;
+  n.name = "ext-1";
+  n.state = std::move(state);
+  n.cpus = 4;
+  n.real_memory = 8192;
+  n.features = {"ext"};
+  n.comment = ExternalNodeComment("ext-1");
+  return n;
+}
+
+TEST(PlanRegistrationTest, Decisions) {
+  struct RegWant {
+    RegistrationAction action = RegistrationAction::kNone;
+    bool recreate = false;
+    bool remove = false;
+    std::string why;
+    std::optional<std::string> node_conf;
+    std::vector<std::string> update_state;
+    std::string update_reason;
+    std::string update_comment;
+    std::optional<std::string> update_topology;
+    std::string keep_drain_reason;
+    std::string event_reason;  // "" none
+    std::string warning_reason;
+  };
+  struct RegCase {
+    std::string name;
+    std::optional<kube::Node> node;  // labelled when it has the label; nullopt: deleted
+    std::optional<slurm::NodeInfo> slurm;
+    RegWant want;
+  };
+  const std::string conf =
+      "NodeName=ext-1 NodeAddr=10.0.0.7 CPUs=4 RealMemory=8192 State=External Feature=ext";
+  auto unlabelled = [] {
+    kube::Node n = ExternalNode();
+    n.metadata.labels.clear();
+    return n;
+  };
+  auto with = [](std::function<void(kube::Node&)> f) {
+    kube::Node n = ExternalNode();
+    f(n);
+    return n;
+  };
+  auto slurm_with = [](std::function<void(slurm::NodeInfo&)> f,
+                       std::vector<std::string> state = {"IDLE", "EXTERNAL", "DYNAMIC_NORM"}) {
+    slurm::NodeInfo n = RegisteredExternal(std::move(state));
+    f(n);
+    return n;
+  };
+  const std::string recreate_reason =
+      "slurm-bridge: external node of Kubernetes node ext-1: re-creating (CPUs 4 -> 8)";
+  const std::vector<RegCase> cases = {
+      {"labelled, unknown to Slurm: created",
+       ExternalNode(),
+       std::nullopt,
+       {.action = RegistrationAction::kCreate,
+        .node_conf = conf,
+        .event_reason = std::string(kEventExternalRegistered)}},
+      {"labelled, registered as wanted: nothing", ExternalNode(), RegisteredExternal(), {}},
+      {"labelled, registered but not marked (adopted): the mark only, no event",
+       ExternalNode(),
+       slurm_with([](slurm::NodeInfo& n) { n.comment = "someone's"; }),
+       {.action = RegistrationAction::kUpdate, .update_comment = ExternalNodeComment("ext-1")}},
+      {"labelled, topology differs: updated in place",
+       with([](kube::Node& n) {
+         n.metadata.annotations[std::string(kTopologyAnnotation)] = "topo-switch:s2";
+       }),
+       RegisteredExternal(),
+       {.action = RegistrationAction::kUpdate,
+        .why = "topology \"\" -> \"topo-switch:s2\"",
+        .update_topology = "topo-switch:s2",
+        .event_reason = std::string(kEventExternalUpdated)}},
+      {"labelled, CPUs differ, not drained: drained for re-creation",
+       with([](kube::Node& n) { n.capacity["cpu"] = "8"; }),
+       RegisteredExternal({"ALLOCATED", "EXTERNAL"}),
+       {.action = RegistrationAction::kDrain,
+        .recreate = true,
+        .why = "CPUs 4 -> 8",
+        .update_state = {"DRAIN"},
+        .update_reason = recreate_reason,
+        .event_reason = std::string(kEventExternalDraining)}},
+      {"labelled, memory differs, drained but busy: wait",
+       with([](kube::Node& n) { n.capacity["memory"] = "4Gi"; }),
+       RegisteredExternal({"MIXED", "EXTERNAL", "DRAIN"}),
+       {.action = RegistrationAction::kWait,
+        .recreate = true,
+        .why = "RealMemory 8192 -> 4096 MiB"}},
+      {"labelled, gres differs, drained and empty: deleted and re-created",
+       with([](kube::Node& n) { n.capacity["nvidia.com/gpu"] = "1"; }),
+       slurm_with([](slurm::NodeInfo& n) { n.reason = "slurm-bridge: external node of ..."; },
+                  {"IDLE", "EXTERNAL", "DRAIN"}),
+       {.action = RegistrationAction::kDelete,
+        .recreate = true,
+        .why = "Gres \"\" -> \"gpu:1\"",
+        .node_conf = conf + " Gres=gpu:1 GresConf=\"count=1,name=gpu,file=/dev/nvidia0\"",
+        .event_reason = std::string(kEventExternalRecreated)}},
+      {"labelled, features differ, drained by an administrator: re-created, the drain kept",
+       with([](kube::Node& n) {
+         n.metadata.annotations[std::string(kExternalNodePartitionsAnnotation)] = "ext,gpu";
+       }),
+       slurm_with([](slurm::NodeInfo& n) { n.reason = "disk"; }, {"IDLE", "EXTERNAL", "DRAIN"}),
+       {.action = RegistrationAction::kDelete,
+        .recreate = true,
+        .why = "features [ext] -> [ext,gpu]",
+        .node_conf = "NodeName=ext-1 NodeAddr=10.0.0.7 CPUs=4 RealMemory=8192 State=External "
+                     "Feature=ext,gpu",
+        .keep_drain_reason = "disk",
+        .event_reason = std::string(kEventExternalRecreated)}},
+      {"labelled, features in another order: the same",
+       with([](kube::Node& n) {
+         n.metadata.annotations[std::string(kExternalNodePartitionsAnnotation)] = "b,a";
+       }),
+       slurm_with([](slurm::NodeInfo& n) {
+         n.features = {"a", "b"};
+       }),
+       {}},
+      {"labelled, registered as wanted but drained by this step earlier: undrained",
+       ExternalNode(),
+       slurm_with(
+           [](slurm::NodeInfo& n) {
+             n.reason = RegistrationDrainReason("ext-1", "removing (lost the label)");
+           },
+           {"IDLE", "EXTERNAL", "DRAIN"}),
+       {.action = RegistrationAction::kUpdate,
+        .why = "undrained (no longer re-created or removed)",
+        .update_state = {"UNDRAIN"},
+        .event_reason = std::string(kEventExternalUpdated)}},
+      {"labelled, drained by a cordon: left to the cordon logic",
+       ExternalNode(),
+       slurm_with([](slurm::NodeInfo& n) { n.reason = CordonDrainReason("ext-1"); },
+                  {"IDLE", "EXTERNAL", "DRAIN"}),
+       {}},
+      {"labelled, Slurm node is not external: ignored, warned, never re-created",
+       with([](kube::Node& n) { n.capacity["cpu"] = "64"; }),
+       slurm_with([](slurm::NodeInfo& n) { n.comment.clear(); }, {"IDLE"}),
+       {.action = RegistrationAction::kIgnored,
+        .warning_reason = std::string(kEventExternalNotExternal)}},
+      {"labelled without capacity, unknown to Slurm: warned, not created",
+       with([](kube::Node& n) { n.capacity.clear(); }),
+       std::nullopt,
+       {.warning_reason = std::string(kEventExternalInvalid)}},
+      {"labelled without capacity, registered: warned, left as it is",
+       with([](kube::Node& n) { n.capacity.clear(); }),
+       RegisteredExternal(),
+       {.warning_reason = std::string(kEventExternalInvalid)}},
+      {"unlabelled, not in Slurm: nothing", unlabelled(), std::nullopt, {}},
+      {"unlabelled, Slurm node not external: never removed",
+       unlabelled(),
+       slurm_with([](slurm::NodeInfo&) {}, {"IDLE"}),
+       {}},
+      {"unlabelled, external but not registered by the bridge for it: left alone",
+       unlabelled(),
+       slurm_with([](slurm::NodeInfo& n) { n.comment.clear(); }),
+       {}},
+      {"unlabelled, external, marked for another Kubernetes node: left alone",
+       unlabelled(),
+       slurm_with([](slurm::NodeInfo& n) { n.comment = ExternalNodeComment("ext-2"); }),
+       {}},
+      {"unlabelled, ours, busy: drained for removal",
+       unlabelled(),
+       RegisteredExternal({"ALLOCATED", "EXTERNAL"}),
+       {.action = RegistrationAction::kDrain,
+        .remove = true,
+        .why = "Kubernetes node ext-1 lost the label scheduler.slinky.slurm.net/external-node",
+        .update_state = {"DRAIN"},
+        .update_reason = "slurm-bridge: external node of Kubernetes node ext-1: removing "
+                         "(Kubernetes node ext-1 lost the label "
+                         "scheduler.slinky.slurm.net/external-node)",
+        .event_reason = std::string(kEventExternalDraining)}},
+      {"unlabelled, ours, drained, completing: wait",
+       unlabelled(),
+       RegisteredExternal({"IDLE", "EXTERNAL", "DRAIN", "COMPLETING"}),
+       {.action = RegistrationAction::kWait,
+        .remove = true,
+        .why = "Kubernetes node ext-1 lost the label scheduler.slinky.slurm.net/external-node"}},
+      {"unlabelled, ours, drain and undrain flags: not drained yet",
+       unlabelled(),
+       RegisteredExternal({"IDLE", "EXTERNAL", "DRAIN", "UNDRAIN"}),
+       {.action = RegistrationAction::kDrain,
+        .remove = true,
+        .why = "Kubernetes node ext-1 lost the label scheduler.slinky.slurm.net/external-node",
+        .update_state = {"DRAIN"},
+        .update_reason = "slurm-bridge: external node of Kubernetes node ext-1: removing "
+                         "(Kubernetes node ext-1 lost the label "
+                         "scheduler.slinky.slurm.net/external-node)",
+        .event_reason = std::string(kEventExternalDraining)}},
+      {"deleted, ours, drained and empty: deleted",
+       std::nullopt,
+       RegisteredExternal({"IDLE", "EXTERNAL", "DRAIN"}),
+       {.action = RegistrationAction::kDelete,
+        .remove = true,
+        .why = "Kubernetes node ext-1 was deleted",
+        .event_reason = std::string(kEventExternalRemoved)}},
+      {"deleted, not external: never",
+       std::nullopt,
+       slurm_with([](slurm::NodeInfo&) {}, {"IDLE"}),
+       {}},
+  };
+  for (const RegCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    std::optional<ExternalNodeSpec> desired;
+    if (c.node && HasExternalNodeLabel(*c.node)) desired = DesiredExternalNode(*c.node);
+    const RegistrationPlan plan = PlanRegistration(
+        "ext-1", !c.node.has_value(), desired ? &*desired : nullptr, c.slurm ? &*c.slurm : nullptr);
+    EXPECT_EQ(plan.action, c.want.action);
+    EXPECT_EQ(plan.recreate, c.want.recreate);
+    EXPECT_EQ(plan.remove, c.want.remove);
+    EXPECT_EQ(plan.why, c.want.why);
+    EXPECT_EQ(plan.node_conf, c.want.node_conf);
+    EXPECT_EQ(plan.keep_drain_reason, c.want.keep_drain_reason);
+    const bool wants_update = !c.want.update_state.empty() || !c.want.update_comment.empty() ||
+                              c.want.update_topology.has_value();
+    ASSERT_EQ(plan.update.has_value(), wants_update);
+    if (plan.update) {
+      EXPECT_EQ(plan.update->state, c.want.update_state);
+      EXPECT_EQ(plan.update->reason, c.want.update_reason);
+      EXPECT_EQ(plan.update->comment, c.want.update_comment);
+      EXPECT_EQ(plan.update->topology_str, c.want.update_topology);
+      EXPECT_FALSE(plan.update->features) << "features change only by re-creation";
+    }
+    EXPECT_EQ(plan.event ? plan.event->reason : "", c.want.event_reason);
+    if (plan.event) {
+      EXPECT_FALSE(plan.event->warning);
+    }
+    EXPECT_EQ(plan.warning ? plan.warning->reason : "", c.want.warning_reason);
+    if (plan.warning) {
+      EXPECT_TRUE(plan.warning->warning);
+    }
+  }
+}
+
+TEST(PlanRegistrationTest, PartitionCheckOnlyWhenCreatingOrFeaturesDiffer) {
+  const ExternalNodeSpec spec = DesiredExternalNode(ExternalNode());
+  EXPECT_TRUE(NeedsPartitionCheck(spec, nullptr));
+  slurm::NodeInfo n = RegisteredExternal();
+  EXPECT_FALSE(NeedsPartitionCheck(spec, &n));
+  n.features = {"other"};
+  EXPECT_TRUE(NeedsPartitionCheck(spec, &n));
+  n.state = {"IDLE"};  // not external: never touched, never checked
+  EXPECT_FALSE(NeedsPartitionCheck(spec, &n));
+  ExternalNodeSpec none = spec;
+  none.partitions.clear();
+  EXPECT_FALSE(NeedsPartitionCheck(none, nullptr));
+}
+
+// The cordon logic leaves a drain for re-creation or removal alone: no undrain of it.
+TEST(PlanNodeTest, RegistrationDrainIsNotUndrained) {
+  slurm::NodeInfo n = RegisteredExternal({"MIXED", "EXTERNAL", "DRAIN"});
+  n.reason = RegistrationDrainReason("ext-1", "removing (gone)");
+  kube::Node node = ExternalNode();
+  node.taints = {Managed()};
+  const NodePlan plan = PlanNode(node, &n, kSched, kNow);
+  EXPECT_EQ(plan.drain, DrainAction::kNone);
+  EXPECT_FALSE(plan.slurm_update);
 }
 
 }  // namespace
