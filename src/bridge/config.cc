@@ -343,6 +343,11 @@ Result<Config> ParseConfig(std::string_view yaml) {
               KeyError(key, fmt::format("\"{}\" is not \"external\" or \"batch\"", mode)));
         }
       }
+    } else if (k == "slurmrequesttimeout") {
+      Result<std::chrono::milliseconds> d = Duration(v, key);
+      if (!d) return tl::unexpected(d.error());
+      if (d->count() < 100) return tl::unexpected(KeyError(key, "must be at least 100ms"));
+      c.slurm_request_timeout = *d;
     } else if (k == "jobpollinterval" || k == "joblistinterval" || k == "nodelistinterval" ||
                k == "jobsweepinterval") {
       Result<std::chrono::milliseconds> d = Duration(v, key);
@@ -453,6 +458,8 @@ slurm::ClientConfig SlurmClientConfig(const Config& config) {
   }
   out.http.tls.ca_file = config.slurm_ca_file;
   out.http.tls.insecure_skip_verify = config.slurm_insecure_skip_verify;
+  out.http.timeout = config.slurm_request_timeout;
+  out.jobs_timeout = std::max(out.jobs_timeout, config.slurm_request_timeout);
   return out;
 }
 

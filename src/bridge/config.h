@@ -18,6 +18,8 @@
 //   slurmApiVersion          pin the data_parser version ("v0.0.44"); default: negotiate
 //   slurmUserName            X-SLURM-USER-NAME header (default: none; the token names the user)
 //   slurmCaFile, slurmInsecureSkipVerify   TLS to slurmrestd
+//   slurmRequestTimeout      how long one Slurm request may take, retries included (default
+//                            30s; job lists get at least 5m, upstream 1.3's client timeout)
 //   jobMode                  "external" (default: EXTERNAL_JOB placeholders) or "batch"
 //   placeholder              upstream 1.3's name for jobMode (same values); the later key wins
 //   nodeSharing              "exclusive" (default: a pod's job holds its whole node) or
@@ -92,6 +94,7 @@ struct Config {
   std::string slurm_user_name;
   std::string slurm_ca_file;
   bool slurm_insecure_skip_verify = false;
+  std::chrono::milliseconds slurm_request_timeout{30000};
   JobMode job_mode = JobMode::kExternal;
   NodeSharing node_sharing = NodeSharing::kExclusive;
   // With JobMode::kBatch, the webhook caps pods' terminationGracePeriodSeconds at this; 0: none.

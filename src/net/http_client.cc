@@ -554,15 +554,25 @@ asio::awaitable<Result<HttpResponse>> HttpClient::SendRetrying(HttpRequest reque
   Impl& d = *impl_;
   ++d.stats.requests;
   const auto timeout = request.timeout.count() > 0 ? request.timeout : d.options.timeout;
+  // The timeout bounds the whole request, retries and their waits included (upstream 1.3's
+  // overall client timeout): each attempt gets what is left of it.
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto left = [&] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
+                                                                 std::chrono::steady_clock::now());
+  };
   const http::request<http::string_body> req = d.BuildRequest(request);
   const bool idempotent = IsIdempotent(request.method);
   const std::size_t body_limit = request.body_limit > 0 ? request.body_limit : d.options.body_limit;
   Failure last{Stage::kConnect, {}, false};
   for (int attempt = 0;; ++attempt) {
-    auto outcome = co_await d.Attempt(req, timeout, body_limit);
+    auto outcome =
+        co_await d.Attempt(req, std::max(left(), std::chrono::milliseconds(1)), body_limit);
+    const std::chrono::milliseconds wait = d.Backoff(attempt);  // before a retry
     if (auto* res = std::get_if<HttpResponse>(&outcome)) {
       bool retryable_status = res->status == 502 || res->status == 503 || res->status == 504;
-      if (!(idempotent && retryable_status && attempt + 1 < d.options.max_attempts)) {
+      if (!(idempotent && retryable_status && attempt + 1 < d.options.max_attempts) ||
+          left() <= wait) {
         co_return std::move(*res);
       }
     } else {
@@ -573,7 +583,8 @@ asio::awaitable<Result<HttpResponse>> HttpClient::SendRetrying(HttpRequest reque
       bool stale =
           last.reused && (last.stage == Stage::kWrite || last.ec == http::error::end_of_stream ||
                           last.ec == asio::error::connection_reset);
-      if (stale && (idempotent || last.stage == Stage::kWrite)) {
+      if (stale && (idempotent || last.stage == Stage::kWrite) &&
+          left() > std::chrono::milliseconds(0)) {
         ++d.stats.retries;
         --attempt;
         continue;
@@ -581,7 +592,8 @@ asio::awaitable<Result<HttpResponse>> HttpClient::SendRetrying(HttpRequest reque
       bool safe = last.stage == Stage::kConnect || idempotent;
       bool timed_out = last.ec == beast::error::timeout;
       bool too_big = last.ec == http::error::body_limit;
-      if (!safe || timed_out || too_big || attempt + 1 >= d.options.max_attempts) {
+      if (!safe || timed_out || too_big || attempt + 1 >= d.options.max_attempts ||
+          left() <= wait) {
         Error e = TransportError(d.endpoint, last);
         if (too_big) {
           e.message += "; limit " + std::to_string(body_limit) + " bytes";
@@ -590,7 +602,7 @@ asio::awaitable<Result<HttpResponse>> HttpClient::SendRetrying(HttpRequest reque
       }
     }
     ++d.stats.retries;
-    asio::steady_timer timer(d.executor, d.Backoff(attempt));
+    asio::steady_timer timer(d.executor, wait);
     co_await timer.async_wait(kTuple);
   }
 }

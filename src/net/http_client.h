@@ -67,7 +67,8 @@ struct HttpRequest {
   std::string target;
   std::vector<Header> headers;
   std::string body;
-  // Deadline for the whole exchange (connect, write, read); zero means the client's default.
+  // Deadline for the whole request: connect, write, read, and the retries and their waits (each
+  // attempt gets what is left); zero means the client's default.
   std::chrono::milliseconds timeout{0};
   // Largest response body accepted (Send), or streamed in all (Stream); zero means the client's
   // default (Send) or no total limit (Stream).
@@ -115,7 +116,7 @@ struct TlsOptions {
 };
 
 struct ClientOptions {
-  std::chrono::milliseconds timeout{30000};         // default per-request deadline
+  std::chrono::milliseconds timeout{30000};         // default per-request deadline, retries in
   std::chrono::milliseconds connect_timeout{5000};  // for opening one connection
   int max_attempts = 3;                             // tries of one request, the first included
   std::chrono::milliseconds backoff_base{50};       // first retry waits about this long

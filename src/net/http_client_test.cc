@@ -275,6 +275,27 @@ TEST_F(HttpClientTest, TimeoutIsDeadlineExceeded) {
   EXPECT_EQ(server.requests().size(), 1u) << "a timed-out request is not resent";
 }
 
+// The timeout bounds the request with its retries: a server answering 503 after 300 ms each
+// time is asked at most until the 1 s deadline, not max_attempts (20) times, and the last 503
+// is the answer.
+TEST_F(HttpClientTest, TimeoutBoundsTheRetriesToo) {
+  FakeHttpServer server(io_, [](const FakeRequest&) {
+    FakeReply r = HttpReply(503, "busy", "text/plain");
+    r.delay = std::chrono::milliseconds(300);
+    return r;
+  });
+  auto client = Client(server.url(), {.timeout = std::chrono::milliseconds(1000), .max_attempts = 20});
+  Result<HttpResponse> r = Send(*client, {.target = "/"});
+  const std::size_t asked = server.requests().size();
+  EXPECT_GE(asked, 2u) << "a 503 is retried while time is left";
+  EXPECT_LE(asked, 4u) << "retried past the request's deadline";
+  if (r) {
+    EXPECT_EQ(r->status, 503);
+  } else {
+    EXPECT_EQ(r.error().code, ErrorCode::kDeadlineExceeded) << r.error().ToString();
+  }
+}
+
 TEST_F(HttpClientTest, UnreachableServerIsUnavailableAfterBoundedRetries) {
   std::uint16_t port = 0;
   {
