@@ -284,7 +284,8 @@ TEST_F(HttpClientTest, TimeoutBoundsTheRetriesToo) {
     r.delay = std::chrono::milliseconds(300);
     return r;
   });
-  auto client = Client(server.url(), {.timeout = std::chrono::milliseconds(1000), .max_attempts = 20});
+  auto client =
+      Client(server.url(), {.timeout = std::chrono::milliseconds(1000), .max_attempts = 20});
   Result<HttpResponse> r = Send(*client, {.target = "/"});
   const std::size_t asked = server.requests().size();
   EXPECT_GE(asked, 2u) << "a 503 is retried while time is left";
