@@ -353,7 +353,22 @@ def case_default_values():
         "clusterName": "kubernetes", "jobMode": "external", "jobPollInterval": "500ms",
         "jobListInterval": "30s", "nodeListInterval": "30s", "jobSweepInterval": "30s",
         "maxConcurrentSubmits": 16, "jobGoneBrake": 10, "slurmInsecureSkipVerify": False,
-        "podSlurmEnv": True, "podNvidiaVisibleDevices": False}, "config.yaml")
+        "podSlurmEnv": True, "podNvidiaVisibleDevices": False, "nodeSharing": "exclusive",
+        "maxTerminationGracePeriodSeconds": 300, "clientQPS": 0, "clientBurst": 0,
+        "strictConfig": False, "slurmRequestTimeout": "30s"}, "config.yaml")
+    # Upstream 1.3's keys with their names: placeholder (set) wins over jobMode, as the binary
+    # reads the later key and the rendering sorts jobMode first.
+    up13 = render("--set", "config.placeholder=batch", "--set", "config.nodeSharing=coResident",
+                  "--set", "config.maxTerminationGracePeriodSeconds=120",
+                  "--set", "config.clientQPS=50", "--set", "config.clientBurst=100",
+                  "--set", "config.strictConfig=true").config()
+    for k, v in {"placeholder": "batch", "nodeSharing": "coResident",
+                 "maxTerminationGracePeriodSeconds": 120, "clientQPS": 50, "clientBurst": 100,
+                 "strictConfig": True}.items():
+        eq(up13[k], v, f"config.{k}")
+    text = render("--set", "config.placeholder=batch").get(
+        "ConfigMap", "slurm-bridge-config")["data"]["config.yaml"]
+    check(text.index("jobMode:") < text.index("placeholder:"), "placeholder comes after jobMode")
     # The checksum is the ConfigMap's: all three pods roll together when it changes.
     sums = {objs.get("Deployment", n)["spec"]["template"]["metadata"]["annotations"]["checksum/config"]
             for n in ("slurm-bridge-scheduler", "slurm-bridge-controllers", "slurm-bridge-admission")}
@@ -822,6 +837,8 @@ def case_binary_takes_the_rendered_args():
         return
     objs = render("--set", "scheduler.leaderElect=true,controllers.leaderElect=true",
                   "--set", "admission.managedNamespaces={a,b}", "--set", "config.jobPollInterval=2s",
+                  # strict: the binary knows every key the chart renders
+                  "--set", "config.strictConfig=true", "--set", "config.placeholder=external",
                   namespace="slinky")
     with tempfile.TemporaryDirectory() as d:
         cfg = os.path.join(d, "config.yaml")
