@@ -5,6 +5,7 @@
 // stand in for the kubelets of n1..n4 (testenv/kube/register-nodes.sh); nothing runs the pods.
 #include <algorithm>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "testing/bridge_e2e.h"
@@ -175,6 +176,58 @@ TEST_F(SchedulerE2e, PodsBeyondCapacityWaitWithSlurmsReasonThenBind) {
       EXPECT_LE(e.count, 1) << p.metadata.name << ": " << e.message;
     }
   }
+}
+
+// nodeSharing coResident: a pod's job is not exclusive, and the scheduler warns when the
+// partition's OverSubscribe (as the real slurmrestd reports it) lets jobs share cores, and says
+// so when it is safe again.
+TEST_F(SchedulerE2e, CoResidentJobsShareAndUnsafeOverSubscribeIsReported) {
+  AddConfig("nodeSharing: coResident\n");
+  const std::string part = env_.Get("SLURM_PARTITION");
+  Restore restore([&] { Slurm("scontrol update partitionname=" + part + " oversubscribe=no"); });
+  StartScheduler();
+  const std::string on_n1 = R"(,"nodeSelector":{"kubernetes.io/hostname":"n1"})";
+  const std::string small = R"({"requests":{"cpu":"1","memory":"64Mi"}})";
+  CreatePod("a", small, "{}", on_n1);
+  CreatePod("a2", small, "{}", on_n1);
+  auto bound = [](const kube::Pod& p) { return !p.spec.node_name.empty(); };
+  std::optional<kube::Pod> a = WaitForPod("a", bound);
+  std::optional<kube::Pod> a2 = WaitForPod("a2", bound);
+  ASSERT_TRUE(a && a2);
+  EXPECT_EQ(a->spec.node_name, "n1");
+  EXPECT_EQ(a2->spec.node_name, "n1") << "two coResident jobs share n1";
+  // The exclusive annotation still takes a whole node: n1 is not free, so its job waits.
+  CreatePod("b", small, R"({"slurmjob.slinky.slurm.net/exclusive":"true"})", on_n1);
+  std::int64_t b_job = 0;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto p = RunSync(io_, kube::GetPod(*kube_, ns_, "b"));
+        b_job = p ? JobId(*p) : 0;
+        return b_job > 0;
+      },
+      30s));
+  EXPECT_TRUE(WaitFor([&] { return JobState(b_job) == "PENDING"; }, 10s));
+  std::this_thread::sleep_for(2s);
+  EXPECT_EQ(JobState(b_job), "PENDING") << "an exclusive job started beside two others";
+  EXPECT_EQ(CountInLog("scheduler", "nodeSharing coResident is unsafe"), 0);
+  Slurm("scontrol update partitionname=" + part + " oversubscribe=yes:4");
+  const std::string want =
+      "nodeSharing coResident is unsafe: partition " + part + " has OverSubscribe=YES:4";
+  EXPECT_TRUE(WaitFor([&] { return CountInLog("scheduler", want) == 1; }, 30s));
+  Slurm("scontrol update partitionname=" + part + " oversubscribe=force:2");
+  EXPECT_TRUE(
+      WaitFor([&] { return CountInLog("scheduler", "has OverSubscribe=FORCE:2") == 1; }, 30s));
+  Slurm("scontrol update partitionname=" + part + " oversubscribe=no");
+  EXPECT_TRUE(
+      WaitFor([&] { return CountInLog("scheduler", "OverSubscribe is safe again") == 1; }, 30s));
+  EXPECT_EQ(CountInLog("scheduler", want), 1) << "said once per change";
+  // No controllers here: the test ends the jobs (as they would once the pods are done).
+  Slurm(fmt::format("scancel {} {}", JobId(*a), JobId(*a2)));
+  FinishPod("a");
+  FinishPod("a2");
+  EXPECT_TRUE(WaitForPod("b", bound).has_value()) << "b runs once n1 is free";
+  Slurm(fmt::format("scancel {}", b_job));
+  FinishPod("b");
 }
 
 TEST_F(SchedulerE2e, EveryAnnotationReachesTheSlurmJob) {

@@ -445,10 +445,12 @@ Result<Reply<std::vector<PartitionInfo>>> DecodePartitions(std::string_view json
             part.nodes = Str(sub, "configured");
             part.total_nodes = Int(sub, "total");
           }
+          std::string oversubscribe;  // v0.0.45: partition.oversubscribe "NO", "FORCE:2", ...
           if (p.at_key("partition").get(e) == simdjson::SUCCESS &&
               e.get_object().get(sub) == simdjson::SUCCESS) {
             std::vector<std::string> states = Strings(sub, "state");
             part.state = states.empty() ? std::string() : states.front();
+            oversubscribe = Str(sub, "oversubscribe");
           }
           if (p.at_key("cpus").get(e) == simdjson::SUCCESS &&
               e.get_object().get(sub) == simdjson::SUCCESS) {
@@ -464,6 +466,24 @@ Result<Reply<std::vector<PartitionInfo>>> DecodePartitions(std::string_view json
               std::vector<std::string> flags = Strings(over, "flags");
               part.oversubscribe_force = std::ranges::find(flags, "force") != flags.end();
             }
+          }
+          // v0.0.45 reports maximums.oversubscribe as {jobs: 0} whatever the setting (measured on
+          // 26.05) and the setting as a string instead: "EXCLUSIVE", "NO", "YES[:N]",
+          // "FORCE[:N]" (N defaults to 4, as in slurm.conf).
+          if (!oversubscribe.empty()) {
+            const std::size_t colon = oversubscribe.find(':');
+            const std::string word = oversubscribe.substr(0, colon);
+            std::int64_t n = 4;
+            if (colon != std::string::npos) {
+              const std::string digits = oversubscribe.substr(colon + 1);
+              auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
+              if (ec != std::errc() || ptr != digits.data() + digits.size()) n = -1;
+            }
+            part.oversubscribe_force = word == "FORCE";
+            part.oversubscribe_jobs = word == "EXCLUSIVE"                  ? 0
+                                      : word == "NO"                       ? 1
+                                      : (word == "YES" || word == "FORCE") ? n
+                                                                           : -1;
           }
           return part;
         });

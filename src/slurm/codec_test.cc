@@ -6,6 +6,7 @@
 
 #include <limits>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -210,6 +211,24 @@ TEST(DecodePartitionsAndReservations, WhatTheTestClusterHas) {
   EXPECT_EQ(p->value[0].oversubscribe_jobs, 1) << "OverSubscribe=NO";
   EXPECT_FALSE(p->value[0].oversubscribe_force);
   EXPECT_EQ(p->value[1].name, "ext");
+  // v0.0.45 (26.05): maximums.oversubscribe always reads {jobs: 0}; the setting is a string.
+  for (const auto& [text, jobs, force] :
+       std::vector<std::tuple<std::string, int, bool>>{{"NO", 1, false},
+                                                       {"EXCLUSIVE", 0, false},
+                                                       {"YES:4", 4, false},
+                                                       {"YES", 4, false},
+                                                       {"FORCE:2", 2, true},
+                                                       {"FORCE:x", -1, true},
+                                                       {"ODD", -1, false}}) {
+    auto v45 = DecodePartitions(
+        R"({"partitions":[{"name":"batch","partition":{"exclusive":"NO","oversubscribe":")" + text +
+        R"(","state":["UP"]},"maximums":{"oversubscribe":{"jobs":0,"flags":[]}}}],"errors":[]})");
+    ASSERT_TRUE(v45.has_value()) << text;
+    ASSERT_EQ(v45->value.size(), 1u);
+    EXPECT_EQ(v45->value[0].oversubscribe_jobs, jobs) << text;
+    EXPECT_EQ(v45->value[0].oversubscribe_force, force) << text;
+    EXPECT_EQ(v45->value[0].state, "UP");
+  }
   auto r = DecodeReservations(Data("reservations"));
   ASSERT_TRUE(r.has_value());
   ASSERT_EQ(r->value.size(), 1u);
