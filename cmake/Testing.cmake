@@ -28,9 +28,13 @@ set_tests_properties(testenv.down PROPERTIES FIXTURES_CLEANUP testenv LABELS e2e
 set(SB_TESTENV_KUBELETS_DIR ${CMAKE_BINARY_DIR}/testenv-kubelets)
 set(SB_TESTENV_KUBELETS_FILE ${SB_TESTENV_KUBELETS_DIR}/env)
 add_test(NAME testenv-kubelets.up
-         COMMAND ${PROJECT_SOURCE_DIR}/testenv/up.sh --kubelets --run-dir ${SB_TESTENV_KUBELETS_DIR})
+         COMMAND ${PROJECT_SOURCE_DIR}/testenv/up.sh --kubelets --external-kubelet
+                 --run-dir ${SB_TESTENV_KUBELETS_DIR})
+# Its slurmd nodes run `slurm-bridge epilog` as their Epilog (SB_EPILOG_BINARY: this build's
+# binary, which must be built before the fixture starts).
 set_tests_properties(testenv-kubelets.up PROPERTIES FIXTURES_SETUP testenv-kubelets LABELS e2e
-                                                    TIMEOUT 600 RESOURCE_LOCK testenv-kubelet-nodes)
+                                                    TIMEOUT 600 RESOURCE_LOCK testenv-kubelet-nodes
+                                                    ENVIRONMENT SB_EPILOG_BINARY=$<TARGET_FILE:slurm-bridge>)
 add_test(NAME testenv-kubelets.down COMMAND ${PROJECT_SOURCE_DIR}/testenv/down.sh
                                             ${SB_TESTENV_KUBELETS_DIR})
 set_tests_properties(testenv-kubelets.down PROPERTIES FIXTURES_CLEANUP testenv-kubelets LABELS e2e

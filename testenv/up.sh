@@ -24,14 +24,24 @@
 # ClusterIP, which nothing routes here (--enable-aggregator-routing). Off by default: with the
 # plugin on, a pod's namespace needs its `default` ServiceAccount (the controller makes it).
 #
+# With SB_EPILOG_BINARY set (a slurm-bridge binary; the ctest fixture testenv-kubelets sets it)
+# and both Slurm and kube started, every slurmd runs `slurm-bridge epilog` as its Epilog
+# (testenv/slurm/epilog-dir.sh; --max-wait SB_EPILOG_MAX_WAIT, default 90s): a job ends only once
+# its bridge pods on the node are gone. Its log: RUN_DIR/slurm/log/epilog-<node>.log. Unset:
+# no Epilog.
+#
+# With --external-kubelet (and --kubelets) one more kubelet, kube-x1, runs with no slurmd and no
+# Slurm node: a Kubernetes node for the bridge's external-node registration to turn into a
+# Slurm external node (KUBE_EXTERNAL_NODES; it is not in KUBE_SLURM_NODES).
+#
 # Usage: up.sh [--run-dir DIR] [--no-slurm] [--no-kube] [--no-kcm] [--nodes N] [--kubelets]
-#              [--in-cluster]
+#              [--external-kubelet] [--in-cluster]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
 need_root
 
-run_dir="" with_slurm=1 with_kube=1 with_kcm=1 nodes=4 with_kubelets=0 in_cluster=0
+run_dir="" with_slurm=1 with_kube=1 with_kcm=1 nodes=4 with_kubelets=0 in_cluster=0 with_ext=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --run-dir) run_dir=$2; shift 2 ;;
@@ -40,8 +50,9 @@ while [ $# -gt 0 ]; do
     --no-kcm) with_kcm=0; shift ;;
     --nodes) nodes=$2; shift 2 ;;
     --kubelets) with_kubelets=1; shift ;;
+    --external-kubelet) with_ext=1; shift ;;
     --in-cluster) in_cluster=1; shift ;;
-    -h|--help) sed -n '3,28p' "$0"; exit 0 ;;
+    -h|--help) sed -n '3,38p' "$0"; exit 0 ;;
     *) die "unknown argument: $1" ;;
   esac
 done
@@ -61,6 +72,11 @@ if [ $with_kubelets = 1 ]; then
   for ((i = 1; i <= nodes; i++)); do kube_nodes+=("n$i=n$i"); done
   kube_nodes+=("kube-n$slurm_count=n$slurm_count")
 fi
+# Every kubelet (NAME=SLURM_NAME): the converged ones, and kube-x1 (no slurmd) when asked.
+ext_nodes=()
+[ $with_ext = 0 ] || { [ $with_kubelets = 1 ] || die "--external-kubelet needs --kubelets"; ext_nodes=(kube-x1); }
+all_kubelets=("${kube_nodes[@]}")
+for x in "${ext_nodes[@]}"; do all_kubelets+=("$x=$x"); done
 if [ -z "$run_dir" ]; then
   run_dir=$(mktemp -d "${TMPDIR:-/tmp}/slurm-bridge-env.XXXXXX")
 else
@@ -108,6 +124,12 @@ start_slurm() {
   done
   local node_names
   node_names=$(seq -f 'n%g' 1 "$slurm_count" | paste -sd,)
+  local epilog_conf="# No Epilog (SB_EPILOG_BINARY unset)"
+  if [ $with_epilog = 1 ]; then
+    "$here/slurm/epilog-dir.sh" "$SB_EPILOG_BINARY" "$S/epilog" "${SB_EPILOG_MAX_WAIT:-90s}" ||
+      die "making the Epilog's directory failed"
+    epilog_conf="Epilog=/run/sb-epilog/epilog.sh"
+  fi
   cat >"$S/etc/slurm.conf" <<CONF
 # Written by testenv/up.sh for $run_dir
 ClusterName=lab
@@ -149,6 +171,7 @@ MinJobAge=60
 KillWait=5
 InactiveLimit=0
 Waittime=0
+$epilog_conf
 NodeName=n[1-$slurm_count] NodeHostname=slurmlab NodeAddr=127.0.0.1 Port=[$first_slurmd-$last_slurmd] CPUs=8 Boards=1 SocketsPerBoard=1 CoresPerSocket=8 ThreadsPerCore=1 RealMemory=16000 Gres=gpu:fake:$gpus_per_node State=UNKNOWN
 PartitionName=batch Nodes=n[1-$slurm_count] Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
 # External nodes (no slurmd) register at run time with Feature=ext: POST /new/node/.
@@ -226,7 +249,7 @@ start_kube() {
   fi
   if [ $with_kubelets = 1 ]; then
     echo "127.0.0.1 localhost" >"$K/hosts"
-    for spec in "${kube_nodes[@]}"; do
+    for spec in "${all_kubelets[@]}"; do
       kname=${spec%%=*}
       (umask 077; mktoken >"$K/token.$kname")
       echo "$(cat "$K/token.$kname"),system:node:$kname,node-$kname,system:nodes" >>"$K/tokens.csv"
@@ -295,7 +318,7 @@ CONF
     chmod 600 "$1"
   }
   kubeconfig "$K/kubeconfig" admin "$K/token"
-  for spec in "${kube_nodes[@]}"; do
+  for spec in "${all_kubelets[@]}"; do
     kname=${spec%%=*}
     kubeconfig "$K/kubeconfig.$kname" "system:node:$kname" "$K/token.$kname"
   done
@@ -346,6 +369,13 @@ CONF
   fi
 }
 
+# The Epilog (slurm-bridge epilog) needs both halves.
+with_epilog=0
+if [ -n "${SB_EPILOG_BINARY:-}" ] && [ $with_slurm = 1 ] && [ $with_kube = 1 ]; then
+  [ -x "$SB_EPILOG_BINARY" ] || die "SB_EPILOG_BINARY=$SB_EPILOG_BINARY: no such executable (build slurm-bridge first)"
+  with_epilog=1
+fi
+
 # Both halves start side by side: Slurm in the background, kube in the foreground.
 slurm_status=0
 if [ $with_slurm = 1 ]; then
@@ -355,6 +385,18 @@ fi
 [ $with_kube = 1 ] && start_kube
 if [ $with_slurm = 1 ]; then wait $slurm_job || slurm_status=$?; fi
 [ $slurm_status = 0 ] || die "Slurm failed to start"
+# The Epilog's credentials (the admin's; relative paths resolve beside the kubeconfig).
+if [ $with_epilog = 1 ]; then
+  E="$run_dir/slurm/epilog" K="$run_dir/kube"
+  install -m 600 "$K/token" "$E/token"
+  install -m 644 "$K/certs/apiserver.crt" "$E/ca.crt"
+  sed -e "s|certificate-authority: .*|certificate-authority: ca.crt|" \
+    -e "s|tokenFile: .*|tokenFile: token|" "$K/kubeconfig" >"$E/kubeconfig.tmp"
+  chmod 600 "$E/kubeconfig.tmp"
+  mv "$E/kubeconfig.tmp" "$E/kubeconfig"
+  emit SB_EPILOG 1
+  emit SB_EPILOG_LOG_DIR "$run_dir/slurm/log"
+fi
 # A process that died after its readiness check fails the start too.
 for f in "$run_dir/kube/pids" "$run_dir/slurm/pids"; do
   [ -f "$f" ] || continue
@@ -367,11 +409,13 @@ done
 if [ $with_kubelets = 1 ]; then
   "$here/kube/build-images.sh" >/dev/null 2>&1 || die "building the node images failed: run testenv/kube/build-images.sh"
   kubelets_started=$SECONDS
-  log "starting kubelets: ${kube_nodes[*]}"
+  log "starting kubelets: ${all_kubelets[*]}"
   knames=()
-  for spec in "${kube_nodes[@]}"; do
+  for spec in "${all_kubelets[@]}"; do
     knames+=("${spec%%=*}")
-    "$here/kube/node.sh" up "$run_dir" "${spec%%=*}" "${spec#*=}" "$gpus_per_node"
+    gpus=$gpus_per_node
+    for x in "${ext_nodes[@]}"; do [ "$x" != "${spec%%=*}" ] || gpus=0; done
+    "$here/kube/node.sh" up "$run_dir" "${spec%%=*}" "${spec#*=}" "$gpus"
   done
   readies=()
   for k in "${knames[@]}"; do
@@ -382,6 +426,7 @@ if [ $with_kubelets = 1 ]; then
   log "kubelets Ready in $((SECONDS - kubelets_started)) s"
   emit KUBE_NODES "$(IFS=,; echo "${knames[*]}")"
   emit KUBE_SLURM_NODES "$(IFS=,; echo "${kube_nodes[*]}")"
+  emit KUBE_EXTERNAL_NODES "$(IFS=,; echo "${ext_nodes[*]}")"
   emit SB_KUBELETS 1
 fi
 log "environment up in $((SECONDS - started)) s: $env_file"

@@ -11,6 +11,7 @@
 #include <CLI/CLI.hpp>
 
 #include "app/admission_cmd.h"
+#include "app/epilog_cmd.h"
 #include "app/logging.h"
 #include "app/run_cmd.h"
 #include "check/check.h"
@@ -141,6 +142,27 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
                   "Also report a pod that has waited longer than this with no Slurm job (a "
                   "liveness check; default: off)");
 
+  EpilogOptions epi_opts;
+  CLI::App* epi = app.add_subcommand(
+      "epilog",
+      "Slurm node Epilog: hold the node (job COMPLETING) until the job's pods on it are gone; "
+      "reads SLURM_JOB_ID and SLURMD_NODENAME, always exits 0");
+  epi->add_option(
+      "--config", epi_opts.config_path,
+      "Bridge config file (YAML), for maxTerminationGracePeriodSeconds (default: none)");
+  epi->add_option("--kubeconfig", epi_opts.kubeconfig,
+                  "kubeconfig file (default: $KUBECONFIG, else in-cluster)");
+  epi->add_option("--max-wait", epi_opts.max_wait,
+                  "Give up (and let Slurm free the node) after this long (default: "
+                  "maxTerminationGracePeriodSeconds, 300s without --config, plus 30s)");
+  epi->add_option("--log-level", epi_opts.log_level,
+                  "trace, debug, info, warn, error, critical, off")
+      ->capture_default_str()
+      ->check(CLI::IsMember(levels));
+  epi->add_option("--log-format", epi_opts.log_format, "text, or json (one object per line)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"text", "json"}));
+
   try {
     // Let --version work without a subcommand.
     for (int i = 1; i < argc; ++i) {
@@ -168,6 +190,9 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   if (version->parsed()) {
     out << "slurm-bridge " << kVersion << "\n";
     return 0;
+  }
+  if (epi->parsed()) {
+    return RunEpilog(epi_opts);  // logs to stderr, its own way
   }
   ConfigureLogging(log_level, log_format);
   if (sched->parsed() || ctrl->parsed() || all->parsed()) {

@@ -17,7 +17,7 @@
 
 #include "admission/review.h"
 #include "bridge/gres.h"
-#include "testing/bridge_e2e.h"
+#include "testing/kubelet_e2e.h"
 
 namespace sb::controllers {
 namespace {
@@ -25,29 +25,8 @@ using namespace std::chrono_literals;
 using sb::testing::RunSync;
 using sb::testing::Shell;
 
-class KubeletE2e : public sb::testing::BridgeE2e {
+class KubeletE2e : public sb::testing::KubeletE2eBase {
  protected:
-  // Hides BridgeE2e's: the kubelets register the Nodes, no Node objects are faked.
-  static void SetUpTestSuite() {
-    std::string why;
-    std::optional<sb::testing::TestEnv> env = sb::testing::TestEnv::Load(&why);
-    ASSERT_TRUE(env) << why;
-    ASSERT_EQ(env->Get("SB_KUBELETS"), "1")
-        << "needs an environment with kubelets (testenv/up.sh --kubelets)";
-  }
-
-  // Kubernetes node name -> Slurm node name, from the environment (KUBE_SLURM_NODES).
-  std::map<std::string, std::string> SlurmNames() {
-    std::map<std::string, std::string> out;
-    std::stringstream in(env_.Get("KUBE_SLURM_NODES"));
-    std::string pair;
-    while (std::getline(in, pair, ',')) {
-      auto eq = pair.find('=');
-      if (eq != std::string::npos) out[pair.substr(0, eq)] = pair.substr(eq + 1);
-    }
-    return out;
-  }
-
   // A pod for the bridge whose one container runs `script` in busybox.
   void CreateRunningPod(const std::string& name, const std::string& script) {
     std::string manifest = fmt::format(
@@ -72,13 +51,6 @@ class KubeletE2e : public sb::testing::BridgeE2e {
   static bool IsRunning(const kube::Pod& p) { return p.status.phase == "Running"; }
   static bool HasEnded(const kube::Pod& p) {
     return p.status.phase == "Succeeded" || p.status.phase == "Failed";
-  }
-
-  // Pod `name` no longer exists (its deletion completed: the kubelet confirmed its containers
-  // stopped, or the pod was never bound).
-  bool PodGone(const std::string& name) {
-    auto p = RunSync(io_, kube::GetPod(*kube_, ns_, name));
-    return !p && p.error().code == ErrorCode::kNotFound;
   }
 
   // `kubectl` against the test cluster; its output (a test failure when it fails).
@@ -525,6 +497,66 @@ TEST_F(KubeletE2e, TwoOneGpuPodsOnOneNodeSeeTheirOwnJobsGpus) {
     EXPECT_EQ(logs, fmt::format("job={} gpus={}\n", job, gpus)) << name;
   }
   EXPECT_EQ(seen.size(), 2u) << "both pods were given the same GPU";
+}
+
+// External-node registration on a real kubelet without slurmd (the environment's kube-x1, in no
+// Slurm partition): labelled, it becomes a Slurm external node in partition `ext` and gets the
+// managed-node taint; a bridge pod asking for that partition gets a job there and its container
+// runs on that kubelet; unlabelled, the node is drained, deleted in Slurm and loses the taint.
+TEST_F(KubeletE2e, ExternalKubeletNodeJoinsSlurmRunsAPodAndLeaves) {
+  const std::string node = env_.Get("KUBE_EXTERNAL_NODES");
+  ASSERT_FALSE(node.empty()) << "the environment has no kubelet without slurmd";
+  AddConfig("identityPolicy: [{namespaces: [\"*\"], partitions: [ext]}]\n");
+  scheduler_ = StartBridge("all");
+  Restore unlabel([&] {
+    Kubectl("label node " + node + " scheduler.slinky.slurm.net/external-node-");
+    WaitFor(
+        [&] { return Slurm("scontrol show node " + node).find("not found") != std::string::npos; },
+        60s);
+  });
+  Kubectl("annotate --overwrite node " + node +
+          " scheduler.slinky.slurm.net/external-node-partitions=ext");
+  Kubectl("label --overwrite node " + node + " scheduler.slinky.slurm.net/external-node=");
+  std::string shown;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        shown = Slurm("scontrol show node " + node);
+        return shown.find("EXTERNAL") != std::string::npos &&
+               shown.find("Partitions=ext") != std::string::npos;
+      },
+      60s))
+      << shown;
+  EXPECT_TRUE(KubectlShows("get node " + node + " -o jsonpath={.spec.taints[*].key}",
+                           "slinky.slurm.net/managed-node"));
+  const std::string manifest = fmt::format(
+      R"j({{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"on-ext","namespace":"{}",
+      "annotations":{{"slurmjob.slinky.slurm.net/partition":"ext"}}}},
+      "spec":{{"schedulerName":"slurm-bridge-scheduler","restartPolicy":"Never",
+      "terminationGracePeriodSeconds":5,
+      "containers":[{{"name":"c","image":"localhost/busybox:1","imagePullPolicy":"Never",
+      "command":["sh","-c","echo ran on $(hostname)"],
+      "resources":{{"limits":{{"cpu":"100m","memory":"64Mi"}}}}}}]}}}})j",
+      ns_);
+  auto created = RunSync(io_, kube_->Create(kube::PodsRef(ns_), manifest));
+  ASSERT_TRUE(created) << created.error().message;
+  std::optional<kube::Pod> done = WaitForPod("on-ext", HasEnded, 120s);
+  ASSERT_TRUE(done) << "the pod did not run";
+  EXPECT_EQ(done->status.phase, "Succeeded");
+  EXPECT_EQ(done->spec.node_name, node);
+  const std::int64_t job = JobId(*done);
+  auto info = RunSync(io_, slurm_->GetJob(job));
+  ASSERT_TRUE(info) << info.error().ToString();
+  EXPECT_EQ(info->nodes, node);
+  EXPECT_EQ(info->partition, "ext");
+  EXPECT_TRUE(WaitFor([&] { return JobState(job) != "RUNNING"; }, 30s))
+      << "the job outlived its pod";
+  // Unlabelled: drained, deleted in Slurm (no job holds it), and no longer a managed node.
+  Kubectl("label node " + node + " scheduler.slinky.slurm.net/external-node-");
+  EXPECT_TRUE(WaitFor(
+      [&] { return Slurm("scontrol show node " + node).find("not found") != std::string::npos; },
+      60s))
+      << Slurm("scontrol show node " + node);
+  EXPECT_TRUE(KubectlShows("get node " + node + " -o jsonpath={.spec.taints[*].key}", ""));
 }
 
 // nodeSharing coResident (upstream 1.3, their #48): a native `sbatch` job holding 6 of n3's 8

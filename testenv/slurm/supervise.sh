@@ -29,6 +29,13 @@ mount --bind "$S/etc" "$C/etc/slurm"
 mount --bind "$S/state" "$C/var/spool/slurmctld"
 mount --bind "$S/spool" "$C/var/spool/slurmd"
 mount --bind "$S/log" "$C/var/log/slurm"
+# The Epilog's directory (testenv/slurm/epilog-dir.sh), when up.sh made one: read-only at
+# /run/sb-epilog, on this namespace's private /run.
+if [ -d "$S/epilog" ]; then
+  mkdir -p "$C/run/sb-epilog"
+  mount --bind "$S/epilog" "$C/run/sb-epilog"
+  mount -o remount,bind,ro "$C/run/sb-epilog"
+fi
 # slurmd wants /run/slurm owned by root (pitfall 5); slurmctld's pid file goes elsewhere.
 mkdir -p "$C/run/slurm" "$C/run/slurmctld"
 in_chroot chown slurm:slurm /run/slurmctld
