@@ -191,6 +191,23 @@ awaitable<void> NodeController::Worker() {
       });
 }
 
+awaitable<Result<void>> NodeController::RereadSlurmNode(std::string slurm_name,
+                                                        std::optional<slurm::NodeInfo>& info) {
+  std::string get_name = slurm_name;
+  Result<slurm::NodeInfo> fresh = co_await slurm_.GetNode(std::move(get_name));
+  if (fresh) {
+    if (fresh->name.empty()) fresh->name = slurm_name;
+    slurm_nodes_.insert_or_assign(slurm_name, *fresh);
+    info = std::move(*fresh);
+  } else if (fresh.error().code == ErrorCode::kNotFound) {
+    slurm_nodes_.erase(slurm_name);
+    info.reset();
+  } else {
+    co_return tl::unexpected(fresh.error());
+  }
+  co_return Result<void>{};
+}
+
 awaitable<Result<void>> NodeController::Reconcile(std::string name) {
   // Nothing before Slurm's list was read once: every node would look like a non-Slurm node.
   if (!slurm_listed_ || stopping_) co_return Result<void>{};
@@ -226,18 +243,7 @@ awaitable<Result<void>> NodeController::Reconcile(std::string name) {
   }
   if (plan.slurm_update) {
     // Drain and undrain act on Slurm: decide on what Slurm says now, not on the last list.
-    std::string get_name = slurm_name;
-    Result<slurm::NodeInfo> fresh = co_await slurm_.GetNode(std::move(get_name));
-    if (fresh) {
-      if (fresh->name.empty()) fresh->name = slurm_name;
-      slurm_nodes_.insert_or_assign(slurm_name, *fresh);
-      info = std::move(*fresh);
-    } else if (fresh.error().code == ErrorCode::kNotFound) {
-      slurm_nodes_.erase(slurm_name);
-      info.reset();
-    } else {
-      co_return tl::unexpected(fresh.error());
-    }
+    if (Result<void> r = co_await RereadSlurmNode(slurm_name, info); !r) co_return r;
     plan = PlanNode(*node, info ? &*info : nullptr, config_.scheduler_name,
                     kube::FormatTime(clock_.WallNow()));
   }
@@ -368,18 +374,7 @@ awaitable<Result<void>> NodeController::SyncRegistration(const kube::Node& node,
   if (plan.action == RegistrationAction::kDrain || plan.action == RegistrationAction::kDelete ||
       plan.action == RegistrationAction::kUpdate) {
     // These act on an existing Slurm node: decide on what Slurm says now.
-    std::string get_name = slurm_name;
-    Result<slurm::NodeInfo> fresh = co_await slurm_.GetNode(std::move(get_name));
-    if (fresh) {
-      if (fresh->name.empty()) fresh->name = slurm_name;
-      slurm_nodes_.insert_or_assign(slurm_name, *fresh);
-      info = std::move(*fresh);
-    } else if (fresh.error().code == ErrorCode::kNotFound) {
-      slurm_nodes_.erase(slurm_name);
-      info.reset();
-    } else {
-      co_return tl::unexpected(fresh.error());
-    }
+    if (Result<void> r = co_await RereadSlurmNode(slurm_name, info); !r) co_return r;
     plan = PlanRegistration(name, deleted, want, info ? &*info : nullptr);
   }
 

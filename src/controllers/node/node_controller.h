@@ -128,6 +128,10 @@ class NodeController {
   [[nodiscard]] boost::asio::awaitable<void> PollSlurm();
   [[nodiscard]] boost::asio::awaitable<Result<void>> ListSlurmNodes();
   [[nodiscard]] boost::asio::awaitable<Result<void>> Reconcile(std::string name);
+  // GET /node/{slurm_name} into `info` and the cached list (reset when Slurm does not know it),
+  // before a decision that writes to Slurm; an error for any other failure.
+  [[nodiscard]] boost::asio::awaitable<Result<void>> RereadSlurmNode(
+      std::string slurm_name, std::optional<slurm::NodeInfo>& info);
   [[nodiscard]] boost::asio::awaitable<Result<void>> SyncTaints(const kube::Node& node,
                                                                 const NodePlan& plan);
   // The registration step (node_logic.h 4.) of a Node in the cache, or of a deleted one.
