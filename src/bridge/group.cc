@@ -10,6 +10,7 @@
 #include <boost/json.hpp>
 
 #include "bridge/names.h"
+#include "kube/codec.h"
 
 namespace sb::bridge {
 namespace json = boost::json;
@@ -78,16 +79,9 @@ std::string ResourceOfKind(std::string_view kind) {
 }
 
 Result<GroupSpec> ResolveGroup(const kube::Pod& pod, const std::vector<kube::GenericObject>& owners,
-                               const kube::GenericObject* pod_group) {
+                               const kube::GenericObject* pod_group,
+                               const kube::GenericObject* workload_pod_group) {
   const std::string& ns = pod.metadata.namespace_;
-  if (!pod.spec.scheduling_group.empty()) {
-    return MakeError(ErrorCode::kInvalidArgument,
-                     "spec.schedulingGroup names PodGroup " + pod.spec.scheduling_group +
-                         " of the Workload API (scheduling.k8s.io/v1alpha2), which slurm-bridge "
-                         "does not read yet: the pod is not scheduled, since alone it could start "
-                         "part of a gang. Use the label scheduling.x-k8s.io/pod-group with a "
-                         "coscheduling PodGroup (scheduling.x-k8s.io/v1alpha1) instead");
-  }
   // The root: the highest supported owner, else the highest readable owner, else the pod.
   const kube::GenericObject* root = nullptr;
   const kube::GenericObject* job = nullptr;
@@ -122,6 +116,56 @@ Result<GroupSpec> ResolveGroup(const kube::Pod& pod, const std::vector<kube::Gen
     return it == pod.metadata.labels.end() ? std::string() : it->second;
   };
 
+  // The Workload API first: spec.schedulingGroup is the pod's own (immutable) word, and
+  // kube-scheduler 1.36 reads nothing else for it.
+  if (const std::string& wpg = pod.spec.scheduling_group; !wpg.empty()) {
+    if (workload_pod_group == nullptr) {
+      // The caller reads the PodGroup first; without it the pod could start part of a gang.
+      return MakeError(ErrorCode::kInvalidArgument,
+                       fmt::format("spec.schedulingGroup names PodGroup {} ({}), which could not "
+                                   "be read: the pod is never scheduled alone",
+                                   wpg, kWorkloadPodGroupApiVersion));
+    }
+    Result<json::value> spec = ParseSpec(*workload_pod_group);
+    if (!spec) return tl::unexpected(spec.error());
+    // scheduling.k8s.io/v1alpha2 (Kubernetes 1.36, types.go): spec.schedulingPolicy is a union
+    // of `basic: {}` (standard scheduling, pod by pod) and `gang: {minCount: int32 >= 1}`
+    // (all or nothing once minCount pods are there).
+    const json::value* gang = At(*spec, {"schedulingPolicy", "gang"});
+    const json::value* basic = At(*spec, {"schedulingPolicy", "basic"});
+    const bool has_gang = gang != nullptr && !gang->is_null();
+    const bool has_basic = basic != nullptr && !basic->is_null();
+    const std::string what =
+        fmt::format("PodGroup {}/{} ({})", ns, wpg, kWorkloadPodGroupApiVersion);
+    if (has_gang == has_basic) {
+      return MakeError(ErrorCode::kInvalidArgument,
+                       fmt::format("{}: spec.schedulingPolicy must set exactly one of gang and "
+                                   "basic",
+                                   what));
+    }
+    kube::StringMap merged = workload_pod_group->metadata.annotations;
+    if (root != nullptr) {
+      for (const auto& [k, v] : root->metadata.annotations) merged[k] = v;
+    }
+    if (has_basic) {
+      // Basic: no gang; each pod is a Slurm job of its own (annotations from the PodGroup).
+      g.annotations = std::move(merged);
+      return g;
+    }
+    std::optional<std::int64_t> min = IntAt(*gang, {"minCount"});
+    if (!min || *min < 1 || *min > std::numeric_limits<std::int32_t>::max()) {
+      return MakeError(ErrorCode::kInvalidArgument,
+                       fmt::format("{}: spec.schedulingPolicy.gang.minCount is not a positive "
+                                   "32-bit integer",
+                                   what));
+    }
+    g.kind = "PodGroup";
+    g.key = std::string(kWorkloadPodGroupKeyPrefix) + ns + "/" + wpg;
+    g.name = wpg;
+    g.size = static_cast<int>(*min);
+    g.annotations = std::move(merged);
+    return g;
+  }
   if (const std::string pg = label(kPodGroupLabel); !pg.empty() && pod_group != nullptr) {
     Result<json::value> spec = ParseSpec(*pod_group);
     if (!spec) return tl::unexpected(spec.error());
@@ -199,6 +243,9 @@ bool InGroup(const kube::Pod& pod, const GroupSpec& spec) {
     auto it = pod.metadata.labels.find(std::string(key));
     return it == pod.metadata.labels.end() ? std::string() : it->second;
   };
+  if (spec.key.starts_with(kWorkloadPodGroupKeyPrefix)) {
+    return pod.spec.scheduling_group == spec.name;
+  }
   if (spec.kind == "PodGroup" && spec.key.starts_with("PodGroup/")) {
     return label(kPodGroupLabel) == spec.name;
   }
@@ -209,6 +256,39 @@ bool InGroup(const kube::Pod& pod, const GroupSpec& spec) {
   if (spec.key.starts_with("JobSet/")) return label(kJobSetNameLabel) == spec.name;
   if (spec.key.starts_with("Job/")) return label("job-name") == spec.name;
   return spec.key == "Pod/" + pod.metadata.namespace_ + "/" + pod.metadata.name;
+}
+
+std::optional<kube::Condition> PodGroupScheduledCondition(const kube::GenericObject& pod_group) {
+  if (pod_group.status_json.empty()) return std::nullopt;
+  boost::system::error_code ec;
+  json::value status = json::parse(pod_group.status_json, ec);
+  if (ec) return std::nullopt;
+  const json::value* conds = At(status, {"conditions"});
+  if (conds == nullptr || !conds->is_array()) return std::nullopt;
+  auto str = [](const json::value& o, std::string_view k) -> std::string {
+    const json::value* v = At(o, {k});
+    return v != nullptr && v->is_string() ? std::string(v->as_string()) : std::string();
+  };
+  for (const json::value& c : conds->as_array()) {
+    if (str(c, "type") != "PodGroupScheduled") continue;
+    return kube::Condition{.type = "PodGroupScheduled",
+                           .status = str(c, "status"),
+                           .reason = str(c, "reason"),
+                           .message = str(c, "message"),
+                           .last_transition_time = str(c, "lastTransitionTime")};
+  }
+  return std::nullopt;
+}
+
+std::string PodGroupScheduledPatch(bool scheduled, std::string_view reason,
+                                   std::string_view message,
+                                   std::string_view last_transition_time) {
+  // metav1.Condition: type, status, reason, message and lastTransitionTime are all required.
+  return fmt::format(
+      "{{\"status\":{{\"conditions\":[{{\"type\":\"PodGroupScheduled\",\"status\":\"{}\","
+      "\"reason\":{},\"message\":{},\"lastTransitionTime\":{}}}]}}}}",
+      scheduled ? "True" : "False", kube::JsonQuote(reason), kube::JsonQuote(message),
+      kube::JsonQuote(last_transition_time));
 }
 
 }  // namespace sb::bridge

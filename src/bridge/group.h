@@ -4,6 +4,13 @@
 //
 // Which pods Slurm allocates together (pure; the owners are fetched by the caller).
 //
+//   0. A pod that names a PodGroup of the Workload API (spec.schedulingGroup.podGroupName,
+//      scheduling.k8s.io/v1alpha2, Kubernetes 1.36 with GenericWorkload): with the PodGroup's
+//      spec.schedulingPolicy.gang, all pods of the namespace that name it, size gang.minCount,
+//      key "WorkloadPodGroup/<ns>/<name>", kind PodGroup; with schedulingPolicy.basic (no gang),
+//      the pod alone. Annotations from the PodGroup (the root's win, as for 1.). It wins over
+//      every other signal; a PodGroup that could not be read, or an odd policy, is an error
+//      (the pod is never scheduled alone).
 //   1. A pod labelled scheduling.x-k8s.io/pod-group=<pg> whose coscheduling PodGroup
 //      (scheduling.x-k8s.io/v1alpha1) could be read: all pods of the namespace with that label,
 //      size spec.minMember; annotations from the PodGroup.
@@ -15,9 +22,6 @@
 //      to do, completions - status.succeeded, so that a last smaller wave runs; a JobSet's
 //      sum over replicatedJobs of replicas x parallelism).
 //   4. Otherwise the pod alone (a Job's or JobSet's pod is one job each, as upstream).
-// A pod that names a PodGroup of the Workload API (spec.schedulingGroup, scheduling.k8s.io
-// v1alpha2, Kubernetes 1.36) is refused with an error that says so: the bridge does not read
-// that API yet, and scheduling such a pod alone could start part of a gang.
 // Annotations are read from the root: the highest supported owner (Job, JobSet,
 // LeaderWorkerSet, PodGroup) in the controller chain, else the highest owner that could be
 // read, else the pod itself. A Job's activeDeadlineSeconds becomes the time limit.
@@ -33,15 +37,29 @@
 
 namespace sb::bridge {
 
+// The Workload API PodGroup: its apiVersion, and the prefix of its groups' keys.
+inline constexpr std::string_view kWorkloadPodGroupApiVersion = "scheduling.k8s.io/v1alpha2";
+inline constexpr std::string_view kWorkloadPodGroupKeyPrefix = "WorkloadPodGroup/";
+
 // The kinds that root a group.
 [[nodiscard]] bool IsSupportedOwnerKind(std::string_view kind);
 
 // `owners`: the pod's controller chain as far as it could be read, nearest first.
 // `pod_group`: the coscheduling PodGroup named by the pod's label, when it could be read.
+// `workload_pod_group`: the Workload API PodGroup named by spec.schedulingGroup, when read.
 // Errors (kInvalidArgument) name the object and field that could not be read.
-[[nodiscard]] Result<GroupSpec> ResolveGroup(const kube::Pod& pod,
-                                             const std::vector<kube::GenericObject>& owners,
-                                             const kube::GenericObject* pod_group);
+[[nodiscard]] Result<GroupSpec> ResolveGroup(
+    const kube::Pod& pod, const std::vector<kube::GenericObject>& owners,
+    const kube::GenericObject* pod_group, const kube::GenericObject* workload_pod_group = nullptr);
+
+// The PodGroupScheduled condition of a Workload API PodGroup's status, if it has one.
+[[nodiscard]] std::optional<kube::Condition> PodGroupScheduledCondition(
+    const kube::GenericObject& pod_group);
+
+// A strategic-merge (or JSON merge) patch of podgroups/status that sets PodGroupScheduled.
+[[nodiscard]] std::string PodGroupScheduledPatch(bool scheduled, std::string_view reason,
+                                                 std::string_view message,
+                                                 std::string_view last_transition_time);
 
 // Whether `pod` belongs to the group `spec` (same namespace and the grouping label or owner).
 [[nodiscard]] bool InGroup(const kube::Pod& pod, const GroupSpec& spec);

@@ -869,23 +869,104 @@ TEST(GroupTest, CoschedulingPodGroupOnlyWhenReadable) {
   EXPECT_EQ(g->key, "Pod/ns/w0");
 }
 
-// Kubernetes 1.36's Workload API: a pod that names a scheduling.k8s.io/v1alpha2 PodGroup is
-// refused (never a job of its own), with a message that names the PodGroup and the way out, also
-// when it carries the coscheduling label too.
-TEST(GroupTest, WorkloadApiPodGroupIsRefusedAndSaysWhy) {
+// Kubernetes 1.36's Workload API (scheduling.k8s.io/v1alpha2). The PodGroup specs below are
+// written from the 1.36.2 types (staging/src/k8s.io/api/scheduling/v1alpha2/types.go):
+// spec.schedulingPolicy is a union of `gang: {minCount}` and `basic: {}`.
+TEST(GroupTest, WorkloadApiGangPodGroupIsOneGroupOfMinCount) {
   kube::Pod p = MakePod("w0");
   p.spec.scheduling_group = "train";
-  Result<GroupSpec> g = ResolveGroup(p, {}, nullptr);
+  kube::GenericObject pg =
+      Owner("PodGroup", "train", R"({"schedulingPolicy":{"gang":{"minCount":4}}})",
+            {{"slurmjob.slinky.slurm.net/account", "pg-acct"}});
+  pg.api_version = "scheduling.k8s.io/v1alpha2";
+  Result<GroupSpec> g = ResolveGroup(p, {}, nullptr, &pg);
+  ASSERT_TRUE(g) << g.error().message;
+  EXPECT_EQ(g->key, "WorkloadPodGroup/ns/train");
+  EXPECT_EQ(g->kind, "PodGroup");
+  EXPECT_EQ(g->name, "train");
+  EXPECT_EQ(g->size, 4);
+  EXPECT_EQ(g->annotations.at("slurmjob.slinky.slurm.net/account"), "pg-acct");
+  EXPECT_TRUE(InGroup(p, *g));
+  kube::Pod other = MakePod("w1");
+  other.spec.scheduling_group = "eval";
+  EXPECT_FALSE(InGroup(other, *g));
+  other.spec.scheduling_group = "train";
+  EXPECT_TRUE(InGroup(other, *g));
+  // A pod with only the coscheduling label of the same name is not a member.
+  kube::Pod cos_pod = MakePod("c0");
+  cos_pod.metadata.labels = {{"scheduling.x-k8s.io/pod-group", "train"}};
+  EXPECT_FALSE(InGroup(cos_pod, *g));
+  // The coscheduling label on the same pod loses: spec.schedulingGroup decides.
+  other.metadata.labels = {{"scheduling.x-k8s.io/pod-group", "pg"}};
+  kube::GenericObject cos = Owner("PodGroup", "pg", R"({"minMember":2})", {});
+  g = ResolveGroup(other, {}, &cos, &pg);
+  ASSERT_TRUE(g);
+  EXPECT_EQ(g->key, "WorkloadPodGroup/ns/train");
+  EXPECT_EQ(g->size, 4);
+  // Without the schedulingGroup the label groups as before.
+  other.spec.scheduling_group.clear();
+  g = ResolveGroup(other, {}, &cos, nullptr);
+  ASSERT_TRUE(g);
+  EXPECT_EQ(g->key, "PodGroup/ns/pg");
+}
+
+// Basic policy (no gang): each pod is its own job, with the PodGroup's annotations.
+TEST(GroupTest, WorkloadApiBasicPodGroupLeavesEachPodAlone) {
+  kube::Pod p = MakePod("w0");
+  p.spec.scheduling_group = "svc";
+  kube::GenericObject pg = Owner("PodGroup", "svc", R"({"schedulingPolicy":{"basic":{}}})",
+                                 {{"slurmjob.slinky.slurm.net/qos", "q"}});
+  Result<GroupSpec> g = ResolveGroup(p, {}, nullptr, &pg);
+  ASSERT_TRUE(g) << g.error().message;
+  EXPECT_EQ(g->key, "Pod/ns/w0");
+  EXPECT_EQ(g->size, 1);
+  EXPECT_EQ(g->annotations.at("slurmjob.slinky.slurm.net/qos"), "q");
+  EXPECT_TRUE(InGroup(p, *g));
+}
+
+// Bad input never schedules the pod alone and never crashes: each gives a clear error.
+TEST(GroupTest, WorkloadApiPodGroupBadPolicyOrUnreadIsAnError) {
+  kube::Pod p = MakePod("w0");
+  p.spec.scheduling_group = "train";
+  Result<GroupSpec> g = ResolveGroup(p, {}, nullptr, nullptr);
   ASSERT_FALSE(g);
   EXPECT_EQ(g.error().code, ErrorCode::kInvalidArgument);
   EXPECT_NE(g.error().message.find("PodGroup train"), std::string::npos) << g.error().message;
   EXPECT_NE(g.error().message.find("scheduling.k8s.io/v1alpha2"), std::string::npos);
-  EXPECT_NE(g.error().message.find("scheduling.x-k8s.io/pod-group"), std::string::npos);
-  p.metadata.labels = {{"scheduling.x-k8s.io/pod-group", "pg"}};
-  kube::GenericObject pg = Owner("PodGroup", "pg", R"({"minMember":2})", {});
-  EXPECT_FALSE(ResolveGroup(p, {}, &pg));
-  p.spec.scheduling_group.clear();
-  EXPECT_TRUE(ResolveGroup(p, {}, &pg));
+  for (const char* spec :
+       {R"({})", R"({"schedulingPolicy":{}})",
+        R"({"schedulingPolicy":{"basic":{},"gang":{"minCount":2}}})",
+        R"({"schedulingPolicy":{"gang":{}}})", R"({"schedulingPolicy":{"gang":{"minCount":0}}})",
+        R"({"schedulingPolicy":{"gang":{"minCount":"4"}}})",
+        R"({"schedulingPolicy":{"gang":{"minCount":4294967296}}})",
+        R"({"schedulingPolicy":{"gang":7}})", R"({"schedulingPolicy":"gang"})", "not json"}) {
+    kube::GenericObject pg = Owner("PodGroup", "train", spec, {});
+    g = ResolveGroup(p, {}, nullptr, &pg);
+    ASSERT_FALSE(g) << spec;
+    EXPECT_EQ(g.error().code, ErrorCode::kInvalidArgument) << spec;
+    EXPECT_NE(g.error().message.find("train"), std::string::npos) << g.error().message;
+  }
+}
+
+TEST(GroupTest, PodGroupScheduledConditionAndPatch) {
+  kube::GenericObject pg = Owner("PodGroup", "train", "{}", {});
+  EXPECT_FALSE(PodGroupScheduledCondition(pg));
+  pg.status_json =
+      R"j({"conditions":[{"type":"Other","status":"True"},{"type":"PodGroupScheduled",
+      "status":"False","reason":"Unschedulable","message":"Slurm job 12 is PENDING (Resources)",
+      "lastTransitionTime":"2026-01-01T00:00:00Z","observedGeneration":1}]})j";
+  std::optional<kube::Condition> c = PodGroupScheduledCondition(pg);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->status, "False");
+  EXPECT_EQ(c->reason, "Unschedulable");
+  EXPECT_EQ(c->message, "Slurm job 12 is PENDING (Resources)");
+  EXPECT_EQ(c->last_transition_time, "2026-01-01T00:00:00Z");
+  pg.status_json = "garbage";
+  EXPECT_FALSE(PodGroupScheduledCondition(pg));
+  EXPECT_EQ(PodGroupScheduledPatch(true, "Scheduled", "job \"1\"", "2026-01-01T00:00:00Z"),
+            R"({"status":{"conditions":[{"type":"PodGroupScheduled","status":"True",)"
+            R"("reason":"Scheduled","message":"job \"1\"","lastTransitionTime":)"
+            R"("2026-01-01T00:00:00Z"}]}})");
 }
 
 TEST(GroupTest, UnsupportedOwnersGiveAnnotationsOnly) {

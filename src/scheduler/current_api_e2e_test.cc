@@ -3,11 +3,14 @@
 // The scheduler against APIs that exist only on a current Kubernetes (the test environment's
 // 1.36.2 apiserver; 1.34.2 under scripts/compat.sh): scheduling gates removed by an outside
 // controller, pod sizing with native sidecars and pod-level resources, and pods that name a
-// Workload API PodGroup. The `slurm-bridge scheduler` binary runs as a child process against the
-// real slurmctld/slurmrestd and kube-apiserver; Node objects stand in for the kubelets.
+// Workload API PodGroup (one gang, its status written back). The `slurm-bridge scheduler` binary
+// runs as a child process against the real slurmctld/slurmrestd and kube-apiserver; Node objects
+// stand in for the kubelets.
+#include <set>
 #include <string>
 #include <vector>
 
+#include "bridge/group.h"
 #include "testing/bridge_e2e.h"
 
 namespace sb::scheduler {
@@ -16,7 +19,43 @@ using namespace std::chrono_literals;
 using sb::testing::RunSync;
 using sb::testing::Shell;
 
-using CurrentApiE2e = sb::testing::BridgeE2e;
+class CurrentApiE2e : public sb::testing::BridgeE2e {
+ protected:
+  kube::ResourceRef PodGroupsRef() const {
+    return kube::ResourceRef{.group = "scheduling.k8s.io",
+                             .version = "v1alpha2",
+                             .resource = "podgroups",
+                             .namespace_ = ns_};
+  }
+  // A scheduling.k8s.io/v1alpha2 PodGroup of policy gang (1.36 types.go).
+  void CreateWorkloadPodGroup(const std::string& name, int min_count,
+                              const std::string& annotations = "{}") {
+    const std::string group = fmt::format(
+        R"({{"apiVersion":"scheduling.k8s.io/v1alpha2","kind":"PodGroup",
+        "metadata":{{"name":"{}","namespace":"{}","annotations":{}}},
+        "spec":{{"schedulingPolicy":{{"gang":{{"minCount":{}}}}}}}}})",
+        name, ns_, annotations, min_count);
+    auto created = RunSync(io_, kube_->Create(PodGroupsRef(), group));
+    ASSERT_TRUE(created) << created.error().message;
+  }
+  // The PodGroup's PodGroupScheduled condition once its status is `status`, else nullopt.
+  std::optional<kube::Condition> WaitForPodGroupScheduled(const std::string& name,
+                                                          const std::string& status,
+                                                          std::chrono::seconds limit = 60s) {
+    std::optional<kube::Condition> found;
+    WaitFor(
+        [&] {
+          auto pg =
+              RunSync(io_, kube::GetAs<kube::GenericObject>(*kube_, PodGroupsRef().WithName(name)));
+          if (!pg) return false;
+          std::optional<kube::Condition> c = bridge::PodGroupScheduledCondition(*pg);
+          if (c && c->status == status) found = c;
+          return found.has_value();
+        },
+        limit);
+    return found;
+  }
+};
 
 // As kube-scheduler: a gated pod is not scheduled (no Slurm job), whatever else happens, until
 // an outside controller (here the test, as Kueue would) removes its last gate; then it is.
@@ -102,51 +141,109 @@ TEST_F(CurrentApiE2e, SidecarsAndPodLevelResourcesSizeTheJobAsKubeSchedulerDoes)
   }
 }
 
-// A pod that names a Workload API PodGroup (scheduling.k8s.io/v1alpha2, spec.schedulingGroup) is
-// not scheduled until the bridge reads that API: it waits with an event and a condition that say
-// so, and no Slurm job is made for it.
-TEST_F(CurrentApiE2e, WorkloadApiPodGroupPodWaitsWithAnEventThatSaysWhy) {
+// Pods that name a Workload API PodGroup (scheduling.k8s.io/v1alpha2, spec.schedulingGroup) of
+// policy gang minCount 4 are one gang: one Slurm job of 4 nodes, all bound, and the PodGroup's
+// status (the podgroups/status subresource, strategic merge patch) shows PodGroupScheduled=True.
+TEST_F(CurrentApiE2e, WorkloadApiPodGroupGangRunsAsOneJobAndShowsScheduled) {
   if (env_.Get("KUBE_VERSION").starts_with("1.34.")) {
     GTEST_SKIP() << "Kubernetes 1.34 has no scheduling.k8s.io/v1alpha2 PodGroup";
   }
   StartScheduler();
-  const std::string group = fmt::format(
-      R"({{"apiVersion":"scheduling.k8s.io/v1alpha2","kind":"PodGroup",
-      "metadata":{{"name":"train","namespace":"{}"}},
-      "spec":{{"schedulingPolicy":{{"gang":{{"minCount":2}}}}}}}})",
-      ns_);
-  kube::ResourceRef groups{.group = "scheduling.k8s.io",
-                           .version = "v1alpha2",
-                           .resource = "podgroups",
-                           .namespace_ = ns_};
-  auto created = RunSync(io_, kube_->Create(groups, group));
-  ASSERT_TRUE(created) << created.error().message;
-  for (const char* name : {"w0", "w1"}) {
+  CreateWorkloadPodGroup("train", 4, R"({"slurmjob.slinky.slurm.net/job-name":"train-gang"})");
+  std::vector<std::string> names = {"w0", "w1", "w2", "w3"};
+  for (const std::string& name : names) {
     CreatePod(name, R"({"limits":{"cpu":"1"}})", "{}",
               R"(,"schedulingGroup":{"podGroupName":"train"})");
   }
-  // The apiserver kept the field (feature GenericWorkload on): the pod really names the group.
+  // The apiserver kept the field (feature GenericWorkload on): the pods really name the group.
   auto w0 = RunSync(io_, kube::GetPod(*kube_, ns_, "w0"));
   ASSERT_TRUE(w0) << w0.error().message;
   ASSERT_EQ(w0->spec.scheduling_group, "train");
-  for (const char* name : {"w0", "w1"}) {
-    const std::string message = WaitForEvent(name);
-    EXPECT_FALSE(message.empty()) << name << ": no FailedScheduling event";
-    EXPECT_NE(message.find("spec.schedulingGroup names PodGroup train"), std::string::npos)
-        << message;
-    EXPECT_NE(message.find("does not read yet"), std::string::npos) << message;
+  std::set<std::int64_t> jobs;
+  std::set<std::string> nodes;
+  for (const std::string& name : names) {
+    std::optional<kube::Pod> p = WaitForPod(name, IsBound);
+    ASSERT_TRUE(p) << name << " not bound";
+    jobs.insert(JobId(*p));
+    nodes.insert(p->spec.node_name);
   }
-  // A plain pod created after them is scheduled; they still have no job.
-  CreatePod("control", R"({"limits":{"cpu":"1"}})");
-  ASSERT_TRUE(WaitForPod("control", IsBound)) << "control not bound";
+  ASSERT_EQ(jobs.size(), 1u) << "not one Slurm job";
+  EXPECT_EQ(nodes.size(), 4u);
+  const std::int64_t job = *jobs.begin();
+  const std::string show = Slurm(fmt::format("scontrol show job -o {}", job));
+  EXPECT_NE(show.find("NumNodes=4 "), std::string::npos) << show;
+  EXPECT_NE(show.find("JobName=train-gang "), std::string::npos) << show;
+  std::optional<kube::Condition> c = WaitForPodGroupScheduled("train", "True");
+  ASSERT_TRUE(c) << "no PodGroupScheduled=True on the PodGroup";
+  EXPECT_EQ(c->reason, "Scheduled");
+  EXPECT_NE(c->message.find(fmt::format("Slurm job {} ", job)), std::string::npos) << c->message;
+  EXPECT_FALSE(c->last_transition_time.empty());
+}
+
+// A PodGroup gang that cannot run now (every Slurm node drained) waits with its job PENDING, and
+// the PodGroup says so with Slurm's reason; once the nodes are back it runs and says Scheduled.
+// A pod naming a PodGroup that does not exist waits with an event that says so.
+TEST_F(CurrentApiE2e, WorkloadApiPodGroupThatCannotRunShowsSlurmsReason) {
+  if (env_.Get("KUBE_VERSION").starts_with("1.34.")) {
+    GTEST_SKIP() << "Kubernetes 1.34 has no scheduling.k8s.io/v1alpha2 PodGroup";
+  }
+  StartScheduler();
+  CreatePod("lost", R"({"limits":{"cpu":"1"}})", "{}",
+            R"(,"schedulingGroup":{"podGroupName":"nowhere"})");
+  const std::string lost = WaitForEvent("lost");
+  EXPECT_NE(lost.find("PodGroup nowhere (scheduling.k8s.io/v1alpha2)"), std::string::npos) << lost;
+  EXPECT_NE(lost.find("never scheduled alone"), std::string::npos) << lost;
+
+  std::unique_ptr<Restore> drained = DrainAllNodes();
+  CreateWorkloadPodGroup("big", 2);
+  for (const char* name : {"b0", "b1"}) {
+    CreatePod(name, R"({"limits":{"cpu":"1"}})", "{}",
+              R"(,"schedulingGroup":{"podGroupName":"big"})");
+  }
+  std::optional<kube::Pod> b0 = WaitForPod("b0", HasJob);
+  ASSERT_TRUE(b0) << "no Slurm job for the gang";
+  const std::int64_t job = JobId(*b0);
+  std::optional<kube::Condition> c = WaitForPodGroupScheduled("big", "False", 90s);
+  ASSERT_TRUE(c) << "no PodGroupScheduled=False on the PodGroup";
+  EXPECT_EQ(c->reason, "Unschedulable");
+  EXPECT_NE(c->message.find(fmt::format("Slurm job {} is PENDING (", job)), std::string::npos)
+      << c->message;
+  for (const char* name : {"b0", "b1"}) {
+    auto p = RunSync(io_, kube::GetPod(*kube_, ns_, name));
+    ASSERT_TRUE(p) << p.error().message;
+    EXPECT_TRUE(p->spec.node_name.empty()) << name;
+  }
+  EXPECT_EQ(JobsByUid()[b0->metadata.uid].size(), 1u);
+  drained.reset();
+  for (const char* name : {"b0", "b1"}) {
+    std::optional<kube::Pod> p = WaitForPod(name, IsBound, 90s);
+    ASSERT_TRUE(p) << name << " not bound after the nodes came back";
+    EXPECT_EQ(JobId(*p), job);
+  }
+  c = WaitForPodGroupScheduled("big", "True");
+  ASSERT_TRUE(c) << "no PodGroupScheduled=True after the job ran";
+}
+
+// A PodGroup gang of 5 (minCount 5) on a cluster of 4 Slurm nodes cannot run: no pod is bound,
+// and the PodGroup says why with Slurm's word (here Slurm's refusal of the submit).
+TEST_F(CurrentApiE2e, WorkloadApiPodGroupLargerThanTheClusterSaysWhyOnThePodGroup) {
+  if (env_.Get("KUBE_VERSION").starts_with("1.34.")) {
+    GTEST_SKIP() << "Kubernetes 1.34 has no scheduling.k8s.io/v1alpha2 PodGroup";
+  }
+  StartScheduler();
+  CreateWorkloadPodGroup("five", 5);
+  for (int i = 0; i < 5; ++i) {
+    CreatePod(fmt::format("f{}", i), R"({"limits":{"cpu":"1"}})", "{}",
+              R"(,"schedulingGroup":{"podGroupName":"five"})");
+  }
+  std::optional<kube::Condition> c = WaitForPodGroupScheduled("five", "False", 90s);
+  ASSERT_TRUE(c) << "no PodGroupScheduled=False on the PodGroup";
+  EXPECT_EQ(c->reason, "Unschedulable");
+  // Slurm refuses a 5-node job on a 4-node partition at submit (it never pends).
+  EXPECT_NE(c->message.find("Slurm refused the job"), std::string::npos) << c->message;
+  EXPECT_NE(c->message.find("Node count specification invalid"), std::string::npos) << c->message;
   for (const kube::Pod& p : Pods()) {
-    if (p.metadata.name == "control") continue;
-    EXPECT_TRUE(p.spec.node_name.empty()) << p.metadata.name;
-    EXPECT_TRUE(JobsByUid()[p.metadata.uid].empty()) << p.metadata.name << " has a Slurm job";
-    const kube::Condition* cond = kube::FindCondition(p.status.conditions, "PodScheduled");
-    ASSERT_NE(cond, nullptr) << p.metadata.name;
-    EXPECT_EQ(cond->status, "False");
-    EXPECT_NE(cond->message.find("Workload API"), std::string::npos) << cond->message;
+    EXPECT_TRUE(p.spec.node_name.empty()) << p.metadata.name << " bound";
   }
 }
 

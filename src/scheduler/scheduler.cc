@@ -339,9 +339,42 @@ awaitable<Result<void>> Scheduler::Resolve(const std::string& pod_key) {
     owners.push_back(std::move(*owner));
     refs = &owners.back().metadata.owner_references;
   }
+  // The Workload API PodGroup (spec.schedulingGroup) wins over the coscheduling label: only it
+  // is read then.
+  std::optional<kube::GenericObject> workload_pod_group;
+  if (const std::string wpg = pod->spec.scheduling_group; !wpg.empty()) {
+    Result<kube::GenericObject> pg =
+        co_await GetOwner(std::string(bridge::kWorkloadPodGroupApiVersion), "PodGroup", ns, wpg);
+    if (!pg) {
+      if (OnPodGroupError(pg.error().code) == PodGroupMiss::kRetry) {
+        co_return tl::unexpected(pg.error());
+      }
+      std::string why = ErrorWords(pg.error());
+      if (pg.error().code == ErrorCode::kNotFound) {
+        // The object, or the whole API (1.36 without --runtime-config scheduling.k8s.io/v1alpha2,
+        // or another version): discovery says which.
+        Result<std::vector<std::string>> versions =
+            co_await kube_.GroupVersions("scheduling.k8s.io");
+        if (!versions && versions.error().code != ErrorCode::kNotFound) {
+          co_return tl::unexpected(versions.error());  // transient: retry
+        }
+        if (!versions || std::ranges::find(*versions, "v1alpha2") == versions->end()) {
+          why = fmt::format("the apiserver does not serve {}", bridge::kWorkloadPodGroupApiVersion);
+        }
+      }
+      if (!pods_.cache().Get(pod_key)) co_return Result<void>{};
+      co_await ReportWaiting(
+          *pod, fmt::format("PodGroup {} ({}) named by spec.schedulingGroup cannot be read ({}); "
+                            "the pod waits for it and is never scheduled alone",
+                            wpg, bridge::kWorkloadPodGroupApiVersion, why));
+      queue_.AddAfter(std::string(kPodItem) + pod_key, std::chrono::seconds(10));
+      co_return Result<void>{};
+    }
+    workload_pod_group = std::move(*pg);
+  }
   std::optional<kube::GenericObject> pod_group;
   if (auto it = pod->metadata.labels.find(std::string(bridge::kPodGroupLabel));
-      it != pod->metadata.labels.end()) {
+      !workload_pod_group && it != pod->metadata.labels.end()) {
     Result<kube::GenericObject> pg =
         co_await GetOwner("scheduling.x-k8s.io/v1alpha1", "PodGroup", ns, it->second);
     if (!pg) {
@@ -358,7 +391,9 @@ awaitable<Result<void>> Scheduler::Resolve(const std::string& pod_key) {
     }
     pod_group = std::move(*pg);
   }
-  Result<GroupSpec> spec = bridge::ResolveGroup(*pod, owners, pod_group ? &*pod_group : nullptr);
+  Result<GroupSpec> spec =
+      bridge::ResolveGroup(*pod, owners, pod_group ? &*pod_group : nullptr,
+                           workload_pod_group ? &*workload_pod_group : nullptr);
   if (!spec) {
     co_await ReportWaiting(*pod, "cannot group the pod: " + spec.error().message);
     co_return Result<void>{};
@@ -611,6 +646,7 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
   if (live.empty()) {
     if (GroupState* g = Group(group_key); g != nullptr && g->members.empty()) {
       groups_.erase(group_key);
+      pod_group_status_.erase(group_key);
       ranks_.erase(std::string(kGroupItem) + group_key);
     }
     co_return Result<void>{};
@@ -643,7 +679,17 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
     if (!described) co_return Result<void>{};
   }
   if (!plan.report.empty()) {
+    // A Workload API PodGroup says where the group stands too: Slurm's state and reason while
+    // its job waits, else what the pods are told.
+    std::string group_message = plan.report;
+    if (auto it = jobs_.find(group_key); it != jobs_.end()) {
+      const TrackedJob& t = it->second;
+      group_message =
+          fmt::format("Slurm job {} is {}", t.id, t.state.empty() ? "PENDING" : t.state);
+      if (!t.reason.empty() && t.reason != "None") group_message += " (" + t.reason + ")";
+    }
     for (const Pod* pod : live) co_await ReportWaiting(*pod, plan.report);
+    co_await WritePodGroupStatus(spec, false, "Unschedulable", std::move(group_message));
   }
   if (plan.recheck_at) {
     const async::Clock::Duration after =
@@ -686,6 +732,54 @@ awaitable<void> Scheduler::ReportWaiting(const Pod& pod, std::string message) {
   }
   recorder_.Emit(kube::MakeObjectReference("v1", "Pod", pod.metadata), kube::EventType::kWarning,
                  "FailedScheduling", message);
+}
+
+awaitable<void> Scheduler::WritePodGroupStatus(GroupSpec spec, bool scheduled, std::string reason,
+                                               std::string message) {
+  if (!spec.key.starts_with(bridge::kWorkloadPodGroupKeyPrefix)) co_return;
+  const std::string status = scheduled ? "True" : "False";
+  const std::string key = spec.key;
+  std::string since;
+  if (auto it = pod_group_status_.find(key); it != pod_group_status_.end()) {
+    if (it->second.status == status && it->second.message == message) co_return;
+    if (it->second.status == status) since = it->second.last_transition_time;
+  } else {
+    // First word of this process: what the object has (another replica or an earlier run may
+    // have written it).
+    Result<kube::GenericObject> pg = co_await GetOwner(
+        std::string(bridge::kWorkloadPodGroupApiVersion), "PodGroup", spec.namespace_, spec.name);
+    if (pg) {
+      if (std::optional<kube::Condition> c = bridge::PodGroupScheduledCondition(*pg)) {
+        if (c->status == status && c->message == message) {
+          pod_group_status_[key] = *c;
+          co_return;
+        }
+        if (c->status == status) since = c->last_transition_time;
+      }
+    }
+  }
+  if (since.empty()) since = kube::FormatTime(clock_.WallNow());
+  kube::ResourceRef ref{.group = "scheduling.k8s.io",
+                        .version = "v1alpha2",
+                        .resource = "podgroups",
+                        .namespace_ = spec.namespace_};
+  ref = ref.WithName(spec.name).WithSubresource("status");
+  std::string patch = bridge::PodGroupScheduledPatch(scheduled, reason, message, since);
+  Result<kube::GenericObject> r = co_await kube::PatchAs<kube::GenericObject>(
+      kube_, std::move(ref), kube::PatchType::kStrategicMerge, std::move(patch));
+  if (!r) {
+    if (r.error().code != ErrorCode::kNotFound) {
+      spdlog::warn("{}: writing PodGroupScheduled={} failed: {}", key, status,
+                   r.error().ToString());
+    }
+    co_return;
+  }
+  spdlog::info("{}: PodGroupScheduled={}: {}", key, status, message);
+  pod_group_status_[key] = kube::Condition{.type = "PodGroupScheduled",
+                                           .status = status,
+                                           .reason = reason,
+                                           .message = message,
+                                           .last_transition_time = since};
 }
 
 awaitable<void> Scheduler::DropFinalizer(const Pod& pod) {

@@ -217,6 +217,11 @@ class Scheduler : private slurm::JobWatchSubscriber {
   void Unlist(std::int64_t id);
   static JobView View(const TrackedJob& job);
   boost::asio::awaitable<void> ReportWaiting(const kube::Pod& pod, std::string message);
+  // A Workload API PodGroup's group (bridge::kWorkloadPodGroupKeyPrefix): its PodGroupScheduled
+  // condition patched (podgroups/status) when it differs from the last one written or read;
+  // other groups: nothing.
+  boost::asio::awaitable<void> WritePodGroupStatus(bridge::GroupSpec spec, bool scheduled,
+                                                   std::string reason, std::string message);
   boost::asio::awaitable<void> DropFinalizer(const kube::Pod& pod);
   boost::asio::awaitable<Result<kube::GenericObject>> GetOwner(std::string api_version,
                                                                std::string kind, std::string ns,
@@ -302,6 +307,8 @@ class Scheduler : private slurm::JobWatchSubscriber {
   GroupState* Group(const std::string& key);
   std::map<std::string, TrackedJob> jobs_;                 // group key -> job
   std::unordered_map<std::string, std::string> reported_;  // pod uid -> last message
+  // Workload API group key -> the PodGroupScheduled condition last written or read.
+  std::unordered_map<std::string, kube::Condition> pod_group_status_;
   std::set<std::string> bound_;  // uids of pods bound and not yet gone from the watch
   // Pod uid -> its first watch event, for the stage trace (only at debug level).
   std::unordered_map<std::string, async::Clock::TimePoint> seen_;

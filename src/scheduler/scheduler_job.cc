@@ -116,6 +116,7 @@ awaitable<Result<void>> Scheduler::Submit(const GroupSpec& spec, std::vector<con
   if (!wanted.problem.empty()) {
     spdlog::warn("{}: {}", spec.key, wanted.problem);
     for (const Pod* pod : pods) co_await ReportWaiting(*pod, wanted.problem);
+    co_await WritePodGroupStatus(spec, false, "Unschedulable", wanted.problem);
     RetryLater(spec.key, pods, wanted.retry);
     co_return Result<void>{};
   }
@@ -156,6 +157,9 @@ awaitable<Result<void>> Scheduler::Submit(const GroupSpec& spec, std::vector<con
             : "Slurm refused the job: " + ErrorWords(e);
     spdlog::warn("{}: {}", spec.key, msg);
     for (const Pod* pod : pods) co_await ReportWaiting(*pod, msg);
+    if (!SubmitOutcomeUnknown(e.code)) {
+      co_await WritePodGroupStatus(spec, false, "Unschedulable", msg);
+    }
     if (e.code == ErrorCode::kInvalidArgument || e.code == ErrorCode::kPermissionDenied) {
       RetryLater(spec.key, pods, std::chrono::seconds(30));
       co_return Result<void>{};
@@ -385,6 +389,11 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
       .until =
           clock_.Now() + std::max<async::Clock::Duration>(
                              kDuplicateWatch, kDuplicateWatchLists * config_.job_list_interval)};
+  if (!bound.bound.empty()) {
+    std::string message = fmt::format("Slurm job {} is RUNNING; {} pod(s) of the group bound",
+                                      job.id, bound.bound.size());
+    co_await WritePodGroupStatus(spec, true, "Scheduled", std::move(message));
+  }
   co_return Result<void>{};
 }
 

@@ -67,14 +67,19 @@ void Scheduler::Unlist(std::int64_t id) {
 }
 
 awaitable<Result<bool>> Scheduler::PodGroupRan(const GroupSpec& spec) {
+  const bool workload = spec.key.starts_with(bridge::kWorkloadPodGroupKeyPrefix);
   kube::ListOptions opts;
+  // A Workload API PodGroup's pods carry no label of it: the bridge's pods of the namespace,
+  // those naming it in spec.schedulingGroup.
   opts.label_selector =
-      fmt::format("{}={},{}", bridge::kPodGroupLabel, spec.name, bridge::kJobIdLabel);
+      workload ? std::string(bridge::kJobIdLabel)
+               : fmt::format("{}={},{}", bridge::kPodGroupLabel, spec.name, bridge::kJobIdLabel);
   Result<kube::List<Pod>> members =
       co_await kube::ListAs<Pod>(kube_, kube::PodsRef(spec.namespace_), opts);
   if (!members) co_return tl::unexpected(members.error());
-  co_return std::ranges::any_of(members->items,
-                                [](const Pod& p) { return !p.spec.node_name.empty(); });
+  co_return std::ranges::any_of(members->items, [&](const Pod& p) {
+    return !p.spec.node_name.empty() && (!workload || p.spec.scheduling_group == spec.name);
+  });
 }
 
 awaitable<Result<std::vector<JobView>>> Scheduler::Candidates(const std::string& group,

@@ -676,6 +676,31 @@ class SchedulerFlowTest : public SchedulerTest {
                            R"("spec":{{"minMember":{}}}}})",
                            name, name, pod_group_min_.at(name)));
     }
+    // The Workload API (scheduling.k8s.io/v1alpha2, Kubernetes 1.36): discovery, the PodGroup
+    // (a gang of workload_min_ pods), and its status subresource.
+    if (path == "/apis/scheduling.k8s.io") {
+      if (!workload_api_served_) return HttpReply(404, "404 page not found");
+      return HttpReply(200,
+                       R"({"kind":"APIGroup","name":"scheduling.k8s.io","versions":[)"
+                       R"({"groupVersion":"scheduling.k8s.io/v1","version":"v1"},)"
+                       R"({"groupVersion":"scheduling.k8s.io/v1alpha2","version":"v1alpha2"}]})");
+    }
+    const std::string workload_groups = "/apis/scheduling.k8s.io/v1alpha2/namespaces/ns/podgroups/";
+    if (path.starts_with(workload_groups)) {
+      if (!workload_api_served_) return HttpReply(404, "404 page not found");
+      std::string name = path.substr(workload_groups.size());
+      const bool status = name.ends_with("/status");
+      if (status) name.resize(name.size() - std::string("/status").size());
+      if (!workload_min_.contains(name)) {
+        return HttpReply(404, R"({"kind":"Status","code":404,"reason":"NotFound"})");
+      }
+      if (status && req.method == "PATCH") workload_status_patches_.push_back(req.body);
+      return HttpReply(
+          200, fmt::format(R"({{"apiVersion":"scheduling.k8s.io/v1alpha2","kind":"PodGroup",)"
+                           R"("metadata":{{"name":"{}","namespace":"ns","uid":"wpg-{}"}},)"
+                           R"("spec":{{"schedulingPolicy":{{"gang":{{"minCount":{}}}}}}}}})",
+                           name, name, workload_min_.at(name)));
+    }
     const std::string jobs = "/apis/batch/v1/namespaces/ns/jobs/";
     if (path.starts_with(jobs)) {
       auto it = owner_jobs_.find(path.substr(jobs.size()));
@@ -770,6 +795,9 @@ class SchedulerFlowTest : public SchedulerTest {
   std::vector<std::string> kube_nodes_ = {"n1"};
   std::map<std::string, std::string> owner_jobs_;                 // Job name -> JSON
   std::map<std::string, int> pod_group_min_;                      // PodGroup -> minMember
+  bool workload_api_served_ = true;                               // scheduling.k8s.io/v1alpha2
+  std::map<std::string, int> workload_min_;                       // its PodGroup -> minCount
+  std::vector<std::string> workload_status_patches_;              // podgroups/status bodies
   std::vector<std::string> events_seen_;                          // event bodies
   std::vector<std::pair<std::string, std::string>> pod_patches_;  // "name[/sub]", body
 };
@@ -1247,6 +1275,88 @@ TEST_F(SchedulerFlowTest, PodGroupThatNeverRanWaitsForMinMember) {
   ASSERT_TRUE(
       AdvanceUntil([&] { return StatusSays("pg-0", "waiting for 1 more pod(s) of PodGroup pg"); }));
   const async::Clock::TimePoint until = clock_.Now() + 30s;
+  ASSERT_TRUE(AdvanceUntil([&] { return clock_.Now() >= until; }, 500ms));
+  EXPECT_EQ(slurm_.calls("SubmitJob"), 0);
+}
+
+// The Workload API (Kubernetes 1.36): pods naming a scheduling.k8s.io/v1alpha2 PodGroup of gang
+// minCount 2 are one Slurm job; the PodGroup's PodGroupScheduled is False with Slurm's reason
+// while the job waits (written once, not at every look), then True once the pods are bound.
+TEST_F(SchedulerFlowTest, WorkloadPodGroupIsOneJobAndItsStatusFollowsSlurm) {
+  kube_nodes_ = {"n1", "n2"};
+  slurm::NodeInfo n2;
+  n2.name = "n2";
+  slurm_.AddNode(n2);
+  workload_min_["train"] = 2;
+  api_.pod_merge_patch = R"({"spec":{"schedulingGroup":{"podGroupName":"train"}}})";
+  api_.AddPod("ns", "w0");
+  Start();
+  ASSERT_TRUE(AdvanceUntil(
+      [&] { return StatusSays("w0", "waiting for 1 more pod(s) of PodGroup train"); }));
+  EXPECT_EQ(slurm_.calls("SubmitJob"), 0);
+  api_.AddPod("ns", "w1");
+  ASSERT_TRUE(AdvanceUntil([&] { return slurm_.calls("SubmitJob") == 1; }));
+  EXPECT_EQ(slurm_.submitted().back().nodes, "2");
+  EXPECT_NE(slurm_.submitted().back().admin_comment.find("WorkloadPodGroup/ns/train"),
+            std::string::npos)
+      << slurm_.submitted().back().admin_comment;
+  const std::int64_t id = JobOf("w0");
+  ASSERT_GT(id, 0);
+  slurm::JobInfo j = *slurm_.Job(id);
+  j.state_reason = "Resources";
+  slurm_.AddJob(j);
+  const std::string pending = fmt::format("Slurm job {} is PENDING (Resources)", id);
+  auto says = [&](const std::string& what) {
+    return static_cast<int>(std::ranges::count_if(
+        workload_status_patches_,
+        [&](const std::string& b) { return b.find(what) != std::string::npos; }));
+  };
+  ASSERT_TRUE(AdvanceUntil([&] { return says(pending) == 1; }));
+  // Each False said what changed (the group filling, then the job's state and reason), under
+  // one lastTransitionTime.
+  const int written = says("PodGroupScheduled");
+  EXPECT_EQ(says(R"("status":"False")"), written)
+      << fmt::format("{}", fmt::join(workload_status_patches_, "\n"));
+  EXPECT_EQ(says(R"("reason":"Unschedulable")"), written);
+  EXPECT_EQ(says("waiting for 1 more pod(s) of PodGroup train"), 1);
+  const std::size_t at = workload_status_patches_.front().find("lastTransitionTime");
+  ASSERT_NE(at, std::string::npos);
+  const std::string since = workload_status_patches_.front().substr(at, 45);
+  EXPECT_EQ(says(since), written) << since;
+  // Looked at again (time passes, the job still waits): not written again.
+  const async::Clock::TimePoint until = clock_.Now() + 10s;
+  ASSERT_TRUE(AdvanceUntil([&] { return clock_.Now() >= until; }, 500ms));
+  EXPECT_EQ(says("PodGroupScheduled"), written);
+  j.job_state = {"RUNNING"};
+  j.nodes = "n[1-2]";
+  slurm_.AddJob(j);
+  ASSERT_TRUE(AdvanceUntil([&] { return bindings_.size() == 2; }));
+  ASSERT_TRUE(AdvanceUntil([&] { return says(R"("status":"True")") == 1; }));
+  EXPECT_EQ(says(fmt::format("Slurm job {} is RUNNING", id)), 1);
+  EXPECT_EQ(says(R"("reason":"Scheduled")"), 1);
+}
+
+// A pod naming a Workload API PodGroup that cannot be read waits (never a job of its own) with a
+// condition and an event that say why: the apiserver does not serve the API, or the PodGroup is
+// not there.
+TEST_F(SchedulerFlowTest, WorkloadPodGroupThatCannotBeReadMakesThePodWait) {
+  workload_api_served_ = false;
+  api_.pod_merge_patch = R"({"spec":{"schedulingGroup":{"podGroupName":"train"}}})";
+  api_.AddPod("ns", "w0");
+  Start();
+  ASSERT_TRUE(AdvanceUntil([&] {
+    return StatusSays("w0", "the apiserver does not serve scheduling.k8s.io/v1alpha2");
+  })) << PatchesOf("w0/status");
+  EXPECT_TRUE(AdvanceUntil([&] { return HasEvent("FailedScheduling", "never scheduled alone"); }));
+  workload_api_served_ = true;
+  api_.pod_merge_patch = R"({"spec":{"schedulingGroup":{"podGroupName":"nowhere"}}})";
+  api_.AddPod("ns", "w1");
+  ASSERT_TRUE(AdvanceUntil([&] {
+    return StatusSays("w1",
+                      "PodGroup nowhere (scheduling.k8s.io/v1alpha2) named by "
+                      "spec.schedulingGroup cannot be read");
+  }));
+  const async::Clock::TimePoint until = clock_.Now() + 15s;
   ASSERT_TRUE(AdvanceUntil([&] { return clock_.Now() >= until; }, 500ms));
   EXPECT_EQ(slurm_.calls("SubmitJob"), 0);
 }

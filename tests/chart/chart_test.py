@@ -124,6 +124,8 @@ SCHEDULER_RULES = expand([
     ("jobset.x-k8s.io", "jobsets", "get"),
     ("leaderworkerset.x-k8s.io", "leaderworkersets", "get"),
     ("scheduling.x-k8s.io", "podgroups", "get"),
+    ("scheduling.k8s.io", "podgroups", "get"),
+    ("scheduling.k8s.io", "podgroups/status", "patch"),
 ])
 CONTROLLERS_RULES = expand([
     ("", "pods", "get,list,watch,patch,delete"),
