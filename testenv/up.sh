@@ -163,7 +163,8 @@ ReturnToService=2
 GresTypes=gpu
 Licenses=matlab:4
 SchedulerType=sched/backfill
-SchedulerParameters=sched_min_interval=0
+# Heterogeneous jobs are started by the backfill scheduler only: every 2 s here (default 30).
+SchedulerParameters=sched_min_interval=0,bf_interval=2
 EnforcePartLimits=ALL
 MaxJobCount=100000
 MaxNodeCount=3000

@@ -161,6 +161,44 @@ slurm::Task<slurm::JobSubmitResult> FakeSlurmClient::SubmitJob(slurm::JobDescrip
   co_return slurm::JobSubmitResult{.job_id = id};
 }
 
+slurm::Task<slurm::JobSubmitResult> FakeSlurmClient::SubmitHetJob(
+    std::vector<slurm::JobDescription> components) {
+  std::optional<Failure> f = Enter("SubmitJob");
+  if (f && !f->apply) co_return tl::unexpected(f->error);
+  het_submitted_.push_back(components);
+  const std::int64_t first = next_job_id;
+  for (std::size_t k = 0; k < components.size(); ++k) {
+    const slurm::JobDescription& job = components[k];
+    slurm::JobInfo info;
+    info.job_id = next_job_id;
+    info.name = job.name;
+    info.job_state = {"PENDING"};
+    info.state_reason = "None";
+    info.partition = job.partition;
+    info.admin_comment = job.admin_comment;
+    info.flags = job.flags;
+    info.tres_per_node = job.tres_per_node;
+    info.het_job_id = first;
+    info.het_job_offset = static_cast<std::int64_t>(k);
+    AddJob(std::move(info));
+  }
+  if (f) co_return tl::unexpected(f->error);
+  co_return slurm::JobSubmitResult{.job_id = first};
+}
+
+slurm::Task<std::vector<slurm::JobInfo>> FakeSlurmClient::GetJobRecords(std::int64_t job_id) {
+  if (auto f = Enter("GetJob")) co_return tl::unexpected(f->error);
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) co_return tl::unexpected(NotFound("job " + std::to_string(job_id)));
+  std::vector<slurm::JobInfo> out{it->second};
+  if (it->second.het_job_id == job_id) {
+    for (auto c = std::next(it); c != jobs_.end() && c->second.het_job_id == job_id; ++c) {
+      out.push_back(c->second);
+    }
+  }
+  co_return out;
+}
+
 slurm::Task<slurm::JobInfo> FakeSlurmClient::GetJob(std::int64_t job_id) {
   if (auto f = Enter("GetJob")) co_return tl::unexpected(f->error);
   auto it = jobs_.find(job_id);
@@ -240,6 +278,11 @@ slurm::Task<bool> FakeSlurmClient::CancelJob(std::int64_t job_id, slurm::CancelO
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) co_return tl::unexpected(NotFound("job " + std::to_string(job_id)));
   if (!Ended(it->second.BaseState())) it->second.job_state = {"CANCELLED"};
+  if (it->second.het_job_id == job_id) {  // a heterogeneous job: every component
+    for (auto c = std::next(it); c != jobs_.end() && c->second.het_job_id == job_id; ++c) {
+      if (!Ended(c->second.BaseState())) c->second.job_state = {"CANCELLED"};
+    }
+  }
   ++changed_;
   if (f) co_return tl::unexpected(f->error);
   co_return true;

@@ -12,6 +12,9 @@
 //     job, as slurmrestd); of an ended job it does nothing and succeeds. UpdateJob of a PENDING
 //     job applies name, partition, admin_comment, comment, nodes, excluded_nodes; of any other
 //     job kFailedPrecondition (Slurm's 2073). updates() records every UpdateJob call.
+//   - SubmitHetJob stores one job per component, with consecutive ids (het_job_id the first,
+//     het_job_offset 0, 1, ...); GetJobRecords of the first answers every component; CancelJob
+//     of it cancels every component. het_submitted() keeps each call's components.
 //   - JobStates with no ids answers every job, with ids the known ones among them (forgotten
 //     jobs are left out, as slurmrestd does); state_queries() keeps the id list of every call.
 //   - ListJobsSince(t): every change above (and AddJob, SubmitJob, Forget) moves a logical
@@ -87,6 +90,9 @@ class FakeSlurmClient final : public slurm::Client {
   [[nodiscard]] int calls(const std::string& name) const;
   [[nodiscard]] const std::vector<std::int64_t>& cancels() const { return cancels_; }
   [[nodiscard]] const std::vector<slurm::JobDescription>& submitted() const { return submitted_; }
+  [[nodiscard]] const std::vector<std::vector<slurm::JobDescription>>& het_submitted() const {
+    return het_submitted_;
+  }
   [[nodiscard]] const std::vector<std::vector<std::int64_t>>& state_queries() const {
     return state_queries_;
   }
@@ -109,7 +115,11 @@ class FakeSlurmClient final : public slurm::Client {
   [[nodiscard]] slurm::Task<slurm::ApiVersion> Version() override;
   [[nodiscard]] slurm::Task<std::vector<slurm::PingResult>> Ping() override;
   [[nodiscard]] slurm::Task<slurm::JobSubmitResult> SubmitJob(slurm::JobDescription job) override;
+  [[nodiscard]] slurm::Task<slurm::JobSubmitResult> SubmitHetJob(
+      std::vector<slurm::JobDescription> components) override;
   [[nodiscard]] slurm::Task<slurm::JobInfo> GetJob(std::int64_t job_id) override;
+  [[nodiscard]] slurm::Task<std::vector<slurm::JobInfo>> GetJobRecords(
+      std::int64_t job_id) override;
   [[nodiscard]] slurm::Task<std::vector<slurm::JobInfo>> ListJobs() override;
   [[nodiscard]] slurm::Task<slurm::JobList> ListJobsSince(std::int64_t update_time) override;
   [[nodiscard]] slurm::Task<std::vector<slurm::JobStateEntry>> JobStates(
@@ -144,6 +154,7 @@ class FakeSlurmClient final : public slurm::Client {
   std::map<std::string, int> calls_;
   std::vector<std::int64_t> cancels_;
   std::vector<slurm::JobDescription> submitted_;
+  std::vector<std::vector<slurm::JobDescription>> het_submitted_;
   std::vector<std::vector<std::int64_t>> state_queries_;
   std::int64_t changed_ = 1;  // logical clock of the last change (ListJobsSince)
   std::vector<std::pair<std::int64_t, slurm::JobDescription>> updates_;

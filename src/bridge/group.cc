@@ -122,21 +122,28 @@ Result<GroupSpec> ResolveGroup(const kube::Pod& pod, const std::vector<kube::Gen
     if (workload_pod_group == nullptr) {
       // The caller reads the PodGroup first; without it the pod could start part of a gang.
       return MakeError(ErrorCode::kInvalidArgument,
-                       fmt::format("spec.schedulingGroup names PodGroup {} ({}), which could not "
-                                   "be read: the pod is never scheduled alone",
-                                   wpg, kWorkloadPodGroupApiVersion));
+                       fmt::format("spec.schedulingGroup names PodGroup {} (scheduling.k8s.io/"
+                                   "v1beta1 or scheduling.k8s.io/v1alpha2), which could not be "
+                                   "read: the pod is never scheduled alone",
+                                   wpg));
     }
     Result<json::value> spec = ParseSpec(*workload_pod_group);
     if (!spec) return tl::unexpected(spec.error());
-    // scheduling.k8s.io/v1alpha2 (Kubernetes 1.36, types.go): spec.schedulingPolicy is a union
-    // of `basic: {}` (standard scheduling, pod by pod) and `gang: {minCount: int32 >= 1}`
-    // (all or nothing once minCount pods are there).
+    // spec.schedulingPolicy is a union of `basic: {}` (standard scheduling, pod by pod) and
+    // `gang: {minCount: int32 >= 1}` (all or nothing once minCount pods are there), with the
+    // same field names in scheduling.k8s.io/v1alpha2 (Kubernetes 1.36 types.go) and v1beta1
+    // (the 1.37 OpenAPI document: PodGroupSpec.schedulingPolicy, GangSchedulingPolicy.minCount;
+    // minCount is mutable there, and the group's size follows it when the PodGroup is read
+    // again). v1beta1's other spec fields (disruptionMode, priority, resourceClaims,
+    // schedulingConstraints, parentCompositePodGroupName, workloadRef) are not read.
     const json::value* gang = At(*spec, {"schedulingPolicy", "gang"});
     const json::value* basic = At(*spec, {"schedulingPolicy", "basic"});
     const bool has_gang = gang != nullptr && !gang->is_null();
     const bool has_basic = basic != nullptr && !basic->is_null();
     const std::string what =
-        fmt::format("PodGroup {}/{} ({})", ns, wpg, kWorkloadPodGroupApiVersion);
+        fmt::format("PodGroup {}/{} ({})", ns, wpg,
+                    workload_pod_group->api_version.empty() ? std::string(kWorkloadApiGroup)
+                                                            : workload_pod_group->api_version);
     if (has_gang == has_basic) {
       return MakeError(ErrorCode::kInvalidArgument,
                        fmt::format("{}: spec.schedulingPolicy must set exactly one of gang and "
@@ -258,7 +265,22 @@ bool InGroup(const kube::Pod& pod, const GroupSpec& spec) {
   return spec.key == "Pod/" + pod.metadata.namespace_ + "/" + pod.metadata.name;
 }
 
-std::optional<kube::Condition> PodGroupScheduledCondition(const kube::GenericObject& pod_group) {
+std::string WorkloadPodGroupApiVersion(const std::vector<std::string>& served) {
+  for (std::string_view version : {"v1beta1", "v1alpha2"}) {
+    if (std::ranges::find(served, version) != served.end()) {
+      return fmt::format("{}/{}", kWorkloadApiGroup, version);
+    }
+  }
+  return {};
+}
+
+std::string_view PodGroupConditionType(std::string_view api_version) {
+  return api_version == "scheduling.k8s.io/v1beta1" ? kPodGroupInitiallyScheduled
+                                                    : kPodGroupScheduled;
+}
+
+std::optional<PodGroupCondition> FindPodGroupCondition(const kube::GenericObject& pod_group,
+                                                       std::string_view type) {
   if (pod_group.status_json.empty()) return std::nullopt;
   boost::system::error_code ec;
   json::value status = json::parse(pod_group.status_json, ec);
@@ -270,25 +292,53 @@ std::optional<kube::Condition> PodGroupScheduledCondition(const kube::GenericObj
     return v != nullptr && v->is_string() ? std::string(v->as_string()) : std::string();
   };
   for (const json::value& c : conds->as_array()) {
-    if (str(c, "type") != "PodGroupScheduled") continue;
-    return kube::Condition{.type = "PodGroupScheduled",
-                           .status = str(c, "status"),
-                           .reason = str(c, "reason"),
-                           .message = str(c, "message"),
-                           .last_transition_time = str(c, "lastTransitionTime")};
+    if (str(c, "type") != type) continue;
+    return PodGroupCondition{
+        .condition = kube::Condition{.type = std::string(type),
+                                     .status = str(c, "status"),
+                                     .reason = str(c, "reason"),
+                                     .message = str(c, "message"),
+                                     .last_transition_time = str(c, "lastTransitionTime")},
+        .observed_generation =
+            std::max<std::int64_t>(0, IntAt(c, {"observedGeneration"}).value_or(0))};
   }
   return std::nullopt;
+}
+
+std::optional<kube::Condition> PodGroupScheduledCondition(const kube::GenericObject& pod_group) {
+  std::optional<PodGroupCondition> c = FindPodGroupCondition(pod_group, kPodGroupScheduled);
+  if (!c) return std::nullopt;
+  return std::move(c->condition);
+}
+
+std::string PodGroupConditionPatch(std::string_view type, bool scheduled, std::string_view reason,
+                                   std::string_view message, std::string_view last_transition_time,
+                                   std::int64_t observed_generation) {
+  // metav1.Condition: type, status, reason, message and lastTransitionTime are required;
+  // observedGeneration is optional (int64, at least 0). Conditions merge by type.
+  std::string generation =
+      observed_generation > 0 ? fmt::format(",\"observedGeneration\":{}", observed_generation) : "";
+  return fmt::format(
+      "{{\"status\":{{\"conditions\":[{{\"type\":{},\"status\":\"{}\","
+      "\"reason\":{},\"message\":{},\"lastTransitionTime\":{}{}}}]}}}}",
+      kube::JsonQuote(type), scheduled ? "True" : "False", kube::JsonQuote(reason),
+      kube::JsonQuote(message), kube::JsonQuote(last_transition_time), generation);
 }
 
 std::string PodGroupScheduledPatch(bool scheduled, std::string_view reason,
                                    std::string_view message,
                                    std::string_view last_transition_time) {
-  // metav1.Condition: type, status, reason, message and lastTransitionTime are all required.
-  return fmt::format(
-      "{{\"status\":{{\"conditions\":[{{\"type\":\"PodGroupScheduled\",\"status\":\"{}\","
-      "\"reason\":{},\"message\":{},\"lastTransitionTime\":{}}}]}}}}",
-      scheduled ? "True" : "False", kube::JsonQuote(reason), kube::JsonQuote(message),
-      kube::JsonQuote(last_transition_time));
+  return PodGroupConditionPatch(kPodGroupScheduled, scheduled, reason, message,
+                                last_transition_time);
+}
+
+std::optional<std::int64_t> ScheduleTimeoutSeconds(const kube::GenericObject& pod_group) {
+  Result<json::value> spec = ParseSpec(pod_group);
+  if (!spec) return std::nullopt;
+  // *int32 in the coscheduling types; a CRD's schema may let any integer through.
+  std::optional<std::int64_t> seconds = CountAt(*spec, {"scheduleTimeoutSeconds"});
+  if (!seconds || *seconds <= 0) return std::nullopt;
+  return seconds;
 }
 
 }  // namespace sb::bridge

@@ -2,6 +2,7 @@
 #include "bridge/invariants.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <ctime>
 #include <map>
@@ -63,6 +64,16 @@ std::int64_t LabelledJobId(const kube::Pod& p) {
   } catch (const std::exception&) {
     return 0;
   }
+}
+
+// The component of a heterogeneous job a pod is labelled with (0: none, or the first).
+int HetOffset(const kube::Pod& p) {
+  auto label = p.metadata.labels.find(std::string(kHetJobOffsetLabel));
+  if (label == p.metadata.labels.end()) return 0;
+  int k = 0;
+  auto [end, ec] =
+      std::from_chars(label->second.data(), label->second.data() + label->second.size(), k);
+  return ec == std::errc() && end == label->second.data() + label->second.size() && k > 0 ? k : 0;
 }
 
 // Why `p` no longer holds its job; "" while it is alive.
@@ -199,12 +210,28 @@ std::vector<Violation> CheckInvariants(const Snapshot& s, WallTime now, const In
                         subject, node, id, p->metadata.uid));
         continue;
       }
-      Result<std::vector<std::string>> hosts = ExpandHostlist(job.nodes);
+      // A heterogeneous job's pod: the nodes of its component (its het-job-offset label).
+      const slurm::JobInfo* component = &job;
+      if (const int k = HetOffset(*p); k > 0) {
+        auto c = by_id.find(id + k);
+        component =
+            c != by_id.end() && c->second->het_job_id == id && c->second->het_job_offset == k
+                ? c->second
+                : nullptr;
+      }
+      if (component == nullptr) {
+        add(Invariant::kNoAllocation, subject,
+            fmt::format("{} is bound to node {} for component +{} of Slurm job {}, which it has "
+                        "not",
+                        subject, node, HetOffset(*p), id));
+        continue;
+      }
+      Result<std::vector<std::string>> hosts = ExpandHostlist(component->nodes);
       const std::string want = slurm_name(node);
       if (!hosts || std::ranges::find(*hosts, want) == hosts->end()) {
         add(Invariant::kNoAllocation, subject,
             fmt::format("{} is bound to node {} (Slurm node {}) but Slurm job {} runs on '{}'",
-                        subject, node, want, id, job.nodes));
+                        subject, node, want, component->job_id, component->nodes));
       }
       continue;
     }
@@ -229,18 +256,19 @@ std::vector<Violation> CheckInvariants(const Snapshot& s, WallTime now, const In
 
   // Invariant 6: one alive pod per node of a job (a pod being deleted holds its node until it is
   // no longer alive: the kubelet still counts it).
-  std::map<std::pair<std::int64_t, std::string>, std::vector<std::string>> on_node;
+  // (Per component of a heterogeneous job: two components may share a node.)
+  std::map<std::tuple<std::int64_t, int, std::string>, std::vector<std::string>> on_node;
   for (const kube::Pod* p : pods) {
     if (p->spec.node_name.empty() || !NotAlive(*p, nodes, now, o).empty()) continue;
     const std::int64_t id = LabelledJobId(*p);
     if (!ours.contains(id)) continue;
-    on_node[{id, p->spec.node_name}].push_back(PodKey(*p));
+    on_node[{id, HetOffset(*p), p->spec.node_name}].push_back(PodKey(*p));
   }
   for (const auto& [where, keys] : on_node) {
     if (keys.size() < 2) continue;
-    const std::string subject = fmt::format("Slurm job {}", where.first);
+    const std::string subject = fmt::format("Slurm job {}", std::get<0>(where));
     add(Invariant::kTwoPodsOnANode, subject,
-        fmt::format("{} has {} alive pods on node {}: {}", subject, keys.size(), where.second,
+        fmt::format("{} has {} alive pods on node {}: {}", subject, keys.size(), std::get<2>(where),
                     fmt::join(keys, ", ")));
   }
 

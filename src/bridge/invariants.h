@@ -16,10 +16,11 @@
 //      or past its grace period with its node gone or not Ready, or `stuck_after` past it.
 //   4. kNoAllocation: no pod is bound where Slurm allocated nothing: its node is among the
 //      job's nodes (by the node's Slurm name: label slinky.slurm.net/slurm-nodename, else its
-//      own name).
+//      own name); a heterogeneous job's pod, among its component's (its het-job-offset label).
 //   5. kWaitingOnRunningJob: no pod waits (unbound) while its job is RUNNING.
-//   6. kTwoPodsOnANode: one pod per node of a job: no two alive pods labelled with one job are
-//      bound to the same node (a replacement bound beside a predecessor that still terminates).
+//   6. kTwoPodsOnANode: one pod per node of a job (of a heterogeneous job's component): no two
+//      alive pods labelled with one job are bound to the same node (a replacement bound beside
+//      a predecessor that still terminates).
 //   7. kNoJobState: a job of ours has a state; one Slurm answered without a readable state is
 //      not taken for ended (it could then be neither an orphan nor a duplicate).
 //   8. kWaitingWithoutJob (liveness, with `max_wait` only): no pod of ours waits unbound,

@@ -73,6 +73,33 @@ std::vector<Row> Rows() {
     rows.push_back(r);
   }
   {
+    // Issue #27: a heterogeneous job's pods are checked against their own component's nodes
+    // (the het-job-offset label): the launcher on component 0's n1, a worker on component 1's
+    // n2 are fine; a worker on n1 (the launcher's) and a pod of a component the job has not are
+    // not.
+    Row r{.name = "heterogeneous job: each pod on its component's nodes", .snapshot = Base()};
+    auto het = [](kube::Pod p, int offset) {
+      p.metadata.labels[std::string(kHetJobIdLabel)] = "7";
+      p.metadata.labels[std::string(kHetJobOffsetLabel)] = std::to_string(offset);
+      return p;
+    };
+    r.snapshot.pods = {het(MakePod("l", "n1", 7), 0), het(MakePod("w", "n2", 7), 1),
+                       het(MakePod("x", "n1", 7), 1), het(MakePod("y", "n3", 7), 2)};
+    slurm::JobInfo leader = MakeJob(7, "RUNNING", "n1", {"l", "w", "x", "y"}, "JobSet/ns/mpi");
+    leader.het_job_id = 7;
+    slurm::JobInfo workers = MakeJob(8, "RUNNING", "n[2-3]", {});
+    workers.admin_comment = R"({"pods":["ns/w","ns/x","ns/y"]})";
+    workers.het_job_id = 7;
+    workers.het_job_offset = 1;
+    r.snapshot.jobs = {leader, workers};
+    r.want = {
+        "bound-without-allocation: pod ns/x is bound to node n1 (Slurm node n1) but Slurm job 8 "
+        "runs on 'n[2-3]'",
+        "bound-without-allocation: pod ns/y is bound to node n3 for component +2 of Slurm job 7, "
+        "which it has not"};
+    rows.push_back(r);
+  }
+  {
     Row r{.name = "a gang on the job's hostlist is fine", .snapshot = Base()};
     r.snapshot.pods = {MakePod("a", "n1", 7), MakePod("b", "n3", 7)};
     r.snapshot.jobs = {MakeJob(7, "RUNNING", "n[1,3]", {"a", "b"}, "Job/ns/train")};

@@ -15,6 +15,11 @@ inline constexpr std::string_view kDefaultSchedulerName = "slurm-bridge-schedule
 
 // Pod label: the Slurm job id of the pod's placeholder job (same on every pod of a group).
 inline constexpr std::string_view kJobIdLabel = "scheduler.slinky.slurm.net/slurm-jobid";
+// Pod labels of a heterogeneous job's pods (upstream 1.3): the het job's id (as kJobIdLabel),
+// and the offset of the component the pod's node belongs to ("0", "1", ...).
+inline constexpr std::string_view kHetJobIdLabel = "scheduler.slinky.slurm.net/slurm-het-jobid";
+inline constexpr std::string_view kHetJobOffsetLabel =
+    "scheduler.slinky.slurm.net/slurm-het-job-offset";
 // Pod annotation: the Kubernetes node the pod is placed on by its Slurm job.
 inline constexpr std::string_view kNodeAnnotation = "slinky.slurm.net/slurm-node";
 // Pod annotation: the GPU indices Slurm gave the pod's job on the pod's node ("0,2", as Slurm's
@@ -40,6 +45,11 @@ inline constexpr std::string_view kLwsGroupHashLabel = "leaderworkerset.sigs.k8s
 inline constexpr std::string_view kLwsNameLabel = "leaderworkerset.sigs.k8s.io/name";
 inline constexpr std::string_view kLwsGroupIndexLabel = "leaderworkerset.sigs.k8s.io/group-index";
 inline constexpr std::string_view kJobSetNameLabel = "jobset.sigs.k8s.io/jobset-name";
+// The parts of a group (bridge/parts.h): a JobSet's replicated job, an LWS pod's worker index
+// ("0": the leader).
+inline constexpr std::string_view kJobSetReplicatedJobLabel =
+    "jobset.sigs.k8s.io/replicatedjob-name";
+inline constexpr std::string_view kLwsWorkerIndexLabel = "leaderworkerset.sigs.k8s.io/worker-index";
 
 // Ours, beyond upstream: on a batch Job or JobSet, "true" makes all its pods one gang (one
 // Slurm job, all or nothing) instead of one Slurm job per pod.

@@ -19,6 +19,11 @@ std::string EncodeJobTag(const JobTag& tag) {
   json::array uids;
   for (const std::string& u : tag.uids) uids.emplace_back(u);
   ours["uids"] = std::move(uids);
+  if (!tag.parts.empty()) {
+    json::array parts;
+    for (const std::string& p : tag.parts) parts.emplace_back(p);
+    ours["parts"] = std::move(parts);
+  }
   root["slurm-bridge"] = std::move(ours);
   return json::serialize(root);
 }
@@ -52,6 +57,12 @@ std::optional<JobTag> ParseJobTag(std::string_view admin_comment) {
       if (const json::value* uids = o.if_contains("uids"); uids != nullptr && uids->is_array()) {
         for (const json::value& u : uids->as_array()) {
           tag.uids.push_back(u.is_string() ? std::string(u.as_string()) : std::string());
+        }
+      }
+      if (const json::value* parts = o.if_contains("parts");
+          parts != nullptr && parts->is_array()) {
+        for (const json::value& p : parts->as_array()) {
+          tag.parts.push_back(p.is_string() ? std::string(p.as_string()) : std::string());
         }
       }
     }

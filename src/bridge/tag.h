@@ -9,6 +9,9 @@
 //    "slurm-bridge":{"v":1,"cluster":"kubernetes","scheduler":"slurm-bridge-scheduler",
 //                    "group":"Job/ns/train","uids":["<uid of ns/a>","<uid of ns/b>"]}}
 //
+// A heterogeneous job's first component also has "parts":["launcher","worker"] in the
+// "slurm-bridge" object (its part names, by component offset).
+//
 // "pods" is upstream's format, so its tooling still parses our jobs. The "slurm-bridge" object
 // makes the tag unambiguous: a job is the bridge's only when it is present with v=1, and this
 // bridge's only when cluster and scheduler match. A foreign job, even with JSON in admin_comment,
@@ -26,6 +29,8 @@ struct JobTag {
   std::vector<std::string> pods;  // "ns/name", in group order
   std::vector<std::string> uids;  // same order as pods
   std::string group;              // the group key (group.h)
+  // A heterogeneous job's part names, by component offset (bridge/parts.h); empty otherwise.
+  std::vector<std::string> parts;
   std::string cluster;
   std::string scheduler;
   bool ours = false;  // the "slurm-bridge" object was there (set by ParseJobTag)

@@ -17,6 +17,7 @@
 
 #include "admission/review.h"
 #include "bridge/gres.h"
+#include "bridge/names.h"
 #include "testing/kubelet_e2e.h"
 
 namespace sb::controllers {
@@ -229,6 +230,86 @@ TEST_F(KubeletE2e, GangJobRunsItsFourContainersOnTheFourNodesOfOneSlurmJob) {
   EXPECT_EQ(Hostnames(info->nodes), slurm_nodes)
       << "the pods ran on the job's nodes: " << info->nodes;
   EXPECT_TRUE(WaitFor([&] { return JobState(job) == "CANCELLED"; }, 30s)) << JobState(job);
+}
+
+// Issue #27 on real kubelets: a coscheduling PodGroup of a launcher (no GPU) and 3 workers of
+// another shape (a GPU each), not exclusive, is one Slurm heterogeneous job of two components
+// (which may share a node: the launcher beside a worker). Every container
+// runs, on a node of its own component, and reads the GPUs Slurm gave that component on its node
+// (the workers one index each); the pods carry the het job's labels.
+TEST_F(KubeletE2e, HeterogeneousPodGroupRunsEachPartOnItsOwnComponent) {
+  scheduler_ = StartBridge("all");
+  auto pg = RunSync(
+      io_, kube_->Create(kube::ResourceRef{.group = "scheduling.x-k8s.io",
+                                           .version = "v1alpha1",
+                                           .resource = "podgroups",
+                                           .namespace_ = ns_},
+                         fmt::format(R"({{"apiVersion":"scheduling.x-k8s.io/v1alpha1",)"
+                                     R"("kind":"PodGroup","metadata":{{"name":"mpi",)"
+                                     R"("namespace":"{}","annotations":)"
+                                     R"({{"slurmjob.slinky.slurm.net/exclusive":"false"}}}},)"
+                                     R"("spec":{{"minMember":4}}}})",
+                                     ns_)));
+  ASSERT_TRUE(pg) << pg.error().message;
+  auto create = [&](const std::string& name, const std::string& limits) {
+    const std::string manifest = fmt::format(
+        R"({{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"{}","namespace":"{}",
+        "labels":{{"scheduling.x-k8s.io/pod-group":"mpi"}}}},
+        "spec":{{"schedulerName":"slurm-bridge-scheduler","restartPolicy":"Never",
+        "terminationGracePeriodSeconds":5,
+        "containers":[{{"name":"c","image":"localhost/busybox:1","imagePullPolicy":"Never",
+        "command":["sh","-c","echo on $NODE_NAME gpus=$GPUS; sleep 3"],
+        "env":[{{"name":"NODE_NAME","valueFrom":{{"fieldRef":{{"fieldPath":"spec.nodeName"}}}}}},
+        {{"name":"GPUS","valueFrom":{{"fieldRef":{{"fieldPath":
+        "metadata.annotations['slinky.slurm.net/slurm-job-gpus']"}}}}}}],
+        "resources":{{"limits":{}}}}}]}}}})",
+        name, ns_, limits);
+    auto r = RunSync(io_, kube_->Create(kube::PodsRef(ns_), manifest));
+    ASSERT_TRUE(r) << r.error().message;
+  };
+  create("launcher", R"({"cpu":"100m","memory":"64Mi"})");
+  for (int i = 0; i < 3; ++i) {
+    create("worker-" + std::to_string(i), R"({"cpu":"200m","memory":"64Mi","nvidia.com/gpu":"1"})");
+  }
+  std::vector<kube::Pod> pods;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        pods = Pods();
+        return pods.size() == 4 &&
+               std::ranges::all_of(pods, [](const kube::Pod& p) { return HasEnded(p); });
+      },
+      180s))
+      << pods.size() << " pods";
+  const std::int64_t id = JobId(pods.front());
+  auto records = RunSync(io_, slurm_->GetJobRecords(id));
+  ASSERT_TRUE(records) << records.error().ToString();
+  ASSERT_EQ(records->size(), 2u) << "components of Slurm job " << id;
+  std::map<std::string, std::string> offset_of;  // pod -> its het-job-offset label
+  for (const kube::Pod& p : pods) {
+    SCOPED_TRACE(p.metadata.name);
+    EXPECT_EQ(p.status.phase, "Succeeded") << p.status.message;
+    EXPECT_EQ(JobId(p), id);
+    EXPECT_EQ(p.metadata.labels.at(std::string(bridge::kHetJobIdLabel)), std::to_string(id));
+    const std::string offset = p.metadata.labels.at(std::string(bridge::kHetJobOffsetLabel));
+    offset_of[p.metadata.name] = offset;
+    const slurm::JobInfo& component = (*records)[offset == "1" ? 1 : 0];
+    EXPECT_TRUE(Hostnames(component.nodes).contains(SlurmNames()[p.spec.node_name]))
+        << p.spec.node_name << " is not a node of component " << offset << " (" << component.nodes
+        << ")";
+    const std::string log = Logs(p.metadata.name);
+    EXPECT_NE(log.find("on " + p.spec.node_name + " gpus="), std::string::npos) << log;
+    // Not exclusive, so each component holds what it asks for: a worker's component one GPU per
+    // node (one index), the launcher's none (an exclusive job would hold the node's four).
+    const std::size_t at = log.find("gpus=");
+    const std::string gpus =
+        at == std::string::npos ? "?" : log.substr(at + 5, log.find('\n', at) - at - 5);
+    EXPECT_EQ(gpus.size(), p.metadata.name == "launcher" ? 0u : 1u) << log;
+  }
+  EXPECT_NE(offset_of["launcher"], offset_of["worker-0"]);
+  EXPECT_EQ(offset_of["worker-0"], offset_of["worker-1"]);
+  EXPECT_EQ(offset_of["worker-1"], offset_of["worker-2"]);
+  // Every member done: the controllers cancel the het job, every component with it.
+  EXPECT_TRUE(WaitFor([&] { return JobState(id) == "CANCELLED"; }, 30s)) << JobState(id);
 }
 
 // A kubelet stopped under a running pod: its Node turns NotReady (node lifecycle controller), the

@@ -126,7 +126,10 @@ class Client {
 
   // Discovery: the versions the server serves of API group `group` (GET /apis/<group>, an
   // APIGroup), in the server's order (preferred first). kNotFound when the group is not served.
-  // The production client asks once and keeps a successful answer; this default asks each time.
+  // The production client keeps an answer (the versions, or kNotFound) for
+  // ClientOptions::discovery_ttl and asks again when next called after that, so an API turned
+  // on or off while the process runs is seen within it; other errors are not kept. This default
+  // asks each time.
   [[nodiscard]] virtual boost::asio::awaitable<Result<std::vector<std::string>>> GroupVersions(
       std::string group);
 };
@@ -142,6 +145,9 @@ struct ClientOptions {
   // Longest watch event line; a longer one (or a line that never ends) fails the watch with
   // kInternal ("over the limit") so that the caller relists, instead of growing a buffer.
   std::size_t max_watch_line = std::size_t{16} << 20;
+  // How long a discovery answer (GroupVersions) is kept: at most one GET /apis/<group> per group
+  // this often, however many callers ask.
+  std::chrono::seconds discovery_ttl{60};
   // Waits before a throttled (429) retry or a paced request; empty: a steady_timer. Tests record
   // the waits with it.
   std::function<boost::asio::awaitable<void>(std::chrono::milliseconds)> throttle_wait;
@@ -149,7 +155,8 @@ struct ClientOptions {
   // request, retries and watches included, takes a token first. qps 0: no limit.
   double qps = 0;
   int burst = 0;
-  // The time the rate is measured on; empty: steady_clock. Tests give a fake one.
+  // The time the rate and discovery_ttl are measured on; empty: steady_clock. Tests give a fake
+  // one.
   std::function<std::chrono::steady_clock::time_point()> now;
 };
 

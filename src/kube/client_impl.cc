@@ -295,21 +295,31 @@ class ClientImpl final : public Client {
   }
 
   asio::awaitable<Result<std::vector<std::string>>> GroupVersions(std::string group) override {
-    if (auto it = group_versions_.find(group); it != group_versions_.end()) {
-      co_return it->second;
+    const auto now = Now();
+    if (auto it = group_versions_.find(group);
+        it != group_versions_.end() && now - it->second.asked < options_.discovery_ttl) {
+      co_return it->second.answer;
     }
     Result<std::vector<std::string>> versions = co_await Client::GroupVersions(group);
-    if (versions) {
-      group_versions_[group] = *versions;
+    // The versions, or that the group is not served (404), are kept for discovery_ttl; a
+    // transient failure is not (the next call asks again).
+    if (versions || versions.error().code == ErrorCode::kNotFound) {
+      group_versions_.insert_or_assign(group, Discovered{.answer = versions, .asked = now});
+    } else {
+      group_versions_.erase(group);
     }
     co_return versions;
   }
 
  private:
+  std::chrono::steady_clock::time_point Now() const {
+    return options_.now ? options_.now() : std::chrono::steady_clock::now();
+  }
+
   // Waits for the request's token when clientQPS is set.
   asio::awaitable<void> Pace() {
     if (!bucket_.limited()) co_return;
-    const auto now = options_.now ? options_.now() : std::chrono::steady_clock::now();
+    const auto now = Now();
     const auto wait = std::chrono::ceil<std::chrono::milliseconds>(bucket_.Reserve(now));
     if (wait.count() <= 0) co_return;
     co_await Wait(wait);
@@ -386,8 +396,13 @@ class ClientImpl final : public Client {
   net::HttpClient& http_;
   std::shared_ptr<TokenSource> token_;
   ClientOptions options_;
-  TokenBucket bucket_;                                              // clientQPS / clientBurst
-  std::map<std::string, std::vector<std::string>> group_versions_;  // discovery, by group
+  TokenBucket bucket_;  // clientQPS / clientBurst
+  // Discovery answers by group (GroupVersions), kept for options_.discovery_ttl.
+  struct Discovered {
+    Result<std::vector<std::string>> answer;
+    std::chrono::steady_clock::time_point asked;
+  };
+  std::map<std::string, Discovered> group_versions_;
 };
 
 asio::awaitable<Result<void>> Discard(asio::awaitable<Result<std::string>> op) {

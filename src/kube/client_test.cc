@@ -537,6 +537,69 @@ TEST_F(ClientTest, EvictionUsesPolicyV1WhereDiscoveryOffersIt) {
   EXPECT_EQ(server_->requests().size(), 1u);
 }
 
+// Discovery answers are kept for discovery_ttl, then asked again: an API group turned on (or a
+// version added) while the process runs is seen within a minute, not after a restart. "Not
+// served" (404) is kept as long; a transient failure is not kept at all.
+TEST_F(ClientTest, DiscoveryAnswersAreKeptForTheirTtlThenAskedAgain) {
+  const std::string alpha =
+      R"({"kind":"APIGroup","apiVersion":"v1","name":"scheduling.k8s.io","versions":[)"
+      R"({"groupVersion":"scheduling.k8s.io/v1","version":"v1"},)"
+      R"({"groupVersion":"scheduling.k8s.io/v1alpha2","version":"v1alpha2"}]})";
+  const std::string beta =
+      R"({"kind":"APIGroup","apiVersion":"v1","name":"scheduling.k8s.io","versions":[)"
+      R"({"groupVersion":"scheduling.k8s.io/v1","version":"v1"},)"
+      R"({"groupVersion":"scheduling.k8s.io/v1beta1","version":"v1beta1"},)"
+      R"({"groupVersion":"scheduling.k8s.io/v1alpha2","version":"v1alpha2"}]})";
+  int answer = 404;  // what the server says next: 404, 503, 1 (alpha), 2 (beta)
+  auto now = std::chrono::steady_clock::time_point{} + std::chrono::hours(1);
+  ClientOptions options;
+  options.now = [&] { return now; };
+  Start(
+      [&](const FakeRequest& r) {
+        if (r.target != "/apis/scheduling.k8s.io") return HttpReply(500, "{}");
+        if (answer == 404) return HttpReply(404, "404 page not found");
+        if (answer == 503) return HttpReply(503, StatusBody(503, "ServiceUnavailable", "busy"));
+        return HttpReply(200, answer == 1 ? alpha : beta);
+      },
+      nullptr, options);
+  auto ask = [&] { return RunSync(io_, client_->GroupVersions("scheduling.k8s.io")); };
+  EXPECT_EQ(ClientOptions{}.discovery_ttl, std::chrono::seconds(60));
+
+  // Not served: kept for the TTL, even once the server serves it.
+  Result<std::vector<std::string>> v = ask();
+  ASSERT_FALSE(v);
+  EXPECT_EQ(v.error().code, ErrorCode::kNotFound);
+  answer = 1;
+  now += std::chrono::seconds(59);
+  EXPECT_FALSE(ask());
+  EXPECT_EQ(server_->requests().size(), 1u) << "asked again within the TTL";
+  // A minute after it was asked: asked again, and the API is seen.
+  now += std::chrono::seconds(1);
+  v = ask();
+  ASSERT_TRUE(v) << v.error().message;
+  EXPECT_EQ(*v, (std::vector<std::string>{"v1", "v1alpha2"}));
+  EXPECT_EQ(server_->requests().size(), 2u);
+  // A version added later is seen after the TTL too.
+  answer = 2;
+  now += std::chrono::seconds(30);
+  EXPECT_EQ(*ask(), (std::vector<std::string>{"v1", "v1alpha2"}));
+  now += std::chrono::seconds(30);
+  EXPECT_EQ(*ask(), (std::vector<std::string>{"v1", "v1beta1", "v1alpha2"}));
+  EXPECT_EQ(server_->requests().size(), 3u);
+  // A transient failure is returned and not kept: the next call asks again.
+  answer = 503;
+  now += std::chrono::seconds(60);
+  const std::size_t before = server_->requests().size();
+  v = ask();
+  ASSERT_FALSE(v);
+  EXPECT_NE(v.error().code, ErrorCode::kNotFound);
+  answer = 2;
+  v = ask();
+  ASSERT_TRUE(v) << v.error().message;
+  EXPECT_EQ(v->size(), 3u);
+  EXPECT_GT(server_->requests().size(), before + 1);
+}
+
 TEST_F(ClientTest, WatchCutMidChunkIsAnError) {
   Start([](const FakeRequest&) {
     return sb::testing::FakeApiServer::WatchReply(

@@ -2,6 +2,7 @@
 #include "scheduler/binder.h"
 
 #include <algorithm>
+#include <charconv>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -41,9 +42,15 @@ bool ResourcesUnavailable(const Error& e) {
 // merge patch: labels merge by key, finalizers merge as a set, tolerations are replaced whole
 // (they have no merge key), so the list sent is the pod's plus ours.
 std::string LabelPatch(const Pod& pod, std::int64_t job_id, const std::string& scheduler_name,
-                       const std::map<std::string, std::string>& annotations) {
+                       const std::map<std::string, std::string>& annotations, int het_offset) {
   std::string labels = fmt::format("{}:{}", kube::JsonQuote(bridge::kJobIdLabel),
                                    kube::JsonQuote(std::to_string(job_id)));
+  if (het_offset >= 0) {
+    labels += fmt::format(",{}:{},{}:{}", kube::JsonQuote(bridge::kHetJobIdLabel),
+                          kube::JsonQuote(std::to_string(job_id)),
+                          kube::JsonQuote(bridge::kHetJobOffsetLabel),
+                          kube::JsonQuote(std::to_string(het_offset)));
+  }
   std::string meta = fmt::format("\"labels\":{{{}}},\"finalizers\":[{}]", labels,
                                  kube::JsonQuote(bridge::kFinalizer));
   if (!annotations.empty()) {
@@ -93,9 +100,17 @@ std::string ErrorWords(const Error& e) {
   return words;
 }
 
-bool Labelled(const Pod& pod, std::int64_t job_id, const std::string& scheduler_name) {
-  const auto label = pod.metadata.labels.find(std::string(bridge::kJobIdLabel));
-  return label != pod.metadata.labels.end() && label->second == std::to_string(job_id) &&
+bool Labelled(const Pod& pod, std::int64_t job_id, const std::string& scheduler_name,
+              int het_offset) {
+  const auto has = [&](std::string_view key, const std::string& value) {
+    const auto label = pod.metadata.labels.find(std::string(key));
+    return label != pod.metadata.labels.end() && label->second == value;
+  };
+  if (het_offset >= 0 && (!has(bridge::kHetJobIdLabel, std::to_string(job_id)) ||
+                          !has(bridge::kHetJobOffsetLabel, std::to_string(het_offset)))) {
+    return false;
+  }
+  return has(bridge::kJobIdLabel, std::to_string(job_id)) &&
          std::ranges::find(pod.metadata.finalizers, bridge::kFinalizer) !=
              pod.metadata.finalizers.end() &&
          ToleratesManagedNodes(pod, scheduler_name);
@@ -152,18 +167,29 @@ awaitable<Result<Allocation>> Binder::ReadAllocation(std::int64_t id, bool layou
     }
     // Not running after all (422), gone (404), or an empty layout: the job record says which.
   }
-  Result<slurm::JobInfo> info = co_await slurm_.GetJob(id);
-  if (!info) {
-    if (info.error().code == ErrorCode::kNotFound) {
+  // A heterogeneous job's id answers every component (all allocated at once, or none).
+  Result<std::vector<slurm::JobInfo>> records = co_await slurm_.GetJobRecords(id);
+  if (!records) {
+    if (records.error().code == ErrorCode::kNotFound) {
       co_return Allocation{.state = Allocation::State::kGone, .base_state = "GONE"};
     }
-    co_return tl::unexpected(info.error());
+    co_return tl::unexpected(records.error());
   }
-  Allocation a{.base_state = std::string(info->BaseState()),
-               .nodes = info->nodes,
-               .gres_detail = info->gres_detail,
-               .partition = info->partition};
+  const slurm::JobInfo& info = records->front();
+  Allocation a{.base_state = std::string(info.BaseState()),
+               .nodes = info.nodes,
+               .gres_detail = info.gres_detail,
+               .partition = info.partition};
   if (a.base_state != "RUNNING" || a.nodes.empty()) a.state = Allocation::State::kNotRunning;
+  if (info.het_job_id == id) {
+    for (const slurm::JobInfo& c : *records) {
+      if (c.het_job_id != id) continue;
+      const auto k = static_cast<std::size_t>(c.het_job_offset);
+      if (a.components.size() <= k) a.components.resize(k + 1);
+      a.components[k] = {.nodes = c.nodes, .gres_detail = c.gres_detail};
+      if (c.BaseState() != "RUNNING" || c.nodes.empty()) a.state = Allocation::State::kNotRunning;
+    }
+  }
   co_return a;
 }
 
@@ -176,10 +202,16 @@ awaitable<Result<std::vector<Holder>>> Binder::ReadHolders(const std::string& ns
   for (const Pod& p : labelled->items) {
     if (p.spec.node_name.empty()) continue;
     const bool done = bridge::PodFinished(p);
+    int part = 0;
+    if (auto o = p.metadata.labels.find(std::string(bridge::kHetJobOffsetLabel));
+        o != p.metadata.labels.end()) {
+      std::from_chars(o->second.data(), o->second.data() + o->second.size(), part);
+    }
     out.push_back({.uid = p.metadata.uid,
                    .node = p.spec.node_name,
                    .active = !done,
-                   .terminating = !done && !p.metadata.deletion_timestamp.empty()});
+                   .terminating = !done && !p.metadata.deletion_timestamp.empty(),
+                   .part = part});
   }
   co_return out;
 }
@@ -193,14 +225,17 @@ awaitable<Result<TagMembers>> Binder::Retag(
   Result<slurm::JobInfo> info = co_await slurm_.GetJob(id);
   if (!info) co_return tl::unexpected(info.error());
   TagMembers current;
+  std::vector<std::string> parts;  // a heterogeneous job's, kept
   if (std::optional<bridge::JobTag> tag = bridge::ParseJobTag(info->admin_comment);
       tag && tag->BelongsTo(config_.cluster_name, config_.scheduler_name)) {
     current = {.uids = tag->uids, .pods = tag->pods};
+    parts = std::move(tag->parts);
   }
   TagMembers merged = MergeTag(current, holders, waiting, assign);
   bridge::JobTag tag{.pods = merged.pods,
                      .uids = merged.uids,
                      .group = spec.key,
+                     .parts = std::move(parts),
                      .cluster = config_.cluster_name,
                      .scheduler = config_.scheduler_name};
   slurm::JobDescription change;
@@ -215,8 +250,9 @@ awaitable<Result<TagMembers>> Binder::Retag(
 }
 
 awaitable<Result<void>> Binder::LabelPod(const Pod& pod, std::int64_t job_id,
-                                         std::map<std::string, std::string> annotations) {
-  std::string patch = LabelPatch(pod, job_id, config_.scheduler_name, annotations);
+                                         std::map<std::string, std::string> annotations,
+                                         int het_offset) {
+  std::string patch = LabelPatch(pod, job_id, config_.scheduler_name, annotations, het_offset);
   Result<Pod> r = co_await kube::PatchAs<Pod>(
       kube_, kube::PodsRef(pod.metadata.namespace_).WithName(pod.metadata.name),
       kube::PatchType::kStrategicMerge, std::move(patch));

@@ -8,7 +8,8 @@
 //
 //   1. ReadAllocation  where the job runs: its resource layout (GET /resources/{id}, about 1 KB:
 //                      nodes and GPUs) for a job this process submitted, else the job record
-//                      (GET /job/{id}); also whether it still runs.
+//                      (GET /job/{id}; every component's for a heterogeneous job); also
+//                      whether it still runs.
 //   2. ReadHolders     the bound pods labelled with the job (a LIST), for a job bound before.
 //   3. PlanBind        (planner.h) which pod goes to which node; a retag, a report, a cancel.
 //   4. pre-bind        Retag: the job's tag lists the pods about to bind, written over the tag
@@ -54,6 +55,14 @@ struct Allocation {
   std::string nodes;       // hostlist
   std::vector<std::string> gres_detail;  // one entry per node of `nodes`
   std::string partition;                 // from the job record only
+  // A heterogeneous job (read from its records): each component's nodes and GPUs, by offset;
+  // `nodes` and `gres_detail` are the first component's.
+  struct Component {
+    std::string nodes;
+    std::vector<std::string> gres_detail;
+    bool operator==(const Component&) const = default;
+  };
+  std::vector<Component> components;
 };
 
 // A pod and the Kubernetes node it is bound to, with the Binding's annotations.
@@ -89,8 +98,11 @@ class Binder {
       const std::vector<std::pair<const kube::Pod*, std::string>>& assign);
   // Step 4: the job-id label, the finalizer and the managed-node toleration, and `annotations`
   // (an Assignment's, at bind time); a refused patch is reported on the pod. A pod gone: done.
+  // `het_offset` >= 0: a heterogeneous job's pod, also labelled with the het job's id and its
+  // component's offset (kHetJobIdLabel, kHetJobOffsetLabel).
   [[nodiscard]] boost::asio::awaitable<Result<void>> LabelPod(
-      const kube::Pod& pod, std::int64_t job_id, std::map<std::string, std::string> annotations);
+      const kube::Pod& pod, std::int64_t job_id, std::map<std::string, std::string> annotations,
+      int het_offset = -1);
   // Step 5, in order; stops at the first Binding that fails (and is not bound after all).
   struct Bound {
     std::vector<Assignment> bound;  // bound now (a pod deleted meanwhile is left out)
@@ -110,7 +122,7 @@ class Binder {
 
 // The pod carries what Binder::LabelPod sets, apart from the node's annotations.
 [[nodiscard]] bool Labelled(const kube::Pod& pod, std::int64_t job_id,
-                            const std::string& scheduler_name);
+                            const std::string& scheduler_name, int het_offset = -1);
 
 // Slurm's error message with its details, for pods and logs.
 [[nodiscard]] std::string ErrorWords(const Error& e);

@@ -18,6 +18,9 @@
 #include <vector>
 
 #include "bridge/hostlist.h"
+#include "bridge/names.h"
+#include "bridge/pods.h"
+#include "bridge/tag.h"
 #include "testing/bridge_e2e.h"
 
 namespace sb::scheduler {
@@ -98,13 +101,13 @@ class GangKindsE2e : public sb::testing::BridgeE2e {
         api_version, kind, owner.metadata.name, owner.metadata.uid);
   }
 
-  // A pod spec for the bridge: one container asking for one CPU.
+  // A pod spec for the bridge: one container asking for `cpu` CPUs (one).
   static std::string PodSpec(const std::string& restart_policy = "Never",
-                             const std::string& extra = "") {
+                             const std::string& extra = "", const std::string& cpu = "1") {
     return fmt::format(R"({{"schedulerName":"slurm-bridge-scheduler","restartPolicy":"{}",)"
                        R"("containers":[{{"name":"c","image":"busybox",)"
-                       R"("resources":{{"limits":{{"cpu":"1"}}}}}}]{}}})",
-                       restart_policy, extra);
+                       R"("resources":{{"limits":{{"cpu":"{}"}}}}}}]{}}})",
+                       restart_policy, cpu, extra);
   }
 
   // Creates pod `name` with the given labels, annotations (JSON objects) and owner references
@@ -213,43 +216,71 @@ class GangKindsE2e : public sb::testing::BridgeE2e {
     return job;
   }
 
-  // A JobSet `name` with one replicated job "w" of `replicas` Jobs of `parallelism` pods each,
-  // and those Jobs as the JobSet controller makes them (kubernetes-sigs/jobset,
-  // labelAndAnnotateObject: the jobset.sigs.k8s.io/ keys as labels and annotations on the Job and
-  // its pod template; the Job named <jobset>-<replicated job>-<index>, controlled by the JobSet).
-  // Indexed, JobSet's default completion mode (the Job controller then names each pod's index).
+  // A replicated job of a JobSet: `replicas` Jobs of `parallelism` pods with `pod_spec`.
+  struct ReplicatedJob {
+    std::string name;
+    int replicas = 1;
+    int parallelism = 1;
+    std::string pod_spec = PodSpec("Never");
+    int backoff_limit = 0;
+  };
+
+  // A JobSet `name` with one replicated job "w" of `replicas` Jobs of `parallelism` pods each.
   void CreateJobSet(const std::string& name, const std::string& annotations, int replicas,
                     int parallelism) {
-    const std::string job_spec = fmt::format(
-        R"({{"parallelism":{0},"completions":{0},"completionMode":"Indexed","backoffLimit":0,)"
-        R"("template":{{"spec":{1}}}}})",
-        parallelism, PodSpec("Never"));
+    CreateJobSetOf(name, annotations,
+                   {{.name = "w", .replicas = replicas, .parallelism = parallelism}});
+  }
+
+  // A JobSet `name` of `parts`, and its Jobs as the JobSet controller makes them
+  // (kubernetes-sigs/jobset, labelAndAnnotateObject: the jobset.sigs.k8s.io/ keys as labels and
+  // annotations on the Job and its pod template; the Job named <jobset>-<replicated job>-<index>,
+  // controlled by the JobSet). Indexed, JobSet's default completion mode (the Job controller
+  // then names each pod's index).
+  void CreateJobSetOf(const std::string& name, const std::string& annotations,
+                      const std::vector<ReplicatedJob>& parts) {
+    auto job_spec = [](const ReplicatedJob& r) {
+      return fmt::format(
+          R"({{"parallelism":{0},"completions":{0},"completionMode":"Indexed","backoffLimit":0,)"
+          R"("template":{{"spec":{1}}}}})",
+          r.parallelism, r.pod_spec);
+    };
+    std::vector<std::string> replicated;
+    int global = 0;
+    for (const ReplicatedJob& r : parts) {
+      replicated.push_back(fmt::format(R"({{"name":"{}","replicas":{},"template":{{"spec":{}}}}})",
+                                       r.name, r.replicas, job_spec(r)));
+      global += r.replicas;
+    }
     kube::GenericObject js = Create(
         Ref("jobset.x-k8s.io", "v1alpha2", "jobsets", ns_),
-        fmt::format(
-            R"({{"apiVersion":"jobset.x-k8s.io/v1alpha2","kind":"JobSet","metadata":)"
-            R"({{"name":"{}","namespace":"{}","annotations":{}}},"spec":{{)"
-            R"("replicatedJobs":[{{"name":"w","replicas":{},"template":{{"spec":{}}}}}]}}}})",
-            name, ns_, annotations, replicas, job_spec));
+        fmt::format(R"({{"apiVersion":"jobset.x-k8s.io/v1alpha2","kind":"JobSet","metadata":)"
+                    R"({{"name":"{}","namespace":"{}","annotations":{}}},"spec":{{)"
+                    R"("replicatedJobs":[{}]}}}})",
+                    name, ns_, annotations, fmt::join(replicated, ",")));
     ASSERT_FALSE(js.metadata.uid.empty());
-    for (int i = 0; i < replicas; ++i) {
-      const std::string job = fmt::format("{}-w-{}", name, i);
-      const std::string key = Sha1Hex(ns_ + "/" + job);
-      const std::string keys = fmt::format(
-          R"({{"jobset.sigs.k8s.io/jobset-name":"{0}","jobset.sigs.k8s.io/replicatedjob-name":"w",)"
-          R"("jobset.sigs.k8s.io/restart-attempt":"0",)"
-          R"("jobset.sigs.k8s.io/replicatedjob-replicas":"{1}",)"
-          R"("jobset.sigs.k8s.io/global-replicas":"{1}","jobset.sigs.k8s.io/job-index":"{2}",)"
-          R"("jobset.sigs.k8s.io/job-global-index":"{2}","jobset.sigs.k8s.io/job-key":"{3}"}})",
-          name, replicas, i, key);
-      Create(kube::JobsRef(ns_),
-             fmt::format(R"({{"apiVersion":"batch/v1","kind":"Job","metadata":{{"name":"{0}",)"
-                         R"("namespace":"{1}","labels":{2},"annotations":{2},)"
-                         R"("ownerReferences":[{3}]}},"spec":{{"parallelism":{4},)"
-                         R"("completions":{4},"backoffLimit":0,"template":{{"metadata":)"
-                         R"({{"labels":{2},"annotations":{2}}},"spec":{5}}}}}}})",
-                         job, ns_, keys, ControllerRef("jobset.x-k8s.io/v1alpha2", "JobSet", js),
-                         parallelism, PodSpec("Never")));
+    int global_index = 0;
+    for (const ReplicatedJob& r : parts) {
+      for (int i = 0; i < r.replicas; ++i, ++global_index) {
+        const std::string job = fmt::format("{}-{}-{}", name, r.name, i);
+        const std::string key = Sha1Hex(ns_ + "/" + job);
+        const std::string keys = fmt::format(
+            R"({{"jobset.sigs.k8s.io/jobset-name":"{0}",)"
+            R"("jobset.sigs.k8s.io/replicatedjob-name":"{1}",)"
+            R"("jobset.sigs.k8s.io/restart-attempt":"0",)"
+            R"("jobset.sigs.k8s.io/replicatedjob-replicas":"{2}",)"
+            R"("jobset.sigs.k8s.io/global-replicas":"{3}","jobset.sigs.k8s.io/job-index":"{4}",)"
+            R"("jobset.sigs.k8s.io/job-global-index":"{5}","jobset.sigs.k8s.io/job-key":"{6}"}})",
+            name, r.name, r.replicas, global, i, global_index, key);
+        Create(kube::JobsRef(ns_),
+               fmt::format(R"({{"apiVersion":"batch/v1","kind":"Job","metadata":{{"name":"{0}",)"
+                           R"("namespace":"{1}","labels":{2},"annotations":{2},)"
+                           R"("ownerReferences":[{3}]}},"spec":{{"parallelism":{4},)"
+                           R"("completions":{4},"backoffLimit":{6},"template":{{"metadata":)"
+                           R"({{"labels":{2},"annotations":{2}}},"spec":{5}}}}}}})",
+                           job, ns_, keys, ControllerRef("jobset.x-k8s.io/v1alpha2", "JobSet", js),
+                           r.parallelism, r.pod_spec, r.backoff_limit));
+      }
     }
   }
 
@@ -485,6 +516,112 @@ TEST_F(GangKindsE2e, GangJobSetIsOneJob) {
   ASSERT_TRUE(job);
   EXPECT_EQ(job->name, "js");
   EXPECT_EQ(AllJobs(), std::set<std::int64_t>{job->job_id});
+}
+
+// Issue #27: a gang JobSet of a launcher (1 CPU) and 3 workers of another shape (2 CPUs each)
+// is one Slurm heterogeneous job of two components, allocated at once: the launcher on the node
+// of component 0, each worker on a node of component 1, every pod labelled with the het job's
+// id and its component's offset (upstream's labels). The invariants (TearDown) check each pod
+// against its own component's nodes.
+TEST_F(GangKindsE2e, LauncherAndWorkersOfOtherShapeAreOneHeterogeneousJob) {
+  StartScheduler();
+  CreateJobSetOf("mpi", R"({"slurmjob.slinky.slurm.net/gang":"true"})",
+                 {{.name = "launcher"},
+                  {.name = "worker", .parallelism = 3, .pod_spec = PodSpec("Never", "", "2")}});
+  std::map<std::string, kube::Pod> pods = WaitAllBound("mpi-", 4, 120s);
+  ASSERT_EQ(pods.size(), 4u);
+  const std::int64_t id = JobId(pods.begin()->second);
+  auto records = RunSync(io_, slurm_->GetJobRecords(id));
+  ASSERT_TRUE(records) << records.error().message;
+  ASSERT_EQ(records->size(), 2u) << "components of Slurm job " << id;
+  const std::set<std::string> launcher_nodes = JobNodes((*records)[0]);
+  const std::set<std::string> worker_nodes = JobNodes((*records)[1]);
+  for (std::size_t k = 0; k < 2; ++k) {
+    const slurm::JobInfo& c = (*records)[k];
+    EXPECT_EQ(c.job_id, id + static_cast<std::int64_t>(k));
+    EXPECT_EQ(c.het_job_id, id);
+    EXPECT_EQ(c.het_job_offset, static_cast<std::int64_t>(k));
+    EXPECT_EQ(c.BaseState(), "RUNNING");
+  }
+  EXPECT_EQ(launcher_nodes.size(), 1u);
+  EXPECT_EQ(worker_nodes.size(), 3u);
+  std::set<std::string> used;
+  for (const auto& [name, pod] : pods) {
+    SCOPED_TRACE(name);
+    const bool launcher = name.starts_with("mpi-launcher-");
+    EXPECT_EQ(JobId(pod), id);
+    EXPECT_EQ(pod.metadata.labels.at(std::string(bridge::kHetJobIdLabel)), std::to_string(id));
+    EXPECT_EQ(pod.metadata.labels.at(std::string(bridge::kHetJobOffsetLabel)),
+              launcher ? "0" : "1");
+    EXPECT_TRUE((launcher ? launcher_nodes : worker_nodes).contains(pod.spec.node_name))
+        << pod.spec.node_name;
+    EXPECT_TRUE(used.insert(pod.spec.node_name).second) << "two pods on " << pod.spec.node_name;
+  }
+  // One job of the bridge's: the second component is no job of a group.
+  EXPECT_EQ(AllJobs(), std::set<std::int64_t>{id});
+}
+
+// Issue #27, the lifecycle of a heterogeneous job is a plain gang's (scheduler and controllers):
+// a worker that fails is re-created by its Job and the new pod binds to the node its
+// predecessor left in the worker component (the job's tag then lists it, its parts kept); when
+// Slurm cancels the job, every running pod of both components is deleted.
+TEST_F(GangKindsE2e, HeterogeneousJobRefillsAPartAndEndsAsAGang) {
+  scheduler_ = StartBridge("all");
+  CreateJobSetOf("het", R"({"slurmjob.slinky.slurm.net/gang":"true"})",
+                 {{.name = "launcher"},
+                  {.name = "worker",
+                   .parallelism = 2,
+                   .pod_spec = PodSpec("Never", "", "2"),
+                   .backoff_limit = 2}});
+  std::map<std::string, kube::Pod> pods = WaitAllBound("het-", 3, 120s);
+  ASSERT_EQ(pods.size(), 3u);
+  const std::int64_t id = JobId(pods.begin()->second);
+  const auto worker = std::ranges::find_if(
+      pods, [](const auto& kv) { return kv.first.starts_with("het-worker-"); });
+  ASSERT_NE(worker, pods.end());
+  const std::string failed = worker->first;
+  const std::string freed = worker->second.spec.node_name;
+  // The test is the kubelet: the worker fails.
+  auto f = RunSync(io_, kube::PatchPodStatus(*kube_, ns_, failed, kube::PatchType::kJsonMerge,
+                                             R"({"status":{"phase":"Failed"}})"));
+  ASSERT_TRUE(f) << f.error().message;
+  std::optional<kube::Pod> replacement;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        for (const auto& [name, pod] : PodsNamed("het-worker-")) {
+          if (!pods.contains(name) && IsBound(pod)) replacement = pod;
+        }
+        return replacement.has_value();
+      },
+      60s))
+      << "no new worker was bound";
+  EXPECT_EQ(replacement->spec.node_name, freed);
+  EXPECT_EQ(JobId(*replacement), id);
+  EXPECT_EQ(replacement->metadata.labels.at(std::string(bridge::kHetJobOffsetLabel)), "1");
+  std::optional<slurm::JobInfo> leader = Job(id);
+  ASSERT_TRUE(leader);
+  std::optional<bridge::JobTag> tag = bridge::ParseJobTag(leader->admin_comment);
+  ASSERT_TRUE(tag);
+  EXPECT_EQ(tag->parts, (std::vector<std::string>{"launcher", "worker"}));
+  EXPECT_NE(std::ranges::find(tag->uids, replacement->metadata.uid), tag->uids.end());
+
+  // Slurm ends the job: both components, and every running pod of the group goes.
+  auto c = RunSync(io_, slurm_->CancelJob(id, {}));
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        for (const kube::Pod& p : Pods()) {
+          if (!p.metadata.name.starts_with("het-") || bridge::PodFinished(p)) continue;
+          if (p.metadata.deletion_timestamp.empty()) return false;
+        }
+        return true;
+      },
+      60s))
+      << "a running pod of the cancelled heterogeneous job was not deleted";
+  auto records = RunSync(io_, slurm_->GetJobRecords(id));
+  ASSERT_TRUE(records) << records.error().message;
+  ASSERT_EQ(records->size(), 2u);
+  for (const slurm::JobInfo& r : *records) EXPECT_EQ(r.BaseState(), "CANCELLED") << r.job_id;
 }
 
 // The same JobSet without the gang annotation: each pod is a Slurm job of its own (as

@@ -248,15 +248,22 @@ GroupPlan PlanGroup(const GroupInput& in, const PlannerOptions& options) {
 BindPlan PlanBind(const BindInput& in, const PlannerOptions& options) {
   BindPlan plan;
   const JobView& job = in.job;
-  std::vector<std::string> targets;
-  for (const std::string& s : in.slurm_nodes) {
+  // The places to fill: one per node of each component (an ordinary job: one component, 0).
+  using Slot = std::pair<std::string, int>;  // Kubernetes node, component
+  std::vector<Slot> targets;
+  for (std::size_t i = 0; i < in.slurm_nodes.size(); ++i) {
+    const std::string& s = in.slurm_nodes[i];
     auto it = in.kube_node_of.find(s);
     if (it == in.kube_node_of.end()) {
       plan.unmapped.push_back(s);
     } else {
-      targets.push_back(it->second);
+      targets.emplace_back(it->second, i < in.node_part.size() ? in.node_part[i] : 0);
     }
   }
+  auto part_of = [&](const kube::Pod* pod) {
+    auto it = in.part_of.find(pod->metadata.uid);
+    return it == in.part_of.end() ? 0 : it->second;
+  };
   // Bound before (a re-created member, or a binding cut short): fill what is free. Never bound:
   // the group binds as a whole.
   const bool refill = !in.holders.empty();
@@ -283,56 +290,75 @@ BindPlan PlanBind(const BindInput& in, const PlannerOptions& options) {
     return plan;
   }
 
-  std::set<std::string> free(targets.begin(), targets.end());
+  std::set<Slot> free(targets.begin(), targets.end());
   for (const Holder& h : in.holders) {
-    if (h.active) free.erase(h.node);
+    if (h.active) free.erase(Slot{h.node, h.part});
   }
+  auto free_names = [&] {
+    std::vector<std::string> names;
+    for (const auto& [node, part] : free) names.push_back(node);
+    return names;
+  };
   const std::vector<const kube::Pod*> pods = TaggedFirst(ByName(in.pods), job.uids);
 
-  // A pod annotated earlier with a free node keeps it; the rest in order.
+  // A pod annotated earlier with a free node of its component keeps it; the rest in order.
   std::vector<const kube::Pod*> rest;
   for (const kube::Pod* pod : pods) {
     auto a = pod->metadata.annotations.find(std::string(bridge::kNodeAnnotation));
-    if (a != pod->metadata.annotations.end() && free.contains(a->second) &&
+    if (a != pod->metadata.annotations.end() && free.contains(Slot{a->second, part_of(pod)}) &&
         (refill || Contains(job.uids, pod->metadata.uid))) {
       plan.assign.emplace_back(pod, a->second);
-      free.erase(a->second);
+      free.erase(Slot{a->second, part_of(pod)});
     } else {
       rest.push_back(pod);
     }
   }
-  if (!refill && rest.size() < free.size()) {
+  if (!refill) {
     // Pods beyond the job's node count are neither bound nor labelled: they wait for their own.
-    const std::size_t have = plan.assign.size() + rest.size();
-    plan.assign.clear();
-    plan.report = fmt::format(
-        "Slurm job {} is running on {} node(s); waiting for {} more pod(s) of {} {} to bind them "
-        "all at once",
-        job.id, targets.size(), targets.size() - std::min(have, targets.size()), in.kind, in.name);
-    return plan;
+    // Each component needs a pod of its part for each of its nodes.
+    std::map<int, std::size_t> short_of;
+    for (const auto& [node, part] : free) ++short_of[part];
+    for (const kube::Pod* pod : rest) {
+      if (auto it = short_of.find(part_of(pod)); it != short_of.end() && it->second > 0) {
+        --it->second;
+      }
+    }
+    std::size_t missing = 0;
+    for (const auto& [part, n] : short_of) missing += n;
+    if (missing > 0) {
+      plan.assign.clear();
+      plan.report = fmt::format(
+          "Slurm job {} is running on {} node(s); waiting for {} more pod(s) of {} {} to bind "
+          "them all at once",
+          job.id, targets.size(), missing, in.kind, in.name);
+      return plan;
+    }
   }
   // A refill takes a pod only onto a node it may run on (review N-15: the members of a
-  // PodGroup may differ in constraints; the job was placed for others).
+  // PodGroup may differ in constraints; the job was placed for others), of its component.
   std::vector<std::string> misfits;
   for (const kube::Pod* pod : rest) {
     if (free.empty()) break;
     auto excluded = in.excluded_for.find(pod->metadata.uid);
-    auto node = std::ranges::find_if(free, [&](const std::string& n) {
-      return !refill || excluded == in.excluded_for.end() || !excluded->second.contains(n);
+    const int part = part_of(pod);
+    auto node = std::ranges::find_if(free, [&](const Slot& slot) {
+      return slot.second == part && (!refill || excluded == in.excluded_for.end() ||
+                                     !excluded->second.contains(slot.first));
     });
     if (node == free.end()) {
       misfits.push_back(pod->metadata.name);
       continue;
     }
-    plan.assign.emplace_back(pod, *node);
+    plan.assign.emplace_back(pod, node->first);
     free.erase(node);
   }
   if (plan.assign.empty() && !misfits.empty()) {
     plan.report = fmt::format(
         "Slurm job {} of {} {} has free node(s) {}, which the pod cannot run on (its node "
-        "selector, affinity, tolerations or requests); waiting for a node of the job it fits, or "
-        "for a job of its own",
-        job.id, in.kind, in.name, fmt::join(free, ", "));
+        "selector, affinity, tolerations or requests{}); waiting for a node of the job it fits, "
+        "or for a job of its own",
+        job.id, in.kind, in.name, fmt::join(free_names(), ", "),
+        in.part_of.empty() ? "" : ", or its part of the heterogeneous job");
     plan.recheck_at = in.now + options.full_recheck;
     return plan;
   }

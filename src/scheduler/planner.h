@@ -53,6 +53,7 @@ struct Holder {
   // until it is gone or its phase is terminal: the kubelet still counts it (review N-8).
   bool active = true;
   bool terminating = false;  // being deleted (deletionTimestamp set), still active
+  int part = 0;              // a heterogeneous job's component (its het-job-offset label)
 };
 
 // A Slurm job of a group, as the scheduler knows it.
@@ -74,6 +75,8 @@ struct JobView {
   // This process tried to bind pods to it: one may be bound though its Binding's reply was lost
   // (review N-10), so it is never cancelled as "pods gone" without holders read and none found.
   bool bind_tried = false;
+  // A heterogeneous job's part names by component offset (its tag); empty: an ordinary job.
+  std::vector<std::string> parts;
 };
 
 struct PlannerOptions {
@@ -141,8 +144,13 @@ struct GroupPlan {
 [[nodiscard]] GroupPlan PlanGroup(const GroupInput& in, const PlannerOptions& options);
 
 struct BindInput {
-  JobView job;                                      // RUNNING, nodes known
-  std::vector<std::string> slurm_nodes;             // the job's nodes, expanded
+  JobView job;  // RUNNING, nodes known
+  // The job's nodes, expanded (a heterogeneous job: every component's, in offset order).
+  std::vector<std::string> slurm_nodes;
+  // A heterogeneous job: the component of each entry of slurm_nodes, and of each waiting pod
+  // (UID; its part's offset, -1 for a part the job has not). Empty: everything is component 0.
+  std::vector<int> node_part;
+  std::map<std::string, int> part_of;
   std::map<std::string, std::string> kube_node_of;  // Slurm node name -> Kubernetes node name
   std::vector<const kube::Pod*> pods;               // the group's waiting pods
   std::vector<Holder> holders;                      // bound pods labelled with the job

@@ -771,5 +771,79 @@ TEST(PlanBindTest, RefillLeavesOutNodesThePodCannotRunOn) {
   EXPECT_EQ(Assigned(plan), (std::vector<std::pair<std::string, std::string>>{{"c", "n2"}}));
 }
 
+// Issue #27: a heterogeneous job's pods bind only to the nodes of their own component, all at
+// once (every component's nodes need a pod of its part); a refill fills its own part's place.
+TEST(PlanBindTest, HeterogeneousJobBindsEachPartToItsComponentsNodes) {
+  kube::Pod l = MakePod("launcher"), w0 = MakePod("w0"), w1 = MakePod("w1"), w2 = MakePod("w2");
+  BindInput in{.job = Job(9, "RUNNING", {"uid-launcher", "uid-w0", "uid-w1", "uid-w2"}),
+               // component 0 on s1, component 1 on s2..s4
+               .slurm_nodes = {"s1", "s2", "s3", "s4"},
+               .node_part = {0, 1, 1, 1},
+               .part_of = {{"uid-launcher", 0}, {"uid-w0", 1}, {"uid-w1", 1}, {"uid-w2", 1}},
+               .kube_node_of = {{"s1", "n1"}, {"s2", "n2"}, {"s3", "n3"}, {"s4", "n4"}},
+               // the workers first by name: an ordinary job would give w0 n1
+               .pods = {&w0, &w1, &w2, &l},
+               .kind = "JobSet",
+               .name = "mpi",
+               .now = kT0};
+  in.job.parts = {"launcher", "worker"};
+  BindPlan plan = PlanBind(in, {});
+  std::map<std::string, std::string> got;
+  for (const auto& [pod, node] : plan.assign) got[pod->metadata.name] = node;
+  EXPECT_EQ(got["launcher"], "n1");
+  EXPECT_EQ((std::set<std::string>{got["w0"], got["w1"], got["w2"]}),
+            (std::set<std::string>{"n2", "n3", "n4"}));
+  EXPECT_TRUE(plan.done);
+  EXPECT_FALSE(plan.retag);
+
+  // Four workers and no launcher: as many pods as nodes, yet the launcher's place is empty, so
+  // nothing binds.
+  kube::Pod w3 = MakePod("w3");
+  BindInput short_of_launcher = in;
+  short_of_launcher.pods = {&w0, &w1, &w2, &w3};
+  short_of_launcher.part_of.erase("uid-launcher");
+  short_of_launcher.part_of["uid-w3"] = 1;
+  BindPlan waits = PlanBind(short_of_launcher, {});
+  EXPECT_TRUE(waits.assign.empty());
+  EXPECT_EQ(waits.report,
+            "Slurm job 9 is running on 4 node(s); waiting for 1 more pod(s) of JobSet mpi to bind "
+            "them all at once");
+
+  // A refill: the launcher is bound on n1; a re-created worker takes the free worker node, never
+  // a launcher's node, and a re-created launcher waits while n1 is held.
+  BindInput refill = in;
+  refill.holders = {{.uid = "uid-launcher", .node = "n1", .part = 0},
+                    {.uid = "uid-w0", .node = "n2", .part = 1},
+                    {.uid = "uid-w1", .node = "n3", .part = 1}};
+  kube::Pod w2b = MakePod("w2", "uid-w2b");
+  refill.pods = {&w2b};
+  refill.part_of = {{"uid-w2b", 1}};
+  BindPlan filled = PlanBind(refill, {});
+  ASSERT_EQ(filled.assign.size(), 1u);
+  EXPECT_EQ(filled.assign[0].second, "n4");
+  EXPECT_TRUE(filled.retag);
+
+  // A re-created launcher while the old one still terminates on n1: the free node n4 is a
+  // worker's, so it waits.
+  kube::Pod l2 = MakePod("launcher", "uid-l2");
+  refill.holders[0].terminating = true;
+  refill.pods = {&l2};
+  refill.part_of = {{"uid-l2", 0}};
+  BindPlan none = PlanBind(refill, {});
+  EXPECT_TRUE(none.assign.empty()) << "bound to " << none.assign[0].second;
+  EXPECT_EQ(none.report,
+            "Slurm job 9 of JobSet mpi has free node(s) n4, which the pod cannot run on (its node "
+            "selector, affinity, tolerations or requests, or its part of the heterogeneous job); "
+            "waiting for a node of the job it fits, or for a job of its own");
+
+  // A pod of a part the job has not (-1) never binds to it.
+  BindInput unknown = in;
+  unknown.holders = {{.uid = "uid-w0", .node = "n2", .part = 1}};
+  kube::Pod odd = MakePod("odd");
+  unknown.pods = {&odd};
+  unknown.part_of = {{"uid-odd", -1}};
+  EXPECT_TRUE(PlanBind(unknown, {}).assign.empty());
+}
+
 }  // namespace
 }  // namespace sb::scheduler

@@ -15,6 +15,7 @@
 #include "bridge/hostlist.h"
 #include "bridge/job_update.h"
 #include "bridge/names.h"
+#include "bridge/parts.h"
 #include "bridge/pods.h"
 #include "bridge/tag.h"
 #include "kube/codec.h"
@@ -33,6 +34,22 @@ using kube::Pod;
 namespace {
 
 constexpr auto kOwnerCacheTtl = std::chrono::seconds(10);
+// The coscheduling PodGroup's API version (scheduling-plugins).
+constexpr std::string_view kCoschedulingApiVersion = "scheduling.x-k8s.io/v1alpha1";
+
+// The Workload API version to read PodGroups in (bridge::WorkloadPodGroupApiVersion of what
+// discovery says; the client keeps the answer for ClientOptions::discovery_ttl): "" when the
+// apiserver serves neither v1beta1 nor v1alpha2. An error only when discovery failed otherwise
+// than with a 404 (transient).
+awaitable<Result<std::string>> WorkloadApiVersion(kube::Client& kube) {
+  Result<std::vector<std::string>> served =
+      co_await kube.GroupVersions(std::string(bridge::kWorkloadApiGroup));
+  if (!served) {
+    if (served.error().code == ErrorCode::kNotFound) co_return std::string();
+    co_return tl::unexpected(served.error());
+  }
+  co_return bridge::WorkloadPodGroupApiVersion(*served);
+}
 // Workers on the queue: 4 x maxConcurrentSubmits, at least this many.
 constexpr int kMinWorkers = 16;
 
@@ -340,43 +357,42 @@ awaitable<Result<void>> Scheduler::Resolve(const std::string& pod_key) {
     refs = &owners.back().metadata.owner_references;
   }
   // The Workload API PodGroup (spec.schedulingGroup) wins over the coscheduling label: only it
-  // is read then.
+  // is read then, in the version discovery offers (v1beta1 over v1alpha2; the answer is kept a
+  // minute, so an API turned on or off meanwhile is seen within one).
   std::optional<kube::GenericObject> workload_pod_group;
   if (const std::string wpg = pod->spec.scheduling_group; !wpg.empty()) {
-    Result<kube::GenericObject> pg =
-        co_await GetOwner(std::string(bridge::kWorkloadPodGroupApiVersion), "PodGroup", ns, wpg);
-    if (!pg) {
-      if (OnPodGroupError(pg.error().code) == PodGroupMiss::kRetry) {
-        co_return tl::unexpected(pg.error());
-      }
-      std::string why = ErrorWords(pg.error());
-      if (pg.error().code == ErrorCode::kNotFound) {
-        // The object, or the whole API (1.36 without --runtime-config scheduling.k8s.io/v1alpha2,
-        // or another version): discovery says which.
-        Result<std::vector<std::string>> versions =
-            co_await kube_.GroupVersions("scheduling.k8s.io");
-        if (!versions && versions.error().code != ErrorCode::kNotFound) {
-          co_return tl::unexpected(versions.error());  // transient: retry
+    Result<std::string> api_version = co_await WorkloadApiVersion(kube_);
+    if (!api_version) co_return tl::unexpected(api_version.error());  // transient: retry
+    std::string why;
+    if (api_version->empty()) {
+      why = "the apiserver serves neither scheduling.k8s.io/v1beta1 nor scheduling.k8s.io/v1alpha2";
+    } else {
+      Result<kube::GenericObject> pg = co_await GetOwner(*api_version, "PodGroup", ns, wpg);
+      if (pg) {
+        workload_pod_group = std::move(*pg);
+      } else {
+        if (OnPodGroupError(pg.error().code) == PodGroupMiss::kRetry) {
+          co_return tl::unexpected(pg.error());
         }
-        if (!versions || std::ranges::find(*versions, "v1alpha2") == versions->end()) {
-          why = fmt::format("the apiserver does not serve {}", bridge::kWorkloadPodGroupApiVersion);
-        }
+        why = ErrorWords(pg.error());
       }
+    }
+    if (!workload_pod_group) {
       if (!pods_.cache().Get(pod_key)) co_return Result<void>{};
       co_await ReportWaiting(
-          *pod, fmt::format("PodGroup {} ({}) named by spec.schedulingGroup cannot be read ({}); "
-                            "the pod waits for it and is never scheduled alone",
-                            wpg, bridge::kWorkloadPodGroupApiVersion, why));
+          *pod,
+          fmt::format("PodGroup {} ({}) named by spec.schedulingGroup cannot be read ({}); "
+                      "the pod waits for it and is never scheduled alone",
+                      wpg, api_version->empty() ? bridge::kWorkloadApiGroup : *api_version, why));
       queue_.AddAfter(std::string(kPodItem) + pod_key, std::chrono::seconds(10));
       co_return Result<void>{};
     }
-    workload_pod_group = std::move(*pg);
   }
   std::optional<kube::GenericObject> pod_group;
   if (auto it = pod->metadata.labels.find(std::string(bridge::kPodGroupLabel));
       !workload_pod_group && it != pod->metadata.labels.end()) {
     Result<kube::GenericObject> pg =
-        co_await GetOwner("scheduling.x-k8s.io/v1alpha1", "PodGroup", ns, it->second);
+        co_await GetOwner(std::string(kCoschedulingApiVersion), "PodGroup", ns, it->second);
     if (!pg) {
       // Never a job of its own: the pod belongs to a gang that cannot be read now.
       if (OnPodGroupError(pg.error().code) == PodGroupMiss::kRetry) {
@@ -612,7 +628,9 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
     if (!group->incomplete_since) group->incomplete_since = now;
   } else {
     group->incomplete_since.reset();
+    pod_group_timeouts_.erase(group_key);
   }
+  const std::optional<async::Clock::TimePoint> short_since = group->incomplete_since;
   if (plan.list_jobs) {
     // A lost submit reply, or a member that may belong to a running job: read Slurm first.
     if (listing_) {  // another worker reads them: look again after it
@@ -633,7 +651,8 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
                  .reason = v.reason,
                  .partition = v.partition,
                  .pods = v.pods,
-                 .refill = v.refill};
+                 .refill = v.refill,
+                 .parts = v.parts};
     // The list may be old: a running job's nodes (and that it still runs) are read on bind.
     jobs_[group_key] = t;
     if (GroupState* g = Group(group_key)) g->submit_doubt.reset();
@@ -647,6 +666,8 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
     if (GroupState* g = Group(group_key); g != nullptr && g->members.empty()) {
       groups_.erase(group_key);
       pod_group_status_.erase(group_key);
+      pod_group_generation_.erase(group_key);
+      pod_group_timeouts_.erase(group_key);
       ranks_.erase(std::string(kGroupItem) + group_key);
     }
     co_return Result<void>{};
@@ -659,8 +680,13 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
 
   if (auto it = jobs_.find(group_key); it != jobs_.end() && !plan.label.empty()) {
     const std::int64_t id = it->second.id;
+    const std::vector<std::string> parts = it->second.parts;
     for (const Pod* pod : plan.label) {
-      Result<void> r = co_await binder_.LabelPod(*pod, id, {});
+      // A heterogeneous job's pod also carries its component (a part the job has not: none).
+      const int offset =
+          parts.empty() ? -1
+                        : std::max(-1, bridge::PartOffset(parts, bridge::PartName(spec, *pod)));
+      Result<void> r = co_await binder_.LabelPod(*pod, id, {}, offset);
       if (!r) co_return r;
     }
   }
@@ -691,9 +717,35 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
     for (const Pod* pod : live) co_await ReportWaiting(*pod, plan.report);
     co_await WritePodGroupStatus(spec, false, "Unschedulable", std::move(group_message));
   }
-  if (plan.recheck_at) {
+  // A coscheduling PodGroup short of minMember for longer than its spec.scheduleTimeoutSeconds:
+  // its pods get a Warning event, once each time the group falls short. Nothing is held for it
+  // in Slurm meanwhile (no job is submitted until the group is complete), so there is nothing to
+  // release; the pods keep waiting and the group runs when its members are there.
+  std::optional<async::Clock::TimePoint> recheck_at = plan.recheck_at;
+  if (plan.incomplete && !plan.report.empty() && short_since && spec.key.starts_with("PodGroup/")) {
+    Result<kube::GenericObject> pg = co_await GetOwner(std::string(kCoschedulingApiVersion),
+                                                       "PodGroup", spec.namespace_, spec.name);
+    if (std::optional<std::int64_t> timeout =
+            pg ? bridge::ScheduleTimeoutSeconds(*pg) : std::nullopt) {
+      const async::Clock::TimePoint deadline = *short_since + std::chrono::seconds(*timeout);
+      if (clock_.Now() < deadline) {
+        if (!recheck_at || deadline < *recheck_at) recheck_at = deadline;
+      } else if (auto [it, fresh] = pod_group_timeouts_.try_emplace(group_key, *short_since);
+                 fresh || it->second != *short_since) {
+        it->second = *short_since;
+        const std::string message = fmt::format(
+            "PodGroup {} timed out waiting for members: {} of {} pod(s) (minMember) after {} s "
+            "(spec.scheduleTimeoutSeconds); no Slurm job is submitted until the group is "
+            "complete, and its pods keep waiting",
+            spec.name, live.size(), spec.size, *timeout);
+        spdlog::info("{}: {}", group_key, message);
+        Emit(live, "PodGroupTimedOut", message);
+      }
+    }
+  }
+  if (recheck_at) {
     const async::Clock::Duration after =
-        std::max(async::Clock::Duration::zero(), *plan.recheck_at - clock_.Now());
+        std::max(async::Clock::Duration::zero(), *recheck_at - clock_.Now());
     if (plan.recheck_owners) {
       RetryLater(group_key, live, after);
     } else {
@@ -737,49 +789,88 @@ awaitable<void> Scheduler::ReportWaiting(const Pod& pod, std::string message) {
 awaitable<void> Scheduler::WritePodGroupStatus(GroupSpec spec, bool scheduled, std::string reason,
                                                std::string message) {
   if (!spec.key.starts_with(bridge::kWorkloadPodGroupKeyPrefix)) co_return;
+  // The version the PodGroup is read in names the condition: PodGroupInitiallyScheduled on
+  // v1beta1, PodGroupScheduled on v1alpha2.
+  Result<std::string> api_version = co_await WorkloadApiVersion(kube_);
+  if (!api_version || api_version->empty()) co_return;  // the group's next change tries again
+  const std::string type(bridge::PodGroupConditionType(*api_version));
+  const bool terminal = type == bridge::kPodGroupInitiallyScheduled;
   const std::string status = scheduled ? "True" : "False";
   const std::string key = spec.key;
-  std::string since;
-  if (auto it = pod_group_status_.find(key); it != pod_group_status_.end()) {
-    if (it->second.status == status && it->second.message == message) co_return;
-    if (it->second.status == status) since = it->second.last_transition_time;
-  } else {
-    // First word of this process: what the object has (another replica or an earlier run may
-    // have written it).
-    Result<kube::GenericObject> pg = co_await GetOwner(
-        std::string(bridge::kWorkloadPodGroupApiVersion), "PodGroup", spec.namespace_, spec.name);
-    if (pg) {
-      if (std::optional<kube::Condition> c = bridge::PodGroupScheduledCondition(*pg)) {
-        if (c->status == status && c->message == message) {
-          pod_group_status_[key] = *c;
-          co_return;
-        }
-        if (c->status == status) since = c->last_transition_time;
-      }
+  // Said already (the usual case: a group looked at again while nothing changed): no request.
+  // (A new generation alone waits for the next change of words: observedGeneration is the
+  // generation the words were written for.)
+  if (auto it = pod_group_status_.find(key);
+      it != pod_group_status_.end() && it->second.type == type &&
+      ((it->second.status == status && it->second.reason == reason &&
+        it->second.message == message) ||
+       (terminal && it->second.status == "True"))) {
+    co_return;
+  }
+  // The PodGroup as read lately (the owner cache; Resolve read it): its metadata.generation for
+  // observedGeneration, and its condition when this process has written none (another replica
+  // or an earlier run may have).
+  Result<kube::GenericObject> pg =
+      co_await GetOwner(*api_version, "PodGroup", spec.namespace_, spec.name);
+  if (!pg) {
+    if (pg.error().code != ErrorCode::kNotFound) {
+      spdlog::warn("{}: reading the PodGroup for its {} condition failed: {}", key, type,
+                   pg.error().ToString());
     }
+    co_return;
+  }
+  const std::int64_t generation = pg->metadata.generation;
+  std::optional<bridge::PodGroupCondition> on_object = bridge::FindPodGroupCondition(*pg, type);
+  // v1beta1: once True, PodGroupInitiallyScheduled is never written again, whoever wrote it (the
+  // API: "it serves as a terminal state and will never revert to False").
+  if (terminal && on_object && on_object->condition.status == "True") {
+    pod_group_status_[key] = on_object->condition;
+    pod_group_generation_[key] = on_object->observed_generation;
+    co_return;
+  }
+  std::optional<bridge::PodGroupCondition> known;
+  if (auto it = pod_group_status_.find(key);
+      it != pod_group_status_.end() && it->second.type == type) {
+    known = bridge::PodGroupCondition{.condition = it->second,
+                                      .observed_generation = pod_group_generation_[key]};
+  } else {
+    known = std::move(on_object);
+  }
+  std::string since;
+  if (known) {
+    const kube::Condition& c = known->condition;
+    const bool same = c.status == status && c.reason == reason && c.message == message &&
+                      known->observed_generation == generation;
+    if (same || (terminal && c.status == "True")) {
+      pod_group_status_[key] = c;
+      pod_group_generation_[key] = known->observed_generation;
+      co_return;
+    }
+    if (c.status == status) since = c.last_transition_time;
   }
   if (since.empty()) since = kube::FormatTime(clock_.WallNow());
-  kube::ResourceRef ref{.group = "scheduling.k8s.io",
-                        .version = "v1alpha2",
+  kube::ResourceRef ref{.group = std::string(bridge::kWorkloadApiGroup),
+                        .version = api_version->substr(api_version->find('/') + 1),
                         .resource = "podgroups",
                         .namespace_ = spec.namespace_};
   ref = ref.WithName(spec.name).WithSubresource("status");
-  std::string patch = bridge::PodGroupScheduledPatch(scheduled, reason, message, since);
+  std::string patch =
+      bridge::PodGroupConditionPatch(type, scheduled, reason, message, since, generation);
   Result<kube::GenericObject> r = co_await kube::PatchAs<kube::GenericObject>(
       kube_, std::move(ref), kube::PatchType::kStrategicMerge, std::move(patch));
   if (!r) {
     if (r.error().code != ErrorCode::kNotFound) {
-      spdlog::warn("{}: writing PodGroupScheduled={} failed: {}", key, status,
-                   r.error().ToString());
+      spdlog::warn("{}: writing {}={} failed: {}", key, type, status, r.error().ToString());
     }
     co_return;
   }
-  spdlog::info("{}: PodGroupScheduled={}: {}", key, status, message);
-  pod_group_status_[key] = kube::Condition{.type = "PodGroupScheduled",
+  spdlog::info("{}: {}={}: {}", key, type, status, message);
+  pod_group_status_[key] = kube::Condition{.type = type,
                                            .status = status,
                                            .reason = reason,
                                            .message = message,
                                            .last_transition_time = since};
+  pod_group_generation_[key] = generation;
 }
 
 awaitable<void> Scheduler::DropFinalizer(const Pod& pod) {

@@ -152,11 +152,18 @@ class Scheduler : private slurm::JobWatchSubscriber {
     // The group size it was submitted for when not the spec's (a PodGroup's remainder); 0: the
     // spec's.
     int size = 0;
+    // A heterogeneous job (bridge/parts.h): its part names by component offset, and once read
+    // on bind, where each component runs. Empty for an ordinary job.
+    std::vector<std::string> parts;
+    std::vector<Allocation::Component> components;
   };
   // The job a group asks for now (translation and Kubernetes-side exclusions), or why none can
   // be described (`problem`, for the pods) and when to look again.
   struct Wanted {
-    slurm::JobDescription job;
+    slurm::JobDescription job;  // a heterogeneous job's first component
+    // A heterogeneous job: every component, and its part names (bridge::GroupJob); else empty.
+    std::vector<slurm::JobDescription> components;
+    std::vector<std::string> parts;
     std::string note;  // a change made to what the annotations asked (FitNodeCount)
     std::string problem;
     std::chrono::seconds retry{0};
@@ -217,9 +224,9 @@ class Scheduler : private slurm::JobWatchSubscriber {
   void Unlist(std::int64_t id);
   static JobView View(const TrackedJob& job);
   boost::asio::awaitable<void> ReportWaiting(const kube::Pod& pod, std::string message);
-  // A Workload API PodGroup's group (bridge::kWorkloadPodGroupKeyPrefix): its PodGroupScheduled
-  // condition patched (podgroups/status) when it differs from the last one written or read;
-  // other groups: nothing.
+  // A Workload API PodGroup's group (bridge::kWorkloadPodGroupKeyPrefix): its condition
+  // (PodGroupScheduled on v1alpha2, PodGroupInitiallyScheduled on v1beta1) patched
+  // (podgroups/status) when it differs from the last one written or read; other groups: nothing.
   boost::asio::awaitable<void> WritePodGroupStatus(bridge::GroupSpec spec, bool scheduled,
                                                    std::string reason, std::string message);
   boost::asio::awaitable<void> DropFinalizer(const kube::Pod& pod);
@@ -307,7 +314,8 @@ class Scheduler : private slurm::JobWatchSubscriber {
   GroupState* Group(const std::string& key);
   std::map<std::string, TrackedJob> jobs_;                 // group key -> job
   std::unordered_map<std::string, std::string> reported_;  // pod uid -> last message
-  // Workload API group key -> the PodGroupScheduled condition last written or read.
+  // Workload API group key -> its condition (PodGroupScheduled or PodGroupInitiallyScheduled)
+  // last written or read.
   std::unordered_map<std::string, kube::Condition> pod_group_status_;
   std::set<std::string> bound_;  // uids of pods bound and not yet gone from the watch
   // Pod uid -> its first watch event, for the stage trace (only at debug level).
@@ -365,6 +373,11 @@ class Scheduler : private slurm::JobWatchSubscriber {
   std::unique_ptr<slurm::JobWatch> own_watch_;  // when none was given
   slurm::JobWatch* watch_;
   async::TaskGroup tasks_;
+  // Workload API group key -> the observedGeneration of the condition in pod_group_status_.
+  std::unordered_map<std::string, std::int64_t> pod_group_generation_;
+  // Coscheduling PodGroup key -> the start of the shortfall whose spec.scheduleTimeoutSeconds
+  // its pods were told of (a PodGroupTimedOut event once per shortfall).
+  std::unordered_map<std::string, async::Clock::TimePoint> pod_group_timeouts_;
 };
 
 }  // namespace sb::scheduler

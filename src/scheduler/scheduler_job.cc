@@ -19,6 +19,7 @@
 #include "bridge/hostlist.h"
 #include "bridge/job_update.h"
 #include "bridge/names.h"
+#include "bridge/parts.h"
 #include "bridge/pods.h"
 #include "bridge/tag.h"
 #include "kube/codec.h"
@@ -47,67 +48,83 @@ constexpr int kDuplicateWatchLists = 5;
 Scheduler::Wanted Scheduler::Describe(const GroupSpec& spec,
                                       const std::vector<const Pod*>& pods) const {
   Wanted w;
-  Result<slurm::JobDescription> desc = bridge::Translate(spec, pods, translate_);
-  if (!desc) {
+  Result<bridge::GroupJob> translated = bridge::TranslateGroup(spec, pods, translate_);
+  if (!translated) {
     // The fix is an edit of the pod or of the root object: look again later.
-    w.problem = desc.error().message;
+    w.problem = translated.error().message;
     w.retry = std::chrono::seconds(30);
     return w;
   }
-  std::string key = bridge::ExclusionKey(pods);
-  auto cached = exclusions_.find(key);
-  if (cached == exclusions_.end()) {
-    if (exclusions_.size() >= kExclusionCacheSize) exclusions_.clear();
-    cached = exclusions_
-                 .emplace(std::move(key),
-                          bridge::ExcludedNodes(pods, slurm_nodes_, NodesBySlurmName(),
-                                                &BoundPods().others_usage, &BoundPods().ports))
-                 .first;
-  }
-  std::vector<bridge::Exclusion> excluded = cached->second;
-  // N-5: nodes a bound claim's PersistentVolume cannot attach to (local and zonal volumes).
-  std::set<std::string> out_already;  // filled only for pods with such volumes
-  for (const Pod* p : pods) {
-    auto va = volume_affinity_.find(PodKey(*p));
-    if (va == volume_affinity_.end() || va->second.empty()) continue;
-    if (out_already.empty()) {
-      for (const bridge::Exclusion& e : excluded) out_already.insert(e.slurm_node);
+  // Each component avoids the nodes its own pods cannot run on (an ordinary job: all the pods).
+  for (std::size_t k = 0; k < translated->components.size(); ++k) {
+    slurm::JobDescription& desc = translated->components[k];
+    const std::vector<const Pod*>& members = translated->pods[k];
+    std::string key = bridge::ExclusionKey(members);
+    auto cached = exclusions_.find(key);
+    if (cached == exclusions_.end()) {
+      if (exclusions_.size() >= kExclusionCacheSize) exclusions_.clear();
+      cached = exclusions_
+                   .emplace(std::move(key),
+                            bridge::ExcludedNodes(members, slurm_nodes_, NodesBySlurmName(),
+                                                  &BoundPods().others_usage, &BoundPods().ports))
+                   .first;
     }
-    for (const auto& [pv, terms] : va->second) {
-      for (const std::string& slurm_name : slurm_nodes_) {
-        auto node = NodesBySlurmName().find(slurm_name);
-        if (node == NodesBySlurmName().end()) continue;  // excluded already: no Kubernetes node
-        if (bridge::MatchesNodeSelectorTerms(terms, *node->second)) continue;
-        if (!out_already.insert(slurm_name).second) continue;
-        excluded.push_back({slurm_name, "volume node affinity (PersistentVolume " + pv + ")"});
+    std::vector<bridge::Exclusion> excluded = cached->second;
+    // N-5: nodes a bound claim's PersistentVolume cannot attach to (local and zonal volumes).
+    std::set<std::string> out_already;  // filled only for pods with such volumes
+    for (const Pod* p : members) {
+      auto va = volume_affinity_.find(PodKey(*p));
+      if (va == volume_affinity_.end() || va->second.empty()) continue;
+      if (out_already.empty()) {
+        for (const bridge::Exclusion& e : excluded) out_already.insert(e.slurm_node);
+      }
+      for (const auto& [pv, terms] : va->second) {
+        for (const std::string& slurm_name : slurm_nodes_) {
+          auto node = NodesBySlurmName().find(slurm_name);
+          if (node == NodesBySlurmName().end()) continue;  // excluded already: no Kubernetes node
+          if (bridge::MatchesNodeSelectorTerms(terms, *node->second)) continue;
+          if (!out_already.insert(slurm_name).second) continue;
+          excluded.push_back({slurm_name, "volume node affinity (PersistentVolume " + pv + ")"});
+        }
       }
     }
-  }
-  if (!slurm_nodes_.empty() && excluded.size() == slurm_nodes_.size()) {
-    std::vector<std::string> why;
-    for (const bridge::Exclusion& e : excluded) why.push_back(e.slurm_node + ": " + e.reason);
-    w.problem =
-        fmt::format("no Slurm node can run the pod in Kubernetes ({})", fmt::join(why, ", "));
-    w.retry = std::chrono::seconds(10);
-    return w;
-  }
-  for (const bridge::Exclusion& e : excluded) desc->excluded_nodes.push_back(e.slurm_node);
-  // Slurm nodes an earlier job of the group was allocated but Kubernetes lacks.
-  // (Only names Slurm still has: Slurm refuses a job that excludes a node it does not know.)
-  if (auto it = groups_.find(spec.key); it != groups_.end()) {
-    for (const std::string& n : it->second.excluded) {
-      if (std::ranges::find(slurm_nodes_, n) != slurm_nodes_.end() &&
-          std::ranges::find(desc->excluded_nodes, n) == desc->excluded_nodes.end()) {
-        desc->excluded_nodes.push_back(n);
+    if (!slurm_nodes_.empty() && excluded.size() == slurm_nodes_.size()) {
+      std::vector<std::string> why;
+      for (const bridge::Exclusion& e : excluded) why.push_back(e.slurm_node + ": " + e.reason);
+      w.problem =
+          fmt::format("no Slurm node can run the pod{} in Kubernetes ({})",
+                      translated->heterogeneous() ? fmt::format(" of part {}", translated->parts[k])
+                                                  : std::string(),
+                      fmt::join(why, ", "));
+      w.retry = std::chrono::seconds(10);
+      return w;
+    }
+    for (const bridge::Exclusion& e : excluded) desc.excluded_nodes.push_back(e.slurm_node);
+    // Slurm nodes an earlier job of the group was allocated but Kubernetes lacks.
+    // (Only names Slurm still has: Slurm refuses a job that excludes a node it does not know.)
+    if (auto it = groups_.find(spec.key); it != groups_.end()) {
+      for (const std::string& n : it->second.excluded) {
+        if (std::ranges::find(slurm_nodes_, n) != slurm_nodes_.end() &&
+            std::ranges::find(desc.excluded_nodes, n) == desc.excluded_nodes.end()) {
+          desc.excluded_nodes.push_back(n);
+        }
       }
     }
+    // One pod per node: a node range from the annotations could never be bound.
+    const int count = translated->heterogeneous()
+                          ? static_cast<int>(members.size())
+                          : std::max(spec.size, static_cast<int>(pods.size()));
+    if (std::optional<std::string> note = FitNodeCount(desc, count)) {
+      w.note = std::move(*note);
+    }
   }
-  // One pod per node: a node range from the annotations could never be bound.
-  const int count = std::max(spec.size, static_cast<int>(pods.size()));
-  if (std::optional<std::string> note = FitNodeCount(*desc, count)) {
-    w.note = std::move(*note);
+  if (translated->heterogeneous()) {
+    w.job = translated->components.front();
+    w.components = std::move(translated->components);
+    w.parts = std::move(translated->parts);
+  } else {
+    w.job = std::move(translated->components.front());
   }
-  w.job = std::move(*desc);
   return w;
 }
 
@@ -137,7 +154,12 @@ awaitable<Result<void>> Scheduler::Submit(const GroupSpec& spec, std::vector<con
   if (!permit || stopping_) co_return Result<void>{};
   const std::string partition = wanted.job.partition;
   const async::Clock::TimePoint sent = clock_.Now();
-  Result<slurm::JobSubmitResult> submitted = co_await slurm_.SubmitJob(wanted.job);
+  Result<slurm::JobSubmitResult> submitted;
+  if (wanted.components.empty()) {
+    submitted = co_await slurm_.SubmitJob(wanted.job);
+  } else {
+    submitted = co_await slurm_.SubmitHetJob(wanted.components);
+  }
   permit.reset();
   CallSubmitLine();
   if (!submitted) {
@@ -174,9 +196,16 @@ awaitable<Result<void>> Scheduler::Submit(const GroupSpec& spec, std::vector<con
                  .partition = partition,
                  .submitted = clock_.Now(),
                  .submit_sent = sent,
-                 .sent = std::move(wanted.job)};
+                 .sent = std::move(wanted.job),
+                 .parts = wanted.parts};
   if (GroupState* g = Group(spec.key); g != nullptr && g->spec.size != spec.size) {
     job.size = spec.size;
+  }
+  // The job's pods in its tag's order: a heterogeneous job's by component.
+  if (!wanted.parts.empty()) {
+    std::ranges::stable_sort(pods, {}, [&](const Pod* p) {
+      return bridge::PartOffset(wanted.parts, bridge::PartName(spec, *p));
+    });
   }
   for (const Pod* pod : pods) {
     if (auto it = seen_.find(pod->metadata.uid); it != seen_.end()) {
@@ -190,7 +219,17 @@ awaitable<Result<void>> Scheduler::Submit(const GroupSpec& spec, std::vector<con
   jobs_[spec.key] = job;
   last_submit_ = job.submitted;
   watch_->MarkFresh();
-  spdlog::info("{}: submitted Slurm job {} for {} pod(s)", spec.key, job.id, pods.size());
+  if (job.parts.empty()) {
+    spdlog::info("{}: submitted Slurm job {} for {} pod(s)", spec.key, job.id, pods.size());
+  } else {
+    std::vector<std::string> shape;
+    for (std::size_t k = 0; k < wanted.components.size(); ++k) {
+      shape.push_back(
+          fmt::format("+{} {} ({} node(s))", k, job.parts[k], wanted.components[k].nodes));
+    }
+    spdlog::info("{}: submitted Slurm heterogeneous job {} for {} pod(s): {}", spec.key, job.id,
+                 pods.size(), fmt::join(shape, ", "));
+  }
   if (!wanted.note.empty()) {
     spdlog::warn("{}: {}", spec.key, wanted.note);
     Emit(pods, "SlurmNodeCountSet", wanted.note);
@@ -216,8 +255,12 @@ awaitable<bool> Scheduler::UpdatePending(const GroupSpec& spec, std::vector<cons
   auto it = jobs_.find(spec.key);
   if (it == jobs_.end() || it->second.state != "PENDING") co_return true;
   const std::int64_t id = it->second.id;
+  // A heterogeneous job keeps the description it was submitted with (Slurm updates one
+  // component at a time; not done yet): it starts as it is, or ends and is submitted anew.
+  if (!it->second.parts.empty()) co_return true;
   // `pods`: the job's own pods first, cut to the group size (PlanGroup's members).
   Wanted wanted = Describe(spec, pods);
+  if (!wanted.parts.empty()) co_return true;  // now heterogeneous: the job is kept as it is
   if (!wanted.problem.empty()) {
     const std::string msg =
         fmt::format("{}; Slurm job {} waits with the description it had", wanted.problem, id);
@@ -279,9 +322,12 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
                                         TrackedJob job) {
   // The steps are binder.h's; this applies what each returns to the scheduler's state.
   job.bind_began = clock_.Now();
-  // 1. Where the job runs (known already when a job list carried its nodes).
-  if (job.nodes.empty()) {
-    const bool layout_first = job.state == "RUNNING" && job.submitted != async::Clock::TimePoint{};
+  // 1. Where the job runs (known already when a job list carried its nodes; a heterogeneous
+  // job's components are read from its records).
+  const bool het = !job.parts.empty();
+  if (job.nodes.empty() || (het && job.components.size() != job.parts.size())) {
+    const bool layout_first =
+        !het && job.state == "RUNNING" && job.submitted != async::Clock::TimePoint{};
     Result<Allocation> a = co_await binder_.ReadAllocation(job.id, layout_first);
     if (!a) co_return tl::unexpected(a.error());
     if (!ApplyAllocation(spec.key, job, *a)) {
@@ -290,7 +336,26 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
     }
   }
   job.nodes_read = clock_.Now();
-  Result<std::vector<std::string>> slurm_nodes = bridge::ExpandHostlist(job.nodes);
+  if (het && job.components.size() != job.parts.size()) {
+    co_return MakeError(ErrorCode::kInternal,
+                        fmt::format("Slurm job {} has {} component(s), its tag {} part(s)", job.id,
+                                    job.components.size(), job.parts.size()));
+  }
+  // Every node of every component, and the component of each (empty: an ordinary job).
+  std::vector<int> node_part;
+  Result<std::vector<std::string>> slurm_nodes = std::vector<std::string>{};
+  std::vector<std::vector<std::string>> component_nodes;  // a heterogeneous job's, expanded
+  if (het) {
+    for (std::size_t k = 0; k < job.components.size(); ++k) {
+      Result<std::vector<std::string>> c = bridge::ExpandHostlist(job.components[k].nodes);
+      if (!c) co_return tl::unexpected(c.error());
+      slurm_nodes->insert(slurm_nodes->end(), c->begin(), c->end());
+      node_part.insert(node_part.end(), c->size(), static_cast<int>(k));
+      component_nodes.push_back(std::move(*c));
+    }
+  } else {
+    slurm_nodes = bridge::ExpandHostlist(job.nodes);
+  }
   if (!slurm_nodes) co_return tl::unexpected(slurm_nodes.error());
   // 2. Pods of this job bound before (an earlier run, a gang member that is re-created) keep
   // their nodes while they are active. A job this process submitted and never bound for has
@@ -310,6 +375,7 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
   // 3. The plan.
   BindInput in{.job = View(job),
                .slurm_nodes = std::move(*slurm_nodes),
+               .node_part = std::move(node_part),
                .pods = pods,
                .holders = std::move(holders),
                .kind = spec.kind,
@@ -320,6 +386,11 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
   }
   if (auto it = unmapped_since_.find(job.id); it != unmapped_since_.end()) {
     in.unmapped_since = it->second;
+  }
+  if (het) {
+    for (const Pod* pod : pods) {
+      in.part_of[pod->metadata.uid] = bridge::PartOffset(job.parts, bridge::PartName(spec, *pod));
+    }
   }
   if (!in.holders.empty()) {
     // A refill: each waiting pod's own constraints against the job's nodes.
@@ -354,12 +425,30 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
     if (!tag) co_return tl::unexpected(tag.error());
     ApplyTag(spec.key, job.id, *tag);
   }
-  const std::vector<Assignment> assign =
-      Annotate(plan.assign, in.kube_node_of, in.slurm_nodes, job.gres_detail);
+  std::vector<Assignment> assign;
+  std::map<const Pod*, int> offset_of;  // a heterogeneous job's pods: their component
+  if (het) {
+    // Each component's GPUs: its own nodes' entries (components may share a node).
+    for (std::size_t k = 0; k < job.components.size(); ++k) {
+      std::vector<std::pair<const Pod*, std::string>> mine;
+      for (const auto& a : plan.assign) {
+        if (in.part_of[a.first->metadata.uid] == static_cast<int>(k)) {
+          mine.push_back(a);
+          offset_of[a.first] = static_cast<int>(k);
+        }
+      }
+      std::vector<Assignment> part =
+          Annotate(mine, in.kube_node_of, component_nodes[k], job.components[k].gres_detail);
+      assign.insert(assign.end(), part.begin(), part.end());
+    }
+  } else {
+    assign = Annotate(plan.assign, in.kube_node_of, in.slurm_nodes, job.gres_detail);
+  }
   for (const Assignment& a : assign) {
-    if (Labelled(*a.pod, job.id, config_.scheduler_name)) continue;
+    const int offset = het ? offset_of[a.pod] : -1;
+    if (Labelled(*a.pod, job.id, config_.scheduler_name, offset)) continue;
     ++stats_.bind_patches;
-    Result<void> r = co_await binder_.LabelPod(*a.pod, job.id, a.annotations);
+    Result<void> r = co_await binder_.LabelPod(*a.pod, job.id, a.annotations, offset);
     if (!r) co_return r;
   }
   // 5. The Bindings (the apiserver adds their annotations to the pods').
@@ -407,10 +496,12 @@ bool Scheduler::ApplyAllocation(const std::string& group, TrackedJob& job, const
   }
   job.nodes = a.nodes;
   job.gres_detail = a.gres_detail;
+  job.components = a.components;
   if (!a.partition.empty()) job.partition = a.partition;
   if (tracked != nullptr) {
     tracked->nodes = a.nodes;
     tracked->gres_detail = a.gres_detail;
+    tracked->components = a.components;
     if (!a.base_state.empty()) ApplyState(*tracked, a.base_state);
   }
   if (bridge::JobEnded(a.base_state)) Unlist(job.id);

@@ -56,7 +56,8 @@ JobView Scheduler::View(const TrackedJob& job) {
                  .pods = job.pods,
                  .submitted = job.submitted,
                  .refill = job.refill,
-                 .bind_tried = job.bind_tried};
+                 .bind_tried = job.bind_tried,
+                 .parts = job.parts};
 }
 
 void Scheduler::Unlist(std::int64_t id) {
@@ -186,7 +187,8 @@ void Scheduler::ApplyJobList(const std::vector<slurm::JobInfo>& jobs, async::Clo
                                          .partition = j.partition,
                                          .nodes = j.nodes,
                                          .uids = tag->uids,
-                                         .pods = tag->pods});
+                                         .pods = tag->pods,
+                                         .parts = tag->parts});
   }
   listed_ = std::move(listed);
   listed_at_ = asked;
@@ -394,6 +396,7 @@ void Scheduler::OnJobStates(const slurm::JobPollAnswer& answer) {
     if (s != t.state && s == "RUNNING") {
       t.nodes.clear();  // read them (and the GPUs) on bind
       t.gres_detail.clear();
+      t.components.clear();
     }
     ApplyState(t, s);
   }

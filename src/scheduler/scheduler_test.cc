@@ -51,7 +51,8 @@ class SchedulerTest : public ::testing::Test {
     auto ep = net::ParseEndpoint(api_.url());
     ASSERT_TRUE(ep);
     http_ = std::move(*net::HttpClient::Create(io_.get_executor(), *ep, {}));
-    kube_ = kube::MakeClient(*http_, nullptr);
+    // Discovery answers are kept on the test's clock (ClientOptions::discovery_ttl).
+    kube_ = kube::MakeClient(*http_, nullptr, {.now = [this] { return clock_.Now(); }});
     // The fake apiserver stamps deletions (deletionTimestamp = now + grace) on the test's clock.
     api_.now = [this] { return clock_.WallNow(); };
     api_.Intercept([this](const FakeRequest& req) { return Hook(req); });
@@ -670,36 +671,57 @@ class SchedulerFlowTest : public SchedulerTest {
       if (!pod_group_min_.contains(name)) {
         return HttpReply(404, R"({"kind":"Status","code":404,"reason":"NotFound"})");
       }
+      const auto timeout = pod_group_timeout_.find(name);
       return HttpReply(
           200, fmt::format(R"({{"apiVersion":"scheduling.x-k8s.io/v1alpha1","kind":"PodGroup",)"
                            R"("metadata":{{"name":"{}","namespace":"ns","uid":"pg-{}"}},)"
-                           R"("spec":{{"minMember":{}}}}})",
-                           name, name, pod_group_min_.at(name)));
+                           R"("spec":{{"minMember":{}{}}}}})",
+                           name, name, pod_group_min_.at(name),
+                           timeout == pod_group_timeout_.end()
+                               ? ""
+                               : fmt::format(R"(,"scheduleTimeoutSeconds":{})", timeout->second)));
     }
-    // The Workload API (scheduling.k8s.io/v1alpha2, Kubernetes 1.36): discovery, the PodGroup
-    // (a gang of workload_min_ pods), and its status subresource.
+    // The Workload API (scheduling.k8s.io): discovery (the versions of workload_versions_), the
+    // PodGroup in each version served (a gang of workload_min_ pods, metadata.generation
+    // workload_generation_, status workload_status_), and its status subresource.
     if (path == "/apis/scheduling.k8s.io") {
-      if (!workload_api_served_) return HttpReply(404, "404 page not found");
-      return HttpReply(200,
-                       R"({"kind":"APIGroup","name":"scheduling.k8s.io","versions":[)"
-                       R"({"groupVersion":"scheduling.k8s.io/v1","version":"v1"},)"
-                       R"({"groupVersion":"scheduling.k8s.io/v1alpha2","version":"v1alpha2"}]})");
+      ++workload_discoveries_;
+      if (workload_versions_.empty()) return HttpReply(404, "404 page not found");
+      std::vector<std::string> versions = {
+          R"({"groupVersion":"scheduling.k8s.io/v1","version":"v1"})"};
+      for (const std::string& v : workload_versions_) {
+        versions.push_back(
+            fmt::format(R"({{"groupVersion":"scheduling.k8s.io/{0}","version":"{0}"}})", v));
+      }
+      return HttpReply(200, fmt::format(R"({{"kind":"APIGroup","name":"scheduling.k8s.io",)"
+                                        R"("versions":[{}]}})",
+                                        fmt::join(versions, ",")));
     }
-    const std::string workload_groups = "/apis/scheduling.k8s.io/v1alpha2/namespaces/ns/podgroups/";
-    if (path.starts_with(workload_groups)) {
-      if (!workload_api_served_) return HttpReply(404, "404 page not found");
+    for (const std::string version : {"v1alpha2", "v1beta1"}) {
+      const std::string workload_groups =
+          "/apis/scheduling.k8s.io/" + version + "/namespaces/ns/podgroups/";
+      if (!path.starts_with(workload_groups)) continue;
+      if (std::ranges::find(workload_versions_, version) == workload_versions_.end()) {
+        return HttpReply(404, "404 page not found");
+      }
       std::string name = path.substr(workload_groups.size());
       const bool status = name.ends_with("/status");
       if (status) name.resize(name.size() - std::string("/status").size());
       if (!workload_min_.contains(name)) {
         return HttpReply(404, R"({"kind":"Status","code":404,"reason":"NotFound"})");
       }
-      if (status && req.method == "PATCH") workload_status_patches_.push_back(req.body);
+      if (status && req.method == "PATCH") {
+        workload_status_patches_.push_back(req.body);
+        workload_status_paths_.push_back(path);
+      }
       return HttpReply(
-          200, fmt::format(R"({{"apiVersion":"scheduling.k8s.io/v1alpha2","kind":"PodGroup",)"
-                           R"("metadata":{{"name":"{}","namespace":"ns","uid":"wpg-{}"}},)"
-                           R"("spec":{{"schedulingPolicy":{{"gang":{{"minCount":{}}}}}}}}})",
-                           name, name, workload_min_.at(name)));
+          200, fmt::format(R"({{"apiVersion":"scheduling.k8s.io/{}","kind":"PodGroup",)"
+                           R"("metadata":{{"name":"{}","namespace":"ns","uid":"wpg-{}",)"
+                           R"("generation":{}}},)"
+                           R"("spec":{{"schedulingPolicy":{{"gang":{{"minCount":{}}}}}}},)"
+                           R"("status":{}}})",
+                           version, name, name, workload_generation_, workload_min_.at(name),
+                           workload_status_));
     }
     const std::string jobs = "/apis/batch/v1/namespaces/ns/jobs/";
     if (path.starts_with(jobs)) {
@@ -793,12 +815,17 @@ class SchedulerFlowTest : public SchedulerTest {
   }
 
   std::vector<std::string> kube_nodes_ = {"n1"};
-  std::map<std::string, std::string> owner_jobs_;                 // Job name -> JSON
-  std::map<std::string, int> pod_group_min_;                      // PodGroup -> minMember
-  bool workload_api_served_ = true;                               // scheduling.k8s.io/v1alpha2
-  std::map<std::string, int> workload_min_;                       // its PodGroup -> minCount
-  std::vector<std::string> workload_status_patches_;              // podgroups/status bodies
-  std::vector<std::string> events_seen_;                          // event bodies
+  std::map<std::string, std::string> owner_jobs_;              // Job name -> JSON
+  std::map<std::string, int> pod_group_min_;                   // PodGroup -> minMember
+  std::map<std::string, int> pod_group_timeout_;               // -> scheduleTimeoutSeconds
+  std::vector<std::string> workload_versions_ = {"v1alpha2"};  // of scheduling.k8s.io served
+  int workload_discoveries_ = 0;                               // GET /apis/scheduling.k8s.io
+  std::map<std::string, int> workload_min_;                    // its PodGroup -> minCount
+  std::int64_t workload_generation_ = 0;              // its metadata.generation (1.36 sets none: 0)
+  std::string workload_status_ = "{}";                // its status
+  std::vector<std::string> workload_status_patches_;  // podgroups/status bodies
+  std::vector<std::string> workload_status_paths_;    // ... and their paths
+  std::vector<std::string> events_seen_;              // event bodies
   std::vector<std::pair<std::string, std::string>> pod_patches_;  // "name[/sub]", body
 };
 
@@ -1268,6 +1295,60 @@ TEST_F(SchedulerFlowTest, PodGroupRemainderIsRecognisedAfterARestart) {
 }
 
 // ... and a PodGroup that never ran waits for minMember as before.
+// Issue #27: a coscheduling PodGroup whose pods come in two shapes is one heterogeneous job (one
+// submit of two components, each of one node and its own CPUs). After a restart the job is
+// adopted, its parts read from its tag, and each pod binds to its own component's node (the
+// small pod's component runs on n2, the big one's on n1: not the order of their names), labelled
+// with the het job's id and its offset.
+TEST_F(SchedulerFlowTest, PodGroupOfTwoShapesIsOneHeterogeneousJobAdoptedAfterARestart) {
+  kube_nodes_ = {"n1", "n2"};
+  slurm::NodeInfo n2;
+  n2.name = "n2";
+  slurm_.AddNode(n2);
+  pod_group_min_["pg"] = 2;
+  const std::map<std::string, std::string> member = {{"scheduling.x-k8s.io/pod-group", "pg"}};
+  for (const auto& [name, cpu] : {std::pair{"big", "4"}, std::pair{"small", "1"}}) {
+    api_.AddPod("ns", name, member);
+    api_.PatchPod("ns", name,
+                  fmt::format(R"({{"spec":{{"containers":[{{"name":"c","image":"i",)"
+                              R"("resources":{{"requests":{{"cpu":"{}"}}}}}}]}}}})",
+                              cpu));
+  }
+  Start();
+  ASSERT_TRUE(AdvanceUntil([&] { return slurm_.het_submitted().size() == 1; }));
+  const std::vector<slurm::JobDescription> components = slurm_.het_submitted().front();
+  ASSERT_EQ(components.size(), 2u);
+  EXPECT_TRUE(slurm_.submitted().empty()) << "an ordinary job was submitted too";
+  const int small = components[0].cpus_per_task == 1 ? 0 : 1;
+  EXPECT_EQ(components[static_cast<std::size_t>(small)].cpus_per_task, 1);
+  EXPECT_EQ(components[static_cast<std::size_t>(1 - small)].cpus_per_task, 4);
+  for (const slurm::JobDescription& c : components) EXPECT_EQ(c.nodes, "1");
+  const std::int64_t id = slurm_.JobIds().front();
+  ASSERT_EQ(slurm_.Job(id + 1)->het_job_id, id);
+
+  Restart();
+  ASSERT_TRUE(AdvanceUntil([&] { return scheduler_->stats().jobs_adopted == 1; }));
+  for (const auto& [k, node] : {std::pair{small, "n2"}, std::pair{1 - small, "n1"}}) {
+    slurm::JobInfo j = *slurm_.Job(id + k);
+    j.job_state = {"RUNNING"};
+    j.nodes = node;
+    slurm_.AddJob(j);
+  }
+  ASSERT_TRUE(AdvanceUntil([&] { return bindings_.size() == 2; }));
+  EXPECT_EQ(bindings_["small"], "n2");
+  EXPECT_EQ(bindings_["big"], "n1");
+  for (const auto& [name, k] : {std::pair{"small", small}, std::pair{"big", 1 - small}}) {
+    const std::string json = api_.PodJson("ns", name);
+    EXPECT_NE(json.find(fmt::format(R"("{}":"{}")", bridge::kHetJobIdLabel, id)), std::string::npos)
+        << json;
+    EXPECT_NE(json.find(fmt::format(R"("{}":"{}")", bridge::kHetJobOffsetLabel, k)),
+              std::string::npos)
+        << json;
+  }
+  EXPECT_EQ(slurm_.calls("SubmitJob"), 1);
+  EXPECT_TRUE(slurm_.cancels().empty());
+}
+
 TEST_F(SchedulerFlowTest, PodGroupThatNeverRanWaitsForMinMember) {
   pod_group_min_["pg"] = 2;
   api_.AddPod("ns", "pg-0", {{"scheduling.x-k8s.io/pod-group", "pg"}});
@@ -1277,6 +1358,35 @@ TEST_F(SchedulerFlowTest, PodGroupThatNeverRanWaitsForMinMember) {
   const async::Clock::TimePoint until = clock_.Now() + 30s;
   ASSERT_TRUE(AdvanceUntil([&] { return clock_.Now() >= until; }, 500ms));
   EXPECT_EQ(slurm_.calls("SubmitJob"), 0);
+  EXPECT_FALSE(HasEvent("PodGroupTimedOut", "")) << "no spec.scheduleTimeoutSeconds: no timeout";
+}
+
+// A coscheduling PodGroup short of minMember for longer than its spec.scheduleTimeoutSeconds:
+// its pods get one PodGroupTimedOut Warning event (at the timeout, not at the next look), and
+// keep waiting; nothing is submitted until the group is complete, and then it runs as one job.
+TEST_F(SchedulerFlowTest, CoschedulingPodGroupPastItsScheduleTimeoutSaysSoOnceAndWaits) {
+  pod_group_min_["pg"] = 2;
+  pod_group_timeout_["pg"] = 30;
+  api_.AddPod("ns", "pg-0", {{"scheduling.x-k8s.io/pod-group", "pg"}});
+  Start();
+  const async::Clock::TimePoint since = clock_.Now();
+  const std::string timed_out =
+      "PodGroup pg timed out waiting for members: 1 of 2 pod(s) (minMember) after 30 s "
+      "(spec.scheduleTimeoutSeconds); no Slurm job is submitted until the group is complete";
+  ASSERT_TRUE(AdvanceUntil([&] { return HasEvent("PodGroupTimedOut", timed_out); }));
+  EXPECT_GE(clock_.Now() - since, 30s);
+  EXPECT_LE(clock_.Now() - since, 31s) << "said late: the group was not looked at at its timeout";
+  const async::Clock::TimePoint until = clock_.Now() + 60s;
+  ASSERT_TRUE(AdvanceUntil([&] { return clock_.Now() >= until; }, 500ms));
+  EXPECT_EQ(std::ranges::count_if(events_seen_,
+                                  [](const std::string& b) {
+                                    return b.find("PodGroupTimedOut") != std::string::npos;
+                                  }),
+            1);
+  EXPECT_EQ(slurm_.calls("SubmitJob"), 0);
+  api_.AddPod("ns", "pg-1", {{"scheduling.x-k8s.io/pod-group", "pg"}});
+  ASSERT_TRUE(AdvanceUntil([&] { return slurm_.calls("SubmitJob") == 1; }));
+  EXPECT_EQ(slurm_.submitted().back().nodes, "2");
 }
 
 // The Workload API (Kubernetes 1.36): pods naming a scheduling.k8s.io/v1alpha2 PodGroup of gang
@@ -1318,6 +1428,7 @@ TEST_F(SchedulerFlowTest, WorkloadPodGroupIsOneJobAndItsStatusFollowsSlurm) {
   EXPECT_EQ(says(R"("status":"False")"), written)
       << fmt::format("{}", fmt::join(workload_status_patches_, "\n"));
   EXPECT_EQ(says(R"("reason":"Unschedulable")"), written);
+  EXPECT_EQ(says("observedGeneration"), 0) << "the PodGroup has no metadata.generation";
   EXPECT_EQ(says("waiting for 1 more pod(s) of PodGroup train"), 1);
   const std::size_t at = workload_status_patches_.front().find("lastTransitionTime");
   ASSERT_NE(at, std::string::npos);
@@ -1337,20 +1448,24 @@ TEST_F(SchedulerFlowTest, WorkloadPodGroupIsOneJobAndItsStatusFollowsSlurm) {
 }
 
 // A pod naming a Workload API PodGroup that cannot be read waits (never a job of its own) with a
-// condition and an event that say why: the apiserver does not serve the API, or the PodGroup is
-// not there.
+// condition and an event that say why: the apiserver serves neither version of the API, or the
+// PodGroup is not there.
 TEST_F(SchedulerFlowTest, WorkloadPodGroupThatCannotBeReadMakesThePodWait) {
-  workload_api_served_ = false;
+  workload_versions_.clear();
   api_.pod_merge_patch = R"({"spec":{"schedulingGroup":{"podGroupName":"train"}}})";
   api_.AddPod("ns", "w0");
   Start();
   ASSERT_TRUE(AdvanceUntil([&] {
-    return StatusSays("w0", "the apiserver does not serve scheduling.k8s.io/v1alpha2");
+    return StatusSays("w0",
+                      "PodGroup train (scheduling.k8s.io) named by spec.schedulingGroup cannot be "
+                      "read (the apiserver serves neither scheduling.k8s.io/v1beta1 nor "
+                      "scheduling.k8s.io/v1alpha2)");
   })) << PatchesOf("w0/status");
   EXPECT_TRUE(AdvanceUntil([&] { return HasEvent("FailedScheduling", "never scheduled alone"); }));
-  workload_api_served_ = true;
+  workload_versions_ = {"v1alpha2"};
   api_.pod_merge_patch = R"({"spec":{"schedulingGroup":{"podGroupName":"nowhere"}}})";
   api_.AddPod("ns", "w1");
+  // (Once discovery is asked again: within a minute.)
   ASSERT_TRUE(AdvanceUntil([&] {
     return StatusSays("w1",
                       "PodGroup nowhere (scheduling.k8s.io/v1alpha2) named by "
@@ -1359,6 +1474,91 @@ TEST_F(SchedulerFlowTest, WorkloadPodGroupThatCannotBeReadMakesThePodWait) {
   const async::Clock::TimePoint until = clock_.Now() + 15s;
   ASSERT_TRUE(AdvanceUntil([&] { return clock_.Now() >= until; }, 500ms));
   EXPECT_EQ(slurm_.calls("SubmitJob"), 0);
+}
+
+// Discovery is not kept for ever: the Workload API turned on while the scheduler runs is seen
+// within a minute (the client keeps an answer, "not served" too, for discovery_ttl), and the
+// pods waiting for their PodGroup then run; discovery is asked at most once a minute meanwhile,
+// however often the pods are looked at.
+TEST_F(SchedulerFlowTest, WorkloadApiTurnedOnWhileRunningIsSeenWithinAMinute) {
+  workload_versions_.clear();
+  workload_min_["train"] = 1;
+  api_.pod_merge_patch = R"({"spec":{"schedulingGroup":{"podGroupName":"train"}}})";
+  api_.AddPod("ns", "w0");
+  Start();
+  ASSERT_TRUE(AdvanceUntil([&] { return StatusSays("w0", "serves neither"); }));
+  const async::Clock::TimePoint on = clock_.Now();
+  workload_versions_ = {"v1alpha2"};
+  ASSERT_TRUE(AdvanceUntil([&] { return slurm_.calls("SubmitJob") == 1; }, 500ms));
+  EXPECT_LE(clock_.Now() - on, 71s) << "discovery's answer was kept longer than a minute";
+  EXPECT_LE(workload_discoveries_, 2) << "discovery asked more than once a minute";
+  EXPECT_NE(slurm_.submitted().back().admin_comment.find("WorkloadPodGroup/ns/train"),
+            std::string::npos);
+}
+
+// Kubernetes 1.37 serves scheduling.k8s.io/v1beta1 beside v1alpha2: the PodGroup is read in
+// v1beta1 (as upstream picks), grouped as before (same key, one job of minCount pods), and its
+// status gets PodGroupInitiallyScheduled (v1beta1's condition, not PodGroupScheduled) with
+// observedGeneration = the PodGroup's metadata.generation. The fake serves the PodGroup in the
+// shape of the 1.37 OpenAPI document (the test cluster, 1.36.2, does not serve v1beta1).
+TEST_F(SchedulerFlowTest, WorkloadPodGroupV1beta1IsPreferredAndGetsPodGroupInitiallyScheduled) {
+  kube_nodes_ = {"n1", "n2"};
+  slurm::NodeInfo n2;
+  n2.name = "n2";
+  slurm_.AddNode(n2);
+  workload_versions_ = {"v1alpha2", "v1beta1"};
+  workload_min_["train"] = 2;
+  workload_generation_ = 4;
+  api_.pod_merge_patch = R"({"spec":{"schedulingGroup":{"podGroupName":"train"}}})";
+  api_.AddPod("ns", "w0");
+  api_.AddPod("ns", "w1");
+  Start();
+  ASSERT_TRUE(AdvanceUntil([&] { return slurm_.calls("SubmitJob") == 1; }));
+  EXPECT_EQ(slurm_.submitted().back().nodes, "2");
+  EXPECT_NE(slurm_.submitted().back().admin_comment.find("WorkloadPodGroup/ns/train"),
+            std::string::npos);
+  const std::int64_t id = JobOf("w0");
+  ASSERT_GT(id, 0);
+  slurm::JobInfo j = *slurm_.Job(id);
+  j.job_state = {"RUNNING"};
+  j.nodes = "n[1-2]";
+  slurm_.AddJob(j);
+  ASSERT_TRUE(AdvanceUntil([&] { return bindings_.size() == 2; }));
+  auto says = [&](const std::string& what) {
+    return static_cast<int>(std::ranges::count_if(
+        workload_status_patches_,
+        [&](const std::string& b) { return b.find(what) != std::string::npos; }));
+  };
+  ASSERT_TRUE(AdvanceUntil([&] { return says(R"("status":"True")") == 1; }));
+  const int written = static_cast<int>(workload_status_patches_.size());
+  EXPECT_EQ(says(R"("type":"PodGroupInitiallyScheduled")"), written);
+  EXPECT_EQ(says("PodGroupScheduled"), 0);
+  EXPECT_EQ(says(R"("observedGeneration":4)"), written);
+  EXPECT_EQ(says(fmt::format("Slurm job {} is RUNNING", id)), 1);
+  for (const std::string& path : workload_status_paths_) {
+    EXPECT_EQ(path, "/apis/scheduling.k8s.io/v1beta1/namespaces/ns/podgroups/train/status");
+  }
+}
+
+// v1beta1's PodGroupInitiallyScheduled, once True, is never turned False (the API: a terminal
+// state): a PodGroup that says True (another replica's word, or an earlier run's) gets no write
+// while its pods wait again.
+TEST_F(SchedulerFlowTest, WorkloadPodGroupV1beta1InitiallyScheduledStaysTrue) {
+  workload_versions_ = {"v1beta1"};
+  workload_min_["train"] = 2;
+  workload_status_ =
+      R"({"conditions":[{"type":"PodGroupInitiallyScheduled","status":"True",)"
+      R"("reason":"Scheduled","message":"Slurm job 7 is RUNNING; 2 pod(s) of the group bound",)"
+      R"("lastTransitionTime":"2026-01-01T00:00:00Z","observedGeneration":1}]})";
+  api_.pod_merge_patch = R"({"spec":{"schedulingGroup":{"podGroupName":"train"}}})";
+  api_.AddPod("ns", "w0");
+  Start();
+  ASSERT_TRUE(AdvanceUntil(
+      [&] { return StatusSays("w0", "waiting for 1 more pod(s) of PodGroup train"); }));
+  const async::Clock::TimePoint until = clock_.Now() + 15s;
+  ASSERT_TRUE(AdvanceUntil([&] { return clock_.Now() >= until; }, 500ms));
+  EXPECT_TRUE(workload_status_patches_.empty())
+      << fmt::format("{}", fmt::join(workload_status_patches_, "\n"));
 }
 
 }  // namespace

@@ -97,7 +97,15 @@ class Client {
   // Submits `job`: an external job (no script, flags EXTERNAL_JOB; needs a SlurmUser token) or a
   // batch job (script set). Warnings slurmrestd attached are returned in the result.
   [[nodiscard]] virtual Task<JobSubmitResult> SubmitJob(JobDescription job) = 0;
+  // Submits a heterogeneous job, one component per entry (POST /job/submit with "jobs"): Slurm
+  // allocates all components at once or none (only its backfill scheduler starts them). The
+  // result's job_id is the het job's id (its first component's); component k has id + k. A
+  // cancel of that id cancels every component. Default: kUnimplemented.
+  [[nodiscard]] virtual Task<JobSubmitResult> SubmitHetJob(std::vector<JobDescription> components);
   [[nodiscard]] virtual Task<JobInfo> GetJob(std::int64_t job_id) = 0;
+  // Every record GET /job/{id} answers: one for an ordinary job; for a heterogeneous job's id,
+  // every component (het_job_offset order). Default: GetJob's one record.
+  [[nodiscard]] virtual Task<std::vector<JobInfo>> GetJobRecords(std::int64_t job_id);
   // Every job slurmctld still knows.
   [[nodiscard]] virtual Task<std::vector<JobInfo>> ListJobs() = 0;
   // The same, unless no job in the cluster changed since `update_time` (Slurm's clock: the

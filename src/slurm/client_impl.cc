@@ -68,7 +68,30 @@ class ClientImpl final : public Client {
   }
 
   Task<JobSubmitResult> SubmitJob(JobDescription job) override {
-    auto r = co_await Call("submit job", Method::kPost, "/job/submit", EncodeJobSubmit(job));
+    co_return co_await Submit(EncodeJobSubmit(job));
+  }
+
+  Task<JobSubmitResult> SubmitHetJob(std::vector<JobDescription> components) override {
+    if (components.empty()) {
+      co_return MakeError(ErrorCode::kInvalidArgument, "submit job: no components", 0);
+    }
+    co_return co_await Submit(EncodeHetJobSubmit(components));
+  }
+
+  Task<std::vector<JobInfo>> GetJobRecords(std::int64_t job_id) override {
+    const std::string op = "get job " + std::to_string(job_id);
+    auto jobs = co_await Fetch(op, Method::kGet, "/job/" + std::to_string(job_id), "", DecodeJobs);
+    if (!jobs) {
+      co_return tl::unexpected(jobs.error());
+    }
+    if (jobs->empty()) {
+      co_return MakeError(ErrorCode::kNotFound, op + ": no such job", 200);
+    }
+    co_return std::move(*jobs);
+  }
+
+  Task<JobSubmitResult> Submit(std::string body) {
+    auto r = co_await Call("submit job", Method::kPost, "/job/submit", std::move(body));
     if (!r) {
       co_return tl::unexpected(r.error());
     }
@@ -465,6 +488,16 @@ Error ClassifySlurmError(std::string_view operation, int http_status,
   e.message = std::string(operation) + ": " + what;
   e.details = std::move(errors);
   return e;
+}
+
+Task<JobSubmitResult> Client::SubmitHetJob(std::vector<JobDescription> /*components*/) {
+  co_return MakeError(ErrorCode::kUnimplemented, "this Slurm client submits no heterogeneous jobs");
+}
+
+Task<std::vector<JobInfo>> Client::GetJobRecords(std::int64_t job_id) {
+  Result<JobInfo> job = co_await GetJob(job_id);
+  if (!job) co_return tl::unexpected(job.error());
+  co_return std::vector<JobInfo>{std::move(*job)};
 }
 
 Result<ClientPtr> MakeClient(boost::asio::any_io_executor executor, ClientConfig config,

@@ -246,6 +246,8 @@ JobInfo DecodeJob(const object& j) {
   job.start_time = NoVal(j, "start_time");
   job.end_time = NoVal(j, "end_time");
   job.priority = NoVal(j, "priority");
+  job.het_job_id = NoVal(j, "het_job_id").Value().value_or(0);
+  job.het_job_offset = NoVal(j, "het_job_offset").Value().value_or(0);
   return job;
 }
 
@@ -584,6 +586,12 @@ Result<std::vector<ApiVersion>> DecodeOpenApiVersions(std::string_view json) {
 
 std::string EncodeJobSubmit(const JobDescription& job) {
   return boost::json::serialize(boost::json::object{{"job", JobDescriptionJson(job)}});
+}
+
+std::string EncodeHetJobSubmit(const std::vector<JobDescription>& components) {
+  boost::json::array jobs;
+  for (const JobDescription& c : components) jobs.emplace_back(JobDescriptionJson(c));
+  return boost::json::serialize(boost::json::object{{"jobs", std::move(jobs)}});
 }
 
 std::string EncodeJobDescription(const JobDescription& job) {

@@ -50,6 +50,8 @@ struct Reply {
 
 // {"job": {...}} for POST /job/submit.
 [[nodiscard]] std::string EncodeJobSubmit(const JobDescription& job);
+// {"jobs": [{...}, ...]} for POST /job/submit: a heterogeneous job, one entry per component.
+[[nodiscard]] std::string EncodeHetJobSubmit(const std::vector<JobDescription>& components);
 // The bare job_desc_msg, for POST /job/{id} (update).
 [[nodiscard]] std::string EncodeJobDescription(const JobDescription& job);
 [[nodiscard]] std::string EncodeNodeUpdate(const NodeUpdate& update);

@@ -84,6 +84,40 @@ TEST(DecodeJobStates, IdsAreStringsInThisReply) {
   EXPECT_EQ(partial->value.size(), 1u);
 }
 
+// Issue #27: a heterogeneous job's id (recorded from 26.05's slurmrestd: record.sh) answers
+// every component, in offset order, each with the het job's id and its offset; ordinary jobs
+// have neither (0).
+TEST(DecodeJobs, HeterogeneousJobAnswersEveryComponent) {
+  auto r = DecodeJobs(Data("job_het_running"));
+  ASSERT_TRUE(r.has_value()) << r.error().ToString();
+  ASSERT_EQ(r->value.size(), 2u);
+  const JobInfo& leader = r->value[0];
+  const JobInfo& workers = r->value[1];
+  EXPECT_EQ(leader.het_job_id, leader.job_id);
+  EXPECT_EQ(leader.het_job_offset, 0);
+  EXPECT_EQ(leader.nodes, "n1");
+  EXPECT_EQ(workers.job_id, leader.job_id + 1);
+  EXPECT_EQ(workers.het_job_id, leader.job_id);
+  EXPECT_EQ(workers.het_job_offset, 1);
+  EXPECT_EQ(workers.nodes, "n[2-3]");
+  EXPECT_EQ(workers.BaseState(), "RUNNING");
+  EXPECT_EQ(workers.gres_detail.size(), 2u);
+  auto plain = DecodeJobs(Data("job_running_v0.0.44"));
+  ASSERT_TRUE(plain.has_value());
+  EXPECT_EQ(plain->value[0].het_job_id, 0);
+  EXPECT_EQ(plain->value[0].het_job_offset, 0);
+  // /jobs/state/ of the het job's id names each component "<id>+<offset>": read as its id.
+  auto states = DecodeJobStates(Data("jobs_state_het"));
+  ASSERT_TRUE(states.has_value());
+  ASSERT_EQ(states->value.size(), 2u);
+  EXPECT_EQ(states->value[0].job_id, leader.job_id);
+  EXPECT_EQ(states->value[1].job_id, workers.job_id);
+  // The submit answers the het job's id.
+  auto submitted = DecodeSubmit(Data("submit_het"));
+  ASSERT_TRUE(submitted.has_value());
+  EXPECT_EQ(submitted->value.job_id, leader.job_id);
+}
+
 TEST(DecodeJobStates, TheCommaFormIsNotJson) {
   // slurmrestd answers the spec's CSV form with a plain-text 500; the decoder says so.
   auto r = DecodeJobStates(Data("jobs_state_csv"));
@@ -342,6 +376,18 @@ TEST(Encode, ExternalJobSubmitHasOnlyWhatIsSet) {
   boost::json::value b = boost::json::parse(EncodeJobDescription(batch));
   EXPECT_EQ(b.at("script"), "#!/bin/sh\nexec sleep infinity\n");
   EXPECT_EQ(b.at("time_limit").at("infinite"), true);
+}
+
+TEST(Encode, HeterogeneousJobSubmitIsAListOfComponents) {
+  JobDescription a{.name = "mpi", .nodes = "1", .cpus_per_task = 1};
+  JobDescription b{.name = "mpi", .nodes = "3", .cpus_per_task = 4};
+  boost::json::value v = boost::json::parse(EncodeHetJobSubmit({a, b}));
+  EXPECT_FALSE(v.as_object().contains("job"));
+  const boost::json::array& jobs = v.at("jobs").as_array();
+  ASSERT_EQ(jobs.size(), 2u);
+  EXPECT_EQ(jobs[0].at("nodes"), "1");
+  EXPECT_EQ(jobs[1].at("nodes"), "3");
+  EXPECT_EQ(jobs[1].at("cpus_per_task"), 4);
 }
 
 TEST(Encode, NodeUpdateAndNewNode) {

@@ -122,6 +122,10 @@ struct JobInfo {
   NoValNumber start_time;
   NoValNumber end_time;
   NoValNumber priority;
+  // A component of a heterogeneous job: the leader's id (the het job's id) and its offset
+  // (0 for the leader); both 0 for an ordinary job.
+  std::int64_t het_job_id = 0;
+  std::int64_t het_job_offset = 0;
 
   // True when job_state contains `state`.
   [[nodiscard]] bool HasState(std::string_view state) const;

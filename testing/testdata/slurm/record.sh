@@ -62,6 +62,19 @@ save jobs_state_all GET "/v0.0.44/jobs/state/"
 save job_unknown GET /v0.0.44/job/999999
 save cancel_unknown DELETE /v0.0.44/job/999999
 save cancel_pending DELETE "/v0.0.44/job/$pid"
+# A heterogeneous job (issue #27): a launcher of 1 CPU on one node, 2 workers of 2 CPUs and a GPU.
+# Only the backfill scheduler starts it (bf_interval, 2 s in the test environment). GET of its id
+# answers every component; /jobs/state/ of its id too, with ids "<id>+0", "<id+1>+1".
+het='{"jobs":[{"name":"rec-het","flags":["EXTERNAL_JOB"],"partition":"batch","current_working_directory":"/tmp","nodes":"1","tasks_per_node":1,"cpus_per_task":1,"admin_comment":"{\"pods\":[\"default/l\"]}"},{"name":"rec-het","flags":["EXTERNAL_JOB"],"partition":"batch","current_working_directory":"/tmp","nodes":"2","tasks_per_node":1,"cpus_per_task":2,"tres_per_node":"gres/gpu:1","admin_comment":"{\"pods\":[\"default/w0\",\"default/w1\"]}"}]}'
+save submit_het POST /v0.0.44/job/submit "$het"
+hid=$(jq -r .job_id "$here/submit_het.json")
+for _ in $(seq 1 100); do
+  [ "$(curl -s "${H[@]}" "$B/v0.0.44/job/$hid" | jq -r '.jobs[1].job_state[0]')" = RUNNING ] && break
+  sleep 0.2
+done
+save job_het_running GET "/v0.0.44/job/$hid"
+save jobs_state_het GET "/v0.0.44/jobs/state/?job_id=$hid"
+save cancel_het DELETE "/v0.0.44/job/$hid"
 save submit_bad_partition POST /v0.0.44/job/submit '{"job":{"name":"x","flags":["EXTERNAL_JOB"],"partition":"nope","current_working_directory":"/tmp","nodes":"1"}}'
 save submit_impossible POST /v0.0.44/job/submit '{"job":{"name":"x","flags":["EXTERNAL_JOB"],"partition":"batch","current_working_directory":"/tmp","nodes":"1","tres_per_node":"gres/gpu:9"}}'
 save submit_wrong_type POST /v0.0.44/job/submit '{"job":{"name":"x","flags":["EXTERNAL_JOB"],"partition":"batch","current_working_directory":"/tmp","tasks":"x"}}'
