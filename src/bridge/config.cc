@@ -10,6 +10,7 @@
 #include <fmt/ranges.h>
 #include <yaml-cpp/yaml.h>
 
+#include "bridge/dra.h"
 #include "common/files.h"
 
 namespace sb::bridge {
@@ -172,7 +173,91 @@ Result<IdentityRule> ParseIdentityRule(const YAML::Node& n, std::string_view key
   return r;
 }
 
+// One entry of deviceProfiles: name, driver, selector, backend {type, gresName, gresType,
+// indexFrom}. Unknown fields are errors, as upstream's strict parse and identityPolicy's.
+Result<DeviceProfile> ParseDeviceProfile(const YAML::Node& n, const std::string& key) {
+  DeviceProfile p;
+  if (!n.IsMap()) {
+    return tl::unexpected(KeyError(key, "entries must be maps of name, driver, selector, backend"));
+  }
+  bool has_backend = false;
+  for (const auto& kv : n) {
+    const std::string field = kv.first.Scalar();
+    const std::string k = Lower(field);
+    const std::string where = fmt::format("{}.{}", key, field);
+    if (k == "name" || k == "driver" || k == "selector") {
+      Result<std::string> v = Scalar(kv.second, where);
+      if (!v) return tl::unexpected(v.error());
+      (k == "name" ? p.name : k == "driver" ? p.driver : p.selector) = std::move(*v);
+    } else if (k == "backend") {
+      if (!kv.second.IsMap()) {
+        return tl::unexpected(KeyError(where,
+                                       "must be a map with type (indexed-gres or "
+                                       "core-bitmap)"));
+      }
+      has_backend = true;
+      std::string type;
+      for (const auto& b : kv.second) {
+        const std::string bfield = b.first.Scalar();
+        const std::string bk = Lower(bfield);
+        const std::string bwhere = fmt::format("{}.{}", where, bfield);
+        Result<std::string> v = Scalar(b.second, bwhere);
+        if (!v) return tl::unexpected(v.error());
+        if (bk == "type") {
+          type = std::move(*v);
+        } else if (bk == "gresname") {
+          p.gres_name = std::move(*v);
+        } else if (bk == "grestype") {
+          p.gres_type = std::move(*v);
+        } else if (bk == "indexfrom") {
+          p.index_from = std::move(*v);
+        } else {
+          return tl::unexpected(KeyError(where, fmt::format("unknown field {}", bfield)));
+        }
+      }
+      if (type == "indexed-gres") {
+        p.backend = DeviceBackend::kIndexedGres;
+      } else if (type == "core-bitmap") {
+        p.backend = DeviceBackend::kCoreBitmap;
+      } else {
+        return tl::unexpected(
+            KeyError(where, fmt::format("type \"{}\" is not indexed-gres or core-bitmap", type)));
+      }
+    } else {
+      return tl::unexpected(KeyError(key, fmt::format("unknown field {}", field)));
+    }
+  }
+  if (!has_backend) {
+    return tl::unexpected(KeyError(key,
+                                   "needs a backend ({type: indexed-gres, gresName: gpu} or "
+                                   "{type: core-bitmap})"));
+  }
+  return p;
+}
+
 }  // namespace
+
+std::vector<DeviceProfile> DefaultDeviceProfiles() {
+  // The DeviceClasses of the drivers' own charts select this way (upstream 1.3's registry):
+  // kubernetes-sigs/dra-driver-cpu, dra-example-driver v0.4.0, dra-driver-nvidia-gpu v0.4.0.
+  return {
+      {.name = "cpu",
+       .driver = "dra.cpu",
+       .selector = R"(device.driver == "dra.cpu")",
+       .backend = DeviceBackend::kCoreBitmap},
+      {.name = "gpu-example",
+       .driver = "gpu.example.com",
+       .selector = "device.driver == 'gpu.example.com'",
+       .backend = DeviceBackend::kIndexedGres,
+       .gres_name = "gpu"},
+      {.name = "gpu-nvidia",
+       .driver = "gpu.nvidia.com",
+       .selector = "device.driver == 'gpu.nvidia.com' && "
+                   "device.attributes['gpu.nvidia.com'].type == 'gpu'",
+       .backend = DeviceBackend::kIndexedGres,
+       .gres_name = "gpu"},
+  };
+}
 
 bool LabelSelector::Matches(const std::map<std::string, std::string>& labels) const {
   for (const auto& [k, v] : match_labels) {
@@ -416,6 +501,24 @@ Result<Config> ParseConfig(std::string_view yaml) {
         c.resource_tres[e.first.Scalar()] = tres;  // "" removes a default mapping
       }
       std::erase_if(c.resource_tres, [](const auto& p) { return p.second.empty(); });
+    } else if (k == "deviceprofiles") {
+      // Absent or null: the defaults; a list replaces them; []: none (DRA off).
+      if (v.IsNull()) {
+        c.device_profiles = DefaultDeviceProfiles();
+      } else if (!v.IsSequence()) {
+        return tl::unexpected(KeyError(key, "must be a list of device profiles"));
+      } else {
+        c.device_profiles.clear();
+        for (const YAML::Node& e : v) {
+          Result<DeviceProfile> p =
+              ParseDeviceProfile(e, fmt::format("{}[{}]", key, c.device_profiles.size()));
+          if (!p) return tl::unexpected(p.error());
+          c.device_profiles.push_back(std::move(*p));
+        }
+        if (Result<void> ok = ValidateDeviceProfiles(c.device_profiles); !ok) {
+          return tl::unexpected(KeyError(key, ok.error().message));
+        }
+      }
     } else if (k == "strictconfig") {
       Result<bool> b = Bool(v, key);
       if (!b) return tl::unexpected(b.error());

@@ -19,6 +19,7 @@ TEST(ConfigTest, DefaultsWhenEmpty) {
   EXPECT_EQ(c->resource_tres.at("nvidia.com/gpu"), "gres/gpu");
   EXPECT_EQ(c->resource_tres.at("amd.com/gpu"), "gres/gpu");
   EXPECT_FALSE(c->has_managed_namespace_selector);
+  EXPECT_EQ(c->device_profiles, DefaultDeviceProfiles());
 }
 
 TEST(ConfigTest, UpstreamKeysCaseInsensitive) {
@@ -189,6 +190,112 @@ TEST(ConfigTest, BadValuesNameTheKey) {
        "operator \"Near\""},
       {"[1, 2]", "config must be a YAML map"},
       {"a: [", "config is not YAML"},
+  };
+  for (const Case& c : cases) {
+    Result<Config> r = ParseConfig(c.yaml);
+    ASSERT_FALSE(r) << c.yaml;
+    EXPECT_NE(r.error().message.find(c.want), std::string::npos)
+        << c.yaml << " -> " << r.error().message;
+  }
+}
+
+TEST(ConfigTest, DeviceProfiles) {
+  // Upstream 1.3's defaults: cpu (dra.cpu), gpu-example, gpu-nvidia (type gpu).
+  const std::vector<DeviceProfile> defaults = DefaultDeviceProfiles();
+  ASSERT_EQ(defaults.size(), 3U);
+  EXPECT_EQ(defaults[0].name, "cpu");
+  EXPECT_EQ(defaults[0].driver, "dra.cpu");
+  EXPECT_EQ(defaults[0].backend, DeviceBackend::kCoreBitmap);
+  EXPECT_EQ(defaults[1].name, "gpu-example");
+  EXPECT_EQ(defaults[1].selector, "device.driver == 'gpu.example.com'");
+  EXPECT_EQ(defaults[1].gres_name, "gpu");
+  EXPECT_EQ(defaults[2].name, "gpu-nvidia");
+  EXPECT_EQ(defaults[2].selector,
+            "device.driver == 'gpu.nvidia.com' && "
+            "device.attributes['gpu.nvidia.com'].type == 'gpu'");
+
+  // Upstream's shape (its own config test's profile); a list replaces the defaults.
+  Result<Config> c = ParseConfig(R"(
+strictConfig: true
+deviceProfiles:
+  - name: custom-accelerator
+    driver: accelerator.example.com
+    selector: device.driver == 'accelerator.example.com'
+    backend:
+      type: indexed-gres
+      gresName: accelerator
+  - Name: cpus
+    driver: cpu.example.com
+    selector: device.driver == 'cpu.example.com'
+    backend: {type: core-bitmap}
+  - name: h100
+    driver: gpu.nvidia.com
+    selector: device.driver == 'gpu.nvidia.com'
+    backend: {type: indexed-gres, gresName: gpu, gresType: h100, indexFrom: "attribute:minor"}
+)");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_TRUE(c->warnings.empty());
+  EXPECT_EQ(c->device_profiles,
+            (std::vector<DeviceProfile>{{.name = "custom-accelerator",
+                                         .driver = "accelerator.example.com",
+                                         .selector = "device.driver == 'accelerator.example.com'",
+                                         .backend = DeviceBackend::kIndexedGres,
+                                         .gres_name = "accelerator"},
+                                        {.name = "cpus",
+                                         .driver = "cpu.example.com",
+                                         .selector = "device.driver == 'cpu.example.com'",
+                                         .backend = DeviceBackend::kCoreBitmap},
+                                        {.name = "h100",
+                                         .driver = "gpu.nvidia.com",
+                                         .selector = "device.driver == 'gpu.nvidia.com'",
+                                         .backend = DeviceBackend::kIndexedGres,
+                                         .gres_name = "gpu",
+                                         .gres_type = "h100",
+                                         .index_from = "attribute:minor"}}));
+
+  // null keeps the defaults (as upstream); [] turns DRA off.
+  c = ParseConfig("deviceProfiles: null");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->device_profiles, defaults);
+  c = ParseConfig("deviceProfiles: []");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_TRUE(c->device_profiles.empty());
+}
+
+TEST(ConfigTest, BadDeviceProfilesNameTheKey) {
+  struct Case {
+    const char* yaml;
+    const char* want;
+  } cases[] = {
+      {"deviceProfiles: gpu", "config key deviceProfiles: must be a list of device profiles"},
+      {"deviceProfiles: [gpu]", "config key deviceProfiles[0]: entries must be maps"},
+      // Upstream's own strictness test: a misspelt backend field.
+      {R"(deviceProfiles:
+  - name: custom-accelerator
+    driver: accelerator.example.com
+    selector: device.driver == 'accelerator.example.com'
+    backend:
+      type: indexed-gres
+      gresNam: accelerator
+)",
+       "config key deviceProfiles[0].backend: unknown field gresNam"},
+      {"deviceProfiles: [{name: a, driver: a.io, selector: \"device.driver == 'a.io'\", "
+       "colour: red, backend: {type: core-bitmap}}]",
+       "config key deviceProfiles[0]: unknown field colour"},
+      {"deviceProfiles: [{name: a, driver: a.io, selector: \"device.driver == 'a.io'\"}]",
+       "config key deviceProfiles[0]: needs a backend"},
+      {"deviceProfiles: [{name: a, driver: a.io, selector: \"device.driver == 'a.io'\", "
+       "backend: {type: bitmap}}]",
+       "config key deviceProfiles[0].backend: type \"bitmap\" is not indexed-gres or core-bitmap"},
+      {"deviceProfiles: [{name: a, driver: a.io, selector: \"device.driver == 'a.io'\", "
+       "backend: {type: indexed-gres, gresName: gpu}}, {name: a, driver: b.io, "
+       "selector: \"device.driver == 'b.io'\", backend: {type: indexed-gres, gresName: gpu}}]",
+       "config key deviceProfiles: profile \"a\": the name is used twice"},
+      {"deviceProfiles: [{name: a, driver: a.io, selector: \"device.attributes['a.io'].n > 2\", "
+       "backend: {type: indexed-gres, gresName: gpu}}]",
+       "config key deviceProfiles: profile \"a\": selector"},
+      {"deviceProfiles: [{name: a, driver: a.io, selector: [x], backend: {type: core-bitmap}}]",
+       "config key deviceProfiles[0].selector: must be a string"},
   };
   for (const Case& c : cases) {
     Result<Config> r = ParseConfig(c.yaml);
