@@ -136,16 +136,12 @@ slurm::Task<std::vector<slurm::PingResult>> FakeSlurmClient::Ping() {
       {.hostname = "fake", .pinged = "UP", .responding = true, .mode = "primary"}};
 }
 
-slurm::Task<slurm::JobSubmitResult> FakeSlurmClient::SubmitJob(slurm::JobDescription job) {
-  if (submit_delay.count() > 0) {
-    boost::asio::steady_timer timer(co_await boost::asio::this_coro::executor, submit_delay);
-    co_await timer.async_wait(boost::asio::use_awaitable);
-  }
-  std::optional<Failure> f = Enter("SubmitJob");
-  if (f && !f->apply) co_return tl::unexpected(f->error);
-  submitted_.push_back(job);
+namespace {
+
+// The PENDING job slurmctld makes of `job`, with the described fields it keeps.
+slurm::JobInfo Submitted(const slurm::JobDescription& job, std::int64_t id) {
   slurm::JobInfo info;
-  info.job_id = next_job_id;
+  info.job_id = id;
   info.name = job.name;
   info.job_state = {"PENDING"};
   info.state_reason = "None";
@@ -156,7 +152,20 @@ slurm::Task<slurm::JobSubmitResult> FakeSlurmClient::SubmitJob(slurm::JobDescrip
   info.comment = job.comment;
   info.flags = job.flags;
   info.tres_per_node = job.tres_per_node;
-  const std::int64_t id = AddJob(std::move(info));
+  return info;
+}
+
+}  // namespace
+
+slurm::Task<slurm::JobSubmitResult> FakeSlurmClient::SubmitJob(slurm::JobDescription job) {
+  if (submit_delay.count() > 0) {
+    boost::asio::steady_timer timer(co_await boost::asio::this_coro::executor, submit_delay);
+    co_await timer.async_wait(boost::asio::use_awaitable);
+  }
+  std::optional<Failure> f = Enter("SubmitJob");
+  if (f && !f->apply) co_return tl::unexpected(f->error);
+  submitted_.push_back(job);
+  const std::int64_t id = AddJob(Submitted(job, next_job_id));
   if (f) co_return tl::unexpected(f->error);
   co_return slurm::JobSubmitResult{.job_id = id};
 }
@@ -168,16 +177,7 @@ slurm::Task<slurm::JobSubmitResult> FakeSlurmClient::SubmitHetJob(
   het_submitted_.push_back(components);
   const std::int64_t first = next_job_id;
   for (std::size_t k = 0; k < components.size(); ++k) {
-    const slurm::JobDescription& job = components[k];
-    slurm::JobInfo info;
-    info.job_id = next_job_id;
-    info.name = job.name;
-    info.job_state = {"PENDING"};
-    info.state_reason = "None";
-    info.partition = job.partition;
-    info.admin_comment = job.admin_comment;
-    info.flags = job.flags;
-    info.tres_per_node = job.tres_per_node;
+    slurm::JobInfo info = Submitted(components[k], next_job_id);
     info.het_job_id = first;
     info.het_job_offset = static_cast<std::int64_t>(k);
     AddJob(std::move(info));

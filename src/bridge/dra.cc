@@ -12,6 +12,7 @@
 #include <fmt/ranges.h>
 #include <boost/json.hpp>
 
+#include "bridge/gres.h"
 #include "bridge/names.h"
 #include "bridge/translate.h"
 #include "kube/codec.h"
@@ -140,24 +141,6 @@ std::string FormatIndices(std::vector<std::int64_t> v) {
     i = j + 1;
   }
   return out.empty() ? "none" : out;
-}
-
-// Splits at commas outside parentheses.
-std::vector<std::string_view> TopLevel(std::string_view s) {
-  std::vector<std::string_view> out;
-  int depth = 0;
-  std::size_t start = 0;
-  for (std::size_t i = 0; i <= s.size(); ++i) {
-    if (i == s.size() || (s[i] == ',' && depth == 0)) {
-      out.push_back(s.substr(start, i - start));
-      start = i + 1;
-    } else if (s[i] == '(') {
-      ++depth;
-    } else if (s[i] == ')') {
-      --depth;
-    }
-  }
-  return out;
 }
 
 // ---- The selector subset ----
@@ -813,7 +796,7 @@ Result<std::vector<NodeGres>> ParseNodeGres(std::string_view gres) {
   std::vector<NodeGres> out;
   std::map<std::string, std::int64_t> next_index;
   if (gres.empty() || gres == "(null)") return out;
-  for (std::string_view entry : TopLevel(gres)) {
+  for (std::string_view entry : SplitTopLevel(gres)) {
     const auto bad = [&](std::string_view why) {
       return tl::unexpected(
           Invalid(fmt::format("Slurm GRES {} in {}: {}", Quote(entry), Quote(gres), why)));

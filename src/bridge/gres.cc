@@ -8,24 +8,6 @@
 namespace sb::bridge {
 namespace {
 
-// Splits at commas outside parentheses.
-std::vector<std::string_view> TopLevel(std::string_view s) {
-  std::vector<std::string_view> out;
-  int depth = 0;
-  std::size_t start = 0;
-  for (std::size_t i = 0; i <= s.size(); ++i) {
-    if (i == s.size() || (s[i] == ',' && depth == 0)) {
-      out.push_back(s.substr(start, i - start));
-      start = i + 1;
-    } else if (s[i] == '(') {
-      ++depth;
-    } else if (s[i] == ')') {
-      --depth;
-    }
-  }
-  return out;
-}
-
 bool Number(std::string_view s, std::int64_t* out) {
   if (s.empty()) return false;
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
@@ -63,9 +45,27 @@ std::string ExpandIndices(std::string_view idx) {
 
 }  // namespace
 
+// Splits at commas outside parentheses.
+std::vector<std::string_view> SplitTopLevel(std::string_view s) {
+  std::vector<std::string_view> out;
+  int depth = 0;
+  std::size_t start = 0;
+  for (std::size_t i = 0; i <= s.size(); ++i) {
+    if (i == s.size() || (s[i] == ',' && depth == 0)) {
+      out.push_back(s.substr(start, i - start));
+      start = i + 1;
+    } else if (s[i] == '(') {
+      ++depth;
+    } else if (s[i] == ')') {
+      --depth;
+    }
+  }
+  return out;
+}
+
 std::string GpuIndices(std::string_view gres_detail) {
   std::string out;
-  for (std::string_view g : TopLevel(gres_detail)) {
+  for (std::string_view g : SplitTopLevel(gres_detail)) {
     if (!g.starts_with("gpu")) continue;
     const std::size_t at = g.find("(IDX:");
     if (at == std::string_view::npos || !g.ends_with(')')) continue;

@@ -13,6 +13,9 @@
 
 namespace sb::bridge {
 
+// Splits a GRES list ("gpu:a:2(IDX:0-1),gpu:b:1(S:0)") at the commas outside parentheses.
+[[nodiscard]] std::vector<std::string_view> SplitTopLevel(std::string_view s);
+
 // The GPU indices of one entry of a job's `gres_detail` (one entry per node of the job, in the
 // job's node order): "gpu:fake:2(IDX:0-1)" -> "0,1", "gpu:a100:1(IDX:3),shard:1(0/2,0,0)" -> "3",
 // "gpu:2(IDX:0,2-3)" -> "0,2,3"; "" when the entry names no GPU or is malformed. The same text as
