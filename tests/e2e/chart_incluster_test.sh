@@ -241,13 +241,15 @@ leading_pods() { # names of the scheduler pods, not being deleted, whose log say
   # it let the check below run before a new pod led (seen once in CI).
   for p in $(k -n slinky get pods -l app.kubernetes.io/name=slurm-bridge-scheduler -o json |
                jq -r '.items[] | select(.metadata.deletionTimestamp == null) | .metadata.name'); do
-    k -n slinky logs "pod/$p" | grep -q 'leading (slinky/slurm-bridge-scheduler)' && echo "$p"
+    # grep reads the whole log (not -q): with pipefail, -q stopping at the first match made
+    # kubectl die of SIGPIPE on a long log and the pod look as if it did not lead (seen in CI).
+    k -n slinky logs "pod/$p" | grep 'leading (slinky/slurm-bridge-scheduler)' >/dev/null && echo "$p"
   done
 }
 # Until a new pod's log says it leads: the Lease may still name the old pod, and an old holder
 # on a node where a new pod also runs passes leader_on_pod_node (seen once in CI).
 one_leads() { [ "$(leading_pods | wc -w)" = 1 ] && leader_on_pod_node slurm-bridge-scheduler slurm-bridge-scheduler; }
-wait_for 120 one_leads  # the old leader's Lease runs out first when it did not release it (a busy CI machine)
+wait_for 120 one_leads
 leaders=$(leading_pods)
 check "exactly one replica leads ($leaders), holding the Lease ($(holder slurm-bridge-scheduler))" \
   [ "$(wc -w <<<"$leaders")" = 1 ] && leader_on_pod_node slurm-bridge-scheduler slurm-bridge-scheduler
