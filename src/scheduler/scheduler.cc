@@ -684,8 +684,7 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
     for (const Pod* pod : plan.label) {
       // A heterogeneous job's pod also carries its component (a part the job has not: none).
       const int offset =
-          parts.empty() ? -1
-                        : std::max(-1, bridge::PartOffset(parts, bridge::PartName(spec, *pod)));
+          parts.empty() ? -1 : bridge::PartOffset(parts, bridge::PartName(spec, *pod));
       Result<void> r = co_await binder_.LabelPod(*pod, id, {}, offset);
       if (!r) co_return r;
     }

@@ -164,6 +164,7 @@ class Scheduler : private slurm::JobWatchSubscriber {
     // A heterogeneous job: every component, and its part names (bridge::GroupJob); else empty.
     std::vector<slurm::JobDescription> components;
     std::vector<std::string> parts;
+    std::vector<const kube::Pod*> pods;  // a heterogeneous job's pods, by component
     std::string note;  // a change made to what the annotations asked (FitNodeCount)
     std::string problem;
     std::chrono::seconds retry{0};

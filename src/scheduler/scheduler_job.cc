@@ -122,6 +122,9 @@ Scheduler::Wanted Scheduler::Describe(const GroupSpec& spec,
     w.job = translated->components.front();
     w.components = std::move(translated->components);
     w.parts = std::move(translated->parts);
+    for (const std::vector<const Pod*>& members : translated->pods) {
+      w.pods.insert(w.pods.end(), members.begin(), members.end());
+    }
   } else {
     w.job = std::move(translated->components.front());
   }
@@ -202,11 +205,7 @@ awaitable<Result<void>> Scheduler::Submit(const GroupSpec& spec, std::vector<con
     job.size = spec.size;
   }
   // The job's pods in its tag's order: a heterogeneous job's by component.
-  if (!wanted.parts.empty()) {
-    std::ranges::stable_sort(pods, {}, [&](const Pod* p) {
-      return bridge::PartOffset(wanted.parts, bridge::PartName(spec, *p));
-    });
-  }
+  if (!wanted.pods.empty()) pods = wanted.pods;
   for (const Pod* pod : pods) {
     if (auto it = seen_.find(pod->metadata.uid); it != seen_.end()) {
       if (job.pod_seen == async::Clock::TimePoint{} || it->second < job.pod_seen) {
@@ -426,16 +425,12 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
     ApplyTag(spec.key, job.id, *tag);
   }
   std::vector<Assignment> assign;
-  std::map<const Pod*, int> offset_of;  // a heterogeneous job's pods: their component
   if (het) {
     // Each component's GPUs: its own nodes' entries (components may share a node).
     for (std::size_t k = 0; k < job.components.size(); ++k) {
       std::vector<std::pair<const Pod*, std::string>> mine;
       for (const auto& a : plan.assign) {
-        if (in.part_of[a.first->metadata.uid] == static_cast<int>(k)) {
-          mine.push_back(a);
-          offset_of[a.first] = static_cast<int>(k);
-        }
+        if (in.part_of[a.first->metadata.uid] == static_cast<int>(k)) mine.push_back(a);
       }
       std::vector<Assignment> part =
           Annotate(mine, in.kube_node_of, component_nodes[k], job.components[k].gres_detail);
@@ -445,7 +440,7 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
     assign = Annotate(plan.assign, in.kube_node_of, in.slurm_nodes, job.gres_detail);
   }
   for (const Assignment& a : assign) {
-    const int offset = het ? offset_of[a.pod] : -1;
+    const int offset = het ? in.part_of[a.pod->metadata.uid] : -1;
     if (Labelled(*a.pod, job.id, config_.scheduler_name, offset)) continue;
     ++stats_.bind_patches;
     Result<void> r = co_await binder_.LabelPod(*a.pod, job.id, a.annotations, offset);
