@@ -26,6 +26,8 @@ PACKAGES=(
   # the kubelets' nodes (testenv/up.sh --kubelets): a containerd per node, runc, the CNI
   # loopback plugin, and busybox for the test images (built offline, statically linked)
   containerd runc containernetworking-plugins busybox-static
+  # the test DRA driver the kubelets' nodes run (testing/dra-driver: the kubelet's gRPC APIs)
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
 )
 
 missing=()

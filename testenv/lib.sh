@@ -33,6 +33,13 @@ SB_KUBE_STAMP=".slurm-bridge-kube-v5"
 SB_IMAGES_DIR="${SB_IMAGES_DIR:-$SB_CACHE_DIR/images}"
 SB_IMAGES_STAMP=".slurm-bridge-images-v2"
 DEBIAN_MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+# containerd 1.7 for the kubelets' nodes (Debian trixie's, unpacked into the cache by
+# ensure_containerd; the machine's own stays): bookworm's 1.6 has no CDI, through which DRA
+# drivers hand devices to containers. Binaries in SB_CONTAINERD_DIR/bin; the stamp records the
+# exact version.
+SB_CONTAINERD_SERIES="1.7"
+SB_CONTAINERD_DIR="${SB_CONTAINERD_DIR:-$SB_CACHE_DIR/containerd-$SB_CONTAINERD_SERIES}"
+SB_CONTAINERD_STAMP=".slurm-bridge-containerd-v1"
 
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -102,4 +109,33 @@ CONF
   local deb
   for deb in "$a"/debs/*.deb; do dpkg-deb -x "$deb" "$dest"; done
   rm -rf "$a"
+}
+
+# ensure_containerd: puts containerd, containerd-shim-runc-v2 and ctr of containerd
+# SB_CONTAINERD_SERIES (Debian trixie's package, built against glibc <= bookworm's 2.36) into
+# SB_CONTAINERD_DIR/bin, once (cold: one package download, ~10 s; warm: a file test). One fetch
+# at a time per cache.
+ensure_containerd() {
+  [ -f "$SB_CONTAINERD_DIR/$SB_CONTAINERD_STAMP" ] && return 0
+  mkdir -p "$SB_CACHE_DIR"
+  (
+    exec 8>"$SB_CACHE_DIR/containerd.lock"
+    flock 8
+    [ -f "$SB_CONTAINERD_DIR/$SB_CONTAINERD_STAMP" ] && exit 0
+    log "fetching containerd $SB_CONTAINERD_SERIES from Debian trixie"
+    local tmp="$SB_CONTAINERD_DIR.tmp" b v
+    rm -rf "$tmp"
+    debian_unpack trixie "$tmp/pkg" "containerd=$SB_CONTAINERD_SERIES.*"
+    mkdir -p "$tmp/bin"
+    for b in containerd containerd-shim-runc-v2 ctr; do
+      mv "$tmp/pkg/usr/bin/$b" "$tmp/bin/$b" || die "the containerd package has no $b"
+    done
+    rm -rf "$tmp/pkg"
+    v=$("$tmp/bin/containerd" --version) || die "the unpacked containerd does not run here"
+    case "$v" in *" $SB_CONTAINERD_SERIES."*) ;; *) die "unexpected containerd: $v" ;; esac
+    echo "$v" >"$tmp/$SB_CONTAINERD_STAMP"
+    rm -rf "$SB_CONTAINERD_DIR"
+    mv "$tmp" "$SB_CONTAINERD_DIR"
+    log "containerd ready: $v"
+  )
 }

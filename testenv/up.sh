@@ -12,7 +12,11 @@
 # its own containerd (testenv/kube/node.sh), registered as the Kubernetes Node of the same
 # name, plus one extra Slurm node n(N+1) whose kubelet registers as kube-n(N+1) with the label
 # slinky.slurm.net/slurm-nodename=n(N+1). Every Node advertises nvidia.com/gpu as Slurm's GRES
-# (4), and the controller manager also runs the node lifecycle controller. Without --kubelets
+# (4), and the controller manager also runs the node lifecycle and the resourceclaim
+# controllers. The nodes run containerd 1.7 with CDI (Debian trixie's, fetched into the cache
+# once: ensure_containerd in lib.sh), and with SB_DRA_DRIVER_BINARY set (the ctest fixture
+# testenv-kubelets sets it) each runs the test DRA driver (testing/dra-driver: gpu.example.com
+# with the node's 4 GPUs, dra.cpu with 8 CPUs; kube/node.sh). Without --kubelets
 # there are no kubelets: tests register the Node objects they need (kube/register-nodes.sh).
 #
 # With --in-cluster (for the bridge running as pods, tests/e2e/chart_incluster_test.sh) pods
@@ -52,7 +56,7 @@ while [ $# -gt 0 ]; do
     --kubelets) with_kubelets=1; shift ;;
     --external-kubelet) with_ext=1; shift ;;
     --in-cluster) in_cluster=1; shift ;;
-    -h|--help) sed -n '3,38p' "$0"; exit 0 ;;
+    -h|--help) sed -n '3,42p' "$0"; exit 0 ;;
     *) die "unknown argument: $1" ;;
   esac
 done
@@ -349,7 +353,9 @@ CONF
     local controllers=job-controller,replicaset-controller,garbage-collector-controller
     controllers+=,persistentvolume-binder-controller
     controllers+=,disruption-controller
-    [ $with_kubelets = 0 ] || controllers+=,node-lifecycle-controller
+    # resourceclaim-controller: a pod's claims from its ResourceClaimTemplates, and claims
+    # released when their pods are gone (DRA on the kubelets).
+    [ $with_kubelets = 0 ] || controllers+=,node-lifecycle-controller,resourceclaim-controller
     local sa_args=()
     if [ $in_cluster = 1 ]; then
       # In-cluster pods mount a projected token with ConfigMap kube-root-ca.crt (and, in this
@@ -409,6 +415,12 @@ done
 # The converged nodes: all start side by side, then each must be Ready with its GPUs.
 if [ $with_kubelets = 1 ]; then
   "$here/kube/build-images.sh" >/dev/null 2>&1 || die "building the node images failed: run testenv/kube/build-images.sh"
+  # containerd 1.7 with CDI; without it (no archive reachable) the machine's 1.6, and no DRA.
+  ensure_containerd || log "warning: no containerd $SB_CONTAINERD_SERIES in the cache: the nodes run the machine's containerd, without CDI"
+  if [ -n "${SB_DRA_DRIVER_BINARY:-}" ]; then
+    [ -x "$SB_DRA_DRIVER_BINARY" ] || die "SB_DRA_DRIVER_BINARY=$SB_DRA_DRIVER_BINARY: no such executable"
+    [ -f "$SB_CONTAINERD_DIR/$SB_CONTAINERD_STAMP" ] || die "the DRA driver needs containerd $SB_CONTAINERD_SERIES (CDI)"
+  fi
   kubelets_started=$SECONDS
   log "starting kubelets: ${all_kubelets[*]}"
   knames=()
@@ -429,6 +441,8 @@ if [ $with_kubelets = 1 ]; then
   emit KUBE_SLURM_NODES "$(IFS=,; echo "${kube_nodes[*]}")"
   emit KUBE_EXTERNAL_NODES "$(IFS=,; echo "${ext_nodes[*]}")"
   emit SB_KUBELETS 1
+  [ ! -f "$SB_CONTAINERD_DIR/$SB_CONTAINERD_STAMP" ] || emit SB_CDI 1
+  [ -z "${SB_DRA_DRIVER_BINARY:-}" ] || emit SB_DRA_DRIVER "$SB_DRA_DRIVER_BINARY"
 fi
 log "environment up in $((SECONDS - started)) s: $env_file"
 echo "$env_file"

@@ -217,7 +217,7 @@ class AdmissionE2e : public ::testing::Test {
                                                      .cert_file = certs_.cert_file,
                                                      .key_file = certs_.key_file,
                                                      .health_bind_address = ""},
-                                       nullptr);
+                                       client_.get());  // DRA objects are read through it
     ASSERT_TRUE(server_->Start().has_value());
     const std::string base = "https://127.0.0.1:" + std::to_string(server_->port());
 
@@ -373,11 +373,13 @@ TEST_F(AdmissionE2e, MutatesAndValidatesPodsThroughTheApiserver) {
   EXPECT_GE(server_->stats().reviews - reviews_after_probe, static_cast<std::uint64_t>(writes));
 }
 
-// The APIs of a current Kubernetes through the real apiserver: a pod that asks for a DRA
-// ResourceClaim (resource.k8s.io/v1) is refused at admission with a message that says what to do
-// instead (until DRA support lands); an in-place resize (pods/resize) of a bridge pod is refused
-// with a message that names Slurm, and neither side changes.
-TEST_F(AdmissionE2e, DraClaimsAndInPlaceResizeAreRefusedWithWhy) {
+// The APIs of a current Kubernetes through the real apiserver: DRA (resource.k8s.io/v1) claims
+// at admission: a pod naming a shared ResourceClaim is refused saying why, one naming a
+// ResourceClaimTemplate whose class the default device profiles cover (read from the apiserver)
+// is admitted, one naming a template that does not exist is refused saying so; an in-place
+// resize (pods/resize) of a bridge pod is refused with a message that names Slurm, and neither
+// side changes.
+TEST_F(AdmissionE2e, DraClaimsAndInPlaceResizeAreJudgedWithWhy) {
   ASSERT_NO_FATAL_FAILURE(StartWebhooks());
   const std::string ours = OurScheduler();
   // A DeviceClass and a ResourceClaim exist on the server: the claim is real, not a typo.
@@ -407,11 +409,37 @@ TEST_F(AdmissionE2e, DraClaimsAndInPlaceResizeAreRefusedWithWhy) {
   const std::string with_claim =
       ours + R"(,"resourceClaims":[{"name":"gpu","resourceClaimName":"one-gpu"}])";
   Result<std::string> refused = CreatePodAs("alice", managed_ns_, PodJson("dra", "{}", with_claim));
-  ASSERT_FALSE(refused) << "a pod with spec.resourceClaims was admitted";
-  EXPECT_NE(refused.error().message.find("spec.resourceClaims is not supported"), std::string::npos)
+  ASSERT_FALSE(refused) << "a pod with a shared ResourceClaim was admitted";
+  EXPECT_NE(refused.error().message.find("a claim shared by pods"), std::string::npos)
       << refused.error().message;
-  EXPECT_NE(refused.error().message.find("nvidia.com/gpu"), std::string::npos)
-      << refused.error().message;
+  // A template of the class: the webhook reads it and the DeviceClass (whose selector is the
+  // gpu-example profile's) and admits the pod; a template that does not exist is refused.
+  const std::string tmpl =
+      R"({"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaimTemplate","metadata":{"name":"one-gpu"},)"
+      R"("spec":{"spec":{"devices":{"requests":[{"name":"gpu","exactly":{"deviceClassName":"gpu-)" +
+      run_id_ + R"("}}]}}}})";
+  kube::ResourceRef templates{.group = "resource.k8s.io",
+                              .version = "v1",
+                              .resource = "resourceclaimtemplates",
+                              .namespace_ = managed_ns_};
+  Result<std::string> rct = RunSync(io_, client_->Create(templates, tmpl));
+  ASSERT_TRUE(rct) << rct.error().message;
+  const std::uint64_t reads_before = server_->stats().dra_reads;
+  Result<std::string> admitted = CreatePodAs(
+      "alice", managed_ns_,
+      PodJson(
+          "dra-tmpl", "{}",
+          ours + R"(,"resourceClaims":[{"name":"gpu","resourceClaimTemplateName":"one-gpu"}])"));
+  EXPECT_TRUE(admitted) << admitted.error().message;
+  EXPECT_GE(server_->stats().dra_reads - reads_before, 2u) << "the template and its class";
+  Result<std::string> no_template = CreatePodAs(
+      "alice", managed_ns_,
+      PodJson("dra-none", "{}",
+              ours + R"(,"resourceClaims":[{"name":"gpu","resourceClaimTemplateName":"nope"}])"));
+  ASSERT_FALSE(no_template) << "a pod naming a missing template was admitted";
+  EXPECT_NE(no_template.error().message.find("does not exist"), std::string::npos)
+      << no_template.error().message;
+  EXPECT_EQ(server_->stats().dra_read_failures, 0u);
   // The same pod for the default scheduler is none of the bridge's business.
   Result<std::string> other = CreatePodAs(
       "alice", other_ns_,

@@ -10,6 +10,7 @@
 #include "bridge/names.h"
 #include "bridge/translate.h"
 #include "common/base64.h"
+#include "kube/codec.h"
 
 namespace sb::admission {
 namespace json = boost::json;
@@ -89,9 +90,6 @@ PodFacts DecodePod(const json::object& pod) {
         f.termination_grace_seconds = static_cast<std::int64_t>(v->get_uint64());
       }
     }
-    if (const json::value* v = spec->if_contains("resourceClaims"); v && !v->is_null()) {
-      f.has_resource_claims = true;
-    }
     if (const json::object* affinity = ObjectAt(*spec, "affinity")) {
       for (auto [key, count] : {std::pair{"podAffinity", &f.required_pod_affinity},
                                 {"podAntiAffinity", &f.required_pod_anti_affinity}}) {
@@ -152,6 +150,25 @@ PodFacts DecodePod(const json::object& pod) {
   return f;
 }
 
+// The DRA part of a pod's facts: its resourceClaims, and with DRA requests the pod as kube::Pod.
+// A pod without any costs no second decoding.
+void DecodeDra(const json::object& obj, PodFacts& f) {
+  const json::object* spec = ObjectAt(obj, "spec");
+  const json::value* listed = spec == nullptr ? nullptr : spec->if_contains("resourceClaims");
+  const bool has_claims = listed != nullptr && listed->is_array() && !listed->get_array().empty();
+  if (!has_claims && !HasDraRequests(f)) return;
+  const std::string text = json::serialize(obj);
+  if (Result<std::vector<bridge::PodResourceClaim>> claims = bridge::PodResourceClaimsOf(text)) {
+    f.resource_claims = std::move(*claims);
+  }
+  if (!HasDraRequests(f)) return;
+  if (Result<kube::Pod> pod = kube::Decode<kube::Pod>(text)) {
+    f.pod = std::move(*pod);
+  } else {
+    f.pod_error = pod.error().message;
+  }
+}
+
 bool Contains(const std::vector<std::string>& list, std::string_view s) {
   return std::find(list.begin(), list.end(), s) != list.end();
 }
@@ -192,49 +209,6 @@ bool ToleratesManagedNode(const PodFacts& pod, std::string_view scheduler) {
       [&](const PodFacts::Toleration& t) { return ToleratesManagedNode(t, scheduler); });
 }
 
-// Checks of the pod's DRA requests (CREATE and UPDATE). Appends one message per problem.
-void CheckDeviceClasses(const PodFacts& pod, std::vector<std::string>& problems) {
-  std::set<std::string> all = pod.container_resources;
-  all.insert(pod.pod_resources.begin(), pod.pod_resources.end());
-  bool dra_cpu = false;
-  bool dra_gpu = false;
-  for (const std::string& name : all) {
-    if (!name.starts_with(kDeviceClassResourcePrefix)) {
-      continue;
-    }
-    std::string_view cls = std::string_view(name).substr(kDeviceClassResourcePrefix.size());
-    bool supported =
-        std::find(std::begin(kSupportedDeviceClasses), std::end(kSupportedDeviceClasses), cls) !=
-        std::end(kSupportedDeviceClasses);
-    if (!supported) {
-      std::string list;
-      for (std::string_view s : kSupportedDeviceClasses) {
-        list += (list.empty() ? "" : ", ") + std::string(s);
-      }
-      problems.push_back("resource " + Quote(name) + ": device class " + Quote(cls) +
-                         " is not supported by slurm-bridge (supported: " + list + ")");
-    } else if (cls == kDraCpuClass) {
-      dra_cpu = true;
-    } else {
-      dra_gpu = true;
-    }
-  }
-  if (dra_cpu && all.contains("cpu")) {
-    problems.push_back("resources \"cpu\" and \"" + std::string(kDeviceClassResourcePrefix) +
-                       std::string(kDraCpuClass) + "\" cannot both be requested");
-  }
-  const std::string cpu_per_task = std::string(bridge::kJobAnnotationPrefix) + "cpu-per-task";
-  const std::string gres = std::string(bridge::kJobAnnotationPrefix) + "gres";
-  if (dra_cpu && pod.annotations.contains(cpu_per_task)) {
-    problems.push_back("annotation " + Quote(cpu_per_task) + " cannot be used with " +
-                       Quote(std::string(kDeviceClassResourcePrefix) + std::string(kDraCpuClass)));
-  }
-  if (dra_gpu && pod.annotations.contains(gres)) {
-    problems.push_back("annotation " + Quote(gres) +
-                       " cannot be used with a GPU device class request");
-  }
-}
-
 std::string Join(const std::vector<std::string>& parts) {
   std::string out;
   for (const std::string& p : parts) {
@@ -260,6 +234,7 @@ Policy PolicyFromConfig(const bridge::Config& config, std::vector<std::string> p
     p.max_termination_grace_seconds = config.max_termination_grace_seconds;
   }
   p.identity = config.identity_policy;
+  p.device_profiles = config.device_profiles;
   return p;
 }
 
@@ -340,6 +315,7 @@ Result<Request> DecodeReview(std::string_view body) {
       return bad(std::string("request.") + key + " is not an object");
     }
     *slot = DecodePod(*obj);
+    if (out.kind == "Pod") DecodeDra(*obj, **slot);
     if (out.kind == "DaemonSet") {
       std::optional<PodFacts>& tmpl =
           slot == &out.object ? out.object_template : out.old_object_template;
@@ -481,6 +457,69 @@ Decision Mutate(const Request& request, const Policy& policy, const Labels* ns_l
   return d;
 }
 
+bool HasDraRequests(const PodFacts& pod) {
+  if (!pod.resource_claims.empty()) return true;
+  auto dra = [](const std::string& r) { return r.starts_with(bridge::kDraExtendedResourcePrefix); };
+  return std::ranges::any_of(pod.container_resources, dra) ||
+         std::ranges::any_of(pod.pod_resources, dra);
+}
+
+DraNeeds DraObjectsToRead(const Request& request, const Policy& policy) {
+  DraNeeds out;
+  if (request.kind != "Pod" || !request.object) return out;
+  const PodFacts& pod = *request.object;
+  if (!pod.scheduler_name || *pod.scheduler_name != policy.scheduler_name) return out;
+  if (!HasDraRequests(pod)) return out;
+  if (request.operation == "UPDATE") {
+    // Only a change of the job annotations can add a DRA problem after CREATE.
+    if (!request.old_object || bridge::JobAnnotations(request.old_object->annotations) ==
+                                   bridge::JobAnnotations(pod.annotations)) {
+      return out;
+    }
+  } else if (request.operation != "CREATE") {
+    return out;
+  }
+  for (const std::set<std::string>* list : {&pod.container_resources, &pod.pod_resources}) {
+    for (const std::string& r : *list) {
+      if (r.starts_with(bridge::kDraExtendedResourcePrefix)) {
+        std::string cls = r.substr(bridge::kDraExtendedResourcePrefix.size());
+        if (!cls.empty()) out.device_classes.insert(std::move(cls));
+      }
+    }
+  }
+  for (const bridge::PodResourceClaim& c : pod.resource_claims) {
+    if (c.resource_claim_name.empty() && !c.resource_claim_template_name.empty()) {
+      out.claim_templates.insert(c.resource_claim_template_name);
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> TemplateDeviceClasses(const kube::GenericObject& tmpl) {
+  std::vector<std::string> out;
+  boost::system::error_code ec;
+  json::value spec = json::parse(tmpl.spec_json, ec);
+  if (ec || !spec.is_object()) return out;
+  auto add = [&](const json::object* o) {
+    if (o == nullptr) return;
+    std::string name = StringAt(*o, "deviceClassName");
+    if (!name.empty() && !Contains(out, name)) out.push_back(std::move(name));
+  };
+  const json::object* claim = ObjectAt(spec.get_object(), "spec");
+  const json::object* devices = claim == nullptr ? nullptr : ObjectAt(*claim, "devices");
+  const json::value* requests = devices == nullptr ? nullptr : devices->if_contains("requests");
+  if (requests == nullptr || !requests->is_array()) return out;
+  for (const json::value& r : requests->get_array()) {
+    const json::object* ro = r.if_object();
+    if (ro == nullptr) continue;
+    add(ObjectAt(*ro, "exactly"));
+    if (const json::value* alts = ro->if_contains("firstAvailable"); alts && alts->is_array()) {
+      for (const json::value& a : alts->get_array()) add(a.if_object());
+    }
+  }
+  return out;
+}
+
 std::vector<std::string> DefaultPrivilegedUsers(std::string_view ns) {
   if (ns.empty()) {
     return {};
@@ -589,6 +628,51 @@ void CheckGpuVariables(const Request& request, std::vector<std::string>& problem
   }
 }
 
+// Why bridge::DraAdmissionProblems refuses `pod` with what was read, plus the templates that do
+// not exist.
+std::vector<std::string> DraProblems(const PodFacts& pod, std::string_view ns,
+                                     const DraObjects& dra, const Policy& policy) {
+  if (!HasDraRequests(pod)) return {};
+  if (!pod.pod) return {"the pod's DRA requests could not be read: " + pod.pod_error};
+  std::vector<std::string> out;
+  std::vector<bridge::PodResourceClaim> claims;
+  for (const bridge::PodResourceClaim& c : pod.resource_claims) {
+    if (c.resource_claim_name.empty() &&
+        dra.missing_templates.contains(c.resource_claim_template_name)) {
+      out.push_back("pod claim " + Quote(c.name) + ": ResourceClaimTemplate " +
+                    Quote(c.resource_claim_template_name) + " does not exist in namespace " +
+                    Quote(ns));
+      continue;
+    }
+    claims.push_back(c);
+  }
+  bridge::ObjectsByName classes;
+  for (const auto& [name, obj] : dra.device_classes) classes.emplace(name, &obj);
+  bridge::ObjectsByName templates;
+  for (const auto& [name, obj] : dra.claim_templates) templates.emplace(name, &obj);
+  std::vector<std::string> problems =
+      bridge::DraAdmissionProblems(*pod.pod, policy.device_profiles, classes, claims, templates);
+  problems.insert(problems.end(), std::make_move_iterator(out.begin()),
+                  std::make_move_iterator(out.end()));
+  return problems;
+}
+
+// The DRA problems of a bridge pod: all at CREATE; at UPDATE those the update adds (claims and
+// resources are fixed at CREATE; a job annotation can be added later).
+void CheckDra(const Request& request, const DraObjects& dra, const Policy& policy,
+              std::vector<std::string>& problems) {
+  const PodFacts& pod = *request.object;
+  std::string_view ns = request.namespace_.empty() ? pod.namespace_ : request.namespace_;
+  std::vector<std::string> now = DraProblems(pod, ns, dra, policy);
+  if (request.operation == "UPDATE" && request.old_object) {
+    for (const std::string& m : DraProblems(*request.old_object, ns, dra, policy)) {
+      std::erase(now, m);
+    }
+  }
+  problems.insert(problems.end(), std::make_move_iterator(now.begin()),
+                  std::make_move_iterator(now.end()));
+}
+
 // Any kind but Pod: the job annotations, and a DaemonSet's pod template tolerations.
 Decision ValidateObject(const Request& request, const Policy& policy) {
   std::vector<std::string> problems;
@@ -613,7 +697,7 @@ Decision ValidateObject(const Request& request, const Policy& policy) {
 
 }  // namespace
 
-Decision Validate(const Request& request, const Policy& policy) {
+Decision Validate(const Request& request, const Policy& policy, const DraObjects& dra) {
   if ((request.operation != "CREATE" && request.operation != "UPDATE") || !request.object) {
     return Decision::Allow();
   }
@@ -639,12 +723,6 @@ Decision Validate(const Request& request, const Policy& policy) {
     if (pod.node_name && !pod.node_name->empty()) {
       problems.push_back("spec.nodeName cannot be set on a pod scheduled by " +
                          Quote(policy.scheduler_name) + ": Slurm chooses the node");
-    }
-    if (pod.has_resource_claims) {
-      problems.push_back("spec.resourceClaims is not supported for pods scheduled by " +
-                         Quote(policy.scheduler_name) +
-                         ": slurm-bridge does not carry DRA claims to Slurm yet; ask for GPUs "
-                         "with resources.limits nvidia.com/gpu (Slurm's gres/gpu)");
     }
     if (pod.required_pod_affinity > 0 || pod.required_pod_anti_affinity > 0) {
       problems.push_back(
@@ -685,7 +763,7 @@ Decision Validate(const Request& request, const Policy& policy) {
       }
     }
   }
-  CheckDeviceClasses(pod, problems);
+  CheckDra(request, dra, policy, problems);
   CheckIdentity(request, policy, problems);
   if (policy.nvidia_visible_devices) CheckGpuVariables(request, problems);
   if (problems.empty()) {

@@ -14,12 +14,18 @@
 //   validate (/validate--v1-pod)
 //            for a pod whose schedulerName is the bridge's ("bridge pod"):
 //            CREATE rejects the job-id label, the node annotation, spec.nodeName,
-//            spec.resourceClaims, topologySpreadConstraints, required pod (anti-)affinity;
+//            topologySpreadConstraints, required pod (anti-)affinity;
 //            UPDATE (any subresource) rejects a
 //            change of the job-id label or the node annotation in every phase, and the resize
-//            subresource; CREATE and UPDATE reject DRA requests the bridge cannot place
-//            (unsupported device classes, cpu together with dra.cpu, the cpu-per-task / gres
-//            annotations together with DRA requests). Privileged users (the bridge's own
+//            subresource. DRA (resource.k8s.io/v1): CREATE rejects what
+//            bridge::DraAdmissionProblems refuses with the policy's device profiles (an extended
+//            resource deviceclass.resource.kubernetes.io/<class> of a class no profile covers,
+//            cpu together with the core-bitmap class, the cpu-per-task / gres annotations
+//            together with DRA requests, a shared ResourceClaim, a ResourceClaimTemplate that
+//            asks for what Slurm cannot choose or that could not be read) and a template that
+//            does not exist; UPDATE rejects only the problems it adds (a job annotation added).
+//            The DeviceClasses and templates come in DraObjects (read by server.cc; absent
+//            ones were not read). Privileged users (the bridge's own
 //            service accounts, see Policy) may set and change the label and the annotation.
 //            For any other pod: a toleration of the managed-node taint
 //            (slinky.slurm.net/managed-node=<schedulerName>:NoExecute, also matched by an
@@ -42,7 +48,8 @@
 //            DELETE and CONNECT are always allowed.
 //
 // The pod is read from the raw JSON of the review, so fields the kube::Pod struct does not hold
-// (topologySpreadConstraints, resourceClaims, pod-level resources) count too.
+// (topologySpreadConstraints, resourceClaims, pod-level resources) count too; a pod with DRA
+// requests is also decoded as kube::Pod for bridge/dra.h.
 //
 // Thread model: pure functions over values.
 //
@@ -51,6 +58,8 @@
 //   if (!req) return Http400(req.error().message);
 //   Decision d = Mutate(*req, policy, namespace_labels);   // nullptr: namespace labels unknown
 //   return Http200(EncodeReview(req->uid, d));
+//   DraNeeds needs = DraObjectsToRead(*req, policy);   // GET them (404: missing_templates)
+//   Decision v = Validate(*req, policy, dra_objects);
 #pragma once
 
 #include <cstddef>
@@ -62,21 +71,15 @@
 #include <vector>
 
 #include "bridge/config.h"
+#include "bridge/dra.h"
 #include "common/error.h"
+#include "kube/types.h"
 
 namespace sb::admission {
 
 // The webhook paths, as upstream's controller-runtime registration names them.
 inline constexpr std::string_view kMutatePodPath = "/mutate--v1-pod";
 inline constexpr std::string_view kValidatePodPath = "/validate--v1-pod";
-
-// Extended resources of DRA device classes: "deviceclass.resource.kubernetes.io/<class>".
-inline constexpr std::string_view kDeviceClassResourcePrefix =
-    "deviceclass.resource.kubernetes.io/";
-inline constexpr std::string_view kDraCpuClass = "dra.cpu";
-// Device classes the bridge places (upstream's list): DRA CPUs and two GPU drivers.
-inline constexpr std::string_view kSupportedDeviceClasses[] = {"dra.cpu", "gpu.example.com",
-                                                               "gpu.nvidia.com"};
 
 using Labels = std::map<std::string, std::string>;
 
@@ -107,6 +110,9 @@ struct Policy {
   // maxTerminationGracePeriodSeconds, with placeholder batch as upstream 1.3): a terminating pod
   // holds its Slurm job, GPUs included, through its grace period. 0: no cap.
   std::int64_t max_termination_grace_seconds = 0;
+  // The DRA device profiles (config deviceProfiles): what Slurm can choose devices for. Empty:
+  // every DRA request is refused.
+  std::vector<bridge::DeviceProfile> device_profiles = bridge::DefaultDeviceProfiles();
 };
 
 // The environment variables the webhook adds (name -> downward API field path).
@@ -139,7 +145,12 @@ struct PodFacts {
   std::vector<Container> containers;
   std::optional<std::string> scheduler_name;  // nullopt: absent
   std::optional<std::string> node_name;       // nullopt: absent
-  bool has_resource_claims = false;           // spec.resourceClaims present and not null
+  // spec.resourceClaims (bridge::PodResourceClaimsOf; kind Pod only).
+  std::vector<bridge::PodResourceClaim> resource_claims;
+  // Kind Pod with DRA requests (HasDraRequests): the object as kube::Pod, for
+  // bridge::DraAdmissionProblems; nullopt with `pod_error` when it could not be read so.
+  std::optional<kube::Pod> pod;
+  std::string pod_error;
   std::size_t topology_spread_constraints = 0;
   // spec.affinity.podAffinity / podAntiAffinity requiredDuringSchedulingIgnoredDuringExecution
   // terms (Slurm places the pods; it cannot honour them).
@@ -199,6 +210,32 @@ struct Decision {
   [[nodiscard]] static Decision Deny(std::string message);
 };
 
+// Whether the pod asks for anything through DRA: an extended resource
+// deviceclass.resource.kubernetes.io/<class>, or an entry of spec.resourceClaims.
+[[nodiscard]] bool HasDraRequests(const PodFacts& pod);
+
+// The DeviceClasses and ResourceClaimTemplates (of the pod's namespace) a DRA check needs.
+struct DraNeeds {
+  std::set<std::string> device_classes;
+  std::set<std::string> claim_templates;
+  [[nodiscard]] bool empty() const { return device_classes.empty() && claim_templates.empty(); }
+};
+// What Validate's DRA check of `request` reads: nothing unless it is a CREATE of a bridge pod
+// with DRA requests, or an UPDATE of one that changes its job annotations (claims and resources
+// do not change after CREATE). The classes named by templates come on top, once the templates
+// are read (TemplateDeviceClasses).
+[[nodiscard]] DraNeeds DraObjectsToRead(const Request& request, const Policy& policy);
+// The DeviceClasses a ResourceClaimTemplate's requests name (exactly.deviceClassName and
+// firstAvailable[].deviceClassName), in order, without repeats.
+[[nodiscard]] std::vector<std::string> TemplateDeviceClasses(const kube::GenericObject& tmpl);
+
+// What the webhook read for a pod's DRA check.
+struct DraObjects {
+  std::map<std::string, kube::GenericObject, std::less<>> device_classes;   // by name
+  std::map<std::string, kube::GenericObject, std::less<>> claim_templates;  // by name
+  std::set<std::string, std::less<>> missing_templates;  // templates the apiserver has not (404)
+};
+
 // True when the bridge schedules `pod` in namespace `ns`. `ns_labels` are the namespace's labels
 // (only used when the policy has a selector); nullptr when they are not known.
 [[nodiscard]] bool IsManaged(const PodFacts& pod, std::string_view ns, const Policy& policy,
@@ -212,8 +249,9 @@ struct Decision {
 // variable.
 [[nodiscard]] Decision Mutate(const Request& request, const Policy& policy,
                               const Labels* ns_labels);
-// The validating webhook.
-[[nodiscard]] Decision Validate(const Request& request, const Policy& policy);
+// The validating webhook. `dra`: the DeviceClasses and templates read for DraObjectsToRead.
+[[nodiscard]] Decision Validate(const Request& request, const Policy& policy,
+                                const DraObjects& dra = {});
 
 // The AdmissionReview v1 response: uid echoed, allowed, status, the patch (base64, patchType
 // JSONPatch) when there is one, and the warnings when there are any.

@@ -13,6 +13,7 @@
 
 #include "bridge/names.h"
 #include "common/base64.h"
+#include "kube/codec.h"
 
 namespace sb::admission {
 namespace {
@@ -338,7 +339,13 @@ TEST(Validate, CreateRejections) {
       {"plain pod", "", "", ""},
       {"job-id label", R"("labels":{")" + label + R"(":"12"})", "", label},
       {"node annotation", R"("annotations":{")" + annotation + R"(":"n1"})", "", annotation},
-      {"resourceClaims", "", R"("resourceClaims":[{"name":"gpu"}])", "spec.resourceClaims"},
+      {"resourceClaims without a claim or template", "", R"("resourceClaims":[{"name":"gpu"}])",
+       "names no claim and no template"},
+      {"shared resourceClaim", "",
+       R"("resourceClaims":[{"name":"gpu","resourceClaimName":"one-gpu"}])", "shared"},
+      {"resourceClaimTemplate not read", "",
+       R"("resourceClaims":[{"name":"gpu","resourceClaimTemplateName":"one-gpu"}])",
+       "could not be read"},
       {"topologySpreadConstraints", "",
        R"("topologySpreadConstraints":[{"maxSkew":1,"topologyKey":"zone","whenUnsatisfiable":"DoNotSchedule"}])",
        "spec.topologySpreadConstraints"},
@@ -355,8 +362,12 @@ TEST(Validate, CreateRejections) {
        "cannot both be requested"},
       {"cpu-per-task with dra.cpu",
        R"("annotations":{"slurmjob.slinky.slurm.net/cpu-per-task":"2"})",
-       R"("resources":{"limits":{"deviceclass.resource.kubernetes.io/dra.cpu":"2"}})",
+       R"("initContainers":[{"name":"i","resources":{"limits":{"deviceclass.resource.kubernetes.io/dra.cpu":"2"}}}])",
        "cpu-per-task"},
+      {"one class asked for by two containers", "",
+       R"("initContainers":[{"name":"i","resources":{"limits":{"deviceclass.resource.kubernetes.io/gpu.example.com":"1"}}},)"
+       R"({"name":"j","resources":{"limits":{"deviceclass.resource.kubernetes.io/gpu.example.com":"1"}}}])",
+       "requested by containers"},
       {"gres with a GPU class", R"("annotations":{"slurmjob.slinky.slurm.net/gres":"gpu:1"})",
        R"("initContainers":[{"name":"i","resources":{"limits":{"deviceclass.resource.kubernetes.io/gpu.example.com":"1"}}}])",
        "slurmjob.slinky.slurm.net/gres"},
@@ -379,6 +390,164 @@ TEST(Validate, CreateRejections) {
         ReviewJson("CREATE", "hpc", PodJson("hpc", "default-scheduler", "", c.meta, c.spec)));
     EXPECT_TRUE(Validate(other, p).allowed);
   }
+}
+
+kube::GenericObject Object(std::string_view text) {
+  Result<kube::GenericObject> o = kube::Decode<kube::GenericObject>(text);
+  EXPECT_TRUE(o.has_value()) << (o ? "" : o.error().message);
+  return o.value_or(kube::GenericObject{});
+}
+
+// A ResourceClaimTemplate whose one request asks `count` devices of class `cls`, with `extra` in
+// the request (a selector: Slurm cannot honour it).
+kube::GenericObject Template(std::string_view name, std::string_view cls, int count = 1,
+                             std::string_view extra = "") {
+  return Object(fmt::format(
+      R"({{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaimTemplate",)"
+      R"("metadata":{{"name":"{}","namespace":"hpc"}},"spec":{{"spec":{{"devices":{{"requests":[)"
+      R"({{"name":"gpu","exactly":{{"deviceClassName":"{}","allocationMode":"ExactCount",)"
+      R"("count":{}{}}}}}]}}}}}}}})",
+      name, cls, count, extra));
+}
+
+kube::GenericObject DeviceClass(std::string_view name, std::string_view cel) {
+  return Object(
+      fmt::format(R"({{"apiVersion":"resource.k8s.io/v1","kind":"DeviceClass","metadata":{{)"
+                  R"("name":"{}"}},"spec":{{"selectors":[{{"cel":{{"expression":"{}"}}}}]}}}})",
+                  name, cel));
+}
+
+constexpr std::string_view kGpuClaim =
+    R"("resourceClaims":[{"name":"gpu","resourceClaimTemplateName":"one-gpu"}])";
+constexpr std::string_view kExampleGpu =
+    R"("initContainers":[{"name":"i","resources":{"limits":{"deviceclass.resource.kubernetes.io/gpu.example.com":"1"}}}])";
+
+// The DRA path (bridge::DraAdmissionProblems): claims from templates the profiles cover are
+// accepted; what Slurm cannot choose is refused with why.
+TEST(Validate, DraClaimTemplatesAndClasses) {
+  const Policy p = ListPolicy();
+  auto validate = [&](std::string_view spec, const DraObjects& dra, const Policy& policy) {
+    return Validate(Decoded(ReviewJson("CREATE", "hpc", PodJson("hpc", kOurs, "", "", spec))),
+                    policy, dra);
+  };
+  DraObjects read;
+  read.claim_templates.emplace("one-gpu", Template("one-gpu", "gpu.example.com"));
+  Decision ok = validate(kGpuClaim, read, p);
+  EXPECT_TRUE(ok.allowed) << ok.message;
+
+  // A template that does not exist (404) is said so; one not read at all is refused as such.
+  DraObjects missing;
+  missing.missing_templates.insert("one-gpu");
+  Decision absent = validate(kGpuClaim, missing, p);
+  EXPECT_FALSE(absent.allowed);
+  EXPECT_NE(
+      absent.message.find(R"(ResourceClaimTemplate "one-gpu" does not exist in namespace "hpc")"),
+      std::string::npos)
+      << absent.message;
+  EXPECT_EQ(absent.message.find("could not be read"), std::string::npos) << absent.message;
+  Decision unread = validate(kGpuClaim, {}, p);
+  EXPECT_FALSE(unread.allowed);
+  EXPECT_NE(unread.message.find("could not be read"), std::string::npos) << unread.message;
+
+  // A template asking for what Slurm cannot choose (a selector), or of a class no profile covers.
+  DraObjects selector;
+  selector.claim_templates.emplace(
+      "one-gpu",
+      Template(
+          "one-gpu", "gpu.example.com", 1,
+          R"(,"selectors":[{"cel":{"expression":"device.attributes['gpu.example.com'].index == 0"}}])"));
+  Decision chosen = validate(kGpuClaim, selector, p);
+  EXPECT_FALSE(chosen.allowed);
+  EXPECT_NE(chosen.message.find(R"(pod claim "gpu")"), std::string::npos) << chosen.message;
+  DraObjects fpga;
+  fpga.claim_templates.emplace("one-gpu", Template("one-gpu", "fpga.example.com"));
+  Decision uncovered = validate(kGpuClaim, fpga, p);
+  EXPECT_FALSE(uncovered.allowed);
+  EXPECT_NE(uncovered.message.find("fpga.example.com"), std::string::npos) << uncovered.message;
+
+  // A DeviceClass read from the apiserver: one whose selector is a profile's is covered whatever
+  // its name; one with another selector is not, even under a driver's name.
+  const std::string custom =
+      R"("initContainers":[{"name":"i","resources":{"limits":{"deviceclass.resource.kubernetes.io/big-gpus":"2"}}}])";
+  DraObjects classes;
+  classes.device_classes.emplace("big-gpus",
+                                 DeviceClass("big-gpus", "device.driver == 'gpu.example.com'"));
+  Decision by_selector = validate(custom, classes, p);
+  EXPECT_TRUE(by_selector.allowed) << by_selector.message;
+  EXPECT_FALSE(validate(custom, {}, p).allowed) << "an unread class is matched by driver name";
+  DraObjects odd;
+  odd.device_classes.emplace(
+      "gpu.example.com", DeviceClass("gpu.example.com", "device.driver == 'other.example.com'"));
+  EXPECT_FALSE(validate(kExampleGpu, odd, p).allowed);
+  EXPECT_TRUE(validate(kExampleGpu, {}, p).allowed) << "the fallback by driver name";
+
+  // Without profiles, DRA is off: every DRA request is refused.
+  Policy off = p;
+  off.device_profiles.clear();
+  EXPECT_FALSE(validate(kExampleGpu, {}, off).allowed);
+  EXPECT_FALSE(validate(kGpuClaim, read, off).allowed);
+  // PolicyFromConfig carries the config's profiles.
+  bridge::Config c;
+  EXPECT_EQ(PolicyFromConfig(c, {}).device_profiles, c.device_profiles);
+  c.device_profiles.clear();
+  EXPECT_TRUE(PolicyFromConfig(c, {}).device_profiles.empty());
+}
+
+// UPDATE refuses only the DRA problems it adds: a job annotation that clashes with the pod's
+// class; not a template gone since CREATE (nothing is read then).
+TEST(Validate, DraUpdatesRefuseOnlyWhatTheyAdd) {
+  const Policy p = ListPolicy();
+  const std::string gres = R"("annotations":{"slurmjob.slinky.slurm.net/gres":"gpu:1"})";
+  const std::string before = PodJson("hpc", kOurs, "", "", kExampleGpu);
+  const std::string after = PodJson("hpc", kOurs, "", gres, kExampleGpu);
+  Decision added = Validate(Decoded(ReviewJson("UPDATE", "hpc", after, before)), p);
+  EXPECT_FALSE(added.allowed);
+  EXPECT_NE(added.message.find("slurmjob.slinky.slurm.net/gres"), std::string::npos)
+      << added.message;
+  EXPECT_TRUE(Validate(Decoded(ReviewJson("UPDATE", "hpc", after, after)), p).allowed);
+  const std::string claimed = PodJson("hpc", kOurs, "", "", kGpuClaim);
+  Decision status = Validate(Decoded(ReviewJson("UPDATE", "hpc", claimed, claimed)), p);
+  EXPECT_TRUE(status.allowed) << status.message;
+}
+
+TEST(Validate, DraObjectsToRead) {
+  const Policy p = ListPolicy();
+  auto needs = [&](const std::string& review) { return DraObjectsToRead(Decoded(review), p); };
+  const std::string both =
+      std::string(kGpuClaim) + "," +
+      R"("initContainers":[{"name":"i","resources":{"limits":{"deviceclass.resource.kubernetes.io/dra.cpu":"2"}}},)"
+      R"({"name":"j","resources":{"requests":{"deviceclass.resource.kubernetes.io/gpu.nvidia.com":"1"}}}])";
+  DraNeeds n = needs(ReviewJson("CREATE", "hpc", PodJson("hpc", kOurs, "", "", both)));
+  EXPECT_EQ(n.device_classes, (std::set<std::string>{"dra.cpu", "gpu.nvidia.com"}));
+  EXPECT_EQ(n.claim_templates, (std::set<std::string>{"one-gpu"}));
+  // Nothing for a pod without DRA requests, another scheduler's pod, a shared claim, or an UPDATE
+  // that leaves the job annotations alone.
+  EXPECT_TRUE(needs(ReviewJson("CREATE", "hpc", PodJson("hpc", kOurs))).empty());
+  EXPECT_TRUE(
+      needs(ReviewJson("CREATE", "hpc", PodJson("hpc", "default-scheduler", "", "", kGpuClaim)))
+          .empty());
+  EXPECT_TRUE(
+      needs(ReviewJson("CREATE", "hpc",
+                       PodJson("hpc", kOurs, "", "",
+                               R"("resourceClaims":[{"name":"g","resourceClaimName":"x"}])")))
+          .empty());
+  const std::string claimed = PodJson("hpc", kOurs, "", "", kGpuClaim);
+  EXPECT_TRUE(needs(ReviewJson("UPDATE", "hpc", claimed, claimed)).empty());
+  const std::string annotated = PodJson(
+      "hpc", kOurs, "", R"("annotations":{"slurmjob.slinky.slurm.net/gres":"gpu:1"})", kGpuClaim);
+  EXPECT_EQ(needs(ReviewJson("UPDATE", "hpc", annotated, claimed)).claim_templates,
+            (std::set<std::string>{"one-gpu"}));
+}
+
+TEST(Validate, TemplateDeviceClasses) {
+  EXPECT_EQ(TemplateDeviceClasses(Template("t", "gpu.example.com")),
+            (std::vector<std::string>{"gpu.example.com"}));
+  kube::GenericObject alts = Object(
+      R"({"kind":"ResourceClaimTemplate","metadata":{"name":"t"},"spec":{"spec":{"devices":{"requests":[)"
+      R"({"name":"a","firstAvailable":[{"name":"x","deviceClassName":"b"},{"name":"y","deviceClassName":"a"}]},)"
+      R"({"name":"c","exactly":{"deviceClassName":"b"}}]}}}})");
+  EXPECT_EQ(TemplateDeviceClasses(alts), (std::vector<std::string>{"b", "a"}));
+  EXPECT_TRUE(TemplateDeviceClasses(Object(R"({"kind":"ResourceClaimTemplate"})")).empty());
 }
 
 TEST(Validate, PrivilegedUsersMaySetTheLabelAndAnnotation) {

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "admission/server.h"
 
+#include <map>
 #include <optional>
+#include <set>
 #include <utility>
 
 #include <spdlog/spdlog.h>
@@ -71,6 +73,59 @@ asio::awaitable<std::optional<Labels>> NamespaceLabels(StatePtr s, std::string n
   co_return got->metadata.labels;
 }
 
+kube::ResourceRef DraRef(std::string resource, std::string ns, std::string name) {
+  return kube::ResourceRef{.group = "resource.k8s.io",
+                           .version = "v1",
+                           .resource = std::move(resource),
+                           .namespace_ = std::move(ns),
+                           .name = std::move(name)};
+}
+
+// GETs one DRA object into `into` (by name); a 404 is noted in `missing` (when given), any other
+// failure logged and counted: the check then decides without it.
+asio::awaitable<void> ReadDraObject(StatePtr s, kube::ResourceRef ref, const Request& req,
+                                    std::map<std::string, kube::GenericObject, std::less<>>& into,
+                                    std::set<std::string, std::less<>>* missing) {
+  ++s->stats.dra_reads;
+  std::string name = ref.name;
+  std::string what = ref.resource;
+  Result<kube::GenericObject> got = co_await kube::GetAs<kube::GenericObject>(*s->client, ref);
+  if (got) {
+    into.insert_or_assign(std::move(name), std::move(*got));
+  } else if (got.error().code == ErrorCode::kNotFound) {
+    if (missing != nullptr) missing->insert(std::move(name));
+  } else {
+    ++s->stats.dra_read_failures;
+    spdlog::warn("admission: cannot read {} {} for pod {}/{}: {}; judged without it", what, name,
+                 req.namespace_, req.name, got.error().ToString());
+  }
+}
+
+// The ResourceClaimTemplates and DeviceClasses the DRA check of `req` needs (DraObjectsToRead),
+// then the classes the templates name.
+asio::awaitable<DraObjects> ReadDraObjects(StatePtr s, const Request& req, DraNeeds needs) {
+  DraObjects out;
+  if (s->client == nullptr) {
+    spdlog::warn(
+        "admission: no Kubernetes client: DeviceClasses and ResourceClaimTemplates of pod {}/{} "
+        "not read; judged without them",
+        req.namespace_, req.name);
+    co_return out;
+  }
+  std::string ns = req.namespace_.empty() && req.object ? req.object->namespace_ : req.namespace_;
+  for (const std::string& t : needs.claim_templates) {
+    co_await ReadDraObject(s, DraRef("resourceclaimtemplates", ns, t), req, out.claim_templates,
+                           &out.missing_templates);
+  }
+  for (const auto& [name, tmpl] : out.claim_templates) {
+    for (std::string& cls : TemplateDeviceClasses(tmpl)) needs.device_classes.insert(cls);
+  }
+  for (const std::string& c : needs.device_classes) {
+    co_await ReadDraObject(s, DraRef("deviceclasses", "", c), req, out.device_classes, nullptr);
+  }
+  co_return out;
+}
+
 asio::awaitable<net::HttpResponse> HandleReview(StatePtr s, Hook hook, net::ServerRequest http) {
   if (s == nullptr) {
     co_return net::TextResponse(503, "shutting down\n");
@@ -127,7 +182,11 @@ asio::awaitable<net::HttpResponse> HandleReview(StatePtr s, Hook hook, net::Serv
       decision = Mutate(*req, s->policy, labels ? &*labels : nullptr);
     }
   } else {
-    decision = Validate(*req, s->policy);
+    DraObjects dra;
+    if (DraNeeds needs = DraObjectsToRead(*req, s->policy); !needs.empty()) {
+      dra = co_await ReadDraObjects(s, *req, std::move(needs));
+    }
+    decision = Validate(*req, s->policy, dra);
   }
   if (!decision.allowed) {
     ++s->stats.denied;

@@ -14,6 +14,12 @@
 // failurePolicy Fail a refusal would stop pod creation in every namespace the webhook covers),
 // with a warning in the AdmissionReview response and a log line.
 //
+// For the DRA check of a bridge pod (review.h DraObjectsToRead) the server GETs the
+// ResourceClaimTemplates the pod names (resource.k8s.io/v1, in its namespace), then the
+// DeviceClasses the pod's extended resources and those templates name. A 404 is an answer (a
+// class not read falls back to its driver name; a missing template is refused as such); any other
+// failure, or no client, is logged and the pod is judged without the object.
+//
 // HTTP answers: 405 for a method other than POST, 400 (with the reason as text) for a body that
 // is not an AdmissionReview v1 or a Content-Type other than JSON, else 200 with the review.
 //
@@ -70,6 +76,8 @@ struct ServerStats {
   std::uint64_t patched = 0;
   std::uint64_t namespace_gets = 0;      // namespaces read with a GET (not in the cache)
   std::uint64_t namespace_failures = 0;  // pods admitted unchanged: namespace unreadable
+  std::uint64_t dra_reads = 0;           // GETs of DeviceClasses and ResourceClaimTemplates
+  std::uint64_t dra_read_failures = 0;   // ... that failed otherwise than with a 404
 };
 
 enum class Hook { kMutate, kValidate };
@@ -82,7 +90,8 @@ enum class Hook { kMutate, kValidate };
 
 class Server {
  public:
-  // `client` may be null when the policy has no namespace selector.
+  // `client` may be null when the policy has no namespace selector (then DRA objects are not
+  // read).
   Server(boost::asio::any_io_executor executor, Policy policy, ServerOptions options,
          kube::Client* client);
   ~Server();

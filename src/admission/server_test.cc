@@ -267,6 +267,141 @@ TEST_F(AdmissionServerTest, SelectorWithoutClientIsAStartupError) {
   EXPECT_NE(r.error().message.find("managedNamespaceSelector"), std::string::npos);
 }
 
+// Serves DRA objects: the ResourceClaimTemplate hpc/one-gpu (asking for class big-gpus), the
+// DeviceClass big-gpus (gpu.example.com's selector); "broken" answers 500, anything else 404.
+class FakeDra final : public kube::Client {
+ public:
+  asio::awaitable<Result<std::string>> Get(kube::ResourceRef ref) override {
+    paths.push_back(ref.Path());
+    if (ref.name == "broken") {
+      co_return tl::unexpected(Error{ErrorCode::kUnavailable, "etcd is away", 500});
+    }
+    if (ref.group == "resource.k8s.io" && ref.resource == "resourceclaimtemplates" &&
+        ref.namespace_ == "hpc" && ref.name == "one-gpu") {
+      co_return R"({"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaimTemplate",)"
+                R"("metadata":{"name":"one-gpu","namespace":"hpc"},"spec":{"spec":{"devices":)"
+                R"({"requests":[{"name":"gpu","exactly":{"deviceClassName":"big-gpus"}}]}}}})";
+    }
+    if (ref.group == "resource.k8s.io" && ref.resource == "deviceclasses" &&
+        ref.name == "big-gpus") {
+      co_return R"({"apiVersion":"resource.k8s.io/v1","kind":"DeviceClass","metadata":)"
+                R"({"name":"big-gpus"},"spec":{"selectors":[{"cel":{"expression":)"
+                R"("device.driver == 'gpu.example.com'"}}]}})";
+    }
+    co_return tl::unexpected(Error{ErrorCode::kNotFound, ref.name + " not found", 404});
+  }
+  asio::awaitable<Result<std::string>> List(kube::ResourceRef, kube::ListOptions) override {
+    co_return tl::unexpected(Error{ErrorCode::kUnimplemented, "no"});
+  }
+  asio::awaitable<Result<std::string>> Create(kube::ResourceRef, std::string) override {
+    co_return tl::unexpected(Error{ErrorCode::kUnimplemented, "no"});
+  }
+  asio::awaitable<Result<std::string>> Update(kube::ResourceRef, std::string) override {
+    co_return tl::unexpected(Error{ErrorCode::kUnimplemented, "no"});
+  }
+  asio::awaitable<Result<std::string>> Patch(kube::ResourceRef, kube::PatchType,
+                                             std::string) override {
+    co_return tl::unexpected(Error{ErrorCode::kUnimplemented, "no"});
+  }
+  asio::awaitable<Result<std::string>> Delete(kube::ResourceRef, kube::DeleteOptions) override {
+    co_return tl::unexpected(Error{ErrorCode::kUnimplemented, "no"});
+  }
+  asio::awaitable<Result<void>> Watch(kube::ResourceRef, kube::ListOptions,
+                                      std::function<bool(std::string_view)>) override {
+    co_return tl::unexpected(Error{ErrorCode::kUnimplemented, "no"});
+  }
+  std::vector<std::string> paths;
+};
+
+// A bridge pod whose spec ends with `spec_extra`, as an AdmissionReview.
+std::string DraReview(const std::string& op, const std::string& spec_extra) {
+  std::string pod =
+      R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"hpc"},"spec":{)"
+      R"("schedulerName":"slurm-bridge-scheduler","containers":[{"name":"c","image":"i"}],)" +
+      spec_extra + "}}";
+  return R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u",)"
+         R"("kind":{"group":"","version":"v1","kind":"Pod"},"namespace":"hpc","operation":")" +
+         op + R"(","userInfo":{"username":"alice"},"object":)" + pod + "}}";
+}
+
+std::string ClaimOf(const std::string& tmpl) {
+  return R"("resourceClaims":[{"name":"gpu","resourceClaimTemplateName":")" + tmpl + R"("}])";
+}
+
+// The webhook reads the ResourceClaimTemplates a bridge pod names and the DeviceClasses they and
+// its extended resources name, and judges the pod with them.
+TEST_F(AdmissionServerTest, DraObjectsAreReadForTheCheck) {
+  Policy policy;
+  policy.managed_namespaces = {"hpc"};
+  FakeDra kube;
+  Server server(io_.get_executor(), policy,
+                {.bind_address = "127.0.0.1:0", .health_bind_address = ""}, &kube);
+  ASSERT_TRUE(server.Start().has_value());
+  auto web = Client(server.port());
+  auto validate = [&](const std::string& spec) {
+    return Response(Post(*web, kValidatePodPath, DraReview("CREATE", spec)));
+  };
+
+  json::object ok = validate(ClaimOf("one-gpu"));
+  EXPECT_TRUE(ok.at("allowed").as_bool()) << json::serialize(ok);
+  EXPECT_EQ(kube.paths,
+            (std::vector<std::string>{
+                "/apis/resource.k8s.io/v1/namespaces/hpc/resourceclaimtemplates/one-gpu",
+                "/apis/resource.k8s.io/v1/deviceclasses/big-gpus"}));
+
+  json::object missing = validate(ClaimOf("nope"));
+  EXPECT_FALSE(missing.at("allowed").as_bool());
+  EXPECT_NE(std::string(missing.at("status").at("message").as_string()).find("does not exist"),
+            std::string::npos)
+      << json::serialize(missing);
+
+  // A failed read (not a 404) is logged and counted; the pod is judged without the template.
+  json::object broken = validate(ClaimOf("broken"));
+  EXPECT_FALSE(broken.at("allowed").as_bool());
+  EXPECT_NE(std::string(broken.at("status").at("message").as_string()).find("could not be read"),
+            std::string::npos)
+      << json::serialize(broken);
+  EXPECT_EQ(server.stats().dra_read_failures, 1u);
+
+  // An extended resource of a class read from the apiserver; an absent class falls back to the
+  // driver's name.
+  kube.paths.clear();
+  json::object by_class = validate(
+      R"("initContainers":[{"name":"i","resources":{"limits":{"deviceclass.resource.kubernetes.io/big-gpus":"1"}}}])");
+  EXPECT_TRUE(by_class.at("allowed").as_bool()) << json::serialize(by_class);
+  json::object by_driver = validate(
+      R"("initContainers":[{"name":"i","resources":{"limits":{"deviceclass.resource.kubernetes.io/gpu.example.com":"1"}}}])");
+  EXPECT_TRUE(by_driver.at("allowed").as_bool()) << json::serialize(by_driver);
+  EXPECT_EQ(kube.paths.size(), 2u);
+  // A pod without DRA requests costs no read.
+  kube.paths.clear();
+  EXPECT_TRUE(validate(R"("restartPolicy":"Never")").at("allowed").as_bool());
+  EXPECT_TRUE(kube.paths.empty());
+  EXPECT_EQ(server.stats().dra_reads, 6u);
+  server.Stop();
+}
+
+TEST_F(AdmissionServerTest, DraWithoutClientJudgesWithoutTheObjects) {
+  Policy policy;
+  policy.managed_namespaces = {"hpc"};
+  Server server(io_.get_executor(), policy,
+                {.bind_address = "127.0.0.1:0", .health_bind_address = ""}, nullptr);
+  ASSERT_TRUE(server.Start().has_value());
+  auto web = Client(server.port());
+  json::object claim = Response(Post(*web, kValidatePodPath, DraReview("CREATE", ClaimOf("t"))));
+  EXPECT_FALSE(claim.at("allowed").as_bool());
+  EXPECT_NE(std::string(claim.at("status").at("message").as_string()).find("could not be read"),
+            std::string::npos);
+  json::object by_driver = Response(Post(
+      *web, kValidatePodPath,
+      DraReview(
+          "CREATE",
+          R"("initContainers":[{"name":"i","resources":{"limits":{"deviceclass.resource.kubernetes.io/gpu.nvidia.com":"1"}}}])")));
+  EXPECT_TRUE(by_driver.at("allowed").as_bool()) << json::serialize(by_driver);
+  EXPECT_EQ(server.stats().dra_reads, 0u);
+  server.Stop();
+}
+
 // N-19: a namespace GET to an apiserver that accepts the connection and never answers gives up
 // after NamespaceClientOptions' 3 s, inside the webhook's 10 s, so the webhook can fail open.
 TEST(NamespaceClient, GivesUpWellInsideTheWebhookTimeout) {

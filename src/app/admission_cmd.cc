@@ -70,22 +70,29 @@ int RunAdmission(const AdmissionOptions& options) {
   asio::io_context io(1);
   std::unique_ptr<net::HttpClient> http;
   std::unique_ptr<kube::Client> kube_client;
-  if (policy.namespace_selector) {
-    // Only the selector needs the apiserver (the namespaces' labels).
+  // The apiserver is read for the namespace selector (the namespaces' labels) and for DRA (the
+  // ResourceClaimTemplates and DeviceClasses a pod names). Without a selector, a webhook that
+  // cannot reach the apiserver still runs: it judges DRA pods without those objects.
+  const bool needs_selector = policy.namespace_selector.has_value();
+  if (needs_selector || !policy.device_profiles.empty()) {
     Result<kube::Config> kc = kube::LoadConfig({.kubeconfig_path = options.kubeconfig});
-    if (!kc) {
-      spdlog::error("admission: Kubernetes config: {}", kc.error().message);
-      return 1;
-    }
     Result<std::unique_ptr<net::HttpClient>> h =
-        kube::MakeHttpClient(io.get_executor(), *kc, admission::NamespaceClientOptions());
-    if (!h) {
+        kc ? kube::MakeHttpClient(io.get_executor(), *kc, admission::NamespaceClientOptions())
+           : Result<std::unique_ptr<net::HttpClient>>(tl::unexpected(kc.error()));
+    if (!h && needs_selector) {
       spdlog::error("admission: Kubernetes client: {}", h.error().message);
       return 1;
     }
-    http = std::move(*h);
-    kube_client = kube::MakeClient(*http, kc->token);
-    spdlog::info("admission: namespaces from {} ({})", kc->server, kc->source);
+    if (!h) {
+      spdlog::warn(
+          "admission: Kubernetes client: {}; DRA claim templates and device classes "
+          "are not read",
+          h.error().message);
+    } else {
+      http = std::move(*h);
+      kube_client = kube::MakeClient(*http, kc->token);
+      spdlog::info("admission: Kubernetes at {} ({})", kc->server, kc->source);
+    }
   }
 
   admission::ServerOptions sopt;

@@ -968,6 +968,21 @@ Result<std::vector<PodResourceClaim>> PodResourceClaimsOf(std::string_view pod_j
   return out;
 }
 
+std::vector<PodResourceClaim> PodResourceClaimsOf(const kube::Pod& pod) {
+  std::vector<PodResourceClaim> out;
+  for (const kube::PodClaim& c : pod.spec.resource_claims) {
+    PodResourceClaim& r = out.emplace_back(
+        PodResourceClaim{.name = c.name,
+                         .resource_claim_name = c.resource_claim_name,
+                         .resource_claim_template_name = c.resource_claim_template_name});
+    if (auto it = pod.status.resource_claim_statuses.find(c.name);
+        it != pod.status.resource_claim_statuses.end()) {
+      r.generated_claim_name = it->second;
+    }
+  }
+  return out;
+}
+
 Result<std::vector<DraRequest>> ClaimRequests(const kube::GenericObject& claim_or_template,
                                               const std::vector<DeviceProfile>& profiles,
                                               const ObjectsByName& device_classes) {
@@ -1459,6 +1474,14 @@ std::string AllocationStatusJson(const std::vector<DeviceAssignment>& assignment
   return json::serialize(json::object{{"status", StatusObject(assignments, pod, k8s_node)}});
 }
 
+std::string ExtendedResourceClaimName(const kube::Pod& pod) {
+  constexpr std::string_view kInfix = "-extended-resources-";
+  const std::string uid = pod.metadata.uid.substr(0, 8);
+  std::string name = pod.metadata.name.substr(0, 253 - kInfix.size() - uid.size());
+  while (!name.empty() && (name.back() == '-' || name.back() == '.')) name.pop_back();
+  return name + std::string(kInfix) + uid;
+}
+
 std::optional<PlannedClaim> PlanExtendedResourceClaim(
     const kube::Pod& pod, std::string_view k8s_node,
     const std::vector<DeviceAssignment>& assignments) {
@@ -1489,7 +1512,7 @@ std::optional<PlannedClaim> PlanExtendedResourceClaim(
   json::object owner{{"apiVersion", "v1"},      {"kind", "Pod"},      {"name", pod.metadata.name},
                      {"uid", pod.metadata.uid}, {"controller", true}, {"blockOwnerDeletion", true}};
   json::object metadata{
-      {"generateName", pod.metadata.name + "-extended-resources-"},
+      {"name", ExtendedResourceClaimName(pod)},
       {"namespace", pod.metadata.namespace_},
       {"annotations", json::object{{std::string(kExtendedResourceClaimAnnotation), "true"}}},
       {"ownerReferences", json::array{owner}}};

@@ -257,6 +257,8 @@ struct PodResourceClaim {
 // The pod's spec.resourceClaims and status.resourceClaimStatuses from its whole JSON text
 // (empty when it has none). kInvalidArgument when the text is not a pod object.
 [[nodiscard]] Result<std::vector<PodResourceClaim>> PodResourceClaimsOf(std::string_view pod_json);
+// The same from a decoded pod (kube::PodSpec::resource_claims, PodStatus::resource_claim_statuses).
+[[nodiscard]] std::vector<PodResourceClaim> PodResourceClaimsOf(const kube::Pod& pod);
 
 // One thing a pod asks through DRA, resolved to its profile.
 struct DraRequest {
@@ -334,10 +336,16 @@ struct RequestMapping {
   bool operator==(const RequestMapping&) const = default;
 };
 
+// The name of the claim the bridge makes for a pod's extended resources:
+// "<pod>-extended-resources-<the first 8 characters of its UID>" (the pod's name shortened to
+// keep it a valid name of at most 253 characters). Fixed, unlike kube-scheduler's generateName, so
+// that a retried pre-bind finds the claim it made, and the pod controller can release it by name.
+[[nodiscard]] std::string ExtendedResourceClaimName(const kube::Pod& pod);
+
 // The claim for the pod's extended-resource requests.
 struct PlannedClaim {
-  // The ResourceClaim to create (POST .../namespaces/<ns>/resourceclaims): generateName
-  // "<pod>-extended-resources-", the pod as controller owner, the annotation
+  // The ResourceClaim to create (POST .../namespaces/<ns>/resourceclaims): named
+  // ExtendedResourceClaimName, the pod as controller owner, the annotation
   // kExtendedResourceClaimAnnotation, one ExactCount request per class (with a CEL selector
   // naming the chosen devices where their index or CPU id is an attribute), and the status the
   // apiserver ignores on create, to be written next.

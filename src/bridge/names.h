@@ -25,6 +25,9 @@ inline constexpr std::string_view kNodeAnnotation = "slinky.slurm.net/slurm-node
 // Pod annotation: the GPU indices Slurm gave the pod's job on the pod's node ("0,2", as Slurm's
 // SLURM_JOB_GPUS); set with the node annotation, absent when the job holds no GPU there.
 inline constexpr std::string_view kJobGpusAnnotation = "slinky.slurm.net/slurm-job-gpus";
+// Ours, set at bind time: the DRA ResourceClaim the bridge made for the pod's extended
+// resources (bridge/dra.h), deleted when the pod finishes so that its devices are free again.
+inline constexpr std::string_view kResourceClaimAnnotation = "slinky.slurm.net/resource-claim";
 // Pod finalizer: keeps the pod object until its Slurm job is released.
 inline constexpr std::string_view kFinalizer = "scheduler.slinky.slurm.net/finalizer";
 // Node taint key (value = scheduler name, effect NoExecute) and the pods' matching toleration.

@@ -21,7 +21,6 @@
 namespace sb::bridge {
 namespace {
 
-constexpr std::string_view kDeviceClassPrefix = "deviceclass.resource.kubernetes.io/";
 constexpr std::int64_t kMiB = 1024 * 1024;
 
 Error AnnotationError(std::string_view key, std::string_view value, std::string_view what) {
@@ -186,6 +185,24 @@ std::string Lower(std::string_view s) {
 
 }  // namespace
 
+bool HasDraResources(const kube::Pod& pod,
+                     const std::set<std::string, std::less<>>& dra_resource_names) {
+  auto asks = [&](const std::vector<kube::Container>& list) {
+    for (const kube::Container& c : list) {
+      for (const auto* m : {&c.resources.limits, &c.resources.requests}) {
+        for (const auto& [name, value] : *m) {
+          if (name.starts_with(kDraExtendedResourcePrefix) || dra_resource_names.contains(name)) {
+            return true;
+          }
+        }
+      }
+    }
+    return false;
+  };
+  return !pod.spec.resource_claims.empty() || asks(pod.spec.containers) ||
+         asks(pod.spec.init_containers);
+}
+
 std::map<std::string, std::string> JobAnnotations(const kube::StringMap& annotations) {
   std::map<std::string, std::string> out;
   for (const auto& [k, v] : annotations) {
@@ -342,18 +359,30 @@ Result<slurm::JobDescription> Translate(const GroupSpec& group,
         mem_bytes = std::max(mem_bytes, value);
       } else if (auto it = options.resource_tres.find(name); it != options.resource_tres.end()) {
         if (!AddTo(pod_tres[it->second], value)) return tl::unexpected(TooLarge(*pod, name));
-      } else if (name.starts_with(kDeviceClassPrefix)) {
-        std::string cls = name.substr(kDeviceClassPrefix.size());
-        if (cls == "dra.cpu") {
+      } else if (name.starts_with(kDraExtendedResourcePrefix) ||
+                 options.dra_resource_names.contains(name)) {
+        continue;  // below, through the device profiles
+      }
+    }
+    if (HasDraResources(*pod, options.dra_resource_names)) {
+      static const ObjectsByName kNone;
+      auto templates =
+          options.claim_templates.find(pod->metadata.namespace_ + "/" + pod->metadata.name);
+      Result<std::vector<DraRequest>> dra = PodDraRequests(
+          *pod, options.device_profiles, options.device_classes, PodResourceClaimsOf(*pod),
+          templates == options.claim_templates.end() ? kNone : templates->second);
+      if (!dra) return tl::unexpected(dra.error());
+      for (const DraRequest& r : *dra) {
+        const DeviceProfile* profile = FindProfile(options.device_profiles, r.profile);
+        if (profile == nullptr) continue;  // PodDraRequests resolved it to one of them
+        if (profile->backend == DeviceBackend::kCoreBitmap) {
           std::int64_t milli = 0;
-          if (__builtin_mul_overflow(value, 1000, &milli)) {
-            return tl::unexpected(TooLarge(*pod, name));
+          if (__builtin_mul_overflow(r.count, 1000, &milli)) {
+            return tl::unexpected(TooLarge(*pod, r.resource_name));
           }
           cpu_milli = std::max(cpu_milli, milli);
-        } else {
-          if (!AddTo(pod_tres["gres/gpu:" + cls], value)) {
-            return tl::unexpected(TooLarge(*pod, name));
-          }
+        } else if (!AddTo(pod_tres[DraTres(*profile)], r.count)) {
+          return tl::unexpected(TooLarge(*pod, r.resource_name));
         }
       }
     }
@@ -717,6 +746,9 @@ std::vector<Exclusion> ExcludedNodes(
       for (const auto& [name, need] : needs[i]) {
         if (need <= 0) continue;
         auto a = node.allocatable.find(name);
+        // A DRA device class's extended resource is no node's allocatable: Slurm counts the
+        // devices (the profile's GRES), and the claim written at bind time names them.
+        if (a == node.allocatable.end() && name.starts_with(kDraExtendedResourcePrefix)) continue;
         std::int64_t have = 0;
         if (a != node.allocatable.end()) {
           Result<std::int64_t> v = name == "cpu" ? kube::ParseQuantityMilli(a->second)

@@ -14,7 +14,11 @@
 //   memory           -> memory_per_node in MiB (rounded up, so at least 1; omitted when 0)
 //   extended         -> tres_per_node through the resource->TRES table (Config::resource_tres;
 //                       nvidia.com/gpu and amd.com/gpu -> gres/gpu by default), e.g. "gres/gpu=1"
-//   deviceclass.resource.kubernetes.io/<class> -> "gres/gpu:<class>=<n>" (upstream's DRA form)
+//   DRA (bridge/dra.h): deviceclass.resource.kubernetes.io/<class>, or a DeviceClass's
+//                    extendedResourceName, resolved to a device profile: indexed-gres -> the
+//                    profile's GRES in tres_per_node ("gres/gpu=1"), core-bitmap -> CPUs in
+//                    cpus_per_task; a class no profile covers fails the translation; the same
+//                    for the requests of spec.resourceClaims' templates (claim_templates)
 // One node per pod: nodes = minimum_nodes = maximum_nodes = group size, tasks_per_node = 1.
 //
 // Annotations on the group's root object (prefix slurmjob.slinky.slurm.net/, or the pre-1.0
@@ -29,10 +33,12 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "bridge/config.h"
+#include "bridge/dra.h"
 #include "bridge/identity.h"
 #include "common/error.h"
 #include "kube/types.h"
@@ -67,7 +73,22 @@ struct TranslateOptions {
   // Who the jobs run as and which identity and priority annotations the namespace may use
   // (config identityPolicy): annotations outside it make Translate fail (kPermissionDenied).
   IdentityPolicy identity;
+  // DRA: the device profiles (config deviceProfiles), the DeviceClasses the caller read (by
+  // name; pointers valid while Translate runs; a class not read is resolved by driver name) and
+  // their extendedResourceNames.
+  std::vector<DeviceProfile> device_profiles;
+  ObjectsByName device_classes;
+  std::set<std::string, std::less<>> dra_resource_names;
+  // The ResourceClaimTemplates each pod's spec.resourceClaims name, by pod ("ns/name") and then
+  // template name; a template absent here was not read (the pod's translation fails).
+  std::map<std::string, ObjectsByName> claim_templates;
 };
+
+// Whether the pod asks for devices through DRA: extended resources (the implicit
+// deviceclass.resource.kubernetes.io/ names, or one of `dra_resource_names`) or
+// spec.resourceClaims.
+[[nodiscard]] bool HasDraResources(const kube::Pod& pod,
+                                   const std::set<std::string, std::less<>>& dra_resource_names);
 
 // The job annotations of `annotations`, by suffix ("account", "priority", ...): the prefix
 // slurmjob.slinky.slurm.net/ or the pre-1.0 slinky.slurm.net/ (the current one wins).

@@ -13,6 +13,8 @@
 #include "bridge/names.h"
 #include "bridge/tag.h"
 #include "bridge/translate.h"
+#include "kube/codec.h"
+#include "testing/testdata.h"
 
 namespace sb::bridge {
 namespace {
@@ -48,7 +50,8 @@ TranslateOptions Options() {
           .mode = JobMode::kExternal,
           .resource_tres = {{"nvidia.com/gpu", "gres/gpu"},
                             {"amd.com/gpu", "gres/gpu"},
-                            {"example.com/fpga", "gres/fpga"}}};
+                            {"example.com/fpga", "gres/fpga"}},
+          .device_profiles = DefaultDeviceProfiles()};
 }
 
 // Options whose identity policy lets every namespace use every annotation (upstream's behaviour).
@@ -242,13 +245,62 @@ TEST(TranslateTest, HugeQuantitiesAreErrorsNotOverflows) {
   }
 }
 
-TEST(TranslateTest, FractionalCpuRoundsUpAndDraClasses) {
+TEST(TranslateTest, FractionalCpuRoundsUpAndDraClassesAskForTheirProfilesGres) {
   kube::Pod p =
       MakePod("p", {{"cpu", "100m"}}, {{"deviceclass.resource.kubernetes.io/gpu.nvidia.com", "2"}});
   Result<slurm::JobDescription> job = Translate(Single(p), {&p}, Options());
-  ASSERT_TRUE(job);
+  ASSERT_TRUE(job) << job.error().message;
   EXPECT_EQ(job->cpus_per_task, 1);
-  EXPECT_EQ(job->tres_per_node, "gres/gpu:gpu.nvidia.com=2");
+  // The gpu-nvidia profile: Slurm's GRES gpu, any type (not upstream's old "gres/gpu:<class>").
+  EXPECT_EQ(job->tres_per_node, "gres/gpu=2");
+  // With a device plugin's GPUs beside them: one GRES count.
+  kube::Pod both = MakePod("b", {{"nvidia.com/gpu", "1"}},
+                           {{"deviceclass.resource.kubernetes.io/gpu.example.com", "1"}});
+  job = Translate(Single(both), {&both}, Options());
+  ASSERT_TRUE(job) << job.error().message;
+  EXPECT_EQ(job->tres_per_node, "gres/gpu=2");
+}
+
+TEST(TranslateTest, DraCpusBecomeCpusPerTaskAndAProfileWithATypeAsksForIt) {
+  kube::Pod p = MakePod("p", {{"deviceclass.resource.kubernetes.io/dra.cpu", "3"}});
+  Result<slurm::JobDescription> job = Translate(Single(p), {&p}, Options());
+  ASSERT_TRUE(job) << job.error().message;
+  EXPECT_EQ(job->cpus_per_task, 3);
+  EXPECT_EQ(job->tres_per_node, "");
+  TranslateOptions typed = Options();
+  typed.device_profiles[1].gres_type = "fake";  // gpu-example
+  ASSERT_EQ(typed.device_profiles[1].driver, "gpu.example.com");
+  kube::Pod g = MakePod("g", {{"deviceclass.resource.kubernetes.io/gpu.example.com", "1"}});
+  job = Translate(Single(g), {&g}, typed);
+  ASSERT_TRUE(job) << job.error().message;
+  EXPECT_EQ(job->tres_per_node, "gres/gpu:fake=1");
+}
+
+TEST(TranslateTest, DraClassesResolveThroughTheDeviceClassesRead) {
+  // The class's extendedResourceName (example.com/gpu) asks for it too, once the class is read.
+  Result<kube::GenericObject> cls = kube::Decode<kube::GenericObject>(
+      sb::testing::ReadTestData("kube/deviceclass_gpu_example.json"));
+  ASSERT_TRUE(cls) << cls.error().message;
+  TranslateOptions o = Options();
+  o.device_classes = {{"gpu.example.com", &*cls}};
+  o.dra_resource_names = {"example.com/gpu"};
+  kube::Pod p = MakePod("p", {{"example.com/gpu", "2"}});
+  Result<slurm::JobDescription> job = Translate(Single(p), {&p}, o);
+  ASSERT_TRUE(job) << job.error().message;
+  EXPECT_EQ(job->tres_per_node, "gres/gpu=2");
+  // A class no profile covers, and DRA off (no profiles): errors that say so.
+  kube::Pod other = MakePod("o", {{"deviceclass.resource.kubernetes.io/fpga.example.com", "1"}});
+  job = Translate(Single(other), {&other}, Options());
+  ASSERT_FALSE(job);
+  EXPECT_NE(job.error().message.find("fpga.example.com"), std::string::npos) << job.error().message;
+  TranslateOptions off = Options();
+  off.device_profiles.clear();
+  job = Translate(Single(p), {&p}, off);
+  EXPECT_TRUE(job) << "without the class read, example.com/gpu is not a DRA name";
+  kube::Pod implicit = MakePod("i", {{"deviceclass.resource.kubernetes.io/gpu.example.com", "1"}});
+  job = Translate(Single(implicit), {&implicit}, off);
+  ASSERT_FALSE(job);
+  EXPECT_NE(job.error().message.find("gpu.example.com"), std::string::npos) << job.error().message;
 }
 
 TEST(TranslateTest, EveryAnnotationReachesTheJob) {

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <ctime>
 #include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -18,6 +19,7 @@
 #include "admission/review.h"
 #include "bridge/gres.h"
 #include "bridge/names.h"
+#include "kube/codec.h"
 #include "testing/kubelet_e2e.h"
 
 namespace sb::controllers {
@@ -763,6 +765,119 @@ TEST_F(KubeletE2e, PreStopHookKeepsTheJobUntilTheContainerHasStopped) {
       },
       30s))
       << "the job outlived its pod: " << JobState(job);
+}
+
+// Issue #28 on real kubelets with the test DRA driver (testing/dra-driver: ResourceSlices for
+// each node's 4 fake GPUs and 8 CPUs, CDI through containerd 1.7): two non-exclusive pods asking
+// for deviceclass.resource.kubernetes.io/gpu.example.com on one node each see, from inside the
+// container, exactly the GPU index Slurm gave their own job (`scontrol show job -d`), which their
+// claims name; a dra.cpu pod's cpuset is exactly its job's CPU_IDs. When the CPU pod ends, its
+// claim and its Slurm job are both released.
+TEST_F(KubeletE2e, DraPodsSeeExactlyTheDevicesSlurmGaveTheirJobs) {
+  ASSERT_FALSE(env_.Get("SB_DRA_DRIVER").empty()) << "the environment runs no DRA driver";
+  scheduler_ = StartBridge("all");
+  auto create = [&](const std::string& name, const std::string& node, const std::string& command,
+                    const std::string& resource) {
+    const std::string manifest = fmt::format(
+        R"({{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"{}","namespace":"{}",
+        "annotations":{{"slurmjob.slinky.slurm.net/exclusive":"false"}}}},
+        "spec":{{"schedulerName":"slurm-bridge-scheduler","restartPolicy":"Never",
+        "terminationGracePeriodSeconds":5,"nodeSelector":{{"kubernetes.io/hostname":"{}"}},
+        "containers":[{{"name":"c","image":"localhost/busybox:1","imagePullPolicy":"Never",
+        "command":["sh","-c",{}],
+        "resources":{{"limits":{{"memory":"64Mi","{}":"1"}}}}}}]}}}})",
+        name, ns_, node, boost::json::serialize(boost::json::string(command)), resource);
+    auto r = RunSync(io_, kube_->Create(kube::PodsRef(ns_), manifest));
+    ASSERT_TRUE(r) << r.error().message;
+  };
+  const std::string gpu = "deviceclass.resource.kubernetes.io/gpu.example.com";
+  for (const std::string name : {"gpu-a", "gpu-b"}) {
+    create(name, "n2", "env | grep ^GPU_DEVICE_ | sort; sleep 30", gpu);
+  }
+  // Alone on its node: Slurm gives it the node's first core, which this host has (a 2-CPU
+  // machine has no CPU 2 to pin).
+  create("cpus", "n3", "grep Cpus_allowed_list /proc/self/status; sleep 5",
+         "deviceclass.resource.kubernetes.io/dra.cpu");
+  auto detail = [&](std::int64_t job, const std::string& key) {
+    const std::string out = Slurm("scontrol show job -d " + std::to_string(job));
+    std::smatch m;
+    std::regex re("[ \t]" + key + "=([^ \n]+)");
+    return std::regex_search(out, m, re) ? std::string(m[1]) : std::string();
+  };
+  auto claim_devices = [&](const kube::Pod& pod) {
+    std::vector<std::string> out;
+    auto name = pod.metadata.annotations.find(std::string(bridge::kResourceClaimAnnotation));
+    if (name == pod.metadata.annotations.end()) return out;
+    kube::ResourceRef ref{.group = "resource.k8s.io",
+                          .version = "v1",
+                          .resource = "resourceclaims",
+                          .namespace_ = ns_,
+                          .name = name->second};
+    auto claim = RunSync(io_, kube::GetAs<kube::GenericObject>(*kube_, ref));
+    if (!claim) return out;
+    boost::json::value status = boost::json::parse(claim->status_json);
+    for (const auto& r : status.at_pointer("/allocation/devices/results").as_array()) {
+      out.push_back(std::string(r.at("device").as_string()));
+    }
+    return out;
+  };
+  std::set<std::string> seen;
+  for (const std::string name : {"gpu-a", "gpu-b"}) {
+    std::optional<kube::Pod> running = WaitForPod(name, IsRunning, 120s);
+    ASSERT_TRUE(running) << name << " not running";
+    const std::int64_t job = JobId(*running);
+    const std::string gres = detail(job, "GRES");  // gpu:fake:1(IDX:2)
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(gres, m, std::regex(R"(IDX:(\d+)\))"))) << gres;
+    const std::string idx = m[1];
+    seen.insert(idx);
+    EXPECT_EQ(claim_devices(*running), std::vector<std::string>{"gpu-" + idx}) << name;
+    std::string logs;
+    EXPECT_TRUE(WaitFor(
+        [&] {
+          logs = Logs(name);
+          return !logs.empty();
+        },
+        30s));
+    EXPECT_EQ(logs, fmt::format("GPU_DEVICE_{}=gpu-{}\n", idx, idx))
+        << name << ": Slurm gave job " << job << " " << gres;
+  }
+  EXPECT_EQ(seen.size(), 2u) << "both pods were given the same GPU";
+
+  std::optional<kube::Pod> cpus = WaitForPod("cpus", IsRunning, 120s);
+  ASSERT_TRUE(cpus) << "cpus not running";
+  const std::int64_t cpu_job = JobId(*cpus);
+  const std::string cpu_ids = detail(cpu_job, "CPU_IDs");
+  ASSERT_FALSE(cpu_ids.empty());
+  std::string logs;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        logs = Logs("cpus");
+        return !logs.empty();
+      },
+      30s));
+  EXPECT_EQ(logs, "Cpus_allowed_list:\t" + cpu_ids + "\n") << "Slurm's CPU_IDs " << cpu_ids;
+  // The driver names its CPUs cpudev<3-digit id>; one CPU asked for, one id.
+  EXPECT_EQ(claim_devices(*cpus),
+            std::vector<std::string>{fmt::format("cpudev{:03}", std::stoi(cpu_ids))});
+  // It ends (sleep 5): its claim is deleted and its job ended.
+  const std::string claim =
+      cpus->metadata.annotations[std::string(bridge::kResourceClaimAnnotation)];
+  ASSERT_FALSE(claim.empty());
+  kube::ResourceRef claim_ref{.group = "resource.k8s.io",
+                              .version = "v1",
+                              .resource = "resourceclaims",
+                              .namespace_ = ns_,
+                              .name = claim};
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        auto c = RunSync(io_, kube::GetAs<kube::GenericObject>(*kube_, claim_ref));
+        return !c && c.error().code == ErrorCode::kNotFound;
+      },
+      90s))
+      << "claim " << claim << " outlived its pod";
+  EXPECT_TRUE(WaitFor([&] { return JobState(cpu_job) != "RUNNING"; }, 60s))
+      << "job " << cpu_job << ": " << JobState(cpu_job);
 }
 
 }  // namespace

@@ -309,6 +309,26 @@ awaitable<Result<void>> PodController::Reconcile(std::int64_t job_id) {
 awaitable<Result<void>> PodController::ReleaseFinalizer(const Pod& pod) {
   std::optional<std::string> patch = bridge::FinalizerRemovalPatch(pod);
   if (!patch) co_return Result<void>{};
+  // The DRA claim the scheduler made for the pod (upstream #36): its devices are free once the
+  // job is, never held by a finished pod's claim while Slurm gives them to the next job.
+  if (auto claim = pod.metadata.annotations.find(std::string(bridge::kResourceClaimAnnotation));
+      claim != pod.metadata.annotations.end() && !claim->second.empty()) {
+    kube::ResourceRef ref{.group = "resource.k8s.io",
+                          .version = "v1",
+                          .resource = "resourceclaims",
+                          .namespace_ = pod.metadata.namespace_,
+                          .name = claim->second};
+    kube::DeleteOptions options;
+    Result<std::string> deleted = co_await kube_.Delete(ref, options);
+    if (!deleted && deleted.error().code != ErrorCode::kNotFound) {
+      co_return tl::unexpected(deleted.error());
+    }
+    if (deleted) {
+      ++stats_.claims_released;
+      spdlog::info("{}/{}: ResourceClaim {} released", pod.metadata.namespace_, pod.metadata.name,
+                   claim->second);
+    }
+  }
   Result<Pod> r = co_await kube::PatchAs<Pod>(
       kube_, kube::PodsRef(pod.metadata.namespace_).WithName(pod.metadata.name),
       kube::PatchType::kJsonMerge, std::move(*patch));

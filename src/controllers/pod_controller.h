@@ -74,7 +74,8 @@ struct PodControllerStats {
   std::uint64_t jobs_cancelled = 0;
   std::uint64_t orphans_cancelled = 0;
   std::uint64_t finalizers_removed = 0;
-  std::uint64_t reconciles = 0;  // Reconcile passes that completed (for tests and metrics)
+  std::uint64_t claims_released = 0;  // DRA ResourceClaims deleted as their pods ended
+  std::uint64_t reconciles = 0;       // Reconcile passes that completed (for tests and metrics)
   std::uint64_t state_polls = 0;
   std::uint64_t sweeps = 0;
   std::uint64_t sweeps_skipped = 0;         // the pod watch was not healthy

@@ -388,6 +388,22 @@ error_code ReadPodSpec(od::value v, PodSpec& s) {
         return SUCCESS;
       });
     }
+    if (k == "resourceClaims") {
+      s.resource_claims.clear();
+      return ForEachElement(val, [&](od::value e) -> error_code {
+        PodClaim c;
+        SB_JSON_TRY(ForEachField(e, [&](std::string_view ck, od::value cv) -> error_code {
+          if (ck == "name") return ReadString(cv, c.name);
+          if (ck == "resourceClaimName") return ReadString(cv, c.resource_claim_name);
+          if (ck == "resourceClaimTemplateName") {
+            return ReadString(cv, c.resource_claim_template_name);
+          }
+          return SUCCESS;
+        }));
+        s.resource_claims.push_back(std::move(c));
+        return SUCCESS;
+      });
+    }
     if (k == "volumes") {
       s.claim_volumes.clear();
       return ForEachElement(val, [&](od::value e) -> error_code {
@@ -429,6 +445,20 @@ error_code ReadObject(od::value v, Pod& p) {
         if (sk == "reason") return ReadString(sv, p.status.reason);
         if (sk == "message") return ReadString(sv, p.status.message);
         if (sk == "nominatedNodeName") return ReadString(sv, p.status.nominated_node_name);
+        if (sk == "resourceClaimStatuses") {
+          p.status.resource_claim_statuses.clear();
+          return ForEachElement(sv, [&](od::value e) -> error_code {
+            std::string name;
+            std::string claim;
+            SB_JSON_TRY(ForEachField(e, [&](std::string_view ck, od::value cv) -> error_code {
+              if (ck == "name") return ReadString(cv, name);
+              if (ck == "resourceClaimName") return ReadString(cv, claim);
+              return SUCCESS;
+            }));
+            if (!claim.empty()) p.status.resource_claim_statuses[name] = std::move(claim);
+            return SUCCESS;
+          });
+        }
         return SUCCESS;
       });
     }

@@ -124,6 +124,15 @@ struct ClaimVolume {
   bool operator==(const ClaimVolume&) const = default;
 };
 
+// spec.resourceClaims[] of a pod (DRA, resource.k8s.io): the pod's name for a claim and the
+// claim itself (shared) or the template each pod gets its own claim from.
+struct PodClaim {
+  std::string name;
+  std::string resource_claim_name;
+  std::string resource_claim_template_name;
+  bool operator==(const PodClaim&) const = default;
+};
+
 struct PodSpec {
   std::string scheduler_name;
   std::string node_name;
@@ -147,6 +156,7 @@ struct PodSpec {
   // scheduling.k8s.io/v1alpha2 PodGroup of the Workload API the pod belongs to; "" when unset.
   std::string scheduling_group;
   std::vector<ClaimVolume> claim_volumes;  // spec.volumes backed by claims
+  std::vector<PodClaim> resource_claims;   // spec.resourceClaims (DRA)
   bool operator==(const PodSpec&) const = default;
 };
 
@@ -156,6 +166,9 @@ struct PodStatus {
   std::string reason;
   std::string message;
   std::string nominated_node_name;
+  // status.resourceClaimStatuses: the pod's claim name -> the claim the resourceclaim controller
+  // made from its template.
+  StringMap resource_claim_statuses;
   bool operator==(const PodStatus&) const = default;
 };
 

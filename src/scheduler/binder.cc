@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include "bridge/dra.h"
 #include "bridge/gres.h"
 #include "bridge/names.h"
 #include "bridge/pods.h"
@@ -266,6 +267,208 @@ awaitable<Result<void>> Binder::LabelPod(const Pod& pod, std::int64_t job_id,
                                ErrorWords(r.error())));
   }
   co_return tl::unexpected(r.error());
+}
+
+namespace {
+
+kube::ResourceRef ClaimsRef(std::string ns) {
+  return {.group = "resource.k8s.io",
+          .version = "v1",
+          .resource = "resourceclaims",
+          .namespace_ = std::move(ns)};
+}
+
+}  // namespace
+
+awaitable<Result<void>> Binder::WriteClaims(std::int64_t job_id, std::vector<Assignment>& assign,
+                                            const std::map<std::string, std::string>& slurm_name_of,
+                                            const DraInput& dra) {
+  std::vector<Assignment*> asking;
+  for (Assignment& a : assign) {
+    if (bridge::HasDraResources(*a.pod, dra.resource_names)) asking.push_back(&a);
+  }
+  if (asking.empty() || dra.profiles == nullptr) co_return Result<void>{};
+  // Said on the pod and returned: the group is tried again with the queue's backoff (a
+  // ResourceSlice published late, a driver restarted, an apiserver hiccup).
+  auto fail = [&](const Pod& pod, std::string reason, std::string message) -> Error {
+    const std::string msg = fmt::format("Slurm job {}: {}", job_id, message);
+    recorder_.Emit(kube::MakeObjectReference("v1", "Pod", pod.metadata), kube::EventType::kWarning,
+                   reason, msg);
+    spdlog::warn("{}/{}: {}", pod.metadata.namespace_, pod.metadata.name, msg);
+    return Error{ErrorCode::kFailedPrecondition, msg};
+  };
+  // What each pod asks, before any co_await: the templates' objects belong to the scheduler's
+  // cache, which a deleted pod leaves meanwhile.
+  std::vector<std::vector<bridge::DraRequest>> asked;
+  for (Assignment* a : asking) {
+    const Pod& pod = *a->pod;
+    const bridge::ObjectsByName* templates = nullptr;
+    if (dra.claim_templates != nullptr) {
+      auto it = dra.claim_templates->find(pod.metadata.namespace_ + "/" + pod.metadata.name);
+      if (it != dra.claim_templates->end()) templates = &it->second;
+    }
+    Result<std::vector<bridge::DraRequest>> requests = bridge::PodDraRequests(
+        pod, *dra.profiles, dra.device_classes, bridge::PodResourceClaimsOf(pod),
+        templates != nullptr ? *templates : bridge::ObjectsByName{});
+    if (!requests) {
+      co_return tl::unexpected(fail(pod, "DeviceAllocationFailed", requests.error().message));
+    }
+    asked.push_back(std::move(*requests));
+  }
+  Result<std::vector<slurm::NodeAllocation>> layout = co_await slurm_.JobResources(job_id);
+  if (!layout) {
+    co_return tl::unexpected(fail(*asking.front()->pod, "DeviceAllocationFailed",
+                                  "reading the job's resource layout (the GPU indices and cores "
+                                  "Slurm gave it) failed: " +
+                                      ErrorWords(layout.error())));
+  }
+  std::map<std::string, bridge::NodeInventory> inventories;  // by Kubernetes node
+  for (std::size_t i = 0; i < asking.size(); ++i) {
+    Assignment* a = asking[i];
+    const Pod& pod = *a->pod;
+    const kube::ObjectMeta& m = pod.metadata;
+    const std::vector<bridge::DraRequest>* requests = &asked[i];
+    auto slurm_name = slurm_name_of.find(a->node);
+    const slurm::NodeAllocation* on_node = nullptr;
+    for (const slurm::NodeAllocation& n : *layout) {
+      if (slurm_name != slurm_name_of.end() && n.node == slurm_name->second) on_node = &n;
+    }
+    if (on_node == nullptr) {
+      co_return tl::unexpected(
+          fail(pod, "DeviceAllocationFailed",
+               fmt::format("the job's resource layout has no entry for node {}", a->node)));
+    }
+    auto inv = inventories.find(a->node);
+    if (inv == inventories.end()) {
+      kube::ListOptions opts;
+      opts.field_selector = "spec.nodeName=" + a->node;
+      // (Named, not temporaries: gcc 12 destroys a temporary argument of a co_await twice.)
+      kube::ResourceRef slices_ref{
+          .group = "resource.k8s.io", .version = "v1", .resource = "resourceslices"};
+      Result<kube::List<kube::GenericObject>> listed =
+          co_await kube::ListAllAs<kube::GenericObject>(kube_, slices_ref, opts);
+      if (!listed) {
+        co_return tl::unexpected(
+            fail(pod, "DeviceAllocationFailed",
+                 fmt::format("listing the ResourceSlices of node {} failed: {}", a->node,
+                             ErrorWords(listed.error()))));
+      }
+      std::vector<bridge::ResourceSliceInfo> slices;
+      for (const kube::GenericObject& o : listed->items) {
+        Result<bridge::ResourceSliceInfo> slice = bridge::ParseResourceSlice(o);
+        if (!slice) {
+          spdlog::warn("ResourceSlice {} left out: {}", o.metadata.name, slice.error().message);
+          continue;
+        }
+        slices.push_back(std::move(*slice));
+      }
+      Result<bridge::NodeInventory> built =
+          bridge::BuildNodeInventory(a->node, slices, *dra.profiles);
+      if (!built) {
+        co_return tl::unexpected(
+            fail(pod, "DeviceAllocationFailed",
+                 fmt::format("the ResourceSlices of node {}: {}", a->node, built.error().message)));
+      }
+      inv = inventories.emplace(a->node, std::move(*built)).first;
+    }
+    Result<std::vector<bridge::DeviceAssignment>> devices =
+        bridge::AssignDevices(*requests, inv->second, *on_node, *dra.profiles);
+    if (!devices) {
+      co_return tl::unexpected(fail(pod, "DeviceAllocationFailed", devices.error().message));
+    }
+    std::vector<std::string> named;
+    for (const bridge::DeviceAssignment& d : *devices) {
+      for (const bridge::InventoryDevice& dev : d.devices) {
+        named.push_back(dev.index >= 0 ? fmt::format("{} (GRES index {})", dev.device, dev.index)
+                                       : fmt::format("{} (CPU {})", dev.device, dev.cpu_id));
+      }
+    }
+    // The claims made from the pod's templates (by the resourceclaim controller): each one's
+    // status, with its own requests.
+    std::map<std::string, std::vector<bridge::DeviceAssignment>> by_pod_claim;
+    for (const bridge::DeviceAssignment& d : *devices) {
+      if (!d.request.pod_claim.empty()) by_pod_claim[d.request.pod_claim].push_back(d);
+    }
+    for (const auto& [pod_claim, mine] : by_pod_claim) {
+      auto made = pod.status.resource_claim_statuses.find(pod_claim);
+      if (made == pod.status.resource_claim_statuses.end()) {
+        co_return tl::unexpected(
+            fail(pod, "DeviceAllocationFailed",
+                 fmt::format("claim {} of the pod has not been made from its template yet (the "
+                             "resourceclaim controller of kube-controller-manager makes it)",
+                             pod_claim)));
+      }
+      kube::ResourceRef status_ref =
+          ClaimsRef(m.namespace_).WithName(made->second).WithSubresource("status");
+      std::string body = bridge::AllocationStatusJson(mine, pod, a->node);
+      Result<std::string> status =
+          co_await kube_.Patch(status_ref, kube::PatchType::kJsonMerge, std::move(body));
+      if (!status) {
+        co_return tl::unexpected(
+            fail(pod, "DeviceAllocationFailed",
+                 fmt::format("writing the allocation of ResourceClaim {} failed: {}", made->second,
+                             ErrorWords(status.error()))));
+      }
+      ++stats_.claims_written;
+      recorder_.Emit(kube::MakeObjectReference("v1", "Pod", m), kube::EventType::kNormal,
+                     "DevicesAllocated",
+                     fmt::format("ResourceClaim {} holds what Slurm job {} was given on {}: {}",
+                                 made->second, job_id, a->node, fmt::join(named, ", ")));
+    }
+    std::optional<bridge::PlannedClaim> planned =
+        bridge::PlanExtendedResourceClaim(pod, a->node, *devices);
+    if (!planned) continue;
+    const std::string name = bridge::ExtendedResourceClaimName(pod);
+    const kube::ResourceRef claim = ClaimsRef(m.namespace_).WithName(name);
+    const kube::ResourceRef claim_status = claim.WithSubresource("status");
+    const kube::ResourceRef claims = ClaimsRef(m.namespace_);
+    Result<std::string> created = co_await kube_.Create(claims, planned->object_json);
+    if (!created && created.error().code == ErrorCode::kAlreadyExists) {
+      // A retry: the claim made before, when it is this pod's.
+      Result<kube::GenericObject> found = co_await kube::GetAs<kube::GenericObject>(kube_, claim);
+      const bool mine = found && std::ranges::any_of(
+                                     found->metadata.owner_references,
+                                     [&](const kube::OwnerReference& o) { return o.uid == m.uid; });
+      if (mine) created = std::string();
+    }
+    if (!created) {
+      co_return tl::unexpected(fail(
+          pod, "DeviceAllocationFailed",
+          fmt::format("creating ResourceClaim {} failed: {}", name, ErrorWords(created.error()))));
+    }
+    Result<std::string> status =
+        co_await kube_.Patch(claim_status, kube::PatchType::kJsonMerge, planned->status_json);
+    Result<Pod> told = Result<Pod>(tl::unexpected(Error{ErrorCode::kInternal, "not written"}));
+    if (status) {
+      std::string patch = bridge::ExtendedResourceClaimStatusPatch(name, planned->mappings);
+      told = co_await kube::PatchPodStatus(kube_, m.namespace_, m.name, kube::PatchType::kJsonMerge,
+                                           std::move(patch));
+    }
+    if (!status || !told) {
+      // Never a claim allocated for a pod that does not know of it (upstream #36): gone again.
+      const Error& why = !status ? status.error() : told.error();
+      const kube::DeleteOptions options;
+      Result<std::string> deleted = co_await kube_.Delete(claim, options);
+      if (!deleted && deleted.error().code != ErrorCode::kNotFound) {
+        spdlog::warn("{}/{}: deleting ResourceClaim {} failed: {}", m.namespace_, m.name, name,
+                     deleted.error().ToString());
+      }
+      if (why.code == ErrorCode::kNotFound && told.error().code == ErrorCode::kNotFound) {
+        continue;  // the pod is gone
+      }
+      co_return tl::unexpected(
+          fail(pod, "DeviceAllocationFailed",
+               fmt::format("writing the allocation of ResourceClaim {} failed: {}", name,
+                           ErrorWords(why))));
+    }
+    ++stats_.claims_written;
+    a->annotations[std::string(bridge::kResourceClaimAnnotation)] = name;
+    recorder_.Emit(kube::MakeObjectReference("v1", "Pod", m), kube::EventType::kNormal,
+                   "DevicesAllocated",
+                   fmt::format("ResourceClaim {} holds what Slurm job {} was given on {}: {}", name,
+                               job_id, a->node, fmt::join(named, ", ")));
+  }
+  co_return Result<void>{};
 }
 
 awaitable<Binder::Bound> Binder::BindPods(std::int64_t job_id,

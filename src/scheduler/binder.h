@@ -28,7 +28,9 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -36,6 +38,7 @@
 #include <boost/asio/awaitable.hpp>
 
 #include "bridge/config.h"
+#include "bridge/dra.h"
 #include "bridge/group.h"
 #include "common/error.h"
 #include "kube/client.h"
@@ -103,6 +106,26 @@ class Binder {
   [[nodiscard]] boost::asio::awaitable<Result<void>> LabelPod(
       const kube::Pod& pod, std::int64_t job_id, std::map<std::string, std::string> annotations,
       int het_offset = -1);
+  // Step 4, DRA: for each assigned pod that asks for devices through DRA extended resources
+  // (bridge/dra.h), the claim naming the devices of its node's ResourceSlices that are the GRES
+  // indices and cores Slurm allocated to `job_id` there (GET /resources/{job_id}, once): created
+  // (found again on a retry: its name is fixed), its status written (allocation, reservedFor the
+  // pod), and the pod's status told which claim holds its extended resources. A pod whose devices
+  // cannot be named gets a Warning event saying why; a claim whose writes fail is deleted, so
+  // that no device is held twice. The claim's name goes into the Binding's annotations
+  // (kResourceClaimAnnotation): the pod controller releases it when the pod ends. `slurm_name_of`:
+  // Kubernetes node -> Slurm node.
+  struct DraInput {
+    const std::vector<bridge::DeviceProfile>* profiles = nullptr;
+    std::shared_ptr<const std::vector<kube::GenericObject>> classes;  // what device_classes names
+    bridge::ObjectsByName device_classes;
+    std::set<std::string, std::less<>> resource_names;  // the classes' extendedResourceNames
+    // The pods' ResourceClaimTemplates (TranslateOptions::claim_templates); nullptr: none.
+    const std::map<std::string, bridge::ObjectsByName>* claim_templates = nullptr;
+  };
+  [[nodiscard]] boost::asio::awaitable<Result<void>> WriteClaims(
+      std::int64_t job_id, std::vector<Assignment>& assign,
+      const std::map<std::string, std::string>& slurm_name_of, const DraInput& dra);
   // Step 5, in order; stops at the first Binding that fails (and is not bound after all).
   struct Bound {
     std::vector<Assignment> bound;  // bound now (a pod deleted meanwhile is left out)

@@ -94,7 +94,8 @@ Scheduler::Scheduler(asio::any_io_executor executor, kube::Client& kube, slurm::
                 .node_sharing = config_.node_sharing,
                 .resource_tres = config_.resource_tres,
                 .default_time_limit_minutes = config_.default_time_limit.count(),
-                .identity = config_.identity_policy};
+                .identity = config_.identity_policy,
+                .device_profiles = config_.device_profiles};
   // Higher priority first, then the older pod; items without a rank (groups) as priority 0,
   // before every pod of priority 0.
   queue_.SetRank([this](const std::string& item) {
@@ -217,6 +218,8 @@ void Scheduler::OnPodDeleted(const std::shared_ptr<const Pod>& pod) {
   const std::string key = PodKey(*pod);
   reported_.erase(pod->metadata.uid);
   volume_affinity_.erase(key);
+  claim_template_objects_.erase(key);
+  translate_.claim_templates.erase(key);
   bound_.erase(pod->metadata.uid);
   seen_.erase(pod->metadata.uid);
   auto it = group_of_pod_.find(key);
@@ -262,12 +265,54 @@ awaitable<Result<void>> Scheduler::Run() {
     const int workers = std::max(kMinWorkers, 4 * config_.max_concurrent_submits);
     for (int i = 0; i < workers; ++i) tasks_.Spawn(Worker());
     tasks_.Spawn(PollSlurm());
+    if (!config_.device_profiles.empty()) tasks_.Spawn(ListDeviceClasses());
     if (own_watch_) tasks_.Spawn(own_watch_->Run());
     watch_->Subscribe(this);
   }
   co_await tasks_.Join();
   watch_->Unsubscribe(this);
   co_return Result<void>{};
+}
+
+awaitable<void> Scheduler::ListDeviceClasses() {
+  do {
+    // (Named, not temporaries: gcc 12 destroys a temporary argument of a co_await twice.)
+    kube::ResourceRef ref{.group = "resource.k8s.io", .version = "v1", .resource = "deviceclasses"};
+    kube::ListOptions opts;
+    Result<kube::List<kube::GenericObject>> listed =
+        co_await kube::ListAllAs<kube::GenericObject>(kube_, ref, opts);
+    if (listed) {
+      auto classes = std::make_shared<std::vector<kube::GenericObject>>(std::move(listed->items));
+      bridge::ObjectsByName by_name;
+      std::set<std::string, std::less<>> names;
+      for (const kube::GenericObject& c : *classes) {
+        by_name[c.metadata.name] = &c;
+        Result<std::string> ext = kube::JsonStringAt(c.spec_json, "/extendedResourceName");
+        if (ext && !ext->empty()) names.insert(*ext);
+      }
+      device_classes_ = std::move(classes);
+      translate_.device_classes = std::move(by_name);
+      translate_.dra_resource_names = std::move(names);
+    } else if (listed.error().code == ErrorCode::kNotFound) {
+      // Kubernetes before 1.34 serves no resource.k8s.io/v1: classes resolve by driver name.
+      if (!device_classes_unserved_logged_) {
+        spdlog::info(
+            "the apiserver serves no resource.k8s.io/v1 DeviceClasses; DRA classes are "
+            "resolved by their driver's name");
+        device_classes_unserved_logged_ = true;
+      }
+    } else {
+      spdlog::warn("listing DeviceClasses failed: {}", listed.error().ToString());
+    }
+  } while (co_await tasks_.Sleep(std::chrono::seconds(30)));
+}
+
+Binder::DraInput Scheduler::DraView() const {
+  return {.profiles = &config_.device_profiles,
+          .classes = device_classes_,
+          .device_classes = translate_.device_classes,
+          .resource_names = translate_.dra_resource_names,
+          .claim_templates = &translate_.claim_templates};
 }
 
 void Scheduler::Stop() {
@@ -429,8 +474,40 @@ awaitable<Result<void>> Scheduler::Resolve(const std::string& pod_key) {
     }
     volume_affinity_[pod_key] = std::move(volumes.node_affinity);
   }
+  // DRA: the ResourceClaimTemplates the pod's claims are made from, which say what Slurm is to
+  // allocate (read once per pod; a template is immutable).
+  if (!pod->spec.resource_claims.empty() && !claim_template_objects_.contains(pod_key)) {
+    std::map<std::string, kube::GenericObject> templates;
+    for (const kube::PodClaim& c : pod->spec.resource_claims) {
+      if (c.resource_claim_template_name.empty()) continue;  // shared: refused when translated
+      kube::ResourceRef ref{.group = "resource.k8s.io",
+                            .version = "v1",
+                            .resource = "resourceclaimtemplates",
+                            .namespace_ = ns,
+                            .name = c.resource_claim_template_name};
+      Result<kube::GenericObject> t = co_await kube::GetAs<kube::GenericObject>(kube_, ref);
+      if (!t && t.error().code != ErrorCode::kNotFound) co_return tl::unexpected(t.error());
+      if (!t) {
+        if (!pods_.cache().Get(pod_key)) co_return Result<void>{};
+        std::string message =
+            fmt::format("ResourceClaimTemplate {} of claim {} does not exist; the pod waits for it",
+                        c.resource_claim_template_name, c.name);
+        co_await ReportWaiting(*pod, std::move(message));
+        queue_.AddAfter(std::string(kPodItem) + pod_key, std::chrono::seconds(10));
+        co_return Result<void>{};
+      }
+      templates[c.resource_claim_template_name] = std::move(*t);
+    }
+    auto& kept = claim_template_objects_[pod_key] = std::move(templates);
+    bridge::ObjectsByName& by_name = translate_.claim_templates[pod_key];
+    for (const auto& [name, t] : kept) by_name[name] = &t;
+  }
   // The pod may have gone while the owners were read.
-  if (!pods_.cache().Get(pod_key)) co_return Result<void>{};
+  if (!pods_.cache().Get(pod_key)) {
+    claim_template_objects_.erase(pod_key);
+    translate_.claim_templates.erase(pod_key);
+    co_return Result<void>{};
+  }
   const std::string group = spec->key;
   if (auto old = group_of_pod_.find(pod_key); old != group_of_pod_.end() && old->second != group) {
     // Moved to another group (its pod-group label changed): the old one looks again.

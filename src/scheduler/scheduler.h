@@ -87,6 +87,7 @@ struct Stats {
   // Pods patched with the job id while being bound (the cache did not show the label set after
   // the submit yet); the others get only the Binding.
   std::uint64_t bind_patches = 0;
+  std::uint64_t claims_written = 0;  // DRA ResourceClaims allocated from Slurm's layout
   std::uint64_t state_polls = 0;
   std::uint64_t job_lists = 0;
   std::uint64_t job_lists_unchanged = 0;  // of job_lists: Slurm said no job changed
@@ -247,6 +248,10 @@ class Scheduler : private slurm::JobWatchSubscriber {
   void OnJobPollFailed(const Error& /*error*/) override {}
   // The periodic full job list (adoption, a second job of a group), beside the polls.
   boost::asio::awaitable<void> PeriodicList();
+  // DRA: the DeviceClasses (resource.k8s.io/v1), listed now and every 30 s while there are
+  // device profiles; translate_ and the binder's claims resolve classes through them.
+  boost::asio::awaitable<void> ListDeviceClasses();
+  [[nodiscard]] Binder::DraInput DraView() const;
   // Asks Slurm about tracked jobs a list left out (GET /job/{id}): gone, or just newer.
   boost::asio::awaitable<void> ConfirmMissing();
   boost::asio::awaitable<Result<void>> ListJobs(bool startup);
@@ -280,6 +285,10 @@ class Scheduler : private slurm::JobWatchSubscriber {
   async::Clock& clock_;
   bridge::Config config_;
   bridge::TranslateOptions translate_;
+  // The DeviceClasses last listed (translate_.device_classes points into them; the binder holds
+  // a reference while it writes claims).
+  std::shared_ptr<const std::vector<kube::GenericObject>> device_classes_;
+  bool device_classes_unserved_logged_ = false;
 
   kube::Informer<kube::Pod> pods_;
   kube::Informer<kube::Node> nodes_;
@@ -330,6 +339,10 @@ class Scheduler : private slurm::JobWatchSubscriber {
   std::unordered_map<std::string,
                      std::vector<std::pair<std::string, std::vector<kube::NodeSelectorTerm>>>>
       volume_affinity_;
+  // Pod key -> the ResourceClaimTemplates its spec.resourceClaims name, by name (DRA);
+  // translate_.claim_templates points into them.
+  std::unordered_map<std::string, std::map<std::string, kube::GenericObject>>
+      claim_template_objects_;
   std::vector<std::string> slurm_nodes_;
   bool slurm_nodes_known_ = false;                      // a Slurm node list succeeded
   std::string sharing_risk_;                            // the last nodeSharing warning ("" none)

@@ -15,6 +15,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "bridge/gres.h"
+#include "bridge/gres_condition.h"
 #include "bridge/group.h"
 #include "bridge/hostlist.h"
 #include "bridge/job_update.h"
@@ -70,6 +71,22 @@ Scheduler::Wanted Scheduler::Describe(const GroupSpec& spec,
                    .first;
     }
     std::vector<bridge::Exclusion> excluded = cached->second;
+    // DRA: a node whose ResourceSlices disagree with Slurm's GRES (the node controller's
+    // SlinkySlurmGRESCompatible=False) cannot name Slurm's devices in a claim.
+    if (std::ranges::any_of(members, [&](const Pod* p) {
+          return bridge::HasDraResources(*p, translate_.dra_resource_names);
+        })) {
+      for (const auto& [slurm_name, node] : NodesBySlurmName()) {
+        if (!bridge::GresIncompatible(*node)) continue;
+        if (std::ranges::find(excluded, slurm_name, &bridge::Exclusion::slurm_node) !=
+            excluded.end()) {
+          continue;
+        }
+        excluded.push_back({slurm_name, "DRA devices disagree with Slurm's GRES (" +
+                                            std::string(bridge::kGresCompatibleCondition) +
+                                            "=False)"});
+      }
+    }
     // N-5: nodes a bound claim's PersistentVolume cannot attach to (local and zonal volumes).
     std::set<std::string> out_already;  // filled only for pods with such volumes
     for (const Pod* p : members) {
@@ -119,6 +136,16 @@ Scheduler::Wanted Scheduler::Describe(const GroupSpec& spec,
     }
   }
   if (translated->heterogeneous()) {
+    for (const Pod* p : pods) {
+      if (!bridge::HasDraResources(*p, translate_.dra_resource_names)) continue;
+      w.problem = fmt::format(
+          "pod {}: DRA devices (deviceclass.resource.kubernetes.io/...) are not supported in a "
+          "heterogeneous job yet; ask for GPUs with nvidia.com/gpu there, or run the parts as "
+          "separate groups",
+          p->metadata.name);
+      w.retry = std::chrono::seconds(30);
+      return w;
+    }
     w.job = translated->components.front();
     w.components = std::move(translated->components);
     w.parts = std::move(translated->parts);
@@ -445,6 +472,14 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
     ++stats_.bind_patches;
     Result<void> r = co_await binder_.LabelPod(*a.pod, job.id, a.annotations, offset);
     if (!r) co_return r;
+  }
+  // DRA: each pod's claim names the devices Slurm gave the job on its node.
+  if (!config_.device_profiles.empty()) {
+    std::map<std::string, std::string> slurm_name_of;
+    for (const auto& [slurm_name, kube_name] : in.kube_node_of)
+      slurm_name_of[kube_name] = slurm_name;
+    Result<void> claims = co_await binder_.WriteClaims(job.id, assign, slurm_name_of, DraView());
+    if (!claims) co_return claims;
   }
   // 5. The Bindings (the apiserver adds their annotations to the pods').
   Binder::Bound bound = co_await binder_.BindPods(job.id, assign);

@@ -25,10 +25,12 @@
 #include "async/clock.h"
 #include "bridge/names.h"
 #include "bridge/tag.h"
+#include "kube/codec.h"
 #include "net/http_client.h"
 #include "testing/fake_apiserver.h"
 #include "testing/fake_slurm_client.h"
 #include "testing/run.h"
+#include "testing/testdata.h"
 
 namespace sb::scheduler {
 namespace {
@@ -1562,4 +1564,122 @@ TEST_F(SchedulerFlowTest, WorkloadPodGroupV1beta1InitiallyScheduledStaysTrue) {
 }
 
 }  // namespace
+// Issue #28: a pod asking for devices through DRA gets, before its Binding, the ResourceClaim that
+// names exactly the GPUs Slurm gave its job on its node (the node's ResourceSlices read by
+// index), reserved for it; the pod's status names the claim, and the Binding carries its name
+// for the pod controller. The apiserver's resource.k8s.io/v1 is played by the hook below.
+class SchedulerDraTest : public SchedulerTest {
+ protected:
+  void SetUp() override {
+    SchedulerTest::SetUp();
+    api_.pod_merge_patch =
+        R"({"spec":{"containers":[{"name":"train","image":"x","resources":{"limits":)"
+        R"({"deviceclass.resource.kubernetes.io/gpu.example.com":"2"}}}]}})";
+    api_.Intercept([this](const FakeRequest& req) -> std::optional<FakeReply> {
+      const std::string path = req.target.substr(0, req.target.find('?'));
+      if (!path.starts_with("/apis/resource.k8s.io/")) return Hook(req);
+      requests_.push_back(req.method + " " + path);
+      if (path == "/apis/resource.k8s.io/v1/deviceclasses") {
+        return HttpReply(200, R"({"kind":"DeviceClassList","metadata":{},"items":[]})");
+      }
+      if (path == "/apis/resource.k8s.io/v1/resourceslices") {
+        slice_queries_.push_back(req.target.substr(path.size()));
+        if (!publish_slices_) return HttpReply(200, R"({"kind":"ResourceSliceList","items":[]})");
+        return HttpReply(
+            200, R"({"kind":"ResourceSliceList","metadata":{},"items":[)" +
+                     sb::testing::ReadTestData("kube/resourceslice_gpu_example_n1.json") + "]}");
+      }
+      const std::string claims = "/apis/resource.k8s.io/v1/namespaces/ns/resourceclaims";
+      if (req.method == "POST" && path == claims) {
+        created_.push_back(req.body);
+        return HttpReply(201, req.body);
+      }
+      if (req.method == "PATCH" && path.ends_with("/status")) {
+        if (fail_claim_status_) {
+          return HttpReply(422, R"({"kind":"Status","code":422,"message":"invalid allocation"})");
+        }
+        claim_status_.push_back(req.body);
+        return HttpReply(200, req.body);
+      }
+      if (req.method == "DELETE") {
+        deleted_.push_back(path.substr(claims.size() + 1));
+        return HttpReply(200, "{}");
+      }
+      return HttpReply(404, R"({"kind":"Status","code":404,"reason":"NotFound"})");
+    });
+  }
+
+  // Pod p0 pending with its job, then Slurm runs the job on n1 with GPUs 1 and 2.
+  void RunWithGpus12() {
+    ASSERT_NO_FATAL_FAILURE(StartWithPendingPods(1));
+    ASSERT_EQ(slurm_.submitted().size(), 1u);
+    EXPECT_EQ(slurm_.submitted()[0].tres_per_node, "gres/gpu=2");
+    slurm::JobInfo j = *slurm_.Job(JobOf("p0"));
+    j.job_state = {"RUNNING"};
+    j.nodes = "n1";
+    j.gres_detail = {"gpu:fake:2(IDX:1-2)"};
+    slurm_.AddJob(j);
+    clock_.Advance(config_.job_poll_interval);
+  }
+
+  std::string Uid(const std::string& name) const {
+    return kube::JsonStringAt(api_.PodJson("ns", name), "/metadata/uid").value_or("");
+  }
+
+  std::vector<std::string> requests_;
+  std::vector<std::string> slice_queries_;
+  std::vector<std::string> created_;
+  std::vector<std::string> claim_status_;
+  std::vector<std::string> deleted_;
+  bool publish_slices_ = true;
+  bool fail_claim_status_ = false;
+};
+
+TEST_F(SchedulerDraTest, TheClaimNamesTheGpusSlurmGaveTheJobBeforeTheBinding) {
+  ASSERT_NO_FATAL_FAILURE(RunWithGpus12());
+  ASSERT_TRUE(RunUntil([&] { return bindings_.contains("p0"); }));
+  ASSERT_EQ(created_.size(), 1u);
+  const std::string uid = Uid("p0");
+  const std::string name = "p0-extended-resources-" + uid.substr(0, 8);
+  EXPECT_NE(created_[0].find(R"("name":")" + name + "\""), std::string::npos) << created_[0];
+  EXPECT_NE(created_[0].find(R"("deviceClassName":"gpu.example.com")"), std::string::npos);
+  ASSERT_EQ(claim_status_.size(), 1u);
+  const std::string& status = claim_status_[0];
+  EXPECT_NE(status.find(R"("device":"gpu-1")"), std::string::npos) << status;
+  EXPECT_NE(status.find(R"("device":"gpu-2")"), std::string::npos) << status;
+  EXPECT_EQ(status.find(R"("device":"gpu-0")"), std::string::npos) << status;
+  EXPECT_EQ(status.find(R"("device":"gpu-3")"), std::string::npos) << status;
+  EXPECT_NE(status.find(R"("uid":")" + uid + "\""), std::string::npos) << "reservedFor the pod";
+  EXPECT_EQ(slice_queries_, std::vector<std::string>{"?fieldSelector=spec.nodeName%3Dn1"});
+  EXPECT_GE(status_patches_, 1) << "the pod's extendedResourceClaimStatus";
+  EXPECT_NE(binding_bodies_["p0"].find(std::string(bridge::kResourceClaimAnnotation)),
+            std::string::npos)
+      << binding_bodies_["p0"];
+  EXPECT_NE(binding_bodies_["p0"].find(name), std::string::npos);
+  EXPECT_EQ(scheduler_->stats().claims_written, 1u);
+  EXPECT_TRUE(deleted_.empty());
+}
+
+TEST_F(SchedulerDraTest, NoDevicesPublishedIsSaidOnThePodAndNothingIsBound) {
+  publish_slices_ = false;
+  ASSERT_NO_FATAL_FAILURE(RunWithGpus12());
+  ASSERT_TRUE(AdvanceUntil([&] { return slice_queries_.size() >= 2; }, 500ms))
+      << "tried again with the queue's backoff";
+  EXPECT_TRUE(created_.empty());
+  EXPECT_TRUE(bindings_.empty());
+  EXPECT_GE(events_, 1);
+  // Published later: bound then.
+  publish_slices_ = true;
+  ASSERT_TRUE(AdvanceUntil([&] { return bindings_.contains("p0"); }, 500ms));
+  EXPECT_EQ(created_.size(), 1u);
+}
+
+TEST_F(SchedulerDraTest, AClaimWhoseAllocationIsRefusedIsDeletedAndThePodNotBound) {
+  fail_claim_status_ = true;
+  ASSERT_NO_FATAL_FAILURE(RunWithGpus12());
+  ASSERT_TRUE(AdvanceUntil([&] { return !deleted_.empty(); }, 500ms));
+  EXPECT_EQ(deleted_[0], "p0-extended-resources-" + Uid("p0").substr(0, 8));
+  EXPECT_TRUE(bindings_.empty());
+}
+
 }  // namespace sb::scheduler

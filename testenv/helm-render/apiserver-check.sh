@@ -106,6 +106,14 @@ for r in replicasets.apps statefulsets.apps jobs.batch jobsets.jobset.x-k8s.io \
   leaderworkersets.leaderworkerset.x-k8s.io podgroups.scheduling.x-k8s.io; do
   can yes "$s" get "$r" -n default
 done
+for r in resourceslices deviceclasses resourceclaimtemplates; do
+  for v in get list watch; do can yes "$s" "$v" "$r.resource.k8s.io" -n default; done
+done
+for v in get list watch create patch update delete; do
+  can yes "$s" "$v" resourceclaims.resource.k8s.io -n default
+done
+can yes "$s" patch resourceclaims.resource.k8s.io --subresource=status -n default
+can yes "$s" update resourceclaims.resource.k8s.io --subresource=status -n default
 can yes "$s" get "leases.coordination.k8s.io/$s" -n "$ns"
 can yes "$s" update "leases.coordination.k8s.io/$s" -n "$ns"
 can yes "$s" create leases.coordination.k8s.io -n "$ns"
@@ -123,6 +131,7 @@ for v in get list watch patch delete; do can yes "$c" "$v" pods -n default; done
 for v in list watch patch; do can yes "$c" "$v" nodes; done
 can yes "$c" patch nodes --subresource=status
 can yes "$c" get namespaces
+for v in get list watch; do can yes "$c" "$v" resourceslices.resource.k8s.io; done
 can yes "$c" create events -n default
 can yes "$c" patch events -n default
 can yes "$c" get leases.coordination.k8s.io/69d5fe47.my.slinky.slurm.net -n "$ns"
@@ -133,13 +142,17 @@ can no "$c" delete nodes
 can no "$c" list namespaces
 can no "$c" get secrets -n "$ns"
 can no "$c" get "leases.coordination.k8s.io/$s" -n "$ns"
+can no "$c" create resourceclaims.resource.k8s.io -n default
 
 for v in get list watch; do can yes "$a" "$v" namespaces; done
+can yes "$a" get deviceclasses.resource.k8s.io
+can yes "$a" get resourceclaimtemplates.resource.k8s.io -n default
 # outside the admission's role
 can no "$a" get pods -n default
 can no "$a" get secrets -n "$ns"
 can no "$a" create leases.coordination.k8s.io -n "$ns"
 can no "$a" patch namespaces
+can no "$a" list resourceclaimtemplates.resource.k8s.io -n default
 
 if [ $fails -gt 0 ]; then
   echo "$fails check(s) failed"

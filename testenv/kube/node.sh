@@ -11,7 +11,16 @@
 #     name on every status update: answered from the file, no DNS packet), and the four
 #     /proc/sys files the kubelet would otherwise rewrite host-wide at start;
 #   - its own containerd (one per node: a kubelet kills every pod sandbox in its containerd that
-#     it does not know, so two kubelets on one containerd kill each other's pods);
+#     it does not know, so two kubelets on one containerd kill each other's pods): containerd 1.7
+#     from the cache (ensure_containerd in lib.sh; up.sh fetches it) with CDI on, its spec
+#     directory RUN_DIR/nodes/NAME/cdi; the machine's containerd (1.6, no CDI) when the cache has
+#     none;
+#   - with SB_DRA_DRIVER_BINARY set (the ctest fixture testenv-kubelets sets it), the test DRA
+#     driver (testing/dra-driver: gpu.example.com with the node's GPUS fake GPUs, dra.cpu with
+#     SB_DRA_CPUS CPUs, default 8), which registers with the kubelet, publishes the node's
+#     ResourceSlices and writes CDI specs into the node's CDI directory. Its log:
+#     RUN_DIR/nodes/NAME/log/dra-driver.log. Stopped (SIGTERM: it deletes its slices) first on
+#     `down`;
 #   - its own cgroup subtree CGROUP (in every cgroup v1 hierarchy): CGROUP/daemons holds
 #     containerd, the shims and the kubelet, the kubelet puts the pods under CGROUP/kubepods.
 #     Stopping the node kills everything in the subtree;
@@ -78,12 +87,16 @@ node_pids() {
   } | sort -un
 }
 
-# The recorded pid of daemon $1 (containerd or kubelet) while it still runs that program.
+# The DRA driver's name in the pids file and in /proc/PID/comm (15 characters).
+DRA_DRIVER=sb-test-dra-driver
+
+# The recorded pid of daemon $1 (containerd, kubelet or $DRA_DRIVER) while it still runs that
+# program.
 daemon_pid() {
   local p
   p=$(awk -v d="$1" '$1 == d { print $2 }' "$N/pids" 2>/dev/null | tail -n1)
   # (a zombie is gone: its parent may be an init that reaps late)
-  [ -n "$p" ] && [ "$(cat "/proc/$p/comm" 2>/dev/null)" = "$1" ] &&
+  [ -n "$p" ] && [ "$(cat "/proc/$p/comm" 2>/dev/null)" = "${1:0:15}" ] &&
     [ "$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null)" != Z ] && echo "$p"
   return 0
 }
@@ -91,6 +104,12 @@ daemon_pid() {
 node_down() {
   local p round h i
   set +e # best effort throughout: a step that fails must not skip the next
+  # The DRA driver first, while the apiserver runs: on TERM it deletes its ResourceSlices.
+  p=$(daemon_pid $DRA_DRIVER)
+  if [ -n "$p" ]; then
+    kill -TERM "$p" 2>/dev/null
+    for i in $(seq 50); do [ -n "$(daemon_pid $DRA_DRIVER)" ] || break; sleep 0.1; done
+  fi
   # Politely first: the kubelet and containerd get TERM (running pods are killed below).
   for d in kubelet containerd; do
     p=$(daemon_pid $d)
@@ -125,8 +144,17 @@ node_down() {
 
 write_config() {
   local slurm_name=$1
-  mkdir -p "$N"/{log,cni,kubelet,var-lib-kubelet,var-log-pods,var-log-containers,volume-plugins,sysctl,opt} \
+  mkdir -p "$N"/{log,cni,cdi,kubelet,var-lib-kubelet,var-log-pods,var-log-containers,volume-plugins,sysctl,opt} \
     "$N/containerd"/{root,state}
+  # containerd 1.7 from the cache, with CDI (the DRA driver's specs); else the machine's.
+  local cdi=""
+  if [ -f "$SB_CONTAINERD_DIR/$SB_CONTAINERD_STAMP" ]; then
+    echo "$SB_CONTAINERD_DIR/bin" >"$N/containerd.bin"
+    cdi="enable_cdi = true
+  cdi_spec_dirs = [\"$N/cdi\"]"
+  else
+    dirname "$(command -v containerd)" >"$N/containerd.bin"
+  fi
   cat >"$N/containerd.toml" <<CONF
 version = 2
 root = "$N/containerd/root"
@@ -150,6 +178,7 @@ state = "$N/containerd/state"
   # sandbox's -998 and every sandbox fails ("can't get final child's PID from pipe").
   restrict_oom_score_adj = true
   netns_mounts_under_state_dir = true
+  $cdi
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "overlayfs"
     default_runtime_name = "runc"
@@ -270,8 +299,11 @@ case "$cmd" in
     [ -x "$B/kubelet" ] || die "no kubelet at $B: run testenv/kube/build.sh"
     [ -f "$SB_IMAGES_DIR/$SB_IMAGES_STAMP" ] || die "no images at $SB_IMAGES_DIR: run testenv/kube/build-images.sh"
     [ -f "$K/kubeconfig.$name" ] || die "no $K/kubeconfig.$name"
-    command -v containerd >/dev/null && command -v runc >/dev/null && [ -x /usr/lib/cni/loopback ] ||
+    { [ -f "$SB_CONTAINERD_DIR/$SB_CONTAINERD_STAMP" ] || command -v containerd >/dev/null; } &&
+      command -v runc >/dev/null && [ -x /usr/lib/cni/loopback ] ||
       die "containerd, runc or the CNI plugins missing: run scripts/install-deps.sh"
+    [ -z "${SB_DRA_DRIVER_BINARY:-}" ] || [ -x "$SB_DRA_DRIVER_BINARY" ] ||
+      die "SB_DRA_DRIVER_BINARY=$SB_DRA_DRIVER_BINARY: no such executable"
     node_down
     rm -rf "$N"
     write_config "$slurm_name"
@@ -304,6 +336,8 @@ case "$cmd" in
       k=$(basename "$f")
       mount --bind "$f" "/proc/sys/${k//.//}"
     done
+    # The chosen containerd, its shim (looked up on PATH) and ctr come first.
+    PATH="$(cat "$N/containerd.bin"):$PATH"
     containerd --config "$N/containerd.toml" >"$N/log/containerd.log" 2>&1 </dev/null &
     containerd_pid=$!
     echo "containerd $containerd_pid" >>"$N/pids"
@@ -315,6 +349,14 @@ case "$cmd" in
     done <"$SB_IMAGES_DIR/images"
     echo ready >"$N/containerd.ready"
     start_kubelet_here
+    # After the kubelet, which deletes its node's ResourceSlices when it starts (the driver
+    # publishes them again anyway).
+    if [ -n "${SB_DRA_DRIVER_BINARY:-}" ]; then
+      setsid "$SB_DRA_DRIVER_BINARY" serve --node-name "$name" --kubeconfig "$K/kubeconfig" \
+        --kubelet-root-dir "$N/kubelet" --cdi-dir "$N/cdi" --gpus "$(cat "$N/gpus")" \
+        --cpus "${SB_DRA_CPUS:-8}" >>"$N/log/dra-driver.log" 2>&1 </dev/null &
+      echo "$DRA_DRIVER $!" >>"$N/pids"
+    fi
     # Stays while containerd runs, so that the namespace has a process that is not a daemon.
     wait "$containerd_pid" || true
     log "containerd of $name exited"

@@ -11,6 +11,11 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 . "$here/lib.sh"
 need_root
 
+mkdir -p "$SB_CACHE_DIR"
+# One build at a time (two checkouts, or two sessions, preparing at once would both debootstrap
+# into the same temporary directory); the second finds the first's chroot ready.
+exec 9>"$SB_CACHE_DIR/slurm-chroot.lock"
+flock 9
 if [ -f "$SB_CHROOT/$SB_CHROOT_STAMP" ]; then
   log "slurm chroot ready: $SB_CHROOT"
   exit 0

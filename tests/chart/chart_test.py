@@ -126,6 +126,9 @@ SCHEDULER_RULES = expand([
     ("scheduling.x-k8s.io", "podgroups", "get"),
     ("scheduling.k8s.io", "podgroups", "get"),
     ("scheduling.k8s.io", "podgroups/status", "patch"),
+    ("resource.k8s.io", "resourceslices,deviceclasses,resourceclaimtemplates", "get,list,watch"),
+    ("resource.k8s.io", "resourceclaims", "get,list,watch,create,patch,update,delete"),
+    ("resource.k8s.io", "resourceclaims/status", "patch,update"),
 ])
 CONTROLLERS_RULES = expand([
     ("", "pods", "get,list,watch,patch,delete"),
@@ -133,8 +136,13 @@ CONTROLLERS_RULES = expand([
     ("", "nodes/status", "patch"),
     ("", "namespaces", "get"),
     ("", "events", "create,patch"),
+    ("resource.k8s.io", "resourceslices", "get,list,watch"),
+    ("resource.k8s.io", "resourceclaims", "delete"),
 ])
-ADMISSION_RULES = expand([("", "namespaces", "get,list,watch")])
+ADMISSION_RULES = expand([
+    ("", "namespaces", "get,list,watch"),
+    ("resource.k8s.io", "deviceclasses,resourceclaimtemplates", "get"),
+])
 
 
 def lease_rules(name):

@@ -24,6 +24,11 @@ constexpr int kWorkers = 4;
 constexpr auto kWrittenTtl = std::chrono::seconds(10);
 constexpr auto kMinListInterval = std::chrono::milliseconds(100);
 constexpr auto kListRetryBase = std::chrono::seconds(1);
+// How often a cluster without resource.k8s.io/v1 is asked again.
+constexpr auto kDraRediscovery = std::chrono::minutes(5);
+constexpr std::string_view kDraGroup = "resource.k8s.io";
+constexpr std::string_view kSliceNodeIndex = "resourceslice.node";
+constexpr auto kSliceSyncPoll = std::chrono::milliseconds(100);
 
 std::string TaintText(const kube::Taint& t) {
   return t.value.empty() ? fmt::format("{}:{}", t.key, t.effect)
@@ -68,6 +73,7 @@ NodeController::NodeController(asio::any_io_executor executor, kube::Client& kub
            [this](const auto& n) {
              const std::string& name = n->metadata.name;
              written_.erase(name);
+             gres_written_.erase(name);
              cordon_seen_.erase(name);
              registration_warned_.erase(name);
              registration_failed_.erase(name);
@@ -90,6 +96,7 @@ awaitable<void> NodeController::Run() {
   tasks_.Spawn(recorder_.Run());
   tasks_.Spawn(PollSlurm());
   for (int i = 0; i < kWorkers; ++i) tasks_.Spawn(Worker());
+  if (!config_.device_profiles.empty()) tasks_.Spawn(WatchResourceSlices());
   spdlog::info("node controller started (scheduler {}, Slurm node list every {} ms)",
                config_.scheduler_name, config_.node_list_interval.count());
   co_await tasks_.Join();
@@ -100,6 +107,7 @@ void NodeController::Stop() {
   if (stopping_) return;
   stopping_ = true;
   nodes_.Stop();
+  if (slices_) slices_->Stop();
   queue_.ShutDown();
   recorder_.ShutDown();
   tasks_.Stop();
@@ -110,6 +118,59 @@ bool NodeController::Ready() const { return !stopping_ && slurm_listed_ && nodes
 void NodeController::EnqueueAll() {
   for (const auto& node : nodes_.cache().List()) Enqueue(node->metadata.name);
   for (const auto& [name, node] : deleted_) Enqueue(name);
+}
+
+awaitable<void> NodeController::WatchResourceSlices() {
+  int failures = 0;
+  bool said_unserved = false;
+  while (!stopping_) {
+    Result<std::vector<std::string>> served = co_await kube_.GroupVersions(std::string(kDraGroup));
+    if (stopping_) co_return;
+    if (served && std::ranges::find(*served, "v1") != served->end()) break;
+    if (served || served.error().code == ErrorCode::kNotFound) {
+      // Kubernetes before 1.34, or DRA turned off: nothing to compare the GRES with.
+      if (!said_unserved) {
+        spdlog::info("resource.k8s.io/v1 is not served: no {} conditions (asked again every {} s)",
+                     kGresCompatibleCondition,
+                     std::chrono::duration_cast<std::chrono::seconds>(kDraRediscovery).count());
+        said_unserved = true;
+      }
+      failures = 0;
+      if (!co_await tasks_.Sleep(kDraRediscovery)) co_return;
+      continue;
+    }
+    ++failures;
+    const async::Clock::Duration wait = std::min<async::Clock::Duration>(
+        kListRetryBase * (1 << std::min(failures, 6)), std::chrono::seconds(60));
+    spdlog::warn("discovery of {} failed (attempt {}): {}", kDraGroup, failures,
+                 served.error().ToString());
+    if (!co_await tasks_.Sleep(wait)) co_return;
+  }
+  if (stopping_) co_return;
+  kube::ResourceRef ref{
+      .group = std::string(kDraGroup), .version = "v1", .resource = "resourceslices"};
+  slices_ = std::make_unique<kube::Informer<kube::GenericObject>>(kube_, std::move(ref));
+  slices_->cache().AddIndex(std::string(kSliceNodeIndex), ResourceSliceNodes);
+  auto enqueue = [this](const kube::GenericObject& slice) {
+    for (const std::string& node : ResourceSliceNodes(slice)) Enqueue(node);
+  };
+  slices_->cache().AddHandlers({.on_add = [enqueue](const auto& s) { enqueue(*s); },
+                                .on_update =
+                                    [enqueue](const auto& old_slice, const auto& s) {
+                                      enqueue(*old_slice);
+                                      enqueue(*s);
+                                    },
+                                .on_delete = [enqueue](const auto& s) { enqueue(*s); }});
+  slices_->reflector().SetErrorHandler(
+      [](const Error& e) { spdlog::warn("ResourceSlice watch: {}", e.ToString()); });
+  spdlog::info("node controller: {} from ResourceSlices ({} device profiles)",
+               kGresCompatibleCondition, config_.device_profiles.size());
+  tasks_.Spawn(slices_->Run());
+  // A node without slices gets no slice event: every node is judged once the first list is in.
+  while (!slices_->HasSynced()) {
+    if (!co_await tasks_.Sleep(kSliceSyncPoll)) co_return;
+  }
+  EnqueueAll();
 }
 
 awaitable<Result<void>> NodeController::ListSlurmNodes() {
@@ -261,6 +322,8 @@ awaitable<Result<void>> NodeController::Reconcile(std::string name) {
   keep(slurm);
   Result<void> condition = co_await SyncCondition(*node, plan);
   keep(condition);
+  Result<void> gres = co_await SyncGres(*node, info ? &*info : nullptr);
+  keep(gres);
   if (failed) co_return tl::unexpected(*failed);
   co_return Result<void>{};
 }
@@ -564,6 +627,65 @@ awaitable<Result<void>> NodeController::SyncCondition(const kube::Node& node,
   spdlog::info("node {}: condition {}={} ({}: {})", name, kSlurmNodeReadyCondition,
                plan.condition->status, plan.condition->reason, plan.condition->message);
   if (plan.health_event) Emit(node, *plan.health_event);
+  co_return Result<void>{};
+}
+
+awaitable<Result<void>> NodeController::SyncGres(const kube::Node& node,
+                                                 const slurm::NodeInfo* slurm_node) {
+  const std::string& name = node.metadata.name;
+  std::optional<std::vector<bridge::ResourceSliceInfo>> slices;
+  if (slices_ && slices_->HasSynced()) {
+    slices.emplace();
+    for (const auto& obj : slices_->cache().ByIndex(kSliceNodeIndex, name)) {
+      // A malformed slice is left out here; BuildNodeInventory judges the node's pools.
+      if (Result<bridge::ResourceSliceInfo> s = bridge::ParseResourceSlice(*obj)) {
+        slices->push_back(std::move(*s));
+      } else {
+        spdlog::debug("node {}: ResourceSlice {}: {}", name, obj->metadata.name, s.error().message);
+      }
+    }
+  }
+  GresPlan plan = PlanGresCondition(node, slurm_node, slices ? &*slices : nullptr,
+                                    config_.device_profiles, kube::FormatTime(clock_.WallNow()));
+  if (auto w = gres_written_.find(name); w != gres_written_.end()) {
+    const kube::Condition* current = kube::FindCondition(node.conditions, kGresCompatibleCondition);
+    if (current != nullptr && SameCondition(*current, w->second.condition)) {
+      gres_written_.erase(w);  // the cache has caught up with our write
+    } else if (plan.condition && SameCondition(*plan.condition, w->second.condition) &&
+               clock_.Now() - w->second.at < kWrittenTtl) {
+      co_return Result<void>{};  // written already; the watch has not shown it yet
+    }
+  }
+  if (plan.remove_condition) {
+    std::string node_name = name;
+    Result<kube::Node> r = co_await kube::PatchNodeStatus(
+        kube_, std::move(node_name), kube::PatchType::kStrategicMerge,
+        RemoveConditionPatch(kGresCompatibleCondition));
+    if (!r && r.error().code != ErrorCode::kNotFound) co_return tl::unexpected(r.error());
+    ++stats_.gres_condition_updates;
+    gres_written_.erase(name);
+    spdlog::info("node {}: removed condition {}", name, kGresCompatibleCondition);
+    co_return Result<void>{};
+  }
+  if (!plan.condition) co_return Result<void>{};
+  std::string node_name = name;
+  Result<kube::Node> r = co_await kube::PatchNodeStatus(
+      kube_, std::move(node_name), kube::PatchType::kStrategicMerge,
+      ConditionPatch(*plan.condition, kube::FormatTime(clock_.WallNow())));
+  if (!r) {
+    if (r.error().code == ErrorCode::kNotFound) co_return Result<void>{};
+    co_return tl::unexpected(r.error());
+  }
+  ++stats_.gres_condition_updates;
+  gres_written_.insert_or_assign(name, Written{*plan.condition, clock_.Now()});
+  if (plan.condition->status == "True") {
+    spdlog::info("node {}: condition {}=True ({})", name, kGresCompatibleCondition,
+                 plan.condition->message);
+  } else {
+    spdlog::warn("node {}: condition {}={} ({}: {})", name, kGresCompatibleCondition,
+                 plan.condition->status, plan.condition->reason, plan.condition->message);
+  }
+  if (plan.event) Emit(node, *plan.event);
   co_return Result<void>{};
 }
 

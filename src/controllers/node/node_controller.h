@@ -39,6 +39,12 @@
 //   - Writes: taints with a JSON merge patch of the full list carrying metadata.resourceVersion
 //     (409 -> requeue); the condition with a strategic merge patch of nodes/{name}/status
 //     (conditions merge by type, so other writers' conditions stay); Slurm with POST /node/{name}.
+//   - With device profiles (config deviceProfiles) and resource.k8s.io/v1 served (discovery; else
+//     one log line, asked again every 5 minutes), a ResourceSlice informer (list + watch of every
+//     slice, indexed by the node each is local to): a slice's add, change or removal queues its
+//     node, and the reconcile judges SlinkySlurmGRESCompatible (node_logic.h 5.) from the node's
+//     slices, once the informer has synced (then every node is queued: one without slices gets
+//     no slice event). Without the API the condition is left as it is.
 //   - Events on the Node (source component slurm-bridge-controllers) for drains, undrains, an
 //     uncordon that keeps an administrator's drain (once per uncordon this process saw) and Slurm
 //     health changes (when the condition's status, reason or message changes), external-node
@@ -97,7 +103,8 @@ struct NodeControllerStats {
   std::uint64_t external_drains = 0;      // drained for re-creation or removal
   std::uint64_t external_recreated = 0;
   std::uint64_t external_removed = 0;
-  std::uint64_t external_updates = 0;  // in-place updates (topology, mark, undrain)
+  std::uint64_t external_updates = 0;        // in-place updates (topology, mark, undrain)
+  std::uint64_t gres_condition_updates = 0;  // writes and removals of SlinkySlurmGRESCompatible
 };
 
 class NodeController {
@@ -150,6 +157,11 @@ class NodeController {
                                                                NodePlan plan);
   [[nodiscard]] boost::asio::awaitable<Result<void>> SyncCondition(const kube::Node& node,
                                                                    const NodePlan& plan);
+  // SlinkySlurmGRESCompatible (node_logic.h 5.).
+  [[nodiscard]] boost::asio::awaitable<Result<void>> SyncGres(const kube::Node& node,
+                                                              const slurm::NodeInfo* slurm_node);
+  // Discovery of resource.k8s.io/v1, then the ResourceSlice informer until Stop().
+  [[nodiscard]] boost::asio::awaitable<void> WatchResourceSlices();
   void Emit(const kube::Node& node, const PlannedEvent& event);
   [[nodiscard]] std::optional<slurm::NodeInfo> SlurmNode(const std::string& slurm_name) const;
 
@@ -176,6 +188,10 @@ class NodeController {
     async::Clock::TimePoint at{};
   };
   std::unordered_map<std::string, Written> written_;
+  std::unordered_map<std::string, Written> gres_written_;  // the same for SlinkySlurmGRESCompatible
+  // ResourceSlices (GenericObject), indexed by node; null until resource.k8s.io/v1 is known to
+  // be served.
+  std::unique_ptr<kube::Informer<kube::GenericObject>> slices_;
   // Nodes seen cordoned since their last reconcile as schedulable: an uncordon that keeps an
   // administrator's drain is reported once, when it happens.
   std::set<std::string> cordon_seen_;

@@ -147,10 +147,15 @@ class NodeControllerE2e : public ::testing::Test, protected sb::testing::E2eEnv 
       auto patched = RunSync(io_, kube_->Patch(kube::NodesRef().WithName(n),
                                                kube::PatchType::kJsonMerge, taint_patch));
       EXPECT_TRUE(patched) << n << ": " << patched.error().message;
-      auto status =
-          RunSync(io_, kube_->Patch(kube::NodesRef().WithName(n).WithSubresource("status"),
-                                    kube::PatchType::kStrategicMerge, RemoveConditionPatch()));
-      EXPECT_TRUE(status) << n << ": " << status.error().message;
+      for (std::string_view type : {kSlurmNodeReadyCondition, kGresCompatibleCondition}) {
+        auto status = RunSync(
+            io_, kube_->Patch(kube::NodesRef().WithName(n).WithSubresource("status"),
+                              kube::PatchType::kStrategicMerge, RemoveConditionPatch(type)));
+        EXPECT_TRUE(status) << n << ": " << status.error().message;
+      }
+    }
+    for (const std::string& n : kSlurmNodes) {
+      (void)RunSync(io_, kube_->Delete(SlicesRef().WithName(SliceName(n)), {}));
     }
     for (const std::string& n : kExtraNodes) {
       (void)RunSync(io_, kube_->Delete(kube::NodesRef().WithName(n), {}));
@@ -166,6 +171,45 @@ class NodeControllerE2e : public ::testing::Test, protected sb::testing::E2eEnv 
           10s);
       Slurm("scontrol delete nodename=" + n);
     }
+  }
+
+  static kube::ResourceRef SlicesRef() {
+    return {.group = "resource.k8s.io", .version = "v1", .resource = "resourceslices"};
+  }
+  static std::string SliceName(const std::string& node) { return "sb-e2e-" + node + "-gpus"; }
+  // The ResourceSlice of the example driver on `node` (made or replaced): devices gpu-<i> with
+  // attribute index i, in pool generation `generation`.
+  void PutSlice(const std::string& node, const std::vector<int>& indices, int generation = 1) {
+    std::string devices;
+    for (int i : indices) {
+      devices += fmt::format(R"({}{{"name":"gpu-{}","attributes":{{"index":{{"int":{}}}}}}})",
+                             devices.empty() ? "" : ",", i, i);
+    }
+    const std::string body = fmt::format(
+        R"({{"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{{"name":"{}"}},)"
+        R"("spec":{{"driver":"gpu.example.com","nodeName":"{}","pool":{{"name":"{}",)"
+        R"("generation":{},"resourceSliceCount":1}},"devices":[{}]}}}})",
+        SliceName(node), node, node, generation, devices);
+    (void)RunSync(io_, kube_->Delete(SlicesRef().WithName(SliceName(node)), {}));
+    auto r = RunSync(io_, kube_->Create(SlicesRef(), body));
+    ASSERT_TRUE(r) << node << ": " << r.error().message;
+  }
+  static std::optional<kube::Condition> GresCondition(const kube::Node& n) {
+    const kube::Condition* c = kube::FindCondition(n.conditions, kGresCompatibleCondition);
+    if (c == nullptr) return std::nullopt;
+    return *c;
+  }
+  // Waits for `node`'s SlinkySlurmGRESCompatible to have `status` and a message containing
+  // `text`; the last one seen in `seen`.
+  bool WaitForGres(const std::string& node, std::string_view status, std::string_view text,
+                   std::optional<kube::Condition>& seen) {
+    return WaitFor(
+        [&] {
+          auto n = Node(node);
+          seen = n ? GresCondition(*n) : std::nullopt;
+          return seen && seen->status == status && seen->message.find(text) != std::string::npos;
+        },
+        15s);
   }
 
   void StartController() {
@@ -418,6 +462,46 @@ TEST_F(NodeControllerE2e, SlurmDownTaintsAndConditions) {
       WaitFor([&] { return HasEvent("n4", kEventSlurmNodeReady, "available again"); }, 10s));
   EXPECT_TRUE(Managed("n4"));
   EXPECT_EQ(controller_->Stats().errors, 0u);
+}
+
+// Issue #28 (upstream 1.3's node condition): with the default device profiles, each Slurm node's
+// ResourceSlices are compared with its GRES (gpu:fake:4 on every testenv node): n1 publishes the
+// example driver's GPUs 0-3 (True), n2 only 0-1 (False, with a Warning), n3 none (True: no DRA
+// driver there); n2 fixed by its driver turns True. No kubelet is needed: the slices are written
+// here as a DRA driver would.
+TEST_F(NodeControllerE2e, GresConditionFollowsResourceSlices) {
+  ASSERT_NO_FATAL_FAILURE(PutSlice("n1", {0, 1, 2, 3}));
+  ASSERT_NO_FATAL_FAILURE(PutSlice("n2", {0, 1}));
+  StartController();
+  std::optional<kube::Condition> c;
+  EXPECT_TRUE(WaitForGres("n1", "True", "0-3", c))
+      << "n1: " << (c ? c->status + " " + c->message : "no condition");
+  if (c) {
+    EXPECT_EQ(c->reason, kReasonGresCompatible);
+  }
+  EXPECT_TRUE(WaitForGres("n2", "False", "0-1", c))
+      << "n2: " << (c ? c->status + " " + c->message : "no condition");
+  if (c) {
+    EXPECT_EQ(c->reason, kReasonGresIncompatible);
+  }
+  EXPECT_TRUE(WaitFor([&] { return HasEvent("n2", kReasonGresIncompatible, "0-1"); }, 10s))
+      << "no Warning on n2";
+  auto n2 = Node("n2");
+  ASSERT_TRUE(n2);
+  EXPECT_TRUE(GresIncompatible(*n2));
+  EXPECT_TRUE(WaitForGres("n3", "True", "no DRA driver", c))
+      << "n3: " << (c ? c->status + " " + c->message : "no condition");
+
+  // The driver publishes all four GPUs in a new generation: the watch brings n2 back to True.
+  ASSERT_NO_FATAL_FAILURE(PutSlice("n2", {0, 1, 2, 3}, 2));
+  EXPECT_TRUE(WaitForGres("n2", "True", "0-3", c))
+      << "n2: " << (c ? c->status + " " + c->message : "no condition");
+  n2 = Node("n2");
+  ASSERT_TRUE(n2);
+  EXPECT_FALSE(GresIncompatible(*n2));
+  const NodeControllerStats stats = controller_->Stats();
+  EXPECT_GE(stats.gres_condition_updates, 5u);  // n1..n4, then n2 again
+  EXPECT_EQ(stats.errors, 0u);
 }
 
 // Issue #26: a Kubernetes Node without slurmd, labelled scheduler.slinky.slurm.net/external-node,

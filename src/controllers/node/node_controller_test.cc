@@ -9,6 +9,7 @@
 #include "controllers/node/node_controller.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <functional>
 #include <map>
 #include <memory>
@@ -100,6 +101,7 @@ class NodeControllerTest : public ::testing::Test {
   // fake sees the bridge's taint patch, whose precondition is then stale.
   std::optional<FakeReply> Hook(const FakeRequest& req) {
     const std::string path = req.target.substr(0, req.target.find('?'));
+    if (path.starts_with("/apis/resource.k8s.io")) return DraHook(req, path);
     if (path == kNodesPath && req.target.find("watch=") != std::string::npos) ++node_watches_;
     const std::string prefix = std::string(kNodesPath) + "/";
     if (path.starts_with(prefix) && req.method == "PATCH") {
@@ -116,6 +118,66 @@ class NodeControllerTest : public ::testing::Test {
       }
     }
     return std::nullopt;
+  }
+
+  // resource.k8s.io: 404 unless `dra_served_`; then the APIGroup, a LIST of `slices_` and a
+  // watch held open (`slice_watch_`, to push events to).
+  std::optional<FakeReply> DraHook(const FakeRequest& req, const std::string& path) {
+    dra_paths_.push_back(path);
+    if (!dra_served_) return std::nullopt;  // the fake's 404
+    if (path == "/apis/resource.k8s.io") {
+      return sb::testing::HttpReply(
+          200, R"({"kind":"APIGroup","apiVersion":"v1","name":"resource.k8s.io","versions":[)"
+               R"({"groupVersion":"resource.k8s.io/v1","version":"v1"}]})");
+    }
+    if (path != "/apis/resource.k8s.io/v1/resourceslices") return std::nullopt;
+    if (req.target.find("watch=") == std::string::npos) {
+      std::string items;
+      for (const std::string& s : slices_) items += (items.empty() ? "" : ",") + s;
+      return sb::testing::HttpReply(
+          200, R"({"kind":"ResourceSliceList","apiVersion":"resource.k8s.io/v1","metadata":)"
+               R"({"resourceVersion":"1"},"items":[)" +
+                   items + "]}");
+    }
+    slice_watch_ = std::make_shared<sb::testing::FakeStream>();
+    return FakeReply{
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n",
+        false,
+        {},
+        slice_watch_};
+  }
+  // One watch event line as a chunk of slice_watch_.
+  void PushSliceEvent(const std::string& type, const std::string& slice) {
+    const std::string line = R"({"type":")" + type + R"(","object":)" + slice + "}\n";
+    char size[32];
+    std::snprintf(size, sizeof size, "%zx\r\n", line.size());
+    slice_watch_->Push(size + line + "\r\n");
+  }
+  static std::string SliceJson(const std::string& node, const std::vector<int>& indices,
+                               const std::string& rv) {
+    std::string devices;
+    for (int i : indices) {
+      devices += (devices.empty() ? "" : ",") + std::string(R"({"name":"gpu-)") +
+                 std::to_string(i) + R"(","attributes":{"index":{"int":)" + std::to_string(i) +
+                 "}}}";
+    }
+    return R"({"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":")" +
+           node + R"(-gpus","resourceVersion":")" + rv +
+           R"("},"spec":{"driver":"gpu.example.com","nodeName":")" + node +
+           R"(","pool":{"name":")" + node + R"(","generation":1,"resourceSliceCount":1},)" +
+           R"("devices":[)" + devices + "]}}";
+  }
+  // The node's SlinkySlurmGRESCompatible status ("" when absent).
+  std::string GresStatus(const std::string& name) const {
+    const json::value node = json::parse(api_.NodeJson(name));
+    const json::value* conditions = node.find_pointer("/status/conditions", ec_);
+    if (conditions == nullptr || !conditions->is_array()) return "";
+    for (const json::value& c : conditions->as_array()) {
+      if (c.at("type") == std::string(kGresCompatibleCondition).c_str()) {
+        return std::string(c.at("status").as_string());
+      }
+    }
+    return "";
   }
 
   // Starts the controller; waits for the Node informer's first list (not for Ready(): some tests
@@ -179,6 +241,11 @@ class NodeControllerTest : public ::testing::Test {
   bool done_ = false;
   int node_watches_ = 0;
   mutable json::error_code ec_;
+
+  bool dra_served_ = false;
+  std::vector<std::string> slices_;
+  std::shared_ptr<sb::testing::FakeStream> slice_watch_;
+  std::vector<std::string> dra_paths_;
 
   bool race_next_taint_patch_ = false;
   std::vector<std::string> taint_patches_;
@@ -654,6 +721,66 @@ TEST_F(ExternalNodeTest, RefusedOrInvalidRegistrationIsAWarning) {
   EXPECT_EQ(EventsWithText(std::string(kEventExternalFailed), "topology"), 1) << "said once";
   EXPECT_EQ(slurm_.Node("ext-2"), nullptr);
   EXPECT_EQ(slurm_.created().size(), 4u) << "ext-2 never";
+}
+
+slurm::NodeInfo GpuNode(const std::string& name) {
+  slurm::NodeInfo n = SlurmNode(name, {"IDLE"});
+  n.gres = "gpu:fake:4";
+  return n;
+}
+
+// Issue #28: the ResourceSlice informer feeds SlinkySlurmGRESCompatible: n1's slice has GPUs 0-1
+// of Slurm's 0-3 (False, one Warning), n2 has none (True); a watch event fixing n1's slice
+// turns it True; later lists write nothing more.
+TEST_F(NodeControllerTest, GresConditionFollowsTheResourceSlices) {
+  dra_served_ = true;
+  slices_ = {SliceJson("n1", {0, 1}, "1")};
+  for (const char* n : {"n1", "n2"}) {
+    slurm_.AddNode(GpuNode(n));
+    PutNode(n, {.taints = {ManagedTaint()}});
+  }
+  Start();
+  // The clock moves for the informer's sync poll (100 ms).
+  ASSERT_TRUE(RunUntil([&] {
+    if (GresStatus("n1") == "False" && GresStatus("n2") == "True") return true;
+    clock_.Advance(100ms);
+    return false;
+  })) << api_.NodeJson("n1");
+  EXPECT_NE(api_.NodeJson("n1").find("IncompatibleSlurmGRES"), std::string::npos);
+  ASSERT_TRUE(RunUntil([&] { return EventsWith("IncompatibleSlurmGRES") == 1; }));
+  ASSERT_TRUE(slice_watch_);
+  PushSliceEvent("MODIFIED", SliceJson("n1", {0, 1, 2, 3}, "2"));
+  ASSERT_TRUE(RunUntil([&] { return GresStatus("n1") == "True"; })) << api_.NodeJson("n1");
+  // The counter moves after the patch's reply, which the test may see first.
+  ASSERT_TRUE(RunUntil([&] { return controller_->stats().gres_condition_updates >= 3; }));
+  const std::uint64_t writes = controller_->stats().gres_condition_updates;
+  EXPECT_EQ(writes, 3u);  // n1 False, n2 True, n1 True
+  Settle();  // the Node watch shows the writes (a write unseen for 10 s is written again)
+  clock_.Advance(config_.node_list_interval);
+  Settle();
+  clock_.Advance(config_.node_list_interval);
+  Settle();
+  EXPECT_EQ(controller_->stats().gres_condition_updates, writes) << "written only when it changes";
+  EXPECT_EQ(EventsWith("IncompatibleSlurmGRES"), 1);
+  EXPECT_EQ(controller_->stats().errors, 0u);
+}
+
+// Without resource.k8s.io/v1 (Kubernetes before 1.34) the controller asks once, writes no
+// SlinkySlurmGRESCompatible and keeps doing the rest.
+TEST_F(NodeControllerTest, WithoutTheDraApiNoGresCondition) {
+  slurm_.AddNode(GpuNode("n1"));
+  PutNode("n1", {});
+  Start();
+  ASSERT_TRUE(RunUntil([&] { return HasManagedTaint("n1"); }));
+  ASSERT_TRUE(RunUntil([&] {
+    return api_.NodeJson("n1").find(std::string(kSlurmNodeReadyCondition)) != std::string::npos;
+  }));
+  clock_.Advance(config_.node_list_interval);
+  Settle();
+  EXPECT_EQ(GresStatus("n1"), "");
+  EXPECT_EQ(dra_paths_, (std::vector<std::string>{"/apis/resource.k8s.io"}));
+  EXPECT_EQ(controller_->stats().gres_condition_updates, 0u);
+  EXPECT_EQ(controller_->stats().errors, 0u);
 }
 
 }  // namespace

@@ -547,9 +547,66 @@ std::string ConditionPatch(const kube::Condition& c, std::string_view heartbeat)
       kube::JsonQuote(heartbeat));
 }
 
-std::string RemoveConditionPatch() {
+std::string RemoveConditionPatch(std::string_view type) {
   return fmt::format(R"({{"status":{{"conditions":[{{"$patch":"delete","type":{}}}]}}}})",
-                     kube::JsonQuote(kSlurmNodeReadyCondition));
+                     kube::JsonQuote(type));
+}
+
+GresPlan PlanGresCondition(const kube::Node& node, const slurm::NodeInfo* slurm_node,
+                           const std::vector<bridge::ResourceSliceInfo>* slices,
+                           const std::vector<bridge::DeviceProfile>& profiles,
+                           std::string_view now) {
+  GresPlan plan;
+  const kube::Condition* current = kube::FindCondition(node.conditions, kGresCompatibleCondition);
+  if (slurm_node == nullptr || profiles.empty()) {
+    plan.remove_condition = current != nullptr;
+    return plan;
+  }
+  if (slices == nullptr) return plan;
+  kube::Condition want{.type = std::string(kGresCompatibleCondition)};
+  Result<bridge::NodeInventory> inventory =
+      bridge::BuildNodeInventory(node.metadata.name, *slices, profiles);
+  if (!inventory) {
+    want.status = "Unknown";
+    want.reason = std::string(kReasonGresVerificationError);
+    want.message = "Could not verify Slurm GRES compatibility: " + inventory.error().message;
+  } else {
+    bridge::GresAgreement agreement = bridge::CheckGresAgreement(*inventory, *slurm_node, profiles);
+    want.status = agreement.agrees ? "True" : "False";
+    want.reason = std::string(agreement.agrees ? kReasonGresCompatible : kReasonGresIncompatible);
+    want.message = std::move(agreement.reason);
+  }
+  if (current != nullptr && current->status == want.status && current->reason == want.reason &&
+      current->message == want.message) {
+    return plan;
+  }
+  const bool transition = current == nullptr || current->status != want.status;
+  want.last_transition_time = transition ? std::string(now) : current->last_transition_time;
+  if (transition && want.status == "False") {
+    plan.event = PlannedEvent{
+        .warning = true,
+        .reason = std::string(kReasonGresIncompatible),
+        .message = fmt::format("the ResourceSlices of node {} disagree with the GRES of Slurm node "
+                               "{}: {}",
+                               node.metadata.name, slurm_node->name, want.message)};
+  }
+  plan.condition = std::move(want);
+  return plan;
+}
+
+std::vector<std::string> ResourceSliceNodes(const kube::GenericObject& slice) {
+  std::vector<std::string> out;
+  Result<bridge::ResourceSliceInfo> info = bridge::ParseResourceSlice(slice);
+  if (!info) return out;
+  if (!info->node_name.empty()) out.push_back(info->node_name);
+  if (info->per_device_node_selection) {
+    for (const bridge::SliceDevice& d : info->devices) {
+      if (!d.node_name.empty()) out.push_back(d.node_name);
+    }
+  }
+  std::ranges::sort(out);
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
 }
 
 }  // namespace sb::controllers

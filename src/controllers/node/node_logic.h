@@ -54,6 +54,17 @@
 //        registered.
 //      The cordon logic (2.) leaves drains of this step alone (IsRegistrationDrainReason).
 //
+//   5. DRA inventory vs Slurm's GRES (upstream 1.3's node condition, gres_condition.h),
+//      PlanGresCondition. With device profiles (config deviceProfiles) every Slurm node gets
+//      SlinkySlurmGRESCompatible from its ResourceSlices (bridge::BuildNodeInventory) and its
+//      Slurm node (bridge::CheckGresAgreement): True (SlurmGRESCompatible), also for a node
+//      without ResourceSlices (nothing to disagree, as upstream's hybrid nodes); False
+//      (IncompatibleSlurmGRES) with a Warning Event when it turns False; Unknown
+//      (SlurmGRESVerificationError) when the inventory cannot be built. The message says why
+//      (GresAgreement.reason). A node that is no longer a Slurm node, or every node once the
+//      profiles are gone, loses the condition. Unknown slices (resource.k8s.io/v1 not served,
+//      not listed yet) change nothing.
+//
 // Thread model: pure functions over plain values.
 //
 // Example:
@@ -69,10 +80,20 @@
 #include <string_view>
 #include <vector>
 
+#include "bridge/config.h"
+#include "bridge/dra.h"
+#include "bridge/gres_condition.h"
 #include "kube/types.h"
 #include "slurm/types.h"
 
 namespace sb::controllers {
+
+// The GRES condition's names live in bridge/ (the scheduler reads the condition too).
+using bridge::GresIncompatible;
+using bridge::kGresCompatibleCondition;
+using bridge::kReasonGresCompatible;
+using bridge::kReasonGresIncompatible;
+using bridge::kReasonGresVerificationError;
 
 // Taint key set on Slurm nodes that Slurm will not run jobs on (ours, beyond upstream). The
 // value is the Slurm state in lower case ("down", "drain", "fail"), the effect NoSchedule: new
@@ -280,7 +301,30 @@ struct RegistrationPlan {
 // `heartbeat` becomes lastHeartbeatTime (the time of this write).
 [[nodiscard]] std::string ConditionPatch(const kube::Condition& condition,
                                          std::string_view heartbeat);
-// Strategic merge patch that deletes our condition ({"$patch":"delete"} by type).
-[[nodiscard]] std::string RemoveConditionPatch();
+// Strategic merge patch that deletes our condition `type` ({"$patch":"delete"} by type).
+[[nodiscard]] std::string RemoveConditionPatch(std::string_view type = kSlurmNodeReadyCondition);
+
+// --- DRA inventory vs Slurm's GRES (5.) -----------------------------------------------------
+
+struct GresPlan {
+  // The SlinkySlurmGRESCompatible condition to write; nullopt when it is right already.
+  std::optional<kube::Condition> condition;
+  bool remove_condition = false;      // not judged any more, but has the condition
+  std::optional<PlannedEvent> event;  // Warning, after the write: it turned False
+};
+
+// Decides the condition of `node`. `slurm_node`: what Slurm says about SlurmNodeName(node), null
+// when it is not a Slurm node. `slices`: ResourceSlices that may belong to the node
+// (BuildNodeInventory picks the node's), null when they are not known: nothing changes then.
+// `now` (RFC 3339) becomes lastTransitionTime when the status changes.
+[[nodiscard]] GresPlan PlanGresCondition(const kube::Node& node, const slurm::NodeInfo* slurm_node,
+                                         const std::vector<bridge::ResourceSliceInfo>* slices,
+                                         const std::vector<bridge::DeviceProfile>& profiles,
+                                         std::string_view now);
+
+// The Kubernetes nodes a ResourceSlice is local to: spec.nodeName, or its devices' nodeName
+// under perDeviceNodeSelection (sorted, unique); none for a malformed slice or a pool shared
+// through allNodes or a nodeSelector.
+[[nodiscard]] std::vector<std::string> ResourceSliceNodes(const kube::GenericObject& slice);
 
 }  // namespace sb::controllers

@@ -8,9 +8,11 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "bridge/names.h"
+#include "kube/codec.h"
 
 namespace sb::controllers {
 namespace {
@@ -866,6 +868,161 @@ TEST(PlanNodeTest, RegistrationDrainIsNotUndrained) {
   const NodePlan plan = PlanNode(node, &n, kSched, kNow);
   EXPECT_EQ(plan.drain, DrainAction::kNone);
   EXPECT_FALSE(plan.slurm_update);
+}
+
+// --- DRA inventory vs Slurm's GRES (5.) ---
+
+// A complete one-slice pool of the example driver on `node`: devices gpu-<i> with attribute
+// index i.
+bridge::ResourceSliceInfo ExampleSlice(const std::string& node, const std::vector<int>& indices) {
+  std::string devices;
+  for (int i : indices) {
+    devices += fmt::format(R"({}{{"name":"gpu-{}","attributes":{{"index":{{"int":{}}}}}}})",
+                           devices.empty() ? "" : ",", i, i);
+  }
+  Result<bridge::ResourceSliceInfo> s = bridge::ParseResourceSliceJson(fmt::format(
+      R"({{"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{{"name":"{}-gpus"}},)"
+      R"("spec":{{"driver":"gpu.example.com","nodeName":"{}","pool":{{"name":"{}","generation":1,)"
+      R"("resourceSliceCount":1}},"devices":[{}]}}}})",
+      node, node, node, devices));
+  EXPECT_TRUE(s.has_value()) << (s ? "" : s.error().message);
+  return s.value_or(bridge::ResourceSliceInfo{});
+}
+
+slurm::NodeInfo GresNode(std::string gres) {
+  slurm::NodeInfo n;
+  n.name = "n1";
+  n.state = {"IDLE"};
+  n.gres = std::move(gres);
+  return n;
+}
+
+kube::Node WithGresCondition(kube::Node node, std::string status, std::string reason,
+                             std::string message) {
+  node.conditions.push_back({std::string(kGresCompatibleCondition), std::move(status),
+                             std::move(reason), std::move(message), std::string(kBefore)});
+  return node;
+}
+
+TEST(PlanGresConditionTest, TrueFalseUnknownAndWhenNothingChanges) {
+  const std::vector<bridge::DeviceProfile> profiles = bridge::DefaultDeviceProfiles();
+  const kube::Node n1 = NodeBuilder("n1");
+  const slurm::NodeInfo slurm = GresNode("gpu:fake:4");
+  const std::vector<bridge::ResourceSliceInfo> agree = {ExampleSlice("n1", {0, 1, 2, 3}),
+                                                        ExampleSlice("n2", {0})};
+  const std::vector<bridge::ResourceSliceInfo> disagree = {ExampleSlice("n1", {0, 1})};
+
+  GresPlan ok = PlanGresCondition(n1, &slurm, &agree, profiles, kNow);
+  ASSERT_TRUE(ok.condition);
+  EXPECT_EQ(ok.condition->type, kGresCompatibleCondition);
+  EXPECT_EQ(ok.condition->status, "True");
+  EXPECT_EQ(ok.condition->reason, kReasonGresCompatible);
+  EXPECT_NE(ok.condition->message.find("0-3"), std::string::npos) << ok.condition->message;
+  EXPECT_EQ(ok.condition->last_transition_time, kNow);
+  EXPECT_FALSE(ok.event);
+  EXPECT_FALSE(ok.remove_condition);
+
+  GresPlan bad = PlanGresCondition(n1, &slurm, &disagree, profiles, kNow);
+  ASSERT_TRUE(bad.condition);
+  EXPECT_EQ(bad.condition->status, "False");
+  EXPECT_EQ(bad.condition->reason, kReasonGresIncompatible);
+  EXPECT_NE(bad.condition->message.find("0-1"), std::string::npos) << bad.condition->message;
+  ASSERT_TRUE(bad.event);
+  EXPECT_TRUE(bad.event->warning);
+  EXPECT_EQ(bad.event->reason, kReasonGresIncompatible);
+  EXPECT_NE(bad.event->message.find(bad.condition->message), std::string::npos);
+
+  // Written already: nothing. False again with another message: written, no second Warning, the
+  // transition time kept.
+  const kube::Node n1_false =
+      WithGresCondition(n1, "False", bad.condition->reason, bad.condition->message);
+  GresPlan same = PlanGresCondition(n1_false, &slurm, &disagree, profiles, kNow);
+  EXPECT_FALSE(same.condition);
+  EXPECT_FALSE(same.event);
+  const std::vector<bridge::ResourceSliceInfo> other = {ExampleSlice("n1", {0})};
+  GresPlan changed = PlanGresCondition(n1_false, &slurm, &other, profiles, kNow);
+  ASSERT_TRUE(changed.condition);
+  EXPECT_EQ(changed.condition->status, "False");
+  EXPECT_EQ(changed.condition->last_transition_time, kBefore);
+  EXPECT_FALSE(changed.event);
+  // Back to True.
+  GresPlan healed = PlanGresCondition(n1_false, &slurm, &agree, profiles, kNow);
+  ASSERT_TRUE(healed.condition);
+  EXPECT_EQ(healed.condition->status, "True");
+  EXPECT_EQ(healed.condition->last_transition_time, kNow);
+
+  // No ResourceSlices on the node (no DRA driver): True, as upstream's hybrid nodes, saying so.
+  const std::vector<bridge::ResourceSliceInfo> none;
+  GresPlan no_driver = PlanGresCondition(n1, &slurm, &none, profiles, kNow);
+  ASSERT_TRUE(no_driver.condition);
+  EXPECT_EQ(no_driver.condition->status, "True");
+  EXPECT_NE(no_driver.condition->message.find("no DRA driver"), std::string::npos)
+      << no_driver.condition->message;
+
+  // An inventory that cannot be built (two devices with one index): Unknown.
+  const std::vector<bridge::ResourceSliceInfo> twice = {ExampleSlice("n1", {0, 0})};
+  GresPlan unknown = PlanGresCondition(n1, &slurm, &twice, profiles, kNow);
+  ASSERT_TRUE(unknown.condition);
+  EXPECT_EQ(unknown.condition->status, "Unknown");
+  EXPECT_EQ(unknown.condition->reason, kReasonGresVerificationError);
+  EXPECT_TRUE(unknown.condition->message.starts_with("Could not verify Slurm GRES compatibility: "))
+      << unknown.condition->message;
+  EXPECT_FALSE(unknown.event);
+}
+
+TEST(PlanGresConditionTest, RemovedOffSlurmAndWithoutProfilesKeptWhenSlicesUnknown) {
+  const std::vector<bridge::DeviceProfile> profiles = bridge::DefaultDeviceProfiles();
+  const slurm::NodeInfo slurm = GresNode("gpu:fake:4");
+  const std::vector<bridge::ResourceSliceInfo> none;
+  const kube::Node with =
+      WithGresCondition(NodeBuilder("n1"), "False", std::string(kReasonGresIncompatible), "x");
+  // Not a Slurm node (any more), or no profiles: the condition goes; nothing when absent.
+  EXPECT_TRUE(PlanGresCondition(with, nullptr, &none, profiles, kNow).remove_condition);
+  EXPECT_TRUE(PlanGresCondition(with, &slurm, &none, {}, kNow).remove_condition);
+  GresPlan absent = PlanGresCondition(NodeBuilder("n1"), nullptr, &none, profiles, kNow);
+  EXPECT_FALSE(absent.remove_condition);
+  EXPECT_FALSE(absent.condition);
+  // Slices not known (API not served, informer not synced): nothing changes.
+  GresPlan unknown = PlanGresCondition(with, &slurm, nullptr, profiles, kNow);
+  EXPECT_FALSE(unknown.condition);
+  EXPECT_FALSE(unknown.remove_condition);
+  EXPECT_FALSE(unknown.event);
+  EXPECT_EQ(
+      RemoveConditionPatch(kGresCompatibleCondition),
+      R"({"status":{"conditions":[{"$patch":"delete","type":"SlinkySlurmGRESCompatible"}]}})");
+}
+
+TEST(GresIncompatibleTest, OnlyFalseExcludes) {
+  const kube::Node plain = NodeBuilder("n1");
+  EXPECT_FALSE(GresIncompatible(plain));
+  EXPECT_TRUE(GresIncompatible(WithGresCondition(plain, "False", "IncompatibleSlurmGRES", "")));
+  EXPECT_FALSE(GresIncompatible(WithGresCondition(plain, "True", "SlurmGRESCompatible", "")));
+  EXPECT_FALSE(
+      GresIncompatible(WithGresCondition(plain, "Unknown", "SlurmGRESVerificationError", "")));
+}
+
+TEST(ResourceSliceNodesTest, NodeNameAndPerDeviceNodes) {
+  auto nodes = [](std::string_view spec) {
+    Result<kube::GenericObject> o = kube::Decode<kube::GenericObject>(
+        R"({"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"s"},"spec":)" +
+        std::string(spec) + "}");
+    EXPECT_TRUE(o.has_value());
+    return ResourceSliceNodes(o.value_or(kube::GenericObject{}));
+  };
+  EXPECT_EQ(
+      nodes(
+          R"({"driver":"d","nodeName":"n1","pool":{"name":"p","resourceSliceCount":1},"devices":[]})"),
+      (std::vector<std::string>{"n1"}));
+  EXPECT_EQ(
+      nodes(
+          R"({"driver":"d","perDeviceNodeSelection":true,"pool":{"name":"p","resourceSliceCount":1},)"
+          R"("devices":[{"name":"a","nodeName":"n2"},{"name":"b","nodeName":"n1"},{"name":"c","nodeName":"n2"}]})"),
+      (std::vector<std::string>{"n1", "n2"}));
+  EXPECT_TRUE(
+      nodes(
+          R"({"driver":"d","allNodes":true,"pool":{"name":"p","resourceSliceCount":1},"devices":[]})")
+          .empty());
+  EXPECT_TRUE(nodes(R"({"nodeName":"n1"})").empty()) << "malformed: no driver";
 }
 
 }  // namespace
