@@ -35,9 +35,27 @@ std::string NamespaceJson(const std::string& name, const std::string& labels_jso
          R"(","resourceVersion":"3","labels":)" + labels_json + R"(},"status":{"phase":"Active"}})";
 }
 
+// The webhook only reads: a fake's writes answer Unimplemented.
+class ReadOnlyClient : public kube::Client {
+ public:
+  asio::awaitable<Result<std::string>> Create(kube::ResourceRef, std::string) override {
+    co_return tl::unexpected(Error{ErrorCode::kUnimplemented, "no"});
+  }
+  asio::awaitable<Result<std::string>> Update(kube::ResourceRef, std::string) override {
+    co_return tl::unexpected(Error{ErrorCode::kUnimplemented, "no"});
+  }
+  asio::awaitable<Result<std::string>> Patch(kube::ResourceRef, kube::PatchType,
+                                             std::string) override {
+    co_return tl::unexpected(Error{ErrorCode::kUnimplemented, "no"});
+  }
+  asio::awaitable<Result<std::string>> Delete(kube::ResourceRef, kube::DeleteOptions) override {
+    co_return tl::unexpected(Error{ErrorCode::kUnimplemented, "no"});
+  }
+};
+
 // Serves namespaces: a LIST with "team-a" (managed) and "team-b" (not), a GET of "late"
 // (managed, not in the list), 404 for anything else; watches wait until cancelled.
-class FakeNamespaces final : public kube::Client {
+class FakeNamespaces final : public ReadOnlyClient {
  public:
   asio::awaitable<Result<std::string>> Get(kube::ResourceRef ref) override {
     ++gets;
@@ -56,19 +74,6 @@ class FakeNamespaces final : public kube::Client {
     co_return R"({"apiVersion":"v1","kind":"NamespaceList","metadata":{"resourceVersion":"5"},"items":[)" +
         NamespaceJson("team-a", R"({"slurm-bridge/managed":"true"})") + "," +
         NamespaceJson("team-b", R"({"team":"b"})") + "]}";
-  }
-  asio::awaitable<Result<std::string>> Create(kube::ResourceRef, std::string) override {
-    co_return tl::unexpected(Error{ErrorCode::kUnimplemented, "no"});
-  }
-  asio::awaitable<Result<std::string>> Update(kube::ResourceRef, std::string) override {
-    co_return tl::unexpected(Error{ErrorCode::kUnimplemented, "no"});
-  }
-  asio::awaitable<Result<std::string>> Patch(kube::ResourceRef, kube::PatchType,
-                                             std::string) override {
-    co_return tl::unexpected(Error{ErrorCode::kUnimplemented, "no"});
-  }
-  asio::awaitable<Result<std::string>> Delete(kube::ResourceRef, kube::DeleteOptions) override {
-    co_return tl::unexpected(Error{ErrorCode::kUnimplemented, "no"});
   }
   asio::awaitable<Result<void>> Watch(kube::ResourceRef, kube::ListOptions,
                                       std::function<bool(std::string_view)>) override {
@@ -269,7 +274,7 @@ TEST_F(AdmissionServerTest, SelectorWithoutClientIsAStartupError) {
 
 // Serves DRA objects: the ResourceClaimTemplate hpc/one-gpu (asking for class big-gpus), the
 // DeviceClass big-gpus (gpu.example.com's selector); "broken" answers 500, anything else 404.
-class FakeDra final : public kube::Client {
+class FakeDra final : public ReadOnlyClient {
  public:
   asio::awaitable<Result<std::string>> Get(kube::ResourceRef ref) override {
     paths.push_back(ref.Path());
@@ -291,19 +296,6 @@ class FakeDra final : public kube::Client {
     co_return tl::unexpected(Error{ErrorCode::kNotFound, ref.name + " not found", 404});
   }
   asio::awaitable<Result<std::string>> List(kube::ResourceRef, kube::ListOptions) override {
-    co_return tl::unexpected(Error{ErrorCode::kUnimplemented, "no"});
-  }
-  asio::awaitable<Result<std::string>> Create(kube::ResourceRef, std::string) override {
-    co_return tl::unexpected(Error{ErrorCode::kUnimplemented, "no"});
-  }
-  asio::awaitable<Result<std::string>> Update(kube::ResourceRef, std::string) override {
-    co_return tl::unexpected(Error{ErrorCode::kUnimplemented, "no"});
-  }
-  asio::awaitable<Result<std::string>> Patch(kube::ResourceRef, kube::PatchType,
-                                             std::string) override {
-    co_return tl::unexpected(Error{ErrorCode::kUnimplemented, "no"});
-  }
-  asio::awaitable<Result<std::string>> Delete(kube::ResourceRef, kube::DeleteOptions) override {
     co_return tl::unexpected(Error{ErrorCode::kUnimplemented, "no"});
   }
   asio::awaitable<Result<void>> Watch(kube::ResourceRef, kube::ListOptions,
