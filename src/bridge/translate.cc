@@ -689,7 +689,8 @@ NodeUsage UsageOf(const std::vector<const kube::Pod*>& pods) {
 std::vector<Exclusion> ExcludedNodes(
     const std::vector<const kube::Pod*>& pods, const std::vector<std::string>& slurm_nodes,
     const std::map<std::string, const kube::Node*>& k8s_nodes_by_slurm_name,
-    const NodeUsage* used_by_others, const NodePorts* ports_in_use) {
+    const NodeUsage* used_by_others, const NodePorts* ports_in_use,
+    const std::set<std::string, std::less<>>* dra_resource_names) {
   std::vector<std::map<std::string, std::int64_t>> needs;
   for (const kube::Pod* pod : pods) {
     // Requests, as kube-scheduler's fit check: a limit above allocatable is legal.
@@ -748,7 +749,11 @@ std::vector<Exclusion> ExcludedNodes(
         auto a = node.allocatable.find(name);
         // A DRA device class's extended resource is no node's allocatable: Slurm counts the
         // devices (the profile's GRES), and the claim written at bind time names them.
-        if (a == node.allocatable.end() && name.starts_with(kDraExtendedResourcePrefix)) continue;
+        if (a == node.allocatable.end() &&
+            (name.starts_with(kDraExtendedResourcePrefix) ||
+             (dra_resource_names != nullptr && dra_resource_names->contains(name)))) {
+          continue;
+        }
         std::int64_t have = 0;
         if (a != node.allocatable.end()) {
           Result<std::int64_t> v = name == "cpu" ? kube::ParseQuantityMilli(a->second)

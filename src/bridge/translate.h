@@ -140,12 +140,16 @@ struct Exclusion {
 // `ports_in_use`: the host ports the pods bound to each Kubernetes node open (PortsOf); a node
 // where one of them conflicts with a host port of the group's pods is excluded, as
 // kube-scheduler's NodePorts filter does. nullptr: nothing.
+// DRA extended resources (deviceclass.resource.kubernetes.io/<class>, and `dra_resource_names`:
+// the DeviceClasses' extendedResourceNames) count only on a node that advertises them (a device
+// plugin's); elsewhere Slurm counts the devices and the claim names them.
 using NodeUsage = std::map<std::string, std::map<std::string, std::int64_t>>;
 using NodePorts = std::map<std::string, std::vector<kube::HostPort>>;
 [[nodiscard]] std::vector<Exclusion> ExcludedNodes(
     const std::vector<const kube::Pod*>& pods, const std::vector<std::string>& slurm_nodes,
     const std::map<std::string, const kube::Node*>& k8s_nodes_by_slurm_name,
-    const NodeUsage* used_by_others = nullptr, const NodePorts* ports_in_use = nullptr);
+    const NodeUsage* used_by_others = nullptr, const NodePorts* ports_in_use = nullptr,
+    const std::set<std::string, std::less<>>* dra_resource_names = nullptr);
 // The requests (PodRequests) of the bound pods, summed per Kubernetes node.
 [[nodiscard]] NodeUsage UsageOf(const std::vector<const kube::Pod*>& pods);
 // The host ports a pod opens on its node: its containers' and its sidecars' (init containers

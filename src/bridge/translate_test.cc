@@ -595,6 +595,24 @@ TEST(ExcludedNodesTest, KubernetesConstraintsBecomeExclusions) {
   EXPECT_EQ(got, want_tolerated);
 }
 
+// Issue #28: a DRA class's extended resource is no node's allocatable; it excludes no node (Slurm
+// counts the devices), unless the node advertises it (a device plugin's) and has too few.
+TEST(ExcludedNodesTest, DraExtendedResourcesExcludeOnlyNodesThatAdvertiseTooFew) {
+  kube::Node plain = MakeNode("plain");
+  kube::Node plugin = MakeNode("plugin");
+  plugin.allocatable["example.com/gpu"] = "0";
+  std::map<std::string, const kube::Node*> by_slurm = {{"plain", &plain}, {"plugin", &plugin}};
+  const std::vector<std::string> slurm = {"plain", "plugin"};
+  kube::Pod implicit = MakePod("i", {{"deviceclass.resource.kubernetes.io/gpu.example.com", "1"}});
+  EXPECT_TRUE(ExcludedNodes({&implicit}, slurm, by_slurm).empty());
+  kube::Pod named = MakePod("n", {{"example.com/gpu", "1"}});
+  const std::set<std::string, std::less<>> names = {"example.com/gpu"};
+  EXPECT_EQ(ExcludedNodes({&named}, slurm, by_slurm, nullptr, nullptr, &names),
+            (std::vector<Exclusion>{{"plugin", "insufficient example.com/gpu"}}));
+  EXPECT_EQ(ExcludedNodes({&named}, slurm, by_slurm).size(), 2u)
+      << "without the class read, example.com/gpu is an ordinary extended resource";
+}
+
 // Issue #25: a node where a bound pod holds one of the group's host ports is excluded (the
 // same port and protocol, on overlapping addresses), as kube-scheduler's NodePorts filter does;
 // sidecars' ports count, other init containers' do not.

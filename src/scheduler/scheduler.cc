@@ -292,6 +292,7 @@ awaitable<void> Scheduler::ListDeviceClasses() {
       }
       device_classes_ = std::move(classes);
       translate_.device_classes = std::move(by_name);
+      if (names != translate_.dra_resource_names) exclusions_.clear();  // they count in fits
       translate_.dra_resource_names = std::move(names);
     } else if (listed.error().code == ErrorCode::kNotFound) {
       // Kubernetes before 1.34 serves no resource.k8s.io/v1: classes resolve by driver name.

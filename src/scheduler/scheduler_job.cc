@@ -67,7 +67,8 @@ Scheduler::Wanted Scheduler::Describe(const GroupSpec& spec,
       cached = exclusions_
                    .emplace(std::move(key),
                             bridge::ExcludedNodes(members, slurm_nodes_, NodesBySlurmName(),
-                                                  &BoundPods().others_usage, &BoundPods().ports))
+                                                  &BoundPods().others_usage, &BoundPods().ports,
+                                                  &translate_.dra_resource_names))
                    .first;
     }
     std::vector<bridge::Exclusion> excluded = cached->second;
@@ -422,9 +423,9 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
     // A refill: each waiting pod's own constraints against the job's nodes.
     for (const Pod* pod : pods) {
       std::set<std::string>& out = in.excluded_for[pod->metadata.uid];
-      for (const bridge::Exclusion& e :
-           bridge::ExcludedNodes({pod}, in.slurm_nodes, NodesBySlurmName(),
-                                 &BoundPods().others_usage, &BoundPods().ports)) {
+      for (const bridge::Exclusion& e : bridge::ExcludedNodes(
+               {pod}, in.slurm_nodes, NodesBySlurmName(), &BoundPods().others_usage,
+               &BoundPods().ports, &translate_.dra_resource_names)) {
         if (auto k = in.kube_node_of.find(e.slurm_node); k != in.kube_node_of.end()) {
           out.insert(k->second);
         }
