@@ -115,6 +115,18 @@ class KubeletE2e : public sb::testing::KubeletE2eBase {
     return Shell(fmt::format("KUBECONFIG={} kubectl logs -n {} {} 2>/dev/null",
                              env_.Get("KUBECONFIG"), ns_, pod));
   }
+  // The container log of `pod` once it has one (a failure after 30 s without).
+  std::string WaitForLogs(const std::string& pod) {
+    std::string logs;
+    EXPECT_TRUE(WaitFor(
+        [&] {
+          logs = Logs(pod);
+          return !logs.empty();
+        },
+        std::chrono::seconds(30)))
+        << pod << ": no log";
+    return logs;
+  }
 };
 
 TEST_F(KubeletE2e, BoundPodRunsToSucceededAndItsJobEnds) {
@@ -570,13 +582,7 @@ TEST_F(KubeletE2e, TwoOneGpuPodsOnOneNodeSeeTheirOwnJobsGpus) {
     ASSERT_FALSE(gpus.empty()) << info->gres_detail[0];
     EXPECT_EQ(gpus.find(','), std::string::npos) << "one GPU: " << gpus;
     seen.insert(gpus);
-    std::string logs;
-    EXPECT_TRUE(WaitFor(
-        [&] {
-          logs = Logs(name);
-          return !logs.empty();
-        },
-        30s));
+    const std::string logs = WaitForLogs(name);
     EXPECT_EQ(logs, fmt::format("job={} gpus={}\n", job, gpus)) << name;
   }
   EXPECT_EQ(seen.size(), 2u) << "both pods were given the same GPU";
@@ -682,13 +688,7 @@ TEST_F(KubeletE2e, CoResidentPodsShareANodeCoreByCoreWithANativeJob) {
     ASSERT_TRUE(info) << info.error().ToString();
     EXPECT_EQ(info->nodes, "n3") << name;
     EXPECT_EQ(info->cpus, 1) << name << ": Slurm gave what the pod requests";
-    std::string logs;
-    EXPECT_TRUE(WaitFor(
-        [&] {
-          logs = Logs(name);
-          return !logs.empty();
-        },
-        30s));
+    const std::string logs = WaitForLogs(name);
     EXPECT_EQ(logs, "50000\n") << name
                                << ": the kubelet caps it at its 500m (CFS quota per 100 ms)";
   }
@@ -832,13 +832,7 @@ TEST_F(KubeletE2e, DraPodsSeeExactlyTheDevicesSlurmGaveTheirJobs) {
     const std::string idx = m[1];
     seen.insert(idx);
     EXPECT_EQ(claim_devices(*running), std::vector<std::string>{"gpu-" + idx}) << name;
-    std::string logs;
-    EXPECT_TRUE(WaitFor(
-        [&] {
-          logs = Logs(name);
-          return !logs.empty();
-        },
-        30s));
+    const std::string logs = WaitForLogs(name);
     EXPECT_EQ(logs, fmt::format("GPU_DEVICE_{}=gpu-{}\n", idx, idx))
         << name << ": Slurm gave job " << job << " " << gres;
   }
@@ -849,13 +843,7 @@ TEST_F(KubeletE2e, DraPodsSeeExactlyTheDevicesSlurmGaveTheirJobs) {
   const std::int64_t cpu_job = JobId(*cpus);
   const std::string cpu_ids = detail(cpu_job, "CPU_IDs");
   ASSERT_FALSE(cpu_ids.empty());
-  std::string logs;
-  EXPECT_TRUE(WaitFor(
-      [&] {
-        logs = Logs("cpus");
-        return !logs.empty();
-      },
-      30s));
+  const std::string logs = WaitForLogs("cpus");
   EXPECT_EQ(logs, "Cpus_allowed_list:\t" + cpu_ids + "\n") << "Slurm's CPU_IDs " << cpu_ids;
   // The driver names its CPUs cpudev<3-digit id>; one CPU asked for, one id.
   EXPECT_EQ(claim_devices(*cpus),

@@ -588,17 +588,26 @@ awaitable<Result<void>> NodeController::SyncSlurm(const kube::Node& node, NodePl
   co_return Result<void>{};
 }
 
+bool NodeController::WrittenAlready(std::unordered_map<std::string, Written>& written,
+                                    const kube::Node& node, std::string_view type,
+                                    const std::optional<kube::Condition>& planned) {
+  auto w = written.find(node.metadata.name);
+  if (w == written.end()) return false;
+  const kube::Condition* current = kube::FindCondition(node.conditions, type);
+  if (current != nullptr && SameCondition(*current, w->second.condition)) {
+    written.erase(w);  // the cache has caught up with our write
+    return false;
+  }
+  // Written already; the watch has not shown it yet.
+  return planned && SameCondition(*planned, w->second.condition) &&
+         clock_.Now() - w->second.at < kWrittenTtl;
+}
+
 awaitable<Result<void>> NodeController::SyncCondition(const kube::Node& node,
                                                       const NodePlan& plan) {
   const std::string& name = node.metadata.name;
-  if (auto w = written_.find(name); w != written_.end()) {
-    const kube::Condition* current = kube::FindCondition(node.conditions, kSlurmNodeReadyCondition);
-    if (current != nullptr && SameCondition(*current, w->second.condition)) {
-      written_.erase(w);  // the cache has caught up with our write
-    } else if (plan.condition && SameCondition(*plan.condition, w->second.condition) &&
-               clock_.Now() - w->second.at < kWrittenTtl) {
-      co_return Result<void>{};  // written already; the watch has not shown it yet
-    }
+  if (WrittenAlready(written_, node, kSlurmNodeReadyCondition, plan.condition)) {
+    co_return Result<void>{};
   }
   if (plan.remove_condition) {
     std::string patch = RemoveConditionPatch();
@@ -647,20 +656,14 @@ awaitable<Result<void>> NodeController::SyncGres(const kube::Node& node,
   }
   GresPlan plan = PlanGresCondition(node, slurm_node, slices ? &*slices : nullptr,
                                     config_.device_profiles, kube::FormatTime(clock_.WallNow()));
-  if (auto w = gres_written_.find(name); w != gres_written_.end()) {
-    const kube::Condition* current = kube::FindCondition(node.conditions, kGresCompatibleCondition);
-    if (current != nullptr && SameCondition(*current, w->second.condition)) {
-      gres_written_.erase(w);  // the cache has caught up with our write
-    } else if (plan.condition && SameCondition(*plan.condition, w->second.condition) &&
-               clock_.Now() - w->second.at < kWrittenTtl) {
-      co_return Result<void>{};  // written already; the watch has not shown it yet
-    }
+  if (WrittenAlready(gres_written_, node, kGresCompatibleCondition, plan.condition)) {
+    co_return Result<void>{};
   }
   if (plan.remove_condition) {
     std::string node_name = name;
+    std::string patch = RemoveConditionPatch(kGresCompatibleCondition);
     Result<kube::Node> r = co_await kube::PatchNodeStatus(
-        kube_, std::move(node_name), kube::PatchType::kStrategicMerge,
-        RemoveConditionPatch(kGresCompatibleCondition));
+        kube_, std::move(node_name), kube::PatchType::kStrategicMerge, std::move(patch));
     if (!r && r.error().code != ErrorCode::kNotFound) co_return tl::unexpected(r.error());
     ++stats_.gres_condition_updates;
     gres_written_.erase(name);
@@ -669,9 +672,9 @@ awaitable<Result<void>> NodeController::SyncGres(const kube::Node& node,
   }
   if (!plan.condition) co_return Result<void>{};
   std::string node_name = name;
+  std::string patch = ConditionPatch(*plan.condition, kube::FormatTime(clock_.WallNow()));
   Result<kube::Node> r = co_await kube::PatchNodeStatus(
-      kube_, std::move(node_name), kube::PatchType::kStrategicMerge,
-      ConditionPatch(*plan.condition, kube::FormatTime(clock_.WallNow())));
+      kube_, std::move(node_name), kube::PatchType::kStrategicMerge, std::move(patch));
   if (!r) {
     if (r.error().code == ErrorCode::kNotFound) co_return Result<void>{};
     co_return tl::unexpected(r.error());

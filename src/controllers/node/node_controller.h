@@ -189,6 +189,10 @@ class NodeController {
   };
   std::unordered_map<std::string, Written> written_;
   std::unordered_map<std::string, Written> gres_written_;  // the same for SlinkySlurmGRESCompatible
+  // A condition of `type` this controller wrote and the node's cache does not show yet, equal to
+  // `planned`, within kWrittenTtl: not written again. Forgets a write the cache has caught up with.
+  bool WrittenAlready(std::unordered_map<std::string, Written>& written, const kube::Node& node,
+                      std::string_view type, const std::optional<kube::Condition>& planned);
   // ResourceSlices (GenericObject), indexed by node; null until resource.k8s.io/v1 is known to
   // be served.
   std::unique_ptr<kube::Informer<kube::GenericObject>> slices_;
