@@ -14,6 +14,7 @@
 #include "bridge/pods.h"
 #include "bridge/tag.h"
 #include "kube/codec.h"
+#include "kube/runtime/time_format.h"
 
 namespace sb::controllers {
 namespace asio = boost::asio;
@@ -150,11 +151,13 @@ awaitable<Result<void>> PodController::ReadJob(std::int64_t job_id, JobRecord& r
     rec.tag = bridge::ParseJobTag(j->admin_comment);
     rec.reason = j->state_reason;
     rec.description = j->state_description;
+    rec.preempted = rec.state == "PREEMPTED" || j->preempt_time.Value().value_or(0) > 0;
   } else if (j.error().code == ErrorCode::kNotFound) {
     rec.state = "GONE";
     rec.tag.reset();
     rec.reason.clear();
     rec.description.clear();
+    rec.preempted = false;
   } else {
     co_return tl::unexpected(j.error());
   }
@@ -212,6 +215,7 @@ awaitable<Result<void>> PodController::Reconcile(std::int64_t job_id) {
                    .tag = rec.tag,
                    .reason = rec.reason,
                    .description = rec.description,
+                   .preempted = rec.preempted,
                    .not_running_since = rec.not_running_since,
                    .requeued = rec.requeued,
                    .gone_since = rec.gone_since};
@@ -282,6 +286,7 @@ awaitable<Result<void>> PodController::Reconcile(std::int64_t job_id) {
     const Pod* pod = d.pod;
     recorder_.Emit(kube::MakeObjectReference("v1", "Pod", pod->metadata), kube::EventType::kWarning,
                    d.reason, d.message);
+    if (!d.disruption.empty()) co_await MarkDisrupted(*pod, d.disruption, d.message);
     kube::DeleteOptions del;
     del.uid = pod->metadata.uid;
     Result<void> r =
@@ -304,6 +309,22 @@ awaitable<Result<void>> PodController::Reconcile(std::int64_t job_id) {
     queue_.AddAfter(job_id, std::chrono::duration_cast<async::Clock::Duration>(wait));
   }
   co_return Result<void>{};
+}
+
+awaitable<void> PodController::MarkDisrupted(const Pod& pod, const std::string& reason,
+                                             const std::string& message) {
+  const std::string now = kube::FormatTime(clock_.WallNow());
+  std::string patch = fmt::format(
+      "{{\"status\":{{\"conditions\":[{{\"type\":\"DisruptionTarget\",\"status\":\"True\","
+      "\"reason\":{},\"message\":{},\"lastTransitionTime\":{}}}]}}}}",
+      kube::JsonQuote(reason), kube::JsonQuote(message), kube::JsonQuote(now));
+  Result<Pod> r = co_await kube::PatchPodStatus(kube_, pod.metadata.namespace_, pod.metadata.name,
+                                                kube::PatchType::kStrategicMerge, std::move(patch));
+  // The deletion goes ahead without it: the condition only explains it.
+  if (!r && r.error().code != ErrorCode::kNotFound) {
+    spdlog::warn("{}/{}: DisruptionTarget condition not written: {}", pod.metadata.namespace_,
+                 pod.metadata.name, r.error().ToString());
+  }
 }
 
 awaitable<Result<void>> PodController::ReleaseFinalizer(const Pod& pod) {

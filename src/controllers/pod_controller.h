@@ -120,6 +120,7 @@ class PodController : private slurm::JobWatchSubscriber {
     std::optional<bridge::JobTag> tag;
     std::string reason;
     std::string description;
+    bool preempted = false;
     std::optional<WallTime> not_running_since;
     bool requeued = false;
     std::optional<WallTime> gone_since;
@@ -139,6 +140,10 @@ class PodController : private slurm::JobWatchSubscriber {
   boost::asio::awaitable<void> SweepStrays(const std::vector<slurm::JobInfo>& jobs);
   boost::asio::awaitable<void> CheckClusterName();
   boost::asio::awaitable<Result<void>> ReleaseFinalizer(const kube::Pod& pod);
+  // The condition DisruptionTarget=True (`reason`, `message`) on `pod`, before it is deleted;
+  // a failure is logged, not returned (the deletion goes ahead).
+  boost::asio::awaitable<void> MarkDisrupted(const kube::Pod& pod, const std::string& reason,
+                                             const std::string& message);
   // The jobGoneBrake is on: the plan's deletions (and those pods' finalizer releases) are held,
   // each pod told why, once.
   void HoldGoneDeletions(std::int64_t job_id, JobPlan& plan);

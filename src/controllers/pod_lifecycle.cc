@@ -97,6 +97,22 @@ std::string Words(const JobFacts& job) {
   return words;
 }
 
+// The deletion of a bound, running member of an ended job, in words that say why.
+PodDeletion EndedDeletion(std::int64_t job_id, const JobFacts& job, const kube::Pod* pod) {
+  if (job.state == "PREEMPTED") {
+    return {pod, "SlurmJobPreempted",
+            fmt::format("Slurm preempted job {} ({}); deleting the pod", job_id, Words(job)),
+            "PreemptionByScheduler"};
+  }
+  if (job.state == "TIMEOUT") {
+    return {pod, "SlurmJobEnded",
+            fmt::format("Slurm job {} reached its time limit ({}); deleting the pod", job_id,
+                        Words(job))};
+  }
+  return {pod, "SlurmJobEnded",
+          fmt::format("Slurm job {} ended: {}; deleting the pod", job_id, Words(job))};
+}
+
 }  // namespace
 
 std::string WhyNotMember(std::int64_t job_id, const JobFacts& job, const kube::Pod& pod,
@@ -176,9 +192,7 @@ JobPlan PlanJob(std::int64_t job_id, const JobFacts& job, const Owner& owner,
     if (v.state == PodState::kActive && !pod->spec.node_name.empty()) bound_active.push_back(pod);
     if (ended) {
       if (v.state == PodState::kActive && !pod->spec.node_name.empty()) {
-        plan.delete_pods.push_back(
-            {pod, "SlurmJobEnded",
-             fmt::format("Slurm job {} ended: {}; deleting the pod", job_id, Words(job))});
+        plan.delete_pods.push_back(EndedDeletion(job_id, job, pod));
       }
       // The job is over: nothing left to hold the pod for.
       if (has_finalizer && (v.state != PodState::kActive || !pod->spec.node_name.empty())) {
@@ -186,6 +200,18 @@ JobPlan PlanJob(std::int64_t job_id, const JobFacts& job, const Owner& owner,
       }
     } else if (v.state == PodState::kDone && has_finalizer) {
       member_release.push_back(pod);  // released once the job is cancelled (caller's order)
+    }
+  }
+  // A requeued job whose bound pods are gone waits for its group's new pods a while (the
+  // scheduler adopts it for them); a bare pod's job has none to wait for.
+  const bool group_may_return = job.tag && !job.tag->group.empty() &&
+                                !job.tag->group.starts_with("Pod/") && job.state == "PENDING";
+  if (!ended && ours && bound_active.empty() && group_may_return && job.not_running_since) {
+    plan.not_running_since = job.not_running_since;
+    const WallTime due = *job.not_running_since + options.requeue_grace;
+    if (all_done && now < due) {
+      all_done = false;
+      earlier(due);
     }
   }
   if (!ended && ours && all_done) {
@@ -203,7 +229,18 @@ JobPlan PlanJob(std::int64_t job_id, const JobFacts& job, const Owner& owner,
       plan.not_running_since = job.not_running_since.value_or(now);
       plan.requeued = job.requeued || job.state == "PENDING";
       const WallTime due = *plan.not_running_since + options.confirm_after;
-      if (now >= due) {
+      if (job.preempted) {
+        // The nodes are the preemptor's now: no confirmation to wait for.
+        const std::string msg = fmt::format(
+            "Slurm preempted job {} and {} it ({}); deleting the pod{}", job_id,
+            job.state == "SUSPENDED" ? "suspended" : "requeued", Words(job),
+            group_may_return ? "; the job keeps its id and its place in Slurm's queue for the "
+                               "group's new pods"
+                             : "");
+        for (const kube::Pod* pod : bound_active) {
+          plan.delete_pods.push_back({pod, "SlurmJobPreempted", msg, "PreemptionByScheduler"});
+        }
+      } else if (now >= due) {
         const std::string msg =
             plan.requeued
                 ? fmt::format(

@@ -22,6 +22,11 @@
 //     members are deleted once a fresh read has shown it so for `confirm_after` (upstream deleted
 //     a bound pod whose job was not RUNNING). A job seen PENDING after its pods were bound was
 //     requeued: its allocation is gone even if it runs again, so its bound pods go all the same.
+//     A job Slurm preempted (PREEMPTED, or requeued or suspended with a preempt_time) has given
+//     its nodes to the preemptor: its bound members go at once, with the DisruptionTarget
+//     condition and a SlurmJobPreempted event. A requeued job whose members are all gone is kept
+//     `requeue_grace` for its group's new pods (not for a bare pod's), which the scheduler binds
+//     when Slurm starts the same job again.
 //   - The job is alive and every member is done: the job is cancelled. A pod is done when it
 //     Succeeded or Failed, or when it is being deleted and its grace period is over (upstream
 //     #16: never while the pod may still be running), and its kubelet is gone (node deleted or
@@ -59,6 +64,11 @@ struct LifecycleOptions {
   // How long a job must stay alive but not RUNNING before its bound pods are deleted, and how
   // long a bound pod must stay without a job of this bridge before it is deleted.
   std::chrono::seconds confirm_after{10};
+  // How long a requeued job whose bound pods are all gone is kept for its group's new pods
+  // (the pods of a Job, JobSet, LeaderWorkerSet or PodGroup come back; the scheduler adopts the
+  // job for them, and it keeps its id and its place in Slurm's queue). A bare pod's job is
+  // cancelled at once: nothing re-creates the pod.
+  std::chrono::seconds requeue_grace{120};
 };
 
 // This bridge, as job tags name it.
@@ -73,6 +83,9 @@ struct JobFacts {
   std::optional<bridge::JobTag> tag;  // its admin_comment, parsed; nullopt when it has none
   std::string reason;                 // Slurm's state_reason and state_description, for events
   std::string description;
+  // Slurm preempted it: state PREEMPTED (CANCEL mode), or a preempt_time while it waits again
+  // (REQUEUE) or is suspended (SUSPEND).
+  bool preempted = false;
   // When a fresh read first found the job alive but not RUNNING while it held a bound pod;
   // `requeued`: that read found it PENDING (requeued after its pods were bound).
   std::optional<WallTime> not_running_since;
@@ -107,8 +120,12 @@ struct PodVerdict {
 // A pod to delete, with the Event to write on it first.
 struct PodDeletion {
   const kube::Pod* pod = nullptr;
-  std::string reason;   // "SlurmJobEnded", "SlurmJobNotRunning"
+  std::string reason;   // "SlurmJobEnded", "SlurmJobNotRunning", "SlurmJobPreempted"
   std::string message;  // without Slurm's own words, which the caller appends
+  // Non-empty: the pod gets the condition DisruptionTarget=True with this reason and `message`
+  // before it is deleted, as Kubernetes' own preemption and eviction do (a Job's
+  // podFailurePolicy can then tell a preempted pod from a failed one).
+  std::string disruption;
   bool operator==(const PodDeletion&) const = default;
 };
 

@@ -111,7 +111,21 @@ TEST(PlanJobTest, EndedJobDeletesBoundRunningPodsOnly) {
     EXPECT_FALSE(plan.cancel_job) << state;
     ASSERT_EQ(plan.delete_pods.size(), 1u) << state;
     EXPECT_EQ(plan.delete_pods[0].pod, &running);
-    EXPECT_EQ(plan.delete_pods[0].reason, "SlurmJobEnded");
+    const PodDeletion& d = plan.delete_pods[0];
+    if (std::string_view(state) == "PREEMPTED") {
+      // Slurm gave the nodes to another job: a disruption, as Kubernetes' own preemption is.
+      EXPECT_EQ(d.reason, "SlurmJobPreempted");
+      EXPECT_EQ(d.disruption, "PreemptionByScheduler");
+      EXPECT_NE(d.message.find("Slurm preempted job 7 (PREEMPTED)"), std::string::npos)
+          << d.message;
+    } else {
+      EXPECT_EQ(d.reason, "SlurmJobEnded") << state;
+      EXPECT_EQ(d.disruption, "") << state;
+    }
+    if (std::string_view(state) == "TIMEOUT") {
+      EXPECT_NE(d.message.find("Slurm job 7 reached its time limit (TIMEOUT)"), std::string::npos)
+          << d.message;
+    }
     // Finalizers go from the running (being deleted now) and the done pod; the pending pod
     // keeps it: the scheduler submits a new job for it.
     EXPECT_EQ(plan.release_pods, (std::vector<const kube::Pod*>{&running, &done})) << state;
@@ -321,6 +335,69 @@ TEST(PlanJobTest, JobNotRunningDeletesBoundPodsAfterConfirmation) {
     EXPECT_EQ(plan.requeued, row.want_requeued) << row.name;
     EXPECT_EQ(plan.recheck_at, row.recheck) << row.name;
   }
+}
+
+// Issue #29: a job Slurm preempted and requeued (or suspended) has given its nodes to the
+// preemptor: its bound pods go at once, with the DisruptionTarget condition, not after
+// confirm_after.
+TEST(PlanJobTest, PreemptedJobDeletesBoundPodsAtOnceAsADisruption) {
+  kube::Node n1 = ReadyNode("n1");
+  std::map<std::string, const kube::Node*> nodes = {{"n1", &n1}};
+  kube::Pod bound = MakePod("bound", "Running");
+  for (const char* state : {"PENDING", "SUSPENDED"}) {
+    JobFacts facts{.state = state, .tag = OurTag({&bound}), .preempted = true};
+    JobPlan plan = PlanJob(7, facts, kOwner, {&bound}, nodes, kNow, {});
+    ASSERT_EQ(plan.delete_pods.size(), 1u) << state;
+    const PodDeletion& d = plan.delete_pods[0];
+    EXPECT_EQ(d.reason, "SlurmJobPreempted") << state;
+    EXPECT_EQ(d.disruption, "PreemptionByScheduler") << state;
+    EXPECT_NE(d.message.find("Slurm preempted job 7"), std::string::npos) << d.message;
+    EXPECT_FALSE(plan.cancel_job) << state;
+    EXPECT_EQ(plan.not_running_since, kNow) << state;
+  }
+  // A Job's group comes back: the message says the job waits for it.
+  JobFacts requeued{.state = "PENDING", .tag = OurTag({&bound}), .preempted = true};
+  JobPlan plan = PlanJob(7, requeued, kOwner, {&bound}, nodes, kNow, {});
+  ASSERT_EQ(plan.delete_pods.size(), 1u);
+  EXPECT_NE(plan.delete_pods[0].message.find("keeps its id"), std::string::npos);
+  // Not preempted (scontrol requeue, scontrol suspend): confirm_after first, no disruption.
+  JobFacts plain{.state = "PENDING", .tag = OurTag({&bound})};
+  EXPECT_TRUE(PlanJob(7, plain, kOwner, {&bound}, nodes, kNow, {}).delete_pods.empty());
+  plain.not_running_since = kNow - 10s;
+  plan = PlanJob(7, plain, kOwner, {&bound}, nodes, kNow, {});
+  ASSERT_EQ(plan.delete_pods.size(), 1u);
+  EXPECT_EQ(plan.delete_pods[0].disruption, "");
+}
+
+// Issue #29: a requeued job whose pods are all gone waits requeue_grace for its group's new
+// pods (the scheduler adopts it for them, and it keeps its id); a bare pod's job is cancelled
+// at once (nothing re-creates the pod); a job never bound is the scheduler's.
+TEST(PlanJobTest, RequeuedJobWaitsForItsGroupsNewPods) {
+  const std::map<std::string, const kube::Node*> nodes;
+  const LifecycleOptions o;  // requeue_grace 120 s
+  const WallTime since = kNow - 30s;
+  bridge::JobTag tag = OurTag({});
+  tag.pods = {"ns/old"};
+  tag.uids = {"uid-old"};
+  JobFacts facts{.state = "PENDING", .tag = tag, .not_running_since = since};
+  JobPlan plan = PlanJob(7, facts, kOwner, {}, nodes, kNow, o);
+  EXPECT_FALSE(plan.cancel_job);
+  EXPECT_EQ(plan.not_running_since, since);
+  EXPECT_FALSE(plan.requeued) << "the pods it was requeued under are gone";
+  EXPECT_EQ(plan.recheck_at, since + o.requeue_grace);
+  // The grace is over: nothing came back for it.
+  plan = PlanJob(7, facts, kOwner, {}, nodes, since + o.requeue_grace, o);
+  EXPECT_TRUE(plan.cancel_job);
+  // A bare pod's job: nothing comes back.
+  facts.tag->group = "Pod/ns/old";
+  EXPECT_TRUE(PlanJob(7, facts, kOwner, {}, nodes, kNow, o).cancel_job);
+  // Running again, with the group's new pod bound to it: kept, the pod stays.
+  kube::Node n1 = ReadyNode("n1");
+  kube::Pod fresh = MakePod("fresh", "Running");
+  JobFacts again{.state = "RUNNING", .tag = OurTag({&fresh})};
+  plan = PlanJob(7, again, kOwner, {&fresh}, {{"n1", &n1}}, kNow, o);
+  EXPECT_FALSE(plan.cancel_job);
+  EXPECT_TRUE(plan.delete_pods.empty());
 }
 
 // Review item 11: bound pods of this scheduler that no live job of this bridge holds.

@@ -245,6 +245,7 @@ JobInfo DecodeJob(const object& j) {
   job.submit_time = NoVal(j, "submit_time");
   job.start_time = NoVal(j, "start_time");
   job.end_time = NoVal(j, "end_time");
+  job.preempt_time = NoVal(j, "preempt_time");
   job.priority = NoVal(j, "priority");
   job.het_job_id = NoVal(j, "het_job_id").Value().value_or(0);
   job.het_job_offset = NoVal(j, "het_job_offset").Value().value_or(0);

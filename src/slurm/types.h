@@ -122,6 +122,9 @@ struct JobInfo {
   NoValNumber start_time;
   NoValNumber end_time;
   NoValNumber priority;
+  // When Slurm preempted the job (Unix seconds; 0 or unset: never): kept while a job preempted
+  // in REQUEUE or SUSPEND mode waits or runs again.
+  NoValNumber preempt_time;
   // A component of a heterogeneous job: the leader's id (the het job's id) and its offset
   // (0 for the leader); both 0 for an ordinary job.
   std::int64_t het_job_id = 0;

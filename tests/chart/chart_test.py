@@ -132,6 +132,7 @@ SCHEDULER_RULES = expand([
 ])
 CONTROLLERS_RULES = expand([
     ("", "pods", "get,list,watch,patch,delete"),
+    ("", "pods/status", "patch"),
     ("", "nodes", "list,watch,patch"),
     ("", "nodes/status", "patch"),
     ("", "namespaces", "get"),
