@@ -115,6 +115,16 @@ GroupPlan PlanGroup(const GroupInput& in, const PlannerOptions& options) {
       plan.list_jobs = true;
       return plan;
     }
+    // Slurm's last list is older than these pods and shows a live job of the group (bound
+    // before, then requeued by a preemption, or finishing): what it shows may have changed
+    // since. Read it again before adopting or submitting (issue #29: a Job's new pod takes
+    // over its requeued job, which keeps its id and its place in the queue).
+    if (in.group_since && in.jobs_listed_at && *in.jobs_listed_at < *in.group_since &&
+        std::ranges::any_of(in.tagged,
+                            [](const JobView& j) { return !bridge::JobEnded(j.state); })) {
+      plan.list_jobs = true;
+      return plan;
+    }
     // A single pod's job is for that pod only (its UID): one for a pod of the same name before
     // is never taken over; cancelled while pending, left to the controllers once running.
     std::vector<JobView> tagged;

@@ -103,6 +103,8 @@ struct GroupInput {
   std::optional<TimePoint> submit_doubt_since;
   bool slurm_nodes_known = true;
   std::optional<TimePoint> incomplete_since;  // the group has been short of pods since
+  // When this process first saw the group's current pods (its group state was made).
+  std::optional<TimePoint> group_since;
   // A job of the group was bound by this process (the group reached its size once).
   bool ran_before = false;
   TimePoint now;

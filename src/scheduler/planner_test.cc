@@ -329,6 +329,39 @@ TEST(PlanGroupTest, EndedJobSaysWhyInAnEvent) {
             "new job");
 }
 
+// Issue #29: a Job's new pod whose group Slurm's last list shows with a live job (bound
+// before, then requeued) reads the list again before it adopts or submits; with a fresh list it
+// adopts the requeued job, which keeps its id. A group new to Slurm's list submits at once.
+TEST(PlanGroupTest, GroupWithAJobInAnOlderListReadsTheListFirst) {
+  kube::Pod fresh = MakePod("fresh");
+  const JobView stale = Job(7, "RUNNING", {"uid-old"}, {}, true);
+  GroupInput in{.spec = Gang(1),
+                .pods = {&fresh},
+                .tagged = {stale},
+                .jobs_listed_at = kT0 - 5s,
+                .group_since = kT0 - 1s,
+                .now = kT0};
+  GroupPlan plan = PlanGroup(in, {});
+  EXPECT_TRUE(plan.list_jobs);
+  EXPECT_FALSE(plan.adopt);
+  EXPECT_TRUE(plan.submit.empty());
+  // Read again: the job is PENDING (requeued); the new pod's group adopts it.
+  in.tagged = {Job(7, "PENDING", {"uid-old"})};
+  in.jobs_listed_at = kT0;
+  plan = PlanGroup(in, {});
+  EXPECT_FALSE(plan.list_jobs);
+  ASSERT_TRUE(plan.adopt);
+  EXPECT_EQ(plan.adopt->id, 7);
+  EXPECT_TRUE(plan.submit.empty());
+  EXPECT_TRUE(plan.update_pending);
+  // Nothing of the group in the list: submitted without a list.
+  in.tagged.clear();
+  in.jobs_listed_at = kT0 - 5s;
+  plan = PlanGroup(in, {});
+  EXPECT_FALSE(plan.list_jobs);
+  EXPECT_EQ(Names(plan.submit), (std::vector<std::string>{"fresh"}));
+}
+
 TEST(PlanGroupTest, NewJobIsQuietUntilSlurmGivesAReason) {
   kube::Pod a = Labelled(MakePod("a"), 7);
   JobView job = Job(7, "PENDING", {"uid-a"});

@@ -516,6 +516,7 @@ awaitable<Result<void>> Scheduler::Resolve(const std::string& pod_key) {
     queue_.Add(std::string(kGroupItem) + old->second);
   }
   GroupState& g = groups_[group];
+  if (!g.since) g.since = clock_.Now();
   g.spec = std::move(*spec);
   g.members.insert(pod_key);
   group_of_pod_[pod_key] = group;
@@ -674,6 +675,7 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
   if (group == nullptr) co_return Result<void>{};
   in.submit_doubt_since = group->submit_doubt;
   in.incomplete_since = group->incomplete_since;
+  in.group_since = group->since;
   in.ran_before = group->ran;
   if (!in.ran_before && !in.tracked && spec.kind == "PodGroup" && !live.empty() &&
       static_cast<int>(live.size()) < spec.size && in.incomplete_since && in.jobs_listed_at &&

@@ -318,6 +318,7 @@ class Scheduler : private slurm::JobWatchSubscriber {
     std::optional<async::Clock::TimePoint> submit_doubt;
     std::set<std::string> excluded;  // Slurm nodes an earlier job got that Kubernetes lacks
     bool ran = false;                // a job of it was bound (N-9)
+    std::optional<async::Clock::TimePoint> since;  // made then (GroupInput::group_since)
   };
   std::map<std::string, GroupState> groups_;
   // The group `key`, or nullptr; valid until the next co_await.
