@@ -222,9 +222,12 @@ awaitable<Result<void>> PodController::Reconcile(std::int64_t job_id) {
     return PlanJob(job_id, facts, owner_, pods, nodes, clock_.WallNow(), options_.lifecycle);
   };
   JobPlan plan = plan_now();
-  if (!fresh && (plan.Acts() || plan.not_running_since != rec.not_running_since ||
-                 plan.requeued != rec.requeued || plan.gone_since != rec.gone_since)) {
-    // Before acting, read the job again: the polled state may be old, the id reused.
+  if (!fresh &&
+      (plan.Acts() || !plan.strays.empty() || plan.not_running_since != rec.not_running_since ||
+       plan.requeued != rec.requeued || plan.gone_since != rec.gone_since)) {
+    // Before acting, read the job again: the polled state may be old, the id reused. A pod the
+    // cached tag does not list may be one the job was given since (a requeued job the
+    // scheduler adopted for its group's new pods): read again before calling it a stray.
     Result<void> r = co_await ReadJob(job_id, rec);
     if (!r) co_return r;
     fresh = true;

@@ -220,7 +220,11 @@ JobPlan PlanJob(std::int64_t job_id, const JobFacts& job, const Owner& owner,
                              ? "its pods are gone"
                              : fmt::format("all its pods are done ({})", fmt::join(reasons, "; "));
   }
-  if (!ended && !all_done) member_release.clear();  // the job still holds them
+  // The job still holds them, unless it was requeued: then their allocation is gone, and the
+  // job waits for the group's new pods, not for them.
+  const bool requeued_now = !ended && ours && job.state == "PENDING" &&
+                            (job.requeued || job.preempted || job.not_running_since);
+  if (!ended && !all_done && !requeued_now) member_release.clear();
   plan.release_pods.insert(plan.release_pods.end(), member_release.begin(), member_release.end());
 
   // A live job that no longer runs: its bound pods hold nodes Slurm may give to others.

@@ -391,6 +391,13 @@ TEST(PlanJobTest, RequeuedJobWaitsForItsGroupsNewPods) {
   // A bare pod's job: nothing comes back.
   facts.tag->group = "Pod/ns/old";
   EXPECT_TRUE(PlanJob(7, facts, kOwner, {}, nodes, kNow, o).cancel_job);
+  // The requeued job's old pod, done: its finalizer goes although the job lives on (it waits
+  // for the group's new pods, not for this one).
+  kube::Pod old = MakePod("old", "Failed");
+  facts.tag = OurTag({&old});
+  plan = PlanJob(7, facts, kOwner, {&old}, nodes, kNow, o);
+  EXPECT_FALSE(plan.cancel_job);
+  EXPECT_EQ(plan.release_pods, (std::vector<const kube::Pod*>{&old}));
   // Running again, with the group's new pod bound to it: kept, the pod stays.
   kube::Node n1 = ReadyNode("n1");
   kube::Pod fresh = MakePod("fresh", "Running");
