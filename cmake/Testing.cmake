@@ -40,6 +40,25 @@ add_test(NAME testenv-kubelets.down COMMAND ${PROJECT_SOURCE_DIR}/testenv/down.s
 set_tests_properties(testenv-kubelets.down PROPERTIES FIXTURES_CLEANUP testenv-kubelets LABELS e2e
                                                       TIMEOUT 120 RESOURCE_LOCK testenv-kubelet-nodes)
 
+# The fixture `testenv-policy`: a third environment with kubelets (n1, n2 and kube-n3 for Slurm's
+# n3) whose Slurm keeps accounts and decides by them (testenv/up.sh --accounting: MariaDB and
+# slurmdbd, fair share and QOS priority, QOS preemption), for the tests of Slurm's policy through
+# the bridge. Its tests hold RESOURCE_LOCK testenv-policy-nodes.
+set(SB_TESTENV_POLICY_DIR ${CMAKE_BINARY_DIR}/testenv-policy)
+set(SB_TESTENV_POLICY_FILE ${SB_TESTENV_POLICY_DIR}/env)
+add_test(NAME testenv-policy.up
+         COMMAND ${PROJECT_SOURCE_DIR}/testenv/up.sh --kubelets --nodes 2 --accounting
+                 --run-dir ${SB_TESTENV_POLICY_DIR})
+# As testenv-kubelets: the Epilog (this build's binary) and, where built, the DRA driver
+# (CMakeLists.txt appends SB_DRA_DRIVER_BINARY to both).
+set_tests_properties(testenv-policy.up PROPERTIES FIXTURES_SETUP testenv-policy LABELS e2e
+                                                  TIMEOUT 600 RESOURCE_LOCK testenv-policy-nodes
+                                                  ENVIRONMENT SB_EPILOG_BINARY=$<TARGET_FILE:slurm-bridge>)
+add_test(NAME testenv-policy.down COMMAND ${PROJECT_SOURCE_DIR}/testenv/down.sh
+                                          ${SB_TESTENV_POLICY_DIR})
+set_tests_properties(testenv-policy.down PROPERTIES FIXTURES_CLEANUP testenv-policy LABELS e2e
+                                                    TIMEOUT 120 RESOURCE_LOCK testenv-policy-nodes)
+
 # sb_unit_test(<name> SOURCES ... LIBS ...): one GoogleTest binary, each test labelled `unit`.
 function(sb_unit_test name)
   cmake_parse_arguments(ARG "" "" "SOURCES;LIBS" ${ARGN})
@@ -57,10 +76,10 @@ option(SB_E2E_TESTS "Build the end-to-end test binaries" ON)
 # apiserver (test audit N5; scripts/test.sh runs it).
 set(SB_SANITIZED_E2E_TESTS "" CACHE STRING "e2e test binaries built although SB_E2E_TESTS is off")
 
-# sb_e2e_gtest(<name> SOURCES ... LIBS ... [FIXTURE testenv|testenv-kubelets] [TEST_PREFIX p]
-#              [SOURCE_DIR] [BRIDGE]): a GoogleTest binary against the real daemons of the
-# fixture's environment (default testenv). SOURCE_DIR defines SB_SOURCE_DIR (the checkout);
-# BRIDGE also SB_BINARY (the slurm-bridge binary, built first).
+# sb_e2e_gtest(<name> SOURCES ... LIBS ... [FIXTURE testenv|testenv-kubelets|testenv-policy]
+#              [TEST_PREFIX p] [SOURCE_DIR] [BRIDGE]): a GoogleTest binary against the real
+# daemons of the fixture's environment (default testenv). SOURCE_DIR defines SB_SOURCE_DIR (the
+# checkout); BRIDGE also SB_BINARY (the slurm-bridge binary, built first).
 function(sb_e2e_gtest name)
   cmake_parse_arguments(ARG "SOURCE_DIR;BRIDGE" "FIXTURE;TEST_PREFIX" "SOURCES;LIBS" ${ARGN})
   if(NOT SB_E2E_TESTS AND NOT name IN_LIST SB_SANITIZED_E2E_TESTS)
@@ -79,6 +98,9 @@ function(sb_e2e_gtest name)
   if(ARG_FIXTURE STREQUAL "testenv-kubelets")
     set(env_file ${SB_TESTENV_KUBELETS_FILE})
     set(lock testenv-kubelet-nodes)
+  elseif(ARG_FIXTURE STREQUAL "testenv-policy")
+    set(env_file ${SB_TESTENV_POLICY_FILE})
+    set(lock testenv-policy-nodes)
   else()
     set(ARG_FIXTURE testenv)
     set(env_file ${SB_TESTENV_FILE})
@@ -99,9 +121,23 @@ function(sb_e2e_kubelet_gtest name)
   sb_e2e_gtest(${name} FIXTURE testenv-kubelets ${ARGN})
 endfunction()
 
+# sb_e2e_policy_gtest(<name> ...): as sb_e2e_gtest, against the environment with accounting,
+# fair share and QOS preemption (fixture testenv-policy).
+function(sb_e2e_policy_gtest name)
+  sb_e2e_gtest(${name} FIXTURE testenv-policy ${ARGN})
+endfunction()
+
 # sb_e2e_script(<name> <script> [args...]): a shell test against the real daemons.
 function(sb_e2e_script name script)
   add_test(NAME ${name} COMMAND bash ${script} ${ARGN})
   set_tests_properties(${name} PROPERTIES LABELS e2e FIXTURES_REQUIRED testenv TIMEOUT 600
     RESOURCE_LOCK testenv-nodes ENVIRONMENT SB_TESTENV=${SB_TESTENV_FILE})
+endfunction()
+
+# sb_e2e_policy_script(<name> <script> [args...]): a shell test against the environment of the
+# fixture testenv-policy.
+function(sb_e2e_policy_script name script)
+  add_test(NAME ${name} COMMAND bash ${script} ${ARGN})
+  set_tests_properties(${name} PROPERTIES LABELS e2e FIXTURES_REQUIRED testenv-policy TIMEOUT 600
+    RESOURCE_LOCK testenv-policy-nodes ENVIRONMENT SB_TESTENV=${SB_TESTENV_POLICY_FILE})
 endfunction()

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 #
-# Makes sure the cached test-environment artifacts exist (the Slurm chroot, the Kubernetes
-# binaries with the kubelet, and the nodes' container images), building what is missing. The two builds run side by side: one waits mostly on the
-# network, the other on the CPU.
+# Makes sure the cached test-environment artifacts exist (the Slurm chroot with slurmdbd and
+# MariaDB, the Kubernetes binaries with the kubelet, and the nodes' container images), building
+# what is missing (a chroot from before slurmdbd gets it added: testenv/slurm/build-chroot.sh).
+# The two builds run side by side: one waits mostly on the network, the other on the CPU.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 start=$SECONDS

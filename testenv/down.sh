@@ -75,6 +75,24 @@ recorded_in_ns() {
 if [ -f "$S/mntns" ]; then
   ns=$(cat "$S/mntns")
   mapfile -t mine < <(recorded_in_ns "$ns")
+  # With accounting (up.sh --accounting): first everything but the supervisor (whose TERM would
+  # stop its children all at once) and its unshare parent, slurmdbd and MariaDB, so that
+  # slurmctld still reaches slurmdbd as it stops; then slurmdbd; then MariaDB, which shuts down
+  # cleanly.
+  if [ ${#mine[@]} -gt 0 ] && grep -q '^slurmdbd ' "$S/pids" 2>/dev/null; then
+    keep_pids=" $(cat "$S/supervisor.pid" "$S/unshare.pid" 2>/dev/null | tr '\n' ' ') "
+    others=() dbds=() dbs=()
+    for p in $(pids_in_ns "$ns"); do
+      case "$keep_pids" in *" $p "*) continue ;; esac
+      case "$(cat "/proc/$p/comm" 2>/dev/null)" in
+        slurmdbd) dbds+=("$p") ;; mariadbd) dbs+=("$p") ;; *) others+=("$p") ;;
+      esac
+    done
+    stop_pids 10 "${others[@]}"
+    stop_pids 10 "${dbds[@]}"
+    stop_pids 30 "${dbs[@]}"
+    mapfile -t mine < <(recorded_in_ns "$ns")
+  fi
   if [ ${#mine[@]} -gt 0 ]; then
     # The daemons first (slurmrestd, slurmd, slurmctld save state on TERM), then anything left.
     stop_pids 10 "${mine[@]}"
@@ -108,7 +126,7 @@ if [ -f "$K/pids" ]; then
   stop_pids 10 $(awk '$1!="etcd"' "$K/pids" | same)
   stop_pids 10 $(awk '$1=="etcd"' "$K/pids" | same)
 fi
-[ $keep = 1 ] || rm -rf "$K/etcd"
+[ $keep = 1 ] || rm -rf "$K/etcd" "$S/mariadb"
 rm -f "$S/ready"
 # Nothing of ours may stay mounted: the chroot's mounts lived only in the namespace.
 if grep -q " $SB_CHROOT/" /proc/self/mountinfo 2>/dev/null; then

@@ -110,9 +110,12 @@ case "$kind" in
   slurmrestd-start)
     [ -f "$S/ready" ] || die "no running Slurm in $S"
     if [ -z "$(slurm_pid slurmrestd)" ]; then
+      # The plugins supervise.sh started it with (/slurmdb/ too with accounting).
+      plugins=openapi/slurmctld,openapi/util
+      [ "${SB_ACCOUNTING:-0}" = 0 ] || plugins+=,openapi/slurmdbd
       in_slurm_bg slurmrestd "$S/log/slurmrestd.log" env -i SLURM_JWT=daemon PATH=$PATHS \
         chroot --userspec=slurmrest:slurmrest "$SB_CHROOT" /usr/sbin/slurmrestd -a rest_auth/jwt \
-        -s openapi/slurmctld,openapi/util "${SLURM_REST_URL#http://}"
+        -s "$plugins" "${SLURM_REST_URL#http://}"
     fi
     wait_for 30 rest_ping || die "slurmrestd not answering 30 s after its start"
     ;;

@@ -26,6 +26,9 @@ case "$PATH:" in
 esac
 # Bumped when the chroot's content changes, so old caches are rebuilt.
 SB_CHROOT_STAMP=".slurm-bridge-chroot-v1"
+# Added to a chroot of that stamp without rebuilding it (testenv/slurm/build-chroot.sh): slurmdbd,
+# its MySQL plugin and MariaDB, for `up.sh --accounting`.
+SB_CHROOT_ACCOUNTING_STAMP=".slurm-bridge-chroot-accounting-v1"
 # The stamp of a complete Kubernetes build: all five binaries (the control plane, the kubelet and
 # kubectl) at SB_KUBE_VERSION.
 SB_KUBE_STAMP=".slurm-bridge-kube-v5"

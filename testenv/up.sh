@@ -38,14 +38,25 @@
 # Slurm node: a Kubernetes node for the bridge's external-node registration to turn into a
 # Slurm external node (KUBE_EXTERNAL_NODES; it is not in KUBE_SLURM_NODES).
 #
+# With --accounting (issue #29: Slurm's policy) Slurm keeps accounts and decides by them: MariaDB
+# (its own data directory, RUN_DIR/slurm/mariadb, on 127.0.0.1 only) and slurmdbd start before
+# slurmctld (testenv/slurm/supervise.sh); slurm.conf enforces associations, limits and QOS,
+# orders jobs by priority/multifactor (fair share and QOS) and preempts by QOS (preempt/qos,
+# PreemptMode=REQUEUE; a QOS may say cancel). The cluster `lab` has the account `default` with the
+# users root, slurm and k8s, QOS normal. slurmrestd also serves /slurmdb/. The env file gets
+# SB_ACCOUNTING=1, SLURMDBD_PORT and MARIADB_PORT. The database is made once per cache
+# (SB_CACHE_DIR/slurm-accounting-db, ~10 s) and copied at every start. Without --accounting
+# nothing of this runs and slurm.conf is what it was.
+#
 # Usage: up.sh [--run-dir DIR] [--no-slurm] [--no-kube] [--no-kcm] [--nodes N] [--kubelets]
-#              [--external-kubelet] [--in-cluster]
+#              [--external-kubelet] [--in-cluster] [--accounting]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
 need_root
 
 run_dir="" with_slurm=1 with_kube=1 with_kcm=1 nodes=4 with_kubelets=0 in_cluster=0 with_ext=0
+accounting=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --run-dir) run_dir=$2; shift 2 ;;
@@ -56,7 +67,8 @@ while [ $# -gt 0 ]; do
     --kubelets) with_kubelets=1; shift ;;
     --external-kubelet) with_ext=1; shift ;;
     --in-cluster) in_cluster=1; shift ;;
-    -h|--help) sed -n '3,42p' "$0"; exit 0 ;;
+    --accounting) accounting=1; shift ;;
+    -h|--help) sed -n '3,52p' "$0"; exit 0 ;;
     *) die "unknown argument: $1" ;;
   esac
 done
@@ -67,6 +79,7 @@ fi
 if [ $in_cluster = 1 ]; then
   [ $with_kube = 1 ] && [ $with_kcm = 1 ] || die "--in-cluster needs kube and the controller manager"
 fi
+[ $accounting = 0 ] || [ $with_slurm = 1 ] || die "--accounting needs Slurm"
 # Every Slurm node has this many (fake) GPUs; a kubelet's Node advertises as many.
 gpus_per_node=4
 # Slurm's nodes, and with --kubelets the Kubernetes name of each (NAME=SLURM_NAME).
@@ -111,6 +124,8 @@ emit SB_ENV_DIR "$run_dir"
 
 start_slurm() {
   [ -f "$SB_CHROOT/$SB_CHROOT_STAMP" ] || die "no Slurm chroot at $SB_CHROOT: run testenv/slurm/build-chroot.sh"
+  [ $accounting = 0 ] || [ -f "$SB_CHROOT/$SB_CHROOT_ACCOUNTING_STAMP" ] ||
+    die "no slurmdbd and MariaDB in the Slurm chroot at $SB_CHROOT: run testenv/slurm/build-chroot.sh"
   local S="$run_dir/slurm"
   mkdir -p "$S/etc" "$S/state" "$S/spool" "$S/log"
   local ctld_port rest_port first_slurmd last_slurmd
@@ -133,6 +148,40 @@ start_slurm() {
     "$here/slurm/epilog-dir.sh" "$SB_EPILOG_BINARY" "$S/epilog" "${SB_EPILOG_MAX_WAIT:-90s}" ||
       die "making the Epilog's directory failed"
     epilog_conf="Epilog=/run/sb-epilog/epilog.sh"
+  fi
+  # Accounting and policy (--accounting); without it exactly the lines of before.
+  local dbd_port="" mariadb_port="" accounting_conf
+  local sched_params=sched_min_interval=0,bf_interval=2
+  accounting_conf="JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none"
+  if [ $accounting = 1 ]; then
+    dbd_port=$(free_port)
+    mariadb_port=$(free_port)
+    # A requeued (preempted) batch job may start again 5 s later (default: 120 s, cred_expire).
+    sched_params=sched_min_interval=0,bf_interval=1,bf_continue,requeue_delay=5
+    # Fair share and QOS decide the order (age, size, partition do not); usage is folded in every
+    # minute (PriorityCalcPeriod's least) and halves every 5 minutes, so a test's own usage
+    # counts and an earlier test's fades. preempt/qos with REQUEUE (a QOS's own PreemptMode, e.g.
+    # cancel, wins for the jobs of that QOS); never GANG or SUSPEND; no exempt time.
+    accounting_conf="JobAcctGatherType=jobacct_gather/linux
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=slurmlab
+AccountingStoragePort=$dbd_port
+AccountingStorageEnforce=associations,limits,qos,safe
+AccountingStorageTRES=gres/gpu
+PriorityType=priority/multifactor
+PriorityWeightFairshare=100000
+PriorityWeightQOS=10000
+PriorityWeightAge=0
+PriorityWeightJobSize=0
+PriorityWeightPartition=0
+PriorityWeightAssoc=0
+PriorityCalcPeriod=1
+PriorityDecayHalfLife=00:05:00
+PreemptType=preempt/qos
+PreemptMode=REQUEUE
+PreemptExemptTime=00:00:00
+JobRequeue=1"
   fi
   cat >"$S/etc/slurm.conf" <<CONF
 # Written by testenv/up.sh for $run_dir
@@ -157,8 +206,7 @@ SlurmctldDebug=info
 SlurmdDebug=info
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/affinity
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
+$accounting_conf
 MpiDefault=none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
@@ -168,7 +216,7 @@ GresTypes=gpu
 Licenses=matlab:4
 SchedulerType=sched/backfill
 # Heterogeneous jobs are started by the backfill scheduler only: every 2 s here (default 30).
-SchedulerParameters=sched_min_interval=0,bf_interval=2
+SchedulerParameters=$sched_params
 EnforcePartLimits=ALL
 MaxJobCount=100000
 MaxNodeCount=3000
@@ -198,8 +246,54 @@ CONF
   chmod 600 "$S/etc/slurm.key" "$S/etc/jwt_hs256.key"
   # A root-readable copy of the JWT key for clients that mint their own tokens.
   install -m 600 "$S/etc/jwt_hs256.key" "$S/jwt_hs256.key"
+  if [ $accounting = 1 ]; then
+    # slurmdbd (as SlurmUser, the same keys: auth/slurm, and JWT for slurmrestd's /slurmdb/) on
+    # 127.0.0.1, and MariaDB's user for it (supervise.sh creates it from mariadb-init.sql).
+    local db_pass
+    db_pass=$(head -c 18 /dev/urandom | od -An -tx1 | tr -d ' \n')
+    cat >"$S/etc/slurmdbd.conf" <<CONF
+# Written by testenv/up.sh for $run_dir
+AuthType=auth/slurm
+AuthAltTypes=auth/jwt
+AuthAltParameters=jwt_key=/etc/slurm/jwt_hs256.key
+DbdHost=slurmlab
+DbdAddr=127.0.0.1
+DbdPort=$dbd_port
+CommunicationParameters=NoInAddrAny
+SlurmUser=slurm
+DebugLevel=info
+LogFile=/var/log/slurm/slurmdbd.log
+PidFile=/run/slurmdbd/slurmdbd.pid
+StorageType=accounting_storage/mysql
+StorageHost=127.0.0.1
+StoragePort=$mariadb_port
+StorageUser=slurm
+StoragePass=$db_pass
+StorageLoc=slurm_acct_db
+CONF
+    chown "$uid:$gid" "$S/etc/slurmdbd.conf"
+    chmod 600 "$S/etc/slurmdbd.conf"
+    # Idempotent: supervise.sh runs it on a new MariaDB and on a copy of the cached one. The
+    # database exists before slurmdbd first connects: when slurmdbd has to create it, it connects
+    # again on the same handle, and with sid's libmariadb 3.4 every query on that connection then
+    # fails ("Number of columns in result (=1) set execeeds maxmimum allowed number of columns
+    # (=0)", error 5027) and slurmdbd exits.
+    (umask 077
+      printf "CREATE DATABASE IF NOT EXISTS slurm_acct_db;\n"
+      printf "CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1';\n"
+      printf "ALTER USER 'slurm'@'127.0.0.1' IDENTIFIED BY '%s';\n" "$db_pass"
+      printf "GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';\n"
+    ) >"$S/mariadb-init.sql"
+    chmod 600 "$S/mariadb-init.sql"
+    # For supervise.sh (sourced there).
+    printf 'MARIADB_PORT=%s\nSB_ACCOUNTING_DB_CACHE=%q\nSB_CHROOT_ACCOUNTING_STAMP=%q\n' "$mariadb_port" \
+      "$SB_CACHE_DIR/slurm-accounting-db" "$SB_CHROOT_ACCOUNTING_STAMP" >"$S/accounting.env"
+    mkdir -p "$S/mariadb"
+  fi
 
-  log "starting Slurm ($slurm_count nodes; slurmctld :$ctld_port, slurmd :$first_slurmd-$last_slurmd, slurmrestd :$rest_port)"
+  local with_dbd=""
+  [ $accounting = 0 ] || with_dbd=", MariaDB :$mariadb_port, slurmdbd :$dbd_port"
+  log "starting Slurm ($slurm_count nodes; slurmctld :$ctld_port, slurmd :$first_slurmd-$last_slurmd, slurmrestd :$rest_port$with_dbd)"
   setsid unshare --mount --uts --fork "$here/slurm/supervise.sh" "$SB_CHROOT" "$S" "127.0.0.1:$rest_port" "$node_names" \
     >"$S/log/supervisor.log" 2>&1 </dev/null &
   echo $! >"$S/unshare.pid"
@@ -226,6 +320,11 @@ CONF
   emit SLURM_EXT_PARTITION ext
   emit SLURM_CTLD_PORT "$ctld_port"
   emit SLURM_CHROOT "$SB_CHROOT"
+  if [ $accounting = 1 ]; then
+    emit SB_ACCOUNTING 1
+    emit SLURMDBD_PORT "$dbd_port"
+    emit MARIADB_PORT "$mariadb_port"
+  fi
 }
 
 start_kube() {

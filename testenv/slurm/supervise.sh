@@ -7,6 +7,12 @@
 # bound over the chroot's /etc/slurm, spool and log directories, and /run is a private tmpfs, so
 # several clusters share one chroot without seeing each other.
 #
+# With accounting (up.sh --accounting wrote $S/etc/slurmdbd.conf) MariaDB and slurmdbd start
+# first, and slurmctld (which reads the associations at start) only once slurmdbd answers:
+# MariaDB on 127.0.0.1 only, its data directory $S/mariadb (at /run/sb-mariadb; its socket in the
+# private /run/mysqld) a copy of the database made once per cache (mariadb-install-db, then
+# slurmdbd's tables, the cluster `lab`, the account `default` and its users root, slurm and k8s).
+#
 # Usage: supervise.sh CHROOT RUN_SLURM_DIR REST_ADDR NODE[,NODE...]
 # Writes $S/supervisor.pid at once, then $S/ready (or $S/failed with a reason) when done.
 set -euo pipefail
@@ -42,6 +48,104 @@ in_chroot chown slurm:slurm /run/slurmctld
 # SlurmctldHost and CommunicationParameters=NoCtldInAddrAny,NoInAddrAny bind to the address of
 # gethostname(), which the chroot's /etc/hosts maps to 127.0.0.1 (pitfall 3).
 hostname slurmlab
+
+# mariadb_start / slurmdbd_start: start the daemon (its own pid, not a shell's, in $S/pids: down.sh
+# stops them after the other daemons, and stop_child here) and wait until it answers. Their fd 8
+# (the template lock) is closed.
+mariadb_start() {
+  env -i PATH=$PATHS chroot "$C" /usr/sbin/mariadbd "${db_opts[@]}" --bind-address=127.0.0.1 --port="$MARIADB_PORT" \
+    --socket=/run/mysqld/mysqld.sock --pid-file=/run/mysqld/mariadbd.pid >>"$S/log/mariadb.log" 2>&1 8>&- &
+  db_pid=$!
+  echo "mariadbd $db_pid" >>"$S/pids"
+  local deadline=$((SECONDS + 60))
+  until in_chroot mariadb-admin --skip-ssl --socket=/run/mysqld/mysqld.sock ping >/dev/null 2>&1; do
+    [ $SECONDS -lt $deadline ] || fail "MariaDB not up after 60 s (see $S/log/mariadb.log)"
+    kill -0 "$db_pid" 2>/dev/null || fail "mariadbd exited (see $S/log/mariadb.log)"
+    sleep 0.05
+  done
+  # slurmdbd's user, with this run's password (StoragePass in slurmdbd.conf), and its database.
+  in_chroot mariadb --skip-ssl --socket=/run/mysqld/mysqld.sock <"$S/mariadb-init.sql" ||
+    fail "creating slurmdbd's MariaDB user failed"
+}
+slurmdbd_start() {
+  env -i PATH=$PATHS chroot "$C" /usr/sbin/slurmdbd -D >>"$S/log/slurmdbd.stdout" 2>&1 8>&- &
+  dbd_pid=$!
+  echo "slurmdbd $dbd_pid" >>"$S/pids"
+  local deadline=$((SECONDS + 60))
+  until in_chroot sacctmgr -n list cluster >/dev/null 2>&1; do
+    [ $SECONDS -lt $deadline ] || fail "slurmdbd not answering after 60 s (see $S/log/slurmdbd.log)"
+    kill -0 "$dbd_pid" 2>/dev/null || fail "slurmdbd exited (see $S/log/slurmdbd.log)"
+    sleep 0.05
+  done
+}
+# stop_child PID NAME: SIGTERM, wait until it has exited (it saves and closes its files), and
+# strike it from $S/pids (up.sh fails a start when a recorded daemon is gone).
+stop_child() {
+  kill -TERM "$1" 2>/dev/null || true
+  wait "$1" 2>/dev/null || true
+  ! kill -0 "$1" 2>/dev/null || fail "$2 did not stop"
+  sed -i "/^$2 $1\$/d" "$S/pids"
+}
+
+rest_plugins=openapi/slurmctld,openapi/util
+if [ -f "$S/etc/slurmdbd.conf" ]; then
+  . "$S/accounting.env"
+  rest_plugins+=,openapi/slurmdbd
+  mkdir -p "$C/run/sb-mariadb" "$C/run/mysqld" "$C/run/slurmdbd"
+  mount --bind "$S/mariadb" "$C/run/sb-mariadb"
+  in_chroot chown mysql:mysql /run/mysqld
+  in_chroot chown slurm:slurm /run/slurmdbd
+  # Small and quick rather than durable (the data lives as long as the environment). Slurm
+  # refuses innodb_snapshot_isolation (on by default since MariaDB 11.6).
+  db_opts=(--no-defaults --datadir=/run/sb-mariadb --user=mysql --skip-name-resolve --skip-log-bin
+    --innodb-buffer-pool-size=64M --innodb-log-file-size=16M --innodb-flush-log-at-trx-commit=0
+    --innodb-doublewrite=0 --innodb-flush-method=nosync --innodb-lock-wait-timeout=900
+    --innodb-snapshot-isolation=OFF --skip-ssl)
+  # What everything that ran without accounting needs: the jobs of root, slurm (external jobs,
+  # the bridge) and k8s (ordinary jobs) have an association in the account `default`, whose
+  # default QOS (inherited by users added later) is normal.
+  setup='add cluster lab
+add account default Description=default Organization=lab Cluster=lab
+add user root,slurm,k8s DefaultAccount=default Account=default Cluster=lab
+modify user root set DefaultAccount=default
+modify account where name=default cluster=lab set DefaultQOS=normal'
+  # Making the database takes seconds (mariadb-install-db ~4 s, slurmdbd's tables and the
+  # cluster's ~3 s on 2 busy cores): it is made once per cache, MariaDB version, options and
+  # setup (the key), stopped cleanly and kept in SB_ACCOUNTING_DB_CACHE; every start copies it.
+  key=$( { cat "$C/$SB_CHROOT_ACCOUNTING_STAMP"; echo "${db_opts[*]}"; echo "$setup"; echo v1; } |
+    sha256sum | cut -c1-16)
+  template="$SB_ACCOUNTING_DB_CACHE/$key"
+  if [ ! -f "$template/.complete" ]; then
+    mkdir -p "$SB_ACCOUNTING_DB_CACHE"
+    exec 8>"$SB_ACCOUNTING_DB_CACHE/.lock"
+    flock 8
+  fi
+  if [ -f "$template/.complete" ]; then
+    exec 8>&-
+    cp -a "$template/." "$S/mariadb/"
+    rm -f "$S/mariadb/.complete"
+    mariadb_start
+    slurmdbd_start
+  else
+    echo "making the accounting database (once per cache): $template"
+    in_chroot mariadb-install-db "${db_opts[@]}" --auth-root-authentication-method=socket --skip-test-db \
+      >>"$S/log/mariadb-install-db.log" 2>&1 8>&- || fail "mariadb-install-db failed (see $S/log/mariadb-install-db.log)"
+    mariadb_start
+    slurmdbd_start
+    in_chroot sacctmgr -i <<<"$setup" >>"$S/log/sacctmgr.log" 2>&1 ||
+      fail "sacctmgr setup failed (see $S/log/sacctmgr.log)"
+    stop_child "$dbd_pid" slurmdbd
+    stop_child "$db_pid" mariadbd
+    # (Other keys' databases stay: another checkout's environment may be copying one now.)
+    rm -rf "$template.tmp"
+    cp -a "$S/mariadb" "$template.tmp"
+    touch "$template.tmp/.complete"
+    mv "$template.tmp" "$template"
+    exec 8>&-
+    mariadb_start
+    slurmdbd_start
+  fi
+fi
 
 in_chroot /usr/sbin/slurmctld -D -i &
 echo "slurmctld $!" >>"$S/pids"
@@ -94,7 +198,7 @@ for user in slurm k8s; do
 done
 
 SLURM_JWT=daemon env PATH=$PATHS chroot --userspec=slurmrest:slurmrest "$C" \
-  /usr/sbin/slurmrestd -a rest_auth/jwt -s openapi/slurmctld,openapi/util "$REST_ADDR" \
+  /usr/sbin/slurmrestd -a rest_auth/jwt -s "$rest_plugins" "$REST_ADDR" \
   >>"$S/log/slurmrestd.log" 2>&1 &
 echo "slurmrestd $!" >>"$S/pids"
 tok=$(cat "$S/jwt-slurm")
