@@ -20,7 +20,7 @@
 
 #include "bridge/names.h"
 #include "kube/codec.h"
-#include "testing/kubelet_e2e.h"
+#include "testing/policy_e2e.h"
 
 namespace sb::controllers {
 namespace {
@@ -28,17 +28,8 @@ using namespace std::chrono_literals;
 using sb::testing::RunSync;
 using sb::testing::Shell;
 
-class PreemptionE2e : public sb::testing::KubeletE2eBase {
+class PreemptionE2e : public sb::testing::PolicyE2eBase {
  protected:
-  static void SetUpTestSuite() {
-    KubeletE2eBase::SetUpTestSuite();
-    std::string why;
-    std::optional<sb::testing::TestEnv> env = sb::testing::TestEnv::Load(&why);
-    ASSERT_TRUE(env) << why;
-    ASSERT_EQ(env->Get("SB_ACCOUNTING"), "1")
-        << "needs an environment with accounting (testenv/up.sh --accounting)";
-  }
-
   // QOS `low` (PreemptMode `mode` for its jobs) and `high` (may preempt `low`), both open to
   // the users the jobs run as; removed after the test's jobs.
   void MakeQos(const std::string& low, const std::string& high, const std::string& mode) {

@@ -26,7 +26,7 @@
 
 #include <boost/json.hpp>
 
-#include "testing/kubelet_e2e.h"
+#include "testing/policy_e2e.h"
 
 namespace sb::scheduler {
 namespace {
@@ -34,22 +34,12 @@ using namespace std::chrono_literals;
 using sb::testing::RunSync;
 using sb::testing::Shell;
 
-class PolicyE2e : public sb::testing::KubeletE2eBase {
+class PolicyE2e : public sb::testing::PolicyE2eBase {
  protected:
-  static void SetUpTestSuite() {
-    KubeletE2eBase::SetUpTestSuite();
-    if (HasFatalFailure()) return;
-    std::string why;
-    std::optional<sb::testing::TestEnv> env = sb::testing::TestEnv::Load(&why);
-    ASSERT_TRUE(env) << why;
-    ASSERT_EQ(env->Get("SB_ACCOUNTING"), "1")
-        << "needs Slurm accounting (testenv/up.sh --kubelets --nodes 2 --accounting)";
-  }
-
   // After the base's cleanup (pods, the namespace's jobs, cleanup_): the accounting objects the
   // test made, newest first. A delete is retried while jobs that used them are still ending.
   void TearDown() override {
-    KubeletE2eBase::TearDown();
+    PolicyE2eBase::TearDown();
     for (auto it = accounting_cleanup_.rbegin(); it != accounting_cleanup_.rend(); ++it) {
       std::string out;
       if (!WaitFor([&] { return SlurmRc(*it, &out) == 0; }, 30s)) {
