@@ -73,14 +73,6 @@ asio::awaitable<std::optional<Labels>> NamespaceLabels(StatePtr s, std::string n
   co_return got->metadata.labels;
 }
 
-kube::ResourceRef DraRef(std::string resource, std::string ns, std::string name) {
-  return kube::ResourceRef{.group = "resource.k8s.io",
-                           .version = "v1",
-                           .resource = std::move(resource),
-                           .namespace_ = std::move(ns),
-                           .name = std::move(name)};
-}
-
 // GETs one DRA object into `into` (by name); a 404 is noted in `missing` (when given), any other
 // failure logged and counted: the check then decides without it.
 asio::awaitable<void> ReadDraObject(StatePtr s, kube::ResourceRef ref, const Request& req,
@@ -114,14 +106,15 @@ asio::awaitable<DraObjects> ReadDraObjects(StatePtr s, const Request& req, DraNe
   }
   std::string ns = req.namespace_.empty() && req.object ? req.object->namespace_ : req.namespace_;
   for (const std::string& t : needs.claim_templates) {
-    co_await ReadDraObject(s, DraRef("resourceclaimtemplates", ns, t), req, out.claim_templates,
-                           &out.missing_templates);
+    co_await ReadDraObject(s, kube::DraRef("resourceclaimtemplates", ns, t), req,
+                           out.claim_templates, &out.missing_templates);
   }
   for (const auto& [name, tmpl] : out.claim_templates) {
     for (std::string& cls : TemplateDeviceClasses(tmpl)) needs.device_classes.insert(cls);
   }
   for (const std::string& c : needs.device_classes) {
-    co_await ReadDraObject(s, DraRef("deviceclasses", "", c), req, out.device_classes, nullptr);
+    co_await ReadDraObject(s, kube::DraRef("deviceclasses", "", c), req, out.device_classes,
+                           nullptr);
   }
   co_return out;
 }

@@ -337,11 +337,7 @@ awaitable<Result<void>> PodController::ReleaseFinalizer(const Pod& pod) {
   // job is, never held by a finished pod's claim while Slurm gives them to the next job.
   if (auto claim = pod.metadata.annotations.find(std::string(bridge::kResourceClaimAnnotation));
       claim != pod.metadata.annotations.end() && !claim->second.empty()) {
-    kube::ResourceRef ref{.group = "resource.k8s.io",
-                          .version = "v1",
-                          .resource = "resourceclaims",
-                          .namespace_ = pod.metadata.namespace_,
-                          .name = claim->second};
+    kube::ResourceRef ref = kube::DraRef("resourceclaims", pod.metadata.namespace_, claim->second);
     kube::DeleteOptions options;
     Result<std::string> deleted = co_await kube_.Delete(ref, options);
     if (!deleted && deleted.error().code != ErrorCode::kNotFound) {

@@ -71,6 +71,8 @@ struct ResourceRef {
 [[nodiscard]] ResourceRef EventsRef(std::string ns = "");
 [[nodiscard]] ResourceRef LeasesRef(std::string ns = "");
 [[nodiscard]] ResourceRef JobsRef(std::string ns = "");
+// Dynamic Resource Allocation (resource.k8s.io/v1): "resourceslices", "resourceclaims", ...
+[[nodiscard]] ResourceRef DraRef(std::string resource, std::string ns = "", std::string name = "");
 
 struct ListOptions {
   std::string label_selector;

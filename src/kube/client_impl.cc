@@ -81,6 +81,9 @@ ResourceRef LeasesRef(std::string ns) {
   return {"coordination.k8s.io", "v1", "leases", std::move(ns), "", ""};
 }
 ResourceRef JobsRef(std::string ns) { return {"batch", "v1", "jobs", std::move(ns), "", ""}; }
+ResourceRef DraRef(std::string resource, std::string ns, std::string name) {
+  return {"resource.k8s.io", "v1", std::move(resource), std::move(ns), std::move(name), ""};
+}
 
 std::string ListOptions::Query(bool watch) const {
   std::string q;

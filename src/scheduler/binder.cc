@@ -269,17 +269,6 @@ awaitable<Result<void>> Binder::LabelPod(const Pod& pod, std::int64_t job_id,
   co_return tl::unexpected(r.error());
 }
 
-namespace {
-
-kube::ResourceRef ClaimsRef(std::string ns) {
-  return {.group = "resource.k8s.io",
-          .version = "v1",
-          .resource = "resourceclaims",
-          .namespace_ = std::move(ns)};
-}
-
-}  // namespace
-
 awaitable<Result<void>> Binder::WriteClaims(std::int64_t job_id, std::vector<Assignment>& assign,
                                             const std::map<std::string, std::string>& slurm_name_of,
                                             const DraInput& dra) {
@@ -343,8 +332,7 @@ awaitable<Result<void>> Binder::WriteClaims(std::int64_t job_id, std::vector<Ass
       kube::ListOptions opts;
       opts.field_selector = "spec.nodeName=" + a->node;
       // (Named, not temporaries: gcc 12 destroys a temporary argument of a co_await twice.)
-      kube::ResourceRef slices_ref{
-          .group = "resource.k8s.io", .version = "v1", .resource = "resourceslices"};
+      kube::ResourceRef slices_ref = kube::DraRef("resourceslices");
       Result<kube::List<kube::GenericObject>> listed =
           co_await kube::ListAllAs<kube::GenericObject>(kube_, slices_ref, opts);
       if (!listed) {
@@ -398,8 +386,9 @@ awaitable<Result<void>> Binder::WriteClaims(std::int64_t job_id, std::vector<Ass
                              "resourceclaim controller of kube-controller-manager makes it)",
                              pod_claim)));
       }
-      kube::ResourceRef status_ref =
-          ClaimsRef(m.namespace_).WithName(made->second).WithSubresource("status");
+      kube::ResourceRef status_ref = kube::DraRef("resourceclaims", m.namespace_)
+                                         .WithName(made->second)
+                                         .WithSubresource("status");
       std::string body = bridge::AllocationStatusJson(mine, pod, a->node);
       Result<std::string> status =
           co_await kube_.Patch(status_ref, kube::PatchType::kJsonMerge, std::move(body));
@@ -419,9 +408,9 @@ awaitable<Result<void>> Binder::WriteClaims(std::int64_t job_id, std::vector<Ass
         bridge::PlanExtendedResourceClaim(pod, a->node, *devices);
     if (!planned) continue;
     const std::string name = bridge::ExtendedResourceClaimName(pod);
-    const kube::ResourceRef claim = ClaimsRef(m.namespace_).WithName(name);
+    const kube::ResourceRef claim = kube::DraRef("resourceclaims", m.namespace_).WithName(name);
     const kube::ResourceRef claim_status = claim.WithSubresource("status");
-    const kube::ResourceRef claims = ClaimsRef(m.namespace_);
+    const kube::ResourceRef claims = kube::DraRef("resourceclaims", m.namespace_);
     Result<std::string> created = co_await kube_.Create(claims, planned->object_json);
     if (!created && created.error().code == ErrorCode::kAlreadyExists) {
       // A retry: the claim made before, when it is this pod's.

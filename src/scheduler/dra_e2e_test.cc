@@ -30,15 +30,8 @@ namespace json = boost::json;
 
 class DraE2e : public sb::testing::BridgeE2e {
  protected:
-  static kube::ResourceRef SlicesRef() {
-    return {.group = "resource.k8s.io", .version = "v1", .resource = "resourceslices"};
-  }
-  kube::ResourceRef ClaimsRef() const {
-    return {.group = "resource.k8s.io",
-            .version = "v1",
-            .resource = "resourceclaims",
-            .namespace_ = ns_};
-  }
+  static kube::ResourceRef SlicesRef() { return kube::DraRef("resourceslices"); }
+  kube::ResourceRef ClaimsRef() const { return kube::DraRef("resourceclaims", ns_); }
 
   void SetUp() override {
     BridgeE2e::SetUp();

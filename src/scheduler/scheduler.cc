@@ -277,7 +277,7 @@ awaitable<Result<void>> Scheduler::Run() {
 awaitable<void> Scheduler::ListDeviceClasses() {
   do {
     // (Named, not temporaries: gcc 12 destroys a temporary argument of a co_await twice.)
-    kube::ResourceRef ref{.group = "resource.k8s.io", .version = "v1", .resource = "deviceclasses"};
+    kube::ResourceRef ref = kube::DraRef("deviceclasses");
     kube::ListOptions opts;
     Result<kube::List<kube::GenericObject>> listed =
         co_await kube::ListAllAs<kube::GenericObject>(kube_, ref, opts);
@@ -481,11 +481,8 @@ awaitable<Result<void>> Scheduler::Resolve(const std::string& pod_key) {
     std::map<std::string, kube::GenericObject> templates;
     for (const kube::PodClaim& c : pod->spec.resource_claims) {
       if (c.resource_claim_template_name.empty()) continue;  // shared: refused when translated
-      kube::ResourceRef ref{.group = "resource.k8s.io",
-                            .version = "v1",
-                            .resource = "resourceclaimtemplates",
-                            .namespace_ = ns,
-                            .name = c.resource_claim_template_name};
+      kube::ResourceRef ref =
+          kube::DraRef("resourceclaimtemplates", ns, c.resource_claim_template_name);
       Result<kube::GenericObject> t = co_await kube::GetAs<kube::GenericObject>(kube_, ref);
       if (!t && t.error().code != ErrorCode::kNotFound) co_return tl::unexpected(t.error());
       if (!t) {

@@ -27,14 +27,6 @@ using sb::testing::RunSync;
 using sb::testing::Shell;
 namespace json = boost::json;
 
-kube::ResourceRef Ref(std::string resource, std::string ns = "", std::string name = "") {
-  return {.group = "resource.k8s.io",
-          .version = "v1",
-          .resource = std::move(resource),
-          .namespace_ = std::move(ns),
-          .name = std::move(name)};
-}
-
 class DraDriverE2e : public ::testing::Test, public sb::testing::E2eEnv {
  protected:
   // `s` as a JSON string literal.
@@ -63,7 +55,7 @@ class DraDriverE2e : public ::testing::Test, public sb::testing::E2eEnv {
     ASSERT_TRUE(made || made.error().code == ErrorCode::kAlreadyExists) << made.error().message;
     // What an earlier run left in the namespace.
     (void)RunSync(io_, kube_->Delete(kube::PodsRef(ns_), {.grace_period_seconds = 0}));
-    (void)RunSync(io_, kube_->Delete(Ref("resourceclaims", ns_), {}));
+    (void)RunSync(io_, kube_->Delete(kube::DraRef("resourceclaims", ns_), {}));
     EXPECT_TRUE(WaitFor(
         [&] {
           auto l = RunSync(io_, kube_->List(kube::PodsRef(ns_), {}));
@@ -84,7 +76,7 @@ class DraDriverE2e : public ::testing::Test, public sb::testing::E2eEnv {
         "spec":{{"devices":{{"requests":[{{"name":{},"exactly":{{"deviceClassName":{},
         "allocationMode":"ExactCount","count":{}}}}}]}}}}}})",
         Q(name), Q(ns_), Q(request), Q(klass), count);
-    auto r = RunSync(io_, kube_->Create(Ref("resourceclaims", ns_), claim));
+    auto r = RunSync(io_, kube_->Create(kube::DraRef("resourceclaims", ns_), claim));
     ASSERT_TRUE(r) << r.error().message;
   }
 
@@ -128,8 +120,9 @@ class DraDriverE2e : public ::testing::Test, public sb::testing::E2eEnv {
         "operator":"In","values":[{}]}}]}}]}}}},
         "reservedFor":[{{"resource":"pods","name":{},"uid":{}}}]}}}})",
         results, Q(node), Q(pod), Q(pod_uid));
-    auto r = RunSync(io_, kube_->Patch(Ref("resourceclaims", ns_, claim).WithSubresource("status"),
-                                       kube::PatchType::kJsonMerge, status));
+    auto r = RunSync(
+        io_, kube_->Patch(kube::DraRef("resourceclaims", ns_, claim).WithSubresource("status"),
+                          kube::PatchType::kJsonMerge, status));
     EXPECT_TRUE(r) << r.error().message;
     if (!r) return "";
     auto bound = RunSync(io_, kube::BindPod(*kube_, ns_, pod, pod_uid, node));
@@ -196,8 +189,9 @@ TEST_F(DraDriverE2e, EveryNodePublishesItsGpusAndCpus) {
     std::optional<json::value> cpu;
     WaitFor(
         [&] {
-          auto g = RunSync(io_, kube_->Get(Ref("resourceslices", "", node + "-gpu.example.com")));
-          auto c = RunSync(io_, kube_->Get(Ref("resourceslices", "", node + "-dra.cpu")));
+          auto g = RunSync(
+              io_, kube_->Get(kube::DraRef("resourceslices", "", node + "-gpu.example.com")));
+          auto c = RunSync(io_, kube_->Get(kube::DraRef("resourceslices", "", node + "-dra.cpu")));
           if (g) gpu = json::parse(*g);
           if (c) cpu = json::parse(*c);
           return (gpu || external) && cpu;
@@ -247,7 +241,7 @@ TEST_F(DraDriverE2e, PodSeesExactlyItsAllocatedGpu) {
   const std::string cdi = CdiDir(node) + "/gpu.example.com-" + claim_uid + ".json";
   EXPECT_TRUE(std::filesystem::exists(cdi)) << cdi;
   DeleteAndExpectUnprepared("gpu-pod", cdi);
-  (void)RunSync(io_, kube_->Delete(Ref("resourceclaims", ns_, "gpu"), {}));
+  (void)RunSync(io_, kube_->Delete(kube::DraRef("resourceclaims", ns_, "gpu"), {}));
 }
 
 // A dra.cpu claim of CPUs 0-1 (of CPU 1 alone on a 2-CPU host, where 0-1 is every CPU and would
@@ -272,7 +266,7 @@ TEST_F(DraDriverE2e, PodCpusetIsExactlyItsAllocatedCpus) {
   const std::string cdi = CdiDir(node) + "/dra.cpu-" + claim_uid + ".json";
   EXPECT_TRUE(std::filesystem::exists(cdi)) << cdi;
   DeleteAndExpectUnprepared("cpu-pod", cdi);
-  (void)RunSync(io_, kube_->Delete(Ref("resourceclaims", ns_, "cpus"), {}));
+  (void)RunSync(io_, kube_->Delete(kube::DraRef("resourceclaims", ns_, "cpus"), {}));
 }
 
 }  // namespace

@@ -147,8 +147,7 @@ awaitable<void> NodeController::WatchResourceSlices() {
     if (!co_await tasks_.Sleep(wait)) co_return;
   }
   if (stopping_) co_return;
-  kube::ResourceRef ref{
-      .group = std::string(kDraGroup), .version = "v1", .resource = "resourceslices"};
+  kube::ResourceRef ref = kube::DraRef("resourceslices");
   slices_ = std::make_unique<kube::Informer<kube::GenericObject>>(kube_, std::move(ref));
   slices_->cache().AddIndex(std::string(kSliceNodeIndex), ResourceSliceNodes);
   auto enqueue = [this](const kube::GenericObject& slice) {
