@@ -75,13 +75,8 @@ class BridgeE2e : public ::testing::Test, protected E2eEnv {
                  : '-';
     }
     if (ns_.size() > 50) ns_.resize(50);
-    kube::Namespace n;
-    n.metadata.name = ns_;
-    auto created = RunSync(io_, kube::CreateAs<kube::Namespace>(*kube_, kube::NamespacesRef(), n));
-    ASSERT_TRUE(created || created.error().code == ErrorCode::kAlreadyExists)
-        << created.error().message;
-    // A namespace left by an earlier run: start without its events.
-    (void)RunSync(io_, kube_->Delete(kube::EventsRef(ns_), {}));
+    MakeNamespace(ns_);
+    if (HasFatalFailure()) return;
     dir_ = env_.dir() + "/" + ns_;
     Shell("mkdir -p " + dir_ + " && rm -f " + dir_ + "/*.log");  // logs of this run only
     config_path_ = dir_ + "/config.yaml";
@@ -118,27 +113,8 @@ class BridgeE2e : public ::testing::Test, protected E2eEnv {
     others_.clear();
     if (!kube_) return;
     (void)RunSync(io_, kube_->Delete(kube::JobsRef(ns_), {.propagation_policy = "Orphan"}));
-    // The pods carry the bridge's finalizer and there is no kubelet: release and delete them.
-    auto pods = RunSync(io_, kube::ListAs<kube::Pod>(*kube_, kube::PodsRef(ns_), {}));
-    if (pods) {
-      for (const kube::Pod& p : pods->items) {
-        (void)RunSync(
-            io_, kube_->Patch(kube::PodsRef(ns_).WithName(p.metadata.name),
-                              kube::PatchType::kJsonMerge, R"({"metadata":{"finalizers":null}})"));
-      }
-    }
-    (void)RunSync(io_, kube_->Delete(kube::PodsRef(ns_), {.grace_period_seconds = 0}));
+    CleanNamespace(ns_);
     (void)RunSync(io_, kube_->Delete(kube::EventsRef(ns_), {}));
-    // And every Slurm job this test's pods had.
-    auto jobs = RunSync(io_, slurm_->ListJobs());
-    if (jobs) {
-      for (const slurm::JobInfo& j : *jobs) {
-        if (j.admin_comment.find("\"" + ns_ + "/") == std::string::npos) continue;
-        if (j.BaseState() == "PENDING" || j.BaseState() == "RUNNING") {
-          (void)RunSync(io_, slurm_->CancelJob(j.job_id, {}));
-        }
-      }
-    }
     Slurm("scontrol update nodename=" + env_.Get("SLURM_NODES") + " state=resume");
     // After the jobs are gone (a reservation with jobs cannot be deleted).
     for (const std::string& c : cleanup_) {
@@ -154,6 +130,40 @@ class BridgeE2e : public ::testing::Test, protected E2eEnv {
       for (const std::string& log : logs_) {
         std::ifstream in(dir_ + "/" + log + ".log");
         if (in) std::cerr << "--- " << log << " log ---\n" << in.rdbuf() << "\n";
+      }
+    }
+  }
+
+  // Creates namespace `ns` (a fatal failure when it cannot), or takes the one an earlier run
+  // left, without its events.
+  void MakeNamespace(const std::string& ns) {
+    kube::Namespace n;
+    n.metadata.name = ns;
+    auto created = RunSync(io_, kube::CreateAs<kube::Namespace>(*kube_, kube::NamespacesRef(), n));
+    ASSERT_TRUE(created || created.error().code == ErrorCode::kAlreadyExists)
+        << created.error().message;
+    (void)RunSync(io_, kube_->Delete(kube::EventsRef(ns), {}));
+  }
+
+  // Removes the pods of namespace `ns` (they carry the bridge's finalizer and there may be no
+  // kubelet: released, then deleted at once) and cancels every live Slurm job tagged with them.
+  void CleanNamespace(const std::string& ns) {
+    auto pods = RunSync(io_, kube::ListAs<kube::Pod>(*kube_, kube::PodsRef(ns), {}));
+    if (pods) {
+      for (const kube::Pod& p : pods->items) {
+        (void)RunSync(
+            io_, kube_->Patch(kube::PodsRef(ns).WithName(p.metadata.name),
+                              kube::PatchType::kJsonMerge, R"({"metadata":{"finalizers":null}})"));
+      }
+    }
+    (void)RunSync(io_, kube_->Delete(kube::PodsRef(ns), {.grace_period_seconds = 0}));
+    auto jobs = RunSync(io_, slurm_->ListJobs());
+    if (jobs) {
+      for (const slurm::JobInfo& j : *jobs) {
+        if (j.admin_comment.find("\"" + ns + "/") == std::string::npos) continue;
+        if (j.BaseState() == "PENDING" || j.BaseState() == "RUNNING") {
+          (void)RunSync(io_, slurm_->CancelJob(j.job_id, {}));
+        }
       }
     }
   }

@@ -38,6 +38,8 @@ class KubeletE2eBase : public BridgeE2e {
     return out;
   }
 
+  static bool IsRunning(const kube::Pod& p) { return p.status.phase == "Running"; }
+
   // Pod `name` no longer exists (its deletion completed: the kubelet confirmed its containers
   // stopped, or the pod was never bound).
   bool PodGone(const std::string& name) {

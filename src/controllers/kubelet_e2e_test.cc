@@ -51,7 +51,6 @@ class KubeletE2e : public sb::testing::KubeletE2eBase {
                                [&](const kube::Event& e) { return e.reason == reason; });
   }
 
-  static bool IsRunning(const kube::Pod& p) { return p.status.phase == "Running"; }
   static bool HasEnded(const kube::Pod& p) {
     return p.status.phase == "Succeeded" || p.status.phase == "Failed";
   }

@@ -95,17 +95,8 @@ class PreemptionE2e : public sb::testing::PolicyE2eBase {
     ASSERT_TRUE(r) << r.error().message;
   }
 
-  static bool IsRunning(const kube::Pod& p) { return p.status.phase == "Running"; }
-
   static const kube::Condition* Disruption(const kube::Pod& p) {
     return kube::FindCondition(p.status.conditions, "DisruptionTarget");
-  }
-
-  std::string EventMessage(const std::string& pod, const std::string& reason) {
-    for (const kube::Event& e : Events(pod)) {
-      if (e.reason == reason) return e.message;
-    }
-    return "";
   }
 
   std::string SlurmNodeOf(const kube::Pod& p) {
@@ -152,7 +143,7 @@ TEST_F(PreemptionE2e, SlurmJobPreemptsARunningPodWhichIsGoneWithinItsGracePeriod
   EXPECT_EQ(c->reason, "PreemptionByScheduler");
   EXPECT_NE(c->message.find(fmt::format("Slurm preempted job {}", job)), std::string::npos)
       << c->message;
-  const std::string msg = EventMessage("victim", "SlurmJobPreempted");
+  const std::string msg = WaitForEvent("victim", "SlurmJobPreempted");
   EXPECT_NE(msg.find(fmt::format("Slurm preempted job {} (PREEMPTED", job)), std::string::npos)
       << msg;
   // Gone within its grace period (5 s), and the time the kubelet and the watch take.
@@ -201,14 +192,8 @@ TEST_F(PreemptionE2e, RequeuedJobKeepsItsIdAndTheJobsNewPodIsBoundToIt) {
 
   const std::int64_t native = Sbatch("pr-high", node);
   ASSERT_GT(native, 0);
-  std::string msg;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        msg = EventMessage(first->metadata.name, "SlurmJobPreempted");
-        return !msg.empty();
-      },
-      60s))
-      << "no SlurmJobPreempted event; job " << job << " is " << JobState(job);
+  const std::string msg = WaitForEvent(first->metadata.name, "SlurmJobPreempted", 60s);
+  ASSERT_FALSE(msg.empty()) << "no SlurmJobPreempted event; job " << job << " is " << JobState(job);
   EXPECT_NE(msg.find(fmt::format("Slurm preempted job {} and requeued it", job)), std::string::npos)
       << msg;
   EXPECT_NE(msg.find("keeps its id"), std::string::npos) << msg;

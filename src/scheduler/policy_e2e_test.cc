@@ -111,6 +111,22 @@ class PolicyE2e : public sb::testing::PolicyE2eBase {
     auto r = RunSync(io_, kube_->Create(pods, manifest));
     ASSERT_TRUE(r) << name << ": " << r.error().message;
   }
+  // A batch Job `name` in ns_ with the metadata annotations `annotations` (JSON) and the spec
+  // fields `spec` (JSON members before the template) whose pods sleep 10 minutes.
+  void CreateSleepingJob(const std::string& name, const std::string& annotations,
+                         const std::string& spec) {
+    const std::string manifest = fmt::format(
+        R"({{"apiVersion":"batch/v1","kind":"Job","metadata":{{"name":"{}","namespace":"{}",
+        "annotations":{}}},"spec":{{{},"template":{{"spec":{{
+        "schedulerName":"slurm-bridge-scheduler","restartPolicy":"Never",
+        "terminationGracePeriodSeconds":2,
+        "containers":[{{"name":"c","image":"localhost/busybox:1","imagePullPolicy":"Never",
+        "command":["sleep","600"],"resources":{{"limits":{{"cpu":"100m","memory":"64Mi"}}}}}}]}}}}}}}})",
+        name, ns_, annotations, spec);
+    const kube::ResourceRef jobs = kube::JobsRef(ns_);
+    auto created = RunSync(io_, kube_->Create(jobs, manifest));
+    ASSERT_TRUE(created) << name << ": " << created.error().message;
+  }
   // The script of a pod that runs until Release() tells it to end.
   static constexpr const char* kUntilReleased =
       "echo started; until [ -e /tmp/release ]; do sleep 0.2; done; echo released";
@@ -140,7 +156,6 @@ class PolicyE2e : public sb::testing::PolicyE2eBase {
         limit);
     return found;
   }
-  static bool IsRunning(const kube::Pod& p) { return p.status.phase == "Running"; }
   static bool Succeeded(const kube::Pod& p) { return p.status.phase == "Succeeded"; }
 
   // The message of pod `p`'s PodScheduled=False condition ("" when it has none).
@@ -225,35 +240,8 @@ class PolicyE2e : public sb::testing::PolicyE2eBase {
   // Makes namespace `ns` (for a test with two); its pods and their jobs are removed by the guard
   // returned, before the base's TearDown (which knows only ns_).
   [[nodiscard]] std::unique_ptr<Restore> SecondNamespace(const std::string& ns) {
-    kube::Namespace n;
-    n.metadata.name = ns;
-    const kube::ResourceRef namespaces = kube::NamespacesRef();
-    auto created = RunSync(io_, kube::CreateAs<kube::Namespace>(*kube_, namespaces, n));
-    EXPECT_TRUE(created || created.error().code == ErrorCode::kAlreadyExists)
-        << created.error().message;
-    const kube::ResourceRef events = kube::EventsRef(ns);
-    (void)RunSync(io_, kube_->Delete(events, {}));
-    return std::make_unique<Restore>([this, ns] {
-      const kube::ResourceRef pods = kube::PodsRef(ns);
-      auto list = RunSync(io_, kube::ListAs<kube::Pod>(*kube_, pods, {}));
-      if (list) {
-        for (const kube::Pod& p : list->items) {
-          const kube::ResourceRef pod = pods.WithName(p.metadata.name);
-          (void)RunSync(io_, kube_->Patch(pod, kube::PatchType::kJsonMerge,
-                                          R"({"metadata":{"finalizers":null}})"));
-        }
-      }
-      (void)RunSync(io_, kube_->Delete(pods, {.grace_period_seconds = 0}));
-      auto jobs = RunSync(io_, slurm_->ListJobs());
-      if (jobs) {
-        for (const slurm::JobInfo& j : *jobs) {
-          if (j.admin_comment.find("\"" + ns + "/") == std::string::npos) continue;
-          if (j.BaseState() == "PENDING" || j.BaseState() == "RUNNING") {
-            (void)RunSync(io_, slurm_->CancelJob(j.job_id, {}));
-          }
-        }
-      }
-    });
+    MakeNamespace(ns);
+    return std::make_unique<Restore>([this, ns] { CleanNamespace(ns); });
   }
 
   std::vector<std::string> accounting_cleanup_;  // sacctmgr deletes, run after the base's
@@ -602,19 +590,12 @@ TEST_F(PolicyE2e, BackfillRunsASmallShortPodAheadOfAWaitingGang) {
   std::optional<kube::Pod> blocker = WaitForPodIn(ns_, "blocker", IsBound, 90s);
   ASSERT_TRUE(blocker) << "blocker not bound";
 
-  const std::string gang = fmt::format(
-      R"({{"apiVersion":"batch/v1","kind":"Job","metadata":{{"name":"gang","namespace":"{}",
-      "annotations":{{"slurmjob.slinky.slurm.net/gang":"true",
-      "slurmjob.slinky.slurm.net/timelimit":"10","slurmjob.slinky.slurm.net/priority":"1000000"}}}},
-      "spec":{{"parallelism":3,"completions":3,"backoffLimit":0,"template":{{"spec":{{
-      "schedulerName":"slurm-bridge-scheduler","restartPolicy":"Never",
-      "terminationGracePeriodSeconds":2,
-      "containers":[{{"name":"c","image":"localhost/busybox:1","imagePullPolicy":"Never",
-      "command":["sleep","600"],"resources":{{"limits":{{"cpu":"100m","memory":"64Mi"}}}}}}]}}}}}}}})",
-      ns_);
-  const kube::ResourceRef jobs = kube::JobsRef(ns_);
-  auto created = RunSync(io_, kube_->Create(jobs, gang));
-  ASSERT_TRUE(created) << created.error().message;
+  CreateSleepingJob("gang",
+                    R"({"slurmjob.slinky.slurm.net/gang":"true",
+                    "slurmjob.slinky.slurm.net/timelimit":"10",
+                    "slurmjob.slinky.slurm.net/priority":"1000000"})",
+                    R"("parallelism":3,"completions":3,"backoffLimit":0)");
+  if (HasFatalFailure()) return;
   std::int64_t gang_job = 0;
   ASSERT_TRUE(WaitFor(
       [&] {
@@ -677,17 +658,8 @@ TEST_F(PolicyE2e, TimeLimitsEndJobsAndTheirPods) {
   scheduler_ = StartBridge("all");
   CreateBusyPod(ns_, "limited", "sleep 600", R"({"slurmjob.slinky.slurm.net/timelimit":"1"})");
   if (HasFatalFailure()) return;
-  const std::string deadline_job = fmt::format(
-      R"({{"apiVersion":"batch/v1","kind":"Job","metadata":{{"name":"deadline","namespace":"{}"}},
-      "spec":{{"activeDeadlineSeconds":30,"backoffLimit":0,"template":{{"spec":{{
-      "schedulerName":"slurm-bridge-scheduler","restartPolicy":"Never",
-      "terminationGracePeriodSeconds":2,
-      "containers":[{{"name":"c","image":"localhost/busybox:1","imagePullPolicy":"Never",
-      "command":["sleep","600"],"resources":{{"limits":{{"cpu":"100m","memory":"64Mi"}}}}}}]}}}}}}}})",
-      ns_);
-  const kube::ResourceRef jobs = kube::JobsRef(ns_);
-  auto created = RunSync(io_, kube_->Create(jobs, deadline_job));
-  ASSERT_TRUE(created) << created.error().message;
+  CreateSleepingJob("deadline", "{}", R"("activeDeadlineSeconds":30,"backoffLimit":0)");
+  if (HasFatalFailure()) return;
 
   std::optional<kube::Pod> limited = WaitForPodIn(ns_, "limited", IsRunning, 120s);
   ASSERT_TRUE(limited) << "limited not running";
@@ -713,7 +685,7 @@ TEST_F(PolicyE2e, TimeLimitsEndJobsAndTheirPods) {
 
   // The Job's deadline: the Job controller fails the Job and deletes its pod, whose job the
   // controllers then cancel.
-  const kube::ResourceRef deadline_ref = jobs.WithName("deadline");
+  const kube::ResourceRef deadline_ref = kube::JobsRef(ns_).WithName("deadline");
   std::string conditions;
   EXPECT_TRUE(WaitFor(
       [&] {
