@@ -16,6 +16,7 @@
 #include "app/run_cmd.h"
 #include "check/check.h"
 #include "common/version.h"
+#include "explain/explain.h"
 
 namespace sb::app {
 namespace {
@@ -32,7 +33,13 @@ bool HasSubcommand(CLI::App& app, const std::string& name) {
 }  // namespace
 
 int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
-  CLI::App app{"slurm-bridge: hands the placement of Kubernetes pods to Slurm", "slurm-bridge"};
+  // Installed as kubectl-slurm, kubectl runs it for `kubectl slurm ...`.
+  const std::string self = argc > 0 ? std::string(argv[0]) : std::string();
+  const bool invoked_as_plugin =
+      self.substr(self.find_last_of('/') == std::string::npos ? 0 : self.find_last_of('/') + 1) ==
+      "kubectl-slurm";
+  CLI::App app{"slurm-bridge: hands the placement of Kubernetes pods to Slurm",
+               invoked_as_plugin ? "kubectl slurm" : "slurm-bridge"};
   app.require_subcommand(1);
   bool show_version = false;
   app.add_flag("--version", show_version, "Print the version and exit");
@@ -142,6 +149,43 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
                   "Also report a pod that has waited longer than this with no Slurm job (a "
                   "liveness check; default: off)");
 
+  // The operator's read-only commands (also `kubectl slurm ...` when called as kubectl-slurm).
+  explain::ToolOptions tool_opts;
+  tool_opts.command = invoked_as_plugin ? "kubectl slurm" : "slurm-bridge";
+  std::string explain_pod;
+  auto add_tool_flags = [&](CLI::App* cmd, bool namespaced) {
+    if (namespaced) {
+      cmd->add_option("--namespace,-n", tool_opts.namespace_,
+                      "Namespace (default: the kubeconfig context's)");
+    }
+    cmd->add_option("--output,-o", tool_opts.output, "text, or json")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"text", "json"}));
+    cmd->add_option("--config", tool_opts.config_path,
+                    "The bridge's config.yaml: scheduler name, cluster name, slurmRestApi "
+                    "(default: none, the defaults)");
+    cmd->add_option("--kubeconfig", tool_opts.kubeconfig,
+                    "kubeconfig file (default: $KUBECONFIG, else in-cluster)");
+    cmd->add_option("--slurm-url", tool_opts.slurm_url,
+                    "slurmrestd URL (default: the config's slurmRestApi)");
+    cmd->add_option("--slurm-token-file", tool_opts.slurm_token_file,
+                    "File holding a Slurm JWT (default: $SLURM_JWT, else the file "
+                    "$SLURM_JWT_FILE names)");
+  };
+  CLI::App* expl = app.add_subcommand(
+      "explain",
+      "Why a pod waits or runs where it does: its group, its Slurm job (Slurm's reason, "
+      "priority, expected start), the nodes the bridge excludes, what it waits for. Read-only");
+  expl->add_option("pod", explain_pod, "The pod's name")->required();
+  add_tool_flags(expl, true);
+  CLI::App* jobs =
+      app.add_subcommand("jobs", "The bridge's live Slurm jobs and their pods (read-only)");
+  add_tool_flags(jobs, true);
+  jobs->add_flag("--all-namespaces,-A", tool_opts.all_namespaces, "Every namespace");
+  CLI::App* nodes_cmd = app.add_subcommand(
+      "nodes", "Each node's Kubernetes and Slurm state side by side (read-only)");
+  add_tool_flags(nodes_cmd, false);
+
   EpilogOptions epi_opts;
   CLI::App* epi = app.add_subcommand(
       "epilog",
@@ -219,6 +263,9 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   if (chk->parsed()) {
     return check::RunCheck(check_opts, out, err);
   }
+  if (expl->parsed()) return explain::RunExplain(tool_opts, explain_pod, out, err);
+  if (jobs->parsed()) return explain::RunJobs(tool_opts, out, err);
+  if (nodes_cmd->parsed()) return explain::RunNodes(tool_opts, out, err);
   err << "slurm-bridge: no subcommand\n";
   return 2;
 }

@@ -47,6 +47,7 @@ class SchedulerComponent final : public Component {
   void Collect(MetricsSnapshot& snap) override {
     snap.scheduler = scheduler_.stats();
     snap.scheduler_queue_depth = scheduler_.QueueDepth();
+    snap.pods_waiting = scheduler_.WaitingByReason();
     snap.tracked_jobs = scheduler_.TrackedJobs();
     snap.scheduler_events = EventsOf(scheduler_.events());
   }

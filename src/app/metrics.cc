@@ -23,6 +23,17 @@ class MetricsText {
     if (!labels.empty()) out_ << '{' << labels << '}';
     out_ << ' ' << value << '\n';
   }
+  void Histogram(std::string_view name, const scheduler::LatencyHistogram& h) {
+    std::uint64_t cumulative = 0;
+    for (std::size_t i = 0; i < h.buckets.size(); ++i) {
+      cumulative += h.buckets[i];
+      Sample(std::string(name) + "_bucket",
+             fmt::format("le=\"{}\"", scheduler::LatencyHistogram::kBounds[i]), cumulative);
+    }
+    Sample(std::string(name) + "_bucket", "le=\"+Inf\"", h.count);
+    Sample(std::string(name) + "_sum", "", h.sum);
+    Sample(std::string(name) + "_count", "", h.count);
+  }
   void Histogram(std::string_view name, std::string_view labels, const net::ClientStats& s) {
     std::uint64_t cumulative = 0;
     const std::string sep = labels.empty() ? "" : ",";
@@ -174,6 +185,23 @@ std::string RenderMetrics(const MetricsSnapshot& s) {
            "Request latency (retries included), by server", "histogram");
   m.Histogram("slurm_bridge_client_request_duration_seconds", "server=\"slurmrestd\"", sl);
   m.Histogram("slurm_bridge_client_request_duration_seconds", "server=\"kube-apiserver\"", ku);
+  m.Family("slurm_bridge_pods_waiting",
+           "Pending pods the scheduler told why they wait, by why: Slurm's reason, or "
+           "gang_incomplete, submitting, not_described",
+           "gauge");
+  std::map<std::string, std::size_t> waiting = s.pods_waiting;
+  for (const char* bridge_reason : {"gang_incomplete", "submitting", "not_described"}) {
+    waiting.try_emplace(bridge_reason, 0);
+  }
+  for (const auto& [reason, n] : waiting) {
+    m.Sample("slurm_bridge_pods_waiting", fmt::format("reason=\"{}\"", reason), n);
+  }
+  m.Family("slurm_bridge_submit_latency_seconds",
+           "From a submit sent to Slurm's answer (the job id)", "histogram");
+  m.Histogram("slurm_bridge_submit_latency_seconds", ss.submit_latency);
+  m.Family("slurm_bridge_bind_latency_seconds",
+           "From a job of this process seen RUNNING to its pods bound", "histogram");
+  m.Histogram("slurm_bridge_bind_latency_seconds", ss.bind_latency);
   return m.str();
 }
 

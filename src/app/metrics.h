@@ -5,11 +5,12 @@
 // The Prometheus text (exposition format 0.0.4) that `scheduler`, `controllers` and `all` serve
 // on /metrics, rendered from a snapshot of the components' counters (pure: no I/O). A component
 // that does not run in this process is rendered from zeroed stats, so every process serves every
-// metric of README.md's table.
+// metric of docs/operations.md's table.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "controllers/node/node_controller.h"
@@ -34,6 +35,8 @@ struct MetricsSnapshot {
   std::size_t scheduler_queue_depth = 0;
   std::size_t pods_queue_depth = 0;
   std::size_t tracked_jobs = 0;
+  // Pods told they wait, by why (scheduler::WaitingReason).
+  std::map<std::string, std::size_t> pods_waiting;
   EventStats scheduler_events;
   EventStats pods_events;
   EventStats nodes_events;

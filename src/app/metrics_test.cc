@@ -7,12 +7,12 @@
 
 #include <gtest/gtest.h>
 
-#include "app/readme_metrics.h"
+#include "app/documented_metrics.h"
 
 namespace sb::app {
 namespace {
 
-// Each counter of the components is served under its README name, with its value.
+// Each counter of the components is served under its documented name, with its value.
 TEST(RenderMetricsTest, EachStatIsServedUnderItsName) {
   MetricsSnapshot s;
   s.leader = false;
@@ -77,15 +77,15 @@ TEST(RenderMetricsTest, EachStatIsServedUnderItsName) {
   }
 }
 
-// Every metric and label README.md's table lists is rendered (the e2e test checks the same of
-// each process's /metrics).
+// Every metric and label docs/operations.md's table lists is rendered (the e2e test checks the
+// same of each process's /metrics).
 TEST(RenderMetricsTest, EveryReadmeMetricIsRendered) {
   const std::string text = RenderMetrics(MetricsSnapshot{});
-  const std::vector<ListedMetric> listed = ReadmeMetrics();
-  ASSERT_GE(listed.size(), 23u) << "README.md's metrics table not found";
+  const std::vector<ListedMetric> listed = DocumentedMetrics();
+  ASSERT_GE(listed.size(), 23u) << "docs/operations.md's metrics table not found";
   for (const ListedMetric& lm : listed) {
     EXPECT_NE(text.find("\n# TYPE " + lm.name + " "), std::string::npos)
-        << lm.name << " is in README.md but not rendered";
+        << lm.name << " is in docs/operations.md but not rendered";
     for (const std::string& label : lm.labels) {
       const std::regex sample("(^|\n)" + lm.name + R"((_bucket)?\{[^}\n]*\b)" + label + "=\"");
       EXPECT_TRUE(std::regex_search(text, sample)) << lm.name << " has no sample with " << label;

@@ -2,8 +2,8 @@
 //
 // The long-running commands as a process, against the test environment: the health and metrics
 // servers of `scheduler`, `controllers` and `all` (/healthz, /readyz, /metrics with every metric
-// the README's table lists), a ready standby, a stalled leader failing /healthz, and a replica
-// that loses its Lease exiting with status 1.
+// docs/operations.md's table lists), a ready standby, a stalled leader failing /healthz, and a
+// replica that loses its Lease exiting with status 1.
 #include <signal.h>
 
 #include <algorithm>
@@ -30,8 +30,8 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 
+#include "app/documented_metrics.h"
 #include "app/lease_thread.h"
-#include "app/readme_metrics.h"
 #include "kube/runtime/kube_adapters.h"
 #include "kube/runtime/time_format.h"
 #include "net/http_client.h"
@@ -195,8 +195,8 @@ class ServeE2e : public sb::testing::BridgeE2e {
     ASSERT_TRUE(m);
     EXPECT_EQ(m->status, 200);
     const std::string& text = m->body;
-    const std::vector<ListedMetric> listed = ReadmeMetrics();
-    ASSERT_GE(listed.size(), 20u) << "README.md's metrics table not found";
+    const std::vector<ListedMetric> listed = DocumentedMetrics();
+    ASSERT_GE(listed.size(), 20u) << "docs/operations.md's metrics table not found";
     // The reading of the table itself: a shorthand row and a row with two label keys.
     auto find = [&](const std::string& name) {
       return std::ranges::find_if(listed, [&](const ListedMetric& x) { return x.name == name; });
@@ -207,7 +207,7 @@ class ServeE2e : public sb::testing::BridgeE2e {
               (std::vector<std::string>{"server", "kind"}));
     for (const ListedMetric& lm : listed) {
       EXPECT_NE(text.find("\n# TYPE " + lm.name + " "), std::string::npos)
-          << lm.name << " is in README.md but not served by " << subcommand;
+          << lm.name << " is in docs/operations.md but not served by " << subcommand;
       for (const std::string& label : lm.labels) {
         const std::regex sample("(^|\n)" + lm.name + R"((_bucket)?\{[^}\n]*\b)" + label + "=\"");
         EXPECT_TRUE(std::regex_search(text, sample))

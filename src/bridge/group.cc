@@ -72,12 +72,6 @@ bool IsSupportedOwnerKind(std::string_view kind) {
   return kind == "Job" || kind == "JobSet" || kind == "LeaderWorkerSet" || kind == "PodGroup";
 }
 
-std::string ResourceOfKind(std::string_view kind) {
-  std::string r(kind);
-  std::ranges::transform(r, r.begin(), [](unsigned char c) { return std::tolower(c); });
-  return r + "s";
-}
-
 Result<GroupSpec> ResolveGroup(const kube::Pod& pod, const std::vector<kube::GenericObject>& owners,
                                const kube::GenericObject* pod_group,
                                const kube::GenericObject* workload_pod_group) {

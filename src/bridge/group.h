@@ -103,7 +103,4 @@ struct PodGroupCondition {
 // Whether `pod` belongs to the group `spec` (same namespace and the grouping label or owner).
 [[nodiscard]] bool InGroup(const kube::Pod& pod, const GroupSpec& spec);
 
-// The plural resource of an owner kind ("Job" -> "jobs"), for GETs.
-[[nodiscard]] std::string ResourceOfKind(std::string_view kind);
-
 }  // namespace sb::bridge

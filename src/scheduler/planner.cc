@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "bridge/explain.h"
 #include "bridge/names.h"
 #include "bridge/pods.h"
 
@@ -41,17 +42,6 @@ bool AnyActive(const std::vector<Holder>& holders) {
   return std::ranges::any_of(holders, [](const Holder& h) { return h.active; });
 }
 
-std::string WaitingMessage(const JobView& job) {
-  std::string msg = fmt::format("waiting for Slurm job {} in partition {}", job.id,
-                                job.partition.empty() ? "(default)" : job.partition);
-  if (!job.reason.empty() && job.reason != "None") {
-    msg += ": " + job.reason;
-  } else if (job.state != "PENDING") {
-    msg += ": " + job.state;
-  }
-  return msg;
-}
-
 // A live tagged job the group may take over, and how.
 enum class Kind {
   kRefill,     // running with pods of the group bound and active: bind into its free nodes
@@ -74,6 +64,44 @@ std::size_t Overlap(const JobView& j, const std::vector<const kube::Pod*>& pods)
 }  // namespace
 
 bool Schedulable(const kube::Pod& pod) { return pod.spec.scheduling_gates.empty(); }
+
+std::string WaitingMessage(const JobView& job) {
+  std::string msg = fmt::format("waiting for Slurm job {} in partition {}", job.id,
+                                job.partition.empty() ? "(default)" : job.partition);
+  if (!job.reason.empty() && job.reason != "None") {
+    msg += ": " + job.reason;
+  } else if (job.state != "PENDING") {
+    msg += ": " + job.state;
+  }
+  if (job.state == "PENDING" && job.expected_start > 0) {
+    msg += std::string(kExpectedStartWords) + bridge::FormatUnixTime(job.expected_start);
+  }
+  return msg;
+}
+
+std::string_view WithoutExpectedStart(std::string_view message) {
+  const std::size_t at = message.find(kExpectedStartWords);
+  return at == std::string_view::npos ? message : message.substr(0, at);
+}
+
+std::string WaitingReason(std::string_view message) {
+  constexpr std::string_view kSlurm = "waiting for Slurm job ";
+  if (message.starts_with(kSlurm)) {
+    std::string_view rest = WithoutExpectedStart(message);
+    const std::size_t colon = rest.find(": ");
+    if (colon == std::string_view::npos) return "slurm_pending";
+    std::string_view reason = rest.substr(colon + 2);
+    // Slurm's reasons are single words ("Priority", "QOSMaxJobsPerUserLimit"); anything else
+    // (a state, words of the bridge) counts as pending.
+    if (reason.empty() || reason.find_first_of(" ,;()") != std::string_view::npos) {
+      return "slurm_pending";
+    }
+    return std::string(reason);
+  }
+  if (message.find("more pod") != std::string_view::npos) return "gang_incomplete";
+  if (message.starts_with("submitting the Slurm job failed")) return "submitting";
+  return "not_described";
+}
 
 GroupPlan PlanGroup(const GroupInput& in, const PlannerOptions& options) {
   GroupPlan plan;

@@ -61,6 +61,8 @@ struct JobView {
   std::int64_t id = 0;
   std::string state;   // base state: PENDING, RUNNING, ...; "GONE" when Slurm no longer knows it
   std::string reason;  // Slurm's state_reason
+  // A pending job's start as Slurm's planner expects it (Unix seconds; 0: none given).
+  std::int64_t expected_start = 0;
   std::string partition;
   std::string nodes;              // hostlist, once allocated
   std::vector<std::string> uids;  // the pods it holds places for (its tag)
@@ -226,5 +228,19 @@ enum class PodGroupMiss { kRetry, kReportAndWait };
 // Whether a submit error leaves the job's existence unknown (the request may have reached
 // slurmctld): timeouts, lost connections, server errors.
 [[nodiscard]] bool SubmitOutcomeUnknown(ErrorCode code);
+
+// What a pod waiting on `job` is told: "waiting for Slurm job 12 in partition gpu: Priority;
+// expected to start 2026-12-04T20:31:05Z" (the start only when Slurm's planner gave one).
+[[nodiscard]] std::string WaitingMessage(const JobView& job);
+// The words WaitingMessage puts before the expected start.
+inline constexpr std::string_view kExpectedStartWords = "; expected to start ";
+// The message without its expected start (two messages that differ only there are the same news
+// but for the time).
+[[nodiscard]] std::string_view WithoutExpectedStart(std::string_view message);
+// Why a pod told `message` waits, for the pods_waiting metric: Slurm's reason ("Priority",
+// "Resources", ...; "slurm_pending" when Slurm gave none), "gang_incomplete" (the group lacks
+// pods), "submitting" (a submit failed and is tried again), or "not_described" (the bridge cannot
+// make a job of it yet: a volume, a claim, a PodGroup, an annotation, a refusal).
+[[nodiscard]] std::string WaitingReason(std::string_view message);
 
 }  // namespace sb::scheduler

@@ -878,5 +878,35 @@ TEST(PlanBindTest, HeterogeneousJobBindsEachPartToItsComponentsNodes) {
   EXPECT_TRUE(PlanBind(unknown, {}).assign.empty());
 }
 
+// The pods of a pending job hear Slurm's reason and, once its planner gives one, the expected
+// start; the metric's reason comes from the same words.
+TEST(WaitingMessageTest, SlurmReasonAndExpectedStart) {
+  JobView j = Job(12, "PENDING", {"uid-a"});
+  j.reason = "Priority";
+  EXPECT_EQ(WaitingMessage(j), "waiting for Slurm job 12 in partition p: Priority");
+  j.expected_start = 1'796'414'940;  // 2026-12-04T20:09:00Z
+  const std::string msg = WaitingMessage(j);
+  EXPECT_EQ(msg,
+            "waiting for Slurm job 12 in partition p: Priority; expected to start "
+            "2026-12-04T20:09:00Z");
+  EXPECT_EQ(WithoutExpectedStart(msg), "waiting for Slurm job 12 in partition p: Priority");
+  j.state = "RUNNING";
+  j.reason = "None";
+  EXPECT_EQ(WaitingMessage(j), "waiting for Slurm job 12 in partition p: RUNNING")
+      << "a running job has no expected start";
+
+  EXPECT_EQ(WaitingReason(msg), "Priority");
+  EXPECT_EQ(WaitingReason("waiting for Slurm job 3 in partition p: QOSMaxJobsPerUserLimit"),
+            "QOSMaxJobsPerUserLimit");
+  EXPECT_EQ(WaitingReason("waiting for Slurm job 3 in partition p"), "slurm_pending");
+  EXPECT_EQ(WaitingReason("waiting for 1 more pod(s) of PodGroup pg: Slurm allocates the group "
+                          "of 3 as one job"),
+            "gang_incomplete");
+  EXPECT_EQ(WaitingReason("submitting the Slurm job failed: connection refused; trying again"),
+            "submitting");
+  EXPECT_EQ(WaitingReason("waiting for persistentvolumeclaim \"data\" to be bound"),
+            "not_described");
+}
+
 }  // namespace
 }  // namespace sb::scheduler

@@ -26,6 +26,7 @@
 
 #include <boost/json.hpp>
 
+#include "scheduler/planner.h"
 #include "testing/policy_e2e.h"
 
 namespace sb::scheduler {
@@ -179,7 +180,8 @@ class PolicyE2e : public sb::testing::PolicyE2eBase {
         [&] {
           std::optional<kube::Pod> p = GetPodIn(ns, name);
           if (!p || !HasJob(*p)) return false;
-          message = WaitingCondition(*p);
+          // Slurm's expected start, when its planner gave one, follows the reason.
+          message = std::string(scheduler::WithoutExpectedStart(WaitingCondition(*p)));
           if (reasons.empty()) return message.starts_with(WaitingFor(JobId(*p), ""));
           return std::ranges::any_of(
               reasons, [&](const std::string& r) { return message == WaitingFor(JobId(*p), r); });

@@ -19,6 +19,7 @@
 #include "bridge/pods.h"
 #include "bridge/tag.h"
 #include "kube/codec.h"
+#include "kube/owners.h"
 #include "kube/runtime/time_format.h"
 #include "scheduler/scheduler_internal.h"
 
@@ -34,6 +35,8 @@ using kube::Pod;
 namespace {
 
 constexpr auto kOwnerCacheTtl = std::chrono::seconds(10);
+// A waiting pod's message is rewritten for a new expected start at most this often.
+constexpr auto kStartRewrite = std::chrono::seconds(60);
 // The coscheduling PodGroup's API version (scheduling-plugins).
 constexpr std::string_view kCoschedulingApiVersion = "scheduling.x-k8s.io/v1alpha1";
 
@@ -357,16 +360,7 @@ awaitable<Result<kube::GenericObject>> Scheduler::GetOwner(std::string api_versi
       it != owners_.end() && clock_.Now() - it->second.fetched < kOwnerCacheTtl) {
     co_return it->second.object;
   }
-  kube::ResourceRef ref;
-  if (auto slash = api_version.find('/'); slash != std::string::npos) {
-    ref.group = api_version.substr(0, slash);
-    ref.version = api_version.substr(slash + 1);
-  } else {
-    ref.version = api_version;
-  }
-  ref.resource = bridge::ResourceOfKind(kind);
-  ref.namespace_ = ns;
-  ref.name = name;
+  kube::ResourceRef ref = kube::RefOfKind(api_version, kind, ns, name);
   Result<kube::GenericObject> obj = co_await kube::GetAs<kube::GenericObject>(kube_, ref);
   if (obj) owners_[cache_key] = CachedOwner{*obj, clock_.Now()};
   if (owners_.size() > 4096) owners_.clear();
@@ -379,29 +373,18 @@ awaitable<Result<void>> Scheduler::Resolve(const std::string& pod_key) {
   const std::string& ns = pod->metadata.namespace_;
 
   // The controller chain, as far as it can be read (at most 32 levels, as upstream).
-  std::vector<kube::GenericObject> owners;
-  const std::vector<kube::OwnerReference>* refs = &pod->metadata.owner_references;
-  for (int depth = 0; depth < 32; ++depth) {
-    const kube::OwnerReference* controller = nullptr;
-    for (const kube::OwnerReference& r : *refs) {
-      if (r.controller) controller = &r;
-    }
-    if (controller == nullptr) break;
-    Result<kube::GenericObject> owner =
-        co_await GetOwner(controller->api_version, controller->kind, ns, controller->name);
-    if (!owner) {
-      if (owner.error().code != ErrorCode::kNotFound &&
-          owner.error().code != ErrorCode::kPermissionDenied &&
-          owner.error().code != ErrorCode::kInvalidArgument) {
-        co_return tl::unexpected(owner.error());  // transient: retry
-      }
-      spdlog::debug("{}: owner {} {} not readable: {}", pod_key, controller->kind, controller->name,
-                    owner.error().ToString());
-      break;
-    }
-    owners.push_back(std::move(*owner));
-    refs = &owners.back().metadata.owner_references;
+  const kube::OwnerGetter cached =
+      [this](std::string api_version, std::string kind, std::string owner_ns,
+             std::string name) -> awaitable<Result<kube::GenericObject>> {
+    co_return co_await GetOwner(std::move(api_version), std::move(kind), std::move(owner_ns),
+                                std::move(name));
+  };
+  Result<kube::ControllerChain> chain = co_await kube::ReadControllerChain(pod->metadata, cached);
+  if (!chain) co_return tl::unexpected(chain.error());  // transient: retry
+  if (!chain->unreadable.empty()) {
+    spdlog::debug("{}: owner {} not readable", pod_key, chain->unreadable);
   }
+  std::vector<kube::GenericObject> owners = std::move(chain->owners);
   // The Workload API PodGroup (spec.schedulingGroup) wins over the coscheduling label: only it
   // is read then, in the version discovery offers (v1beta1 over v1alpha2; the answer is kept a
   // minute, so an API turned on or off meanwhile is seen within one).
@@ -834,13 +817,25 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
 awaitable<void> Scheduler::ReportWaiting(const Pod& pod, std::string message) {
   const kube::Condition* cond = kube::FindCondition(pod.status.conditions, "PodScheduled");
   if (cond != nullptr && cond->status == "False" && cond->message == message) {
-    reported_[pod.metadata.uid] = message;
+    reported_[pod.metadata.uid] = Reported{message, clock_.Now()};
     co_return;
   }
-  auto [it, inserted] = reported_.try_emplace(pod.metadata.uid, message);
+  auto [it, inserted] = reported_.try_emplace(pod.metadata.uid, Reported{message, clock_.Now()});
   if (!inserted) {
-    if (it->second == message) co_return;
-    it->second = message;
+    if (it->second.message == message) co_return;
+    // Only Slurm's expected start moved (its planner re-plans every cycle): written at most
+    // once per kStartRewrite, so that a pod costs the apiserver little while it waits.
+    if (WithoutExpectedStart(it->second.message) == WithoutExpectedStart(message) &&
+        clock_.Now() - it->second.at < kStartRewrite) {
+      // Said when the minute is up (nothing else may look at the group before).
+      const std::string key = pod.metadata.namespace_ + "/" + pod.metadata.name;
+      if (auto g = group_of_pod_.find(key); g != group_of_pod_.end()) {
+        queue_.AddAfter(std::string(kGroupItem) + g->second,
+                        kStartRewrite - (clock_.Now() - it->second.at));
+      }
+      co_return;
+    }
+    it->second = Reported{message, clock_.Now()};
   }
   const std::string now = kube::FormatTime(clock_.WallNow());
   const std::string since =
@@ -860,6 +855,12 @@ awaitable<void> Scheduler::ReportWaiting(const Pod& pod, std::string message) {
   }
   recorder_.Emit(kube::MakeObjectReference("v1", "Pod", pod.metadata), kube::EventType::kWarning,
                  "FailedScheduling", message);
+}
+
+std::map<std::string, std::size_t> Scheduler::WaitingByReason() const {
+  std::map<std::string, std::size_t> out;
+  for (const auto& [uid, r] : reported_) ++out[WaitingReason(r.message)];
+  return out;
 }
 
 awaitable<void> Scheduler::WritePodGroupStatus(GroupSpec spec, bool scheduled, std::string reason,

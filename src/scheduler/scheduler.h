@@ -39,6 +39,7 @@
 // Thread model: loop-confined; everything runs on the executor's one thread.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -72,7 +73,29 @@
 
 namespace sb::scheduler {
 
+// Seconds, counted into Prometheus buckets (count <= bound, not cumulative).
+struct LatencyHistogram {
+  static constexpr std::array<double, 12> kBounds = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+                                                     1,    2.5,   5,    10,  30,   60};
+  std::array<std::uint64_t, 12> buckets{};
+  std::uint64_t count = 0;
+  double sum = 0;
+  void Observe(double seconds) {
+    for (std::size_t i = 0; i < kBounds.size(); ++i) {
+      if (seconds <= kBounds[i]) {
+        ++buckets[i];
+        break;
+      }
+    }
+    ++count;
+    sum += seconds;
+  }
+};
+
 struct Stats {
+  // A submit sent to Slurm's answer; a job seen RUNNING to its pods bound (this process's jobs).
+  LatencyHistogram submit_latency;
+  LatencyHistogram bind_latency;
   std::uint64_t jobs_submitted = 0;
   std::uint64_t jobs_adopted = 0;
   std::uint64_t jobs_replaced = 0;   // ended before binding
@@ -122,6 +145,9 @@ class Scheduler : private slurm::JobWatchSubscriber {
   }
   // Per-pod bookkeeping still held (queue ranks, last reported messages, bound UIDs): returns to
   // 0 once the pods are bound or gone. For tests and metrics.
+  // Pods told they wait (PodScheduled=False), by why (WaitingReason): Slurm's reason, or the
+  // bridge's own.
+  [[nodiscard]] std::map<std::string, std::size_t> WaitingByReason() const;
   [[nodiscard]] std::size_t TrackedKeys() const {
     return ranks_.size() + reported_.size() + bound_.size() + seen_.size();
   }
@@ -130,9 +156,10 @@ class Scheduler : private slurm::JobWatchSubscriber {
   struct TrackedJob {
     std::int64_t id = 0;
     std::string group;
-    std::vector<std::string> uids;  // of the pods it was submitted for
-    std::string state;              // base state: PENDING, RUNNING, ...
-    std::string reason;             // Slurm's state_reason
+    std::vector<std::string> uids;    // of the pods it was submitted for
+    std::string state;                // base state: PENDING, RUNNING, ...
+    std::string reason;               // Slurm's state_reason
+    std::int64_t expected_start = 0;  // a pending job's start by Slurm's planner (0: none)
     std::string partition;
     std::string nodes;                       // hostlist, once allocated
     std::vector<std::string> gres_detail;    // Slurm's, one entry per node of `nodes`
@@ -211,7 +238,8 @@ class Scheduler : private slurm::JobWatchSubscriber {
                                           const std::vector<const kube::Pod*>& pods,
                                           std::int64_t id, const BindPlan& plan);
   // The debug-level stage trace of a bound job.
-  void TraceStages(const std::string& group, const TrackedJob& job, std::size_t pods) const;
+  // Also counts the bind latency (RUNNING seen to bound) of this process's jobs.
+  void TraceStages(const std::string& group, const TrackedJob& job, std::size_t pods);
   // Cancels until Slurm confirms: a failed cancel is tried again by PollSlurm.
   boost::asio::awaitable<void> CancelJob(Cancel cancel);
   boost::asio::awaitable<void> RetryCancels();
@@ -323,8 +351,13 @@ class Scheduler : private slurm::JobWatchSubscriber {
   std::map<std::string, GroupState> groups_;
   // The group `key`, or nullptr; valid until the next co_await.
   GroupState* Group(const std::string& key);
-  std::map<std::string, TrackedJob> jobs_;                 // group key -> job
-  std::unordered_map<std::string, std::string> reported_;  // pod uid -> last message
+  std::map<std::string, TrackedJob> jobs_;  // group key -> job
+  // Pod uid -> the last message written, and when.
+  struct Reported {
+    std::string message;
+    async::Clock::TimePoint at{};
+  };
+  std::unordered_map<std::string, Reported> reported_;
   // Workload API group key -> its condition (PodGroupScheduled or PodGroupInitiallyScheduled)
   // last written or read.
   std::unordered_map<std::string, kube::Condition> pod_group_status_;

@@ -220,6 +220,7 @@ awaitable<Result<void>> Scheduler::Submit(const GroupSpec& spec, std::vector<con
     co_return tl::unexpected(e);
   }
   ++stats_.jobs_submitted;
+  stats_.submit_latency.Observe(std::chrono::duration<double>(clock_.Now() - sent).count());
   if (GroupState* g = Group(spec.key)) g->submit_doubt.reset();
   TrackedJob job{.id = submitted->job_id,
                  .group = spec.key,
@@ -574,10 +575,14 @@ awaitable<bool> Scheduler::OnUnmapped(const GroupSpec& spec, const std::vector<c
   co_return true;
 }
 
-void Scheduler::TraceStages(const std::string& group, const TrackedJob& job,
-                            std::size_t pods) const {
+void Scheduler::TraceStages(const std::string& group, const TrackedJob& job, std::size_t pods) {
   // The stage trace, for a slow installation: submit -> RUNNING seen -> pods bound.
   auto it = jobs_.find(group);
+  if (it != jobs_.end() && it->second.id == job.id &&
+      it->second.running_seen != async::Clock::TimePoint{}) {
+    stats_.bind_latency.Observe(
+        std::chrono::duration<double>(clock_.Now() - it->second.running_seen).count());
+  }
   if (it == jobs_.end() || it->second.id != job.id ||
       it->second.submitted == async::Clock::TimePoint{} ||
       !spdlog::should_log(spdlog::level::debug)) {

@@ -34,6 +34,13 @@ using kube::Pod;
 
 namespace {
 
+// A pending job's start as Slurm's planner expects it (Unix seconds); 0 when none is given.
+std::int64_t ExpectedStart(const slurm::JobInfo& j) {
+  if (j.BaseState() != "PENDING") return 0;
+  const std::optional<std::int64_t> t = j.start_time.Value();
+  return t && *t > 0 ? *t : 0;
+}
+
 // After a submit, the jobs submitted within kFreshWindow are polled at the job watch's fresh
 // cadence (slurm/job_watch.h; all tracked jobs every jobPollInterval): slurmctld starts a job that
 // fits in a scheduling pass soon after its submit (measured with the benchmark's settings: within
@@ -50,6 +57,7 @@ JobView Scheduler::View(const TrackedJob& job) {
   return JobView{.id = job.id,
                  .state = job.state,
                  .reason = job.reason,
+                 .expected_start = job.expected_start,
                  .partition = job.partition,
                  .nodes = job.nodes,
                  .uids = job.uids,
@@ -184,6 +192,7 @@ void Scheduler::ApplyJobList(const std::vector<slurm::JobInfo>& jobs, async::Clo
     listed[tag->group].push_back(JobView{.id = j.job_id,
                                          .state = std::string(j.BaseState()),
                                          .reason = j.state_reason,
+                                         .expected_start = ExpectedStart(j),
                                          .partition = j.partition,
                                          .nodes = j.nodes,
                                          .uids = tag->uids,
@@ -202,9 +211,11 @@ void Scheduler::ApplyJobList(const std::vector<slurm::JobInfo>& jobs, async::Clo
       continue;
     }
     const slurm::JobInfo& j = *it->second;
-    if (j.state_reason != t.reason || j.partition != t.partition) {
+    if (j.state_reason != t.reason || j.partition != t.partition ||
+        ExpectedStart(j) != t.expected_start) {
       t.reason = j.state_reason;
       t.partition = j.partition;
+      t.expected_start = ExpectedStart(j);
       queue_.Add(std::string(kGroupItem) + group);
     }
     if (!j.nodes.empty() && j.BaseState() == "RUNNING") {

@@ -23,6 +23,7 @@
 #include <boost/asio/post.hpp>
 
 #include "async/clock.h"
+#include "bridge/explain.h"
 #include "bridge/names.h"
 #include "bridge/tag.h"
 #include "kube/codec.h"
@@ -844,7 +845,7 @@ TEST_F(SchedulerFlowTest, GangStillFillingWaitsAndSaysSoAfterTheFillDelay) {
       "waiting for 1 more pod(s) of Job train: Slurm allocates the group of 3 as one job";
   ASSERT_TRUE(
       AdvanceUntil([&] { return StatusSays("w0", waiting) && StatusSays("w1", waiting); }, 250ms));
-  EXPECT_GE(clock_.Now() - since, 2s) << "said before the fill delay (README: 2 s)";
+  EXPECT_GE(clock_.Now() - since, 2s) << "said before the fill delay (docs/scheduling.md: 2 s)";
   ASSERT_TRUE(AdvanceUntil([&] { return HasEvent("FailedScheduling", waiting); }));
   EXPECT_EQ(slurm_.calls("SubmitJob"), 0);
 
@@ -939,6 +940,45 @@ TEST_F(SchedulerFlowTest, RefusedUpdateOfAPendingJobIsReportedAndNotRetried) {
                                   }),
             1)
       << "the refusal was reported more than once";
+}
+
+// A pending job's pods carry Slurm's reason and the start its planner expects; a start that
+// only moves is written at most once a minute (Slurm re-plans every backfill cycle), a new
+// reason at once. The pods_waiting gauge counts them under Slurm's reason.
+TEST_F(SchedulerFlowTest, ExpectedStartReachesThePodAtABoundedRate) {
+  ASSERT_NO_FATAL_FAILURE(StartWithPendingPods(1));
+  const std::int64_t id = JobOf("p0");
+  ASSERT_NE(id, 0);
+  const std::int64_t wall =
+      std::chrono::duration_cast<std::chrono::seconds>(clock_.WallNow().time_since_epoch()).count();
+  slurm::JobInfo j = *slurm_.Job(id);
+  j.state_reason = "Priority";
+  j.start_time = slurm::NoValNumber::Of(wall + 600);
+  slurm_.AddJob(j);
+  const std::string first = "Priority; expected to start " + bridge::FormatUnixTime(wall + 600);
+  ASSERT_TRUE(AdvanceUntil([&] { return StatusSays("p0", first); }));
+  EXPECT_EQ(scheduler_->WaitingByReason(), (std::map<std::string, std::size_t>{{"Priority", 1}}));
+  auto writes = [&] {
+    return std::ranges::count_if(pod_patches_,
+                                 [](const auto& p) { return p.first == "p0/status"; });
+  };
+  const auto after_first = writes();
+  // The estimate moves: not written before a minute has passed since the last write.
+  j.start_time = slurm::NoValNumber::Of(wall + 660);
+  slurm_.AddJob(j);
+  const std::string moved = "expected to start " + bridge::FormatUnixTime(wall + 660);
+  const async::Clock::TimePoint soon = clock_.Now() + 20s;
+  ASSERT_TRUE(AdvanceUntil([&] { return clock_.Now() >= soon; }, 500ms));
+  EXPECT_FALSE(StatusSays("p0", moved)) << "rewritten within a minute for a moved start";
+  EXPECT_EQ(writes(), after_first);
+  ASSERT_TRUE(AdvanceUntil([&] { return StatusSays("p0", moved); }, 500ms));
+  // A new reason is written as soon as a job list shows it (every jobListInterval, 30 s), not a
+  // minute after the last write.
+  const async::Clock::TimePoint moved_at = clock_.Now();
+  j.state_reason = "Resources";
+  slurm_.AddJob(j);
+  ASSERT_TRUE(AdvanceUntil([&] { return StatusSays("p0", "Resources; expected to start"); }));
+  EXPECT_LT(clock_.Now() - moved_at, 45s);
 }
 
 // A submit that does not get through (slurmrestd down: connection refused, or a reply lost) is

@@ -135,6 +135,9 @@ class Client {
   [[nodiscard]] virtual Task<std::vector<PartitionInfo>> ListPartitions() = 0;
   [[nodiscard]] virtual Task<PartitionInfo> GetPartition(std::string name) = 0;
   [[nodiscard]] virtual Task<std::vector<ReservationInfo>> ListReservations() = 0;
+  // GET /shares?accounts=..&users=.. (sshare; v0.0.44+): the associations' fair share. Either
+  // filter may be empty. kUnimplemented where the client does not offer it.
+  [[nodiscard]] virtual Task<std::vector<Share>> Shares(std::string accounts, std::string users);
 
   // HTTP-level counters of the underlying connection pool.
   [[nodiscard]] virtual const net::ClientStats& http_stats() const = 0;

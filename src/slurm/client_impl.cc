@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <algorithm>
+#include <cctype>
 #include <string>
 #include <utility>
 
@@ -279,6 +280,33 @@ class ClientImpl final : public Client {
                              DecodeReservations);
   }
 
+  Task<std::vector<Share>> Shares(std::string accounts, std::string users) override {
+    if (auto v = co_await Version(); v && *v < ApiVersion::kV0044) {
+      co_return MakeError(ErrorCode::kUnimplemented, "shares: needs data_parser v0.0.44 or newer");
+    }
+    std::string query;
+    auto add = [&](std::string_view key, const std::string& value) {
+      if (value.empty()) return;
+      query += query.empty() ? "?" : "&";
+      query += key;
+      query += '=';
+      for (const char ch : value) {
+        const auto c = static_cast<unsigned char>(ch);
+        if (std::isalnum(c) != 0 || c == '-' || c == '_' || c == '.' || c == '~') {
+          query += ch;
+        } else {
+          static constexpr char kHex[] = "0123456789ABCDEF";
+          query += '%';
+          query += kHex[c >> 4];
+          query += kHex[c & 15];
+        }
+      }
+    };
+    add("accounts", accounts);
+    add("users", users);
+    co_return co_await Fetch("shares", Method::kGet, "/shares" + query, "", DecodeShares);
+  }
+
   const net::ClientStats& http_stats() const override { return http_->stats(); }
 
  private:
@@ -492,6 +520,10 @@ Error ClassifySlurmError(std::string_view operation, int http_status,
 
 Task<JobSubmitResult> Client::SubmitHetJob(std::vector<JobDescription> /*components*/) {
   co_return MakeError(ErrorCode::kUnimplemented, "this Slurm client submits no heterogeneous jobs");
+}
+
+Task<std::vector<Share>> Client::Shares(std::string /*accounts*/, std::string /*users*/) {
+  co_return MakeError(ErrorCode::kUnimplemented, "this Slurm client reads no shares");
 }
 
 Task<std::vector<JobInfo>> Client::GetJobRecords(std::int64_t job_id) {

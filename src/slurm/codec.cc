@@ -510,6 +510,43 @@ Result<Reply<std::vector<ReservationInfo>>> DecodeReservations(std::string_view 
       });
 }
 
+// {"set":..,"infinite":..,"number":<double>}, or a bare number; nullopt when unset or infinite.
+std::optional<double> NoValDouble(const object& o, std::string_view key) {
+  element e;
+  if (o.at_key(key).get(e) != simdjson::SUCCESS || e.is_null()) return std::nullopt;
+  object nv;
+  if (e.get_object().get(nv) == simdjson::SUCCESS) {
+    if (!Bool(nv, "set") || Bool(nv, "infinite")) return std::nullopt;
+    if (nv.at_key("number").get(e) != simdjson::SUCCESS) return std::nullopt;
+  }
+  double d = 0;
+  if (e.get_double().get(d) == simdjson::SUCCESS) return d;
+  std::int64_t i = 0;
+  if (e.get_int64().get(i) == simdjson::SUCCESS) return static_cast<double>(i);
+  return std::nullopt;
+}
+
+// {"shares":{"shares":[...],"total_shares":N}}.
+Result<Reply<std::vector<Share>>> DecodeShares(std::string_view json) {
+  return DecodeWith<std::vector<Share>>(json, [](const object& o, std::vector<Share>& out) {
+    object inner;
+    if (o.at_key("shares").get(inner) != simdjson::SUCCESS) return std::string();
+    return EachObject(inner, "shares", out, [](const object& s) {
+      Share share;
+      share.name = Str(s, "name");
+      share.account = Str(s, "parent");
+      share.partition = Str(s, "partition");
+      for (const std::string& t : Strings(s, "type")) share.user = share.user || t == "USER";
+      object fs;
+      if (s.at_key("fairshare").get(fs) == simdjson::SUCCESS) {
+        share.fairshare = NoValDouble(fs, "factor");
+      }
+      share.effective_usage = NoValDouble(s, "effective_usage");
+      return share;
+    });
+  });
+}
+
 Result<Reply<std::vector<PingResult>>> DecodePings(std::string_view json) {
   return DecodeWith<std::vector<PingResult>>(
       json, [](const object& o, std::vector<PingResult>& out) {

@@ -38,6 +38,7 @@ struct Reply {
 [[nodiscard]] Result<Reply<std::vector<NodeInfo>>> DecodeNodes(std::string_view json);
 [[nodiscard]] Result<Reply<std::vector<PartitionInfo>>> DecodePartitions(std::string_view json);
 [[nodiscard]] Result<Reply<std::vector<ReservationInfo>>> DecodeReservations(std::string_view json);
+[[nodiscard]] Result<Reply<std::vector<Share>>> DecodeShares(std::string_view json);
 [[nodiscard]] Result<Reply<std::vector<PingResult>>> DecodePings(std::string_view json);
 // DELETE /job/{id}: per-job results inside `status[]`; a failed one (unknown job: 200 with
 // error code 2017 inside) is returned as an entry of `errors`.

@@ -272,6 +272,30 @@ TEST(DecodePartitionsAndReservations, WhatTheTestClusterHas) {
   EXPECT_TRUE(r->value[0].end_time.Value().has_value());
 }
 
+// /shares (sshare) as slurmrestd 26.05 answered it on the test environment with accounting
+// (testenv/up.sh --accounting): users' associations carry their account as "parent".
+TEST(DecodeShares, UsersUnderTheirAccountWithTheirFairShareFactor) {
+  auto r = DecodeShares(Data("shares"));
+  ASSERT_TRUE(r.has_value()) << r.error().message;
+  const auto& shares = r->value;
+  auto k8s = std::ranges::find_if(shares, [](const Share& s) { return s.name == "k8s"; });
+  ASSERT_NE(k8s, shares.end());
+  EXPECT_TRUE(k8s->user);
+  EXPECT_EQ(k8s->account, "default");
+  ASSERT_TRUE(k8s->fairshare.has_value());
+  EXPECT_DOUBLE_EQ(*k8s->fairshare, 1.0);
+  auto account =
+      std::ranges::find_if(shares, [](const Share& s) { return s.name == "default" && !s.user; });
+  ASSERT_NE(account, shares.end());
+  EXPECT_EQ(account->account, "root");
+  EXPECT_FALSE(DecodeShares(R"({"shares":{"shares":7}})").has_value()) << "not a list";
+  auto none =
+      DecodeShares(R"({"shares":{"shares":[{"name":"u","type":["USER"],)"
+                   R"("fairshare":{"factor":{"set":false,"infinite":false,"number":0}}}]}})");
+  ASSERT_TRUE(none.has_value());
+  EXPECT_FALSE(none->value[0].fairshare.has_value()) << "an unset factor is none";
+}
+
 TEST(DecodePings, PingedIsDerivedWhereV0045DroppedIt) {
   for (const char* v : {"v0.0.42", "v0.0.44", "v0.0.45"}) {
     SCOPED_TRACE(v);

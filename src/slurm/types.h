@@ -192,6 +192,17 @@ struct NodeInfo {
   [[nodiscard]] bool HasState(std::string_view state) const;
 };
 
+// One association of sshare's table (/shares, v0.0.44+): a user's under an account, or an
+// account's.
+struct Share {
+  std::string name;     // the user (type USER) or the account
+  std::string account;  // a user's: its account (Slurm's "parent"); an account's: its parent
+  bool user = false;    // type USER
+  std::string partition;
+  std::optional<double> fairshare;  // the fair-share factor (0..1), when Slurm computes one
+  std::optional<double> effective_usage;
+};
+
 // A change to one or more nodes (update_node_msg). Empty fields are left out.
 struct NodeUpdate {
   std::vector<std::string> state;  // "DRAIN", "UNDRAIN", "RESUME", "DOWN", ...

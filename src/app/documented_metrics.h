@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// app/readme_metrics.h (tests only)
+// app/documented_metrics.h (tests only)
 //
-// The metrics README.md's "Metrics and health" table lists, read at run time, so that the tests
-// check the table against what is served (metrics_test: the rendering; serve_e2e_test: each
-// process's /metrics). Needs SB_SOURCE_DIR (the source tree) defined by the test target.
+// The metrics docs/operations.md's "Health and metrics" table lists, read at run time, so that
+// the tests check the table against what is served (metrics_test: the rendering; serve_e2e_test:
+// each process's /metrics). Needs SB_SOURCE_DIR (the source tree) defined by the test target.
 #pragma once
 
 #include <fstream>
@@ -15,17 +15,19 @@
 
 namespace sb::app {
 
-// A metric of README.md's "Metrics and health" table: its name and its label keys.
+// A metric of docs/operations.md's "Health and metrics" table: its name and its label keys.
 struct ListedMetric {
   std::string name;
   std::vector<std::string> labels;
 };
 
-// The metrics README.md's table lists. A row names one or more metrics in backticks; a name that
-// starts with '_' shares the first name's stem ("slurm_bridge_jobs_submitted_total",
-// "_adopted_total" -> "slurm_bridge_jobs_adopted_total"); "{a,b}" gives the label keys.
-inline std::vector<ListedMetric> ReadmeMetrics() {
-  std::ifstream in(std::string(SB_SOURCE_DIR) + "/README.md");
+// The metrics docs/operations.md's table lists: the rows after the line that starts
+// "| metric | what |", up to the first line that is not a table row. A row names one or more
+// metrics in backticks; a name that starts with '_' shares the first name's stem
+// ("slurm_bridge_jobs_submitted_total", "_adopted_total" -> "slurm_bridge_jobs_adopted_total");
+// "{a,b}" gives the label keys.
+inline std::vector<ListedMetric> DocumentedMetrics() {
+  std::ifstream in(std::string(SB_SOURCE_DIR) + "/docs/operations.md");
   std::string line;
   bool in_table = false;
   std::vector<ListedMetric> out;

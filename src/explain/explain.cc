@@ -1,0 +1,245 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "explain/explain.h"
+
+#include <chrono>
+#include <ostream>
+
+#include <fmt/format.h>
+
+#include "bridge/explain.h"
+#include "bridge/group.h"
+#include "bridge/names.h"
+#include "bridge/tag.h"
+#include "explain/session.h"
+#include "kube/owners.h"
+
+namespace sb::explain {
+namespace {
+
+using boost::asio::awaitable;
+
+// The coscheduling PodGroup's API version (scheduling-plugins).
+constexpr std::string_view kCoschedulingApiVersion = "scheduling.x-k8s.io/v1alpha1";
+
+std::string Words(const Error& e) { return e.ToString(); }
+
+std::int64_t NowUnix() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+bool IsLive(const slurm::JobInfo& j) {
+  const std::string_view s = j.BaseState();
+  return s == "PENDING" || s == "RUNNING" || s == "CONFIGURING" || s == "SUSPENDED" ||
+         s == "REQUEUED" || s == "RESIZING";
+}
+
+// What explain reads, kept alive while bridge::Explain looks at it.
+struct Read {
+  kube::Pod pod;
+  std::vector<kube::GenericObject> owners;
+  std::optional<kube::GenericObject> pod_group;
+  std::optional<kube::GenericObject> workload_pod_group;
+  std::vector<kube::Pod> namespace_pods;
+  std::vector<kube::Pod> bound_pods;
+  std::vector<kube::Node> nodes;
+  bridge::ExplainInput in;
+};
+
+// Fills `r.in` from both servers; an error only when the pod itself cannot be read.
+awaitable<Result<void>> ReadAll(Session& s, const std::string& name, Read& r) {
+  kube::Client& kube = *s.kube;
+  kube::ResourceRef pod_ref = kube::PodsRef(s.namespace_);
+  pod_ref.name = name;
+  Result<kube::Pod> pod = co_await kube::GetAs<kube::Pod>(kube, pod_ref);
+  if (!pod) co_return tl::unexpected(pod.error());
+  r.pod = std::move(*pod);
+  r.in.pod = &r.pod;
+  const std::string& ns = r.pod.metadata.namespace_;
+
+  // Its group, as the scheduler resolves it.
+  const kube::OwnerGetter getter = kube::DirectOwnerGetter(kube);
+  Result<kube::ControllerChain> chain = co_await kube::ReadControllerChain(r.pod.metadata, getter);
+  if (chain) {
+    r.owners = std::move(chain->owners);
+    r.in.owner_unreadable = chain->unreadable;
+  } else {
+    r.in.owner_unreadable = "owners cannot be read: " + Words(chain.error());
+  }
+  std::string group_problem;
+  if (const std::string wpg = r.pod.spec.scheduling_group; !wpg.empty()) {
+    std::string api_group(bridge::kWorkloadApiGroup);
+    Result<std::vector<std::string>> served = co_await kube.GroupVersions(std::move(api_group));
+    const std::string version = served ? bridge::WorkloadPodGroupApiVersion(*served) : "";
+    if (version.empty()) {
+      group_problem = fmt::format(
+          "PodGroup {} named by spec.schedulingGroup cannot be read: the apiserver serves no "
+          "Workload API version the bridge reads",
+          wpg);
+    } else {
+      kube::ResourceRef ref = kube::RefOfKind(version, "PodGroup", ns, wpg);
+      Result<kube::GenericObject> pg = co_await kube::GetAs<kube::GenericObject>(kube, ref);
+      if (pg) {
+        r.workload_pod_group = std::move(*pg);
+      } else {
+        group_problem = fmt::format(
+            "PodGroup {} ({}) named by spec.schedulingGroup cannot be "
+            "read: {}; the pod is never scheduled alone",
+            wpg, version, Words(pg.error()));
+      }
+    }
+  } else if (auto it = r.pod.metadata.labels.find(std::string(bridge::kPodGroupLabel));
+             it != r.pod.metadata.labels.end()) {
+    kube::ResourceRef ref = kube::RefOfKind(kCoschedulingApiVersion, "PodGroup", ns, it->second);
+    Result<kube::GenericObject> pg = co_await kube::GetAs<kube::GenericObject>(kube, ref);
+    if (pg) {
+      r.pod_group = std::move(*pg);
+    } else {
+      group_problem =
+          fmt::format("PodGroup {} cannot be read: {}; the pod is never scheduled alone",
+                      it->second, Words(pg.error()));
+    }
+  }
+  if (group_problem.empty()) {
+    Result<bridge::GroupSpec> spec =
+        bridge::ResolveGroup(r.pod, r.owners, r.pod_group ? &*r.pod_group : nullptr,
+                             r.workload_pod_group ? &*r.workload_pod_group : nullptr);
+    if (spec) {
+      r.in.group = std::move(*spec);
+    } else {
+      group_problem = spec.error().message;
+    }
+  }
+  r.in.group_error = group_problem;
+
+  // The group's members: the bridge's pods of the namespace in the same group.
+  const std::string scheduler =
+      r.pod.spec.scheduler_name.empty() ? s.config.scheduler_name : r.pod.spec.scheduler_name;
+  kube::ResourceRef ns_pods = kube::PodsRef(ns);
+  kube::ListOptions by_scheduler{.field_selector = "spec.schedulerName=" + scheduler};
+  Result<kube::List<kube::Pod>> pods =
+      co_await kube::ListAllAs<kube::Pod>(kube, std::move(ns_pods), std::move(by_scheduler));
+  if (pods) r.namespace_pods = std::move(pods->items);
+  for (const kube::Pod& p : r.namespace_pods) {
+    if (p.metadata.uid == r.pod.metadata.uid) continue;
+    if (r.in.group && bridge::InGroup(p, *r.in.group)) r.in.members.push_back(&p);
+  }
+  r.in.members.push_back(&r.pod);
+
+  // Kubernetes' nodes and what is bound to them (the exclusions' input).
+  kube::ResourceRef nodes_ref = kube::NodesRef();
+  kube::ListOptions every_node;
+  Result<kube::List<kube::Node>> nodes =
+      co_await kube::ListAllAs<kube::Node>(kube, std::move(nodes_ref), std::move(every_node));
+  if (nodes) r.nodes = std::move(nodes->items);
+  for (const kube::Node& n : r.nodes) r.in.k8s_nodes_by_slurm_name[bridge::SlurmNodeName(n)] = &n;
+  kube::ResourceRef all_pods = kube::PodsRef();
+  kube::ListOptions bound_live{.field_selector =
+                                   "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"};
+  Result<kube::List<kube::Pod>> bound =
+      co_await kube::ListAllAs<kube::Pod>(kube, std::move(all_pods), std::move(bound_live));
+  if (bound) r.bound_pods = std::move(bound->items);
+  std::vector<const kube::Pod*> others;
+  std::vector<const kube::Pod*> all_bound;
+  for (const kube::Pod& p : r.bound_pods) {
+    all_bound.push_back(&p);
+    if (p.spec.scheduler_name != scheduler) others.push_back(&p);
+  }
+  r.in.used_by_others = bridge::UsageOf(others);
+  r.in.ports_in_use = bridge::PortsOf(all_bound);
+
+  // Slurm: the job (by the pod's label, else by tag), its nodes, the association's fair share.
+  if (!s.slurm) {
+    r.in.job_error = s.slurm_missing;
+    co_return Result<void>{};
+  }
+  slurm::Client& slurm = *s.slurm;
+  std::optional<std::int64_t> labelled;
+  if (auto it = r.pod.metadata.labels.find(std::string(bridge::kJobIdLabel));
+      it != r.pod.metadata.labels.end()) {
+    try {
+      labelled = std::stoll(it->second);
+    } catch (const std::exception&) {
+      r.in.job_error =
+          fmt::format("the pod's label {}={} is no job id", bridge::kJobIdLabel, it->second);
+    }
+  }
+  if (labelled) {
+    Result<slurm::JobInfo> job = co_await slurm.GetJob(*labelled);
+    if (job) {
+      r.in.job = std::move(*job);
+      r.in.job_source = "label";
+    } else if (job.error().code == ErrorCode::kNotFound) {
+      r.in.job_error = fmt::format("Slurm no longer knows job {} (the pod's label)", *labelled);
+    } else {
+      r.in.job_error = Words(job.error());
+    }
+  }
+  if (!r.in.job && r.in.group && !labelled) {
+    Result<std::vector<slurm::JobInfo>> jobs = co_await slurm.ListJobs();
+    if (!jobs) {
+      r.in.job_error = Words(jobs.error());
+    } else {
+      for (slurm::JobInfo& j : *jobs) {
+        std::optional<bridge::JobTag> tag = bridge::ParseJobTag(j.admin_comment);
+        if (!tag || !tag->BelongsTo(s.config.cluster_name, scheduler)) continue;
+        if (tag->group != r.in.group->key || !IsLive(j)) continue;
+        if (j.het_job_id != 0 && j.het_job_offset != 0) continue;
+        r.in.job = std::move(j);
+        r.in.job_source = "tag";
+        break;
+      }
+    }
+  }
+  if (r.in.job) {
+    std::string account = r.in.job->account;
+    std::string user = r.in.job->user_name;
+    Result<std::vector<slurm::Share>> shares =
+        co_await slurm.Shares(std::move(account), std::move(user));
+    if (shares) {
+      for (const slurm::Share& sh : *shares) {
+        if (sh.user && sh.name == r.in.job->user_name && sh.account == r.in.job->account) {
+          r.in.fairshare = sh.fairshare;
+        }
+      }
+    }
+  }
+  Result<std::vector<slurm::NodeInfo>> slurm_nodes = co_await slurm.ListNodes();
+  if (slurm_nodes) {
+    for (const slurm::NodeInfo& n : *slurm_nodes) r.in.slurm_nodes.push_back(n.name);
+  }
+  co_return Result<void>{};
+}
+
+}  // namespace
+
+int RunExplain(const ToolOptions& options, const std::string& pod, std::ostream& out,
+               std::ostream& err) {
+  const std::string cmd = options.command + " explain";
+  Result<std::unique_ptr<Session>> session = OpenSession(options);
+  if (!session) {
+    err << cmd << ": " << session.error().message << "\n";
+    return 1;
+  }
+  Session& s = **session;
+  Read read;
+  std::optional<Result<void>> result;
+  Result<void> ran =
+      RunOnLoop(s, [&]() -> awaitable<void> { result = co_await ReadAll(s, pod, read); });
+  if (!ran) {
+    err << cmd << ": " << ran.error().message << "\n";
+    return 1;
+  }
+  if (!result || !*result) {
+    const Error e = result ? result->error() : Error{ErrorCode::kInternal, "did not finish"};
+    err << cmd << ": pod " << s.namespace_ << "/" << pod << ": " << e.ToString() << "\n";
+    return 1;
+  }
+  read.in.now = NowUnix();
+  const bridge::Explanation e = bridge::Explain(read.in);
+  out << (options.output == "json" ? bridge::RenderJson(e) : bridge::RenderText(e, read.in.now));
+  return 0;
+}
+
+}  // namespace sb::explain

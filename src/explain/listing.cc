@@ -1,0 +1,226 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// `jobs` and `nodes`: the bridge's Slurm jobs with their pods, and each node as Kubernetes and
+// Slurm see it. Read-only, as explain.
+#include <algorithm>
+#include <map>
+#include <ostream>
+
+#include <fmt/format.h>
+#include <boost/json.hpp>
+
+#include "bridge/explain.h"
+#include "bridge/names.h"
+#include "bridge/tag.h"
+#include "bridge/translate.h"
+#include "explain/explain.h"
+#include "explain/session.h"
+
+namespace sb::explain {
+namespace {
+
+using boost::asio::awaitable;
+namespace json = boost::json;
+
+std::string Join(const std::vector<std::string>& v, std::string_view sep) {
+  std::string out;
+  for (const std::string& s : v) out += (out.empty() ? "" : std::string(sep)) + s;
+  return out;
+}
+
+bool LiveJob(const slurm::JobInfo& j) {
+  const std::string_view s = j.BaseState();
+  return s == "PENDING" || s == "RUNNING" || s == "CONFIGURING" || s == "SUSPENDED" ||
+         s == "COMPLETING" || s == "REQUEUED" || s == "RESIZING";
+}
+
+// Prints rows as columns separated by two spaces, widths from the widest cell.
+void PrintTable(std::ostream& out, const std::vector<std::vector<std::string>>& rows) {
+  std::vector<std::size_t> width;
+  for (const auto& row : rows) {
+    width.resize(std::max(width.size(), row.size()));
+    for (std::size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+  }
+  for (const auto& row : rows) {
+    std::string line;
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      line += i + 1 == row.size() ? row[i] : fmt::format("{:<{}}  ", row[i], width[i]);
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out << line << "\n";
+  }
+}
+
+int Fail(const ToolOptions& o, std::string_view cmd, const std::string& what, std::ostream& err) {
+  err << o.command << " " << cmd << ": " << what << "\n";
+  return 1;
+}
+
+}  // namespace
+
+int RunJobs(const ToolOptions& options, std::ostream& out, std::ostream& err) {
+  Result<std::unique_ptr<Session>> session = OpenSession(options);
+  if (!session) return Fail(options, "jobs", session.error().message, err);
+  Session& s = **session;
+  if (!s.slurm) return Fail(options, "jobs", s.slurm_missing, err);
+  Result<std::vector<slurm::JobInfo>> jobs = MakeError(ErrorCode::kInternal, "not read");
+  Result<kube::List<kube::Pod>> pods = MakeError(ErrorCode::kInternal, "not read");
+  Result<void> ran = RunOnLoop(s, [&]() -> awaitable<void> {
+    jobs = co_await s.slurm->ListJobs();
+    kube::ResourceRef ref = kube::PodsRef(options.all_namespaces ? "" : s.namespace_);
+    kube::ListOptions by_scheduler{.field_selector =
+                                       "spec.schedulerName=" + s.config.scheduler_name};
+    pods = co_await kube::ListAllAs<kube::Pod>(*s.kube, std::move(ref), std::move(by_scheduler));
+  });
+  if (!ran) return Fail(options, "jobs", ran.error().message, err);
+  if (!jobs) return Fail(options, "jobs", "Slurm: " + jobs.error().ToString(), err);
+  if (!pods) return Fail(options, "jobs", "Kubernetes: " + pods.error().ToString(), err);
+  std::map<std::string, const kube::Pod*> by_name;
+  for (const kube::Pod& p : pods->items)
+    by_name[p.metadata.namespace_ + "/" + p.metadata.name] = &p;
+  const std::int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count();
+  std::vector<std::vector<std::string>> rows = {
+      {"JOBID", "STATE", "REASON", "PARTITION", "GROUP", "PODS", "START"}};
+  json::array arr;
+  for (const slurm::JobInfo& j : *jobs) {
+    std::optional<bridge::JobTag> tag = bridge::ParseJobTag(j.admin_comment);
+    if (!tag || !tag->BelongsTo(s.config.cluster_name, s.config.scheduler_name)) continue;
+    if (!LiveJob(j)) continue;
+    if (!options.all_namespaces) {
+      const bool here = std::ranges::any_of(
+          tag->pods, [&](const std::string& p) { return p.starts_with(s.namespace_ + "/"); });
+      if (!here) continue;
+    }
+    std::vector<std::string> pod_words;
+    json::array pod_arr;
+    for (const std::string& p : tag->pods) {
+      auto it = by_name.find(p);
+      std::string where = "gone";
+      if (it != by_name.end()) {
+        where = it->second->spec.node_name.empty() ? it->second->status.phase
+                                                   : it->second->spec.node_name;
+      }
+      pod_words.push_back(fmt::format("{}({})", p.substr(p.find('/') + 1), where));
+      pod_arr.push_back(json::object{{"pod", p}, {"where", where}});
+    }
+    const std::string state(j.BaseState());
+    std::string start = "-";
+    if (auto t = j.start_time.Value(); t && *t > 0) {
+      start = bridge::FormatUnixTime(*t) + " (" + bridge::RelativeTime(*t, now) + ")";
+    }
+    const std::string reason = j.state_reason == "None" ? "" : j.state_reason;
+    rows.push_back({std::to_string(j.job_id), state, reason.empty() ? "-" : reason,
+                    j.partition.empty() ? "-" : j.partition, tag->group, Join(pod_words, ","),
+                    start});
+    json::object o{
+        {"id", j.job_id},
+        {"state", state},
+        {"reason", reason},
+        {"partition", j.partition},
+        {"group", tag->group},
+        {"pods", std::move(pod_arr)},
+        {"startTime", start == "-" ? json::value(nullptr)
+                                   : json::value(bridge::FormatUnixTime(*j.start_time.Value()))}};
+    arr.push_back(std::move(o));
+  }
+  if (options.output == "json") {
+    out << json::serialize(json::object{{"jobs", std::move(arr)}}) << "\n";
+  } else if (rows.size() == 1) {
+    out << "no live Slurm jobs of this bridge"
+        << (options.all_namespaces ? "" : " in namespace " + s.namespace_) << "\n";
+  } else {
+    PrintTable(out, rows);
+  }
+  return 0;
+}
+
+int RunNodes(const ToolOptions& options, std::ostream& out, std::ostream& err) {
+  Result<std::unique_ptr<Session>> session = OpenSession(options);
+  if (!session) return Fail(options, "nodes", session.error().message, err);
+  Session& s = **session;
+  Result<kube::List<kube::Node>> nodes = MakeError(ErrorCode::kInternal, "not read");
+  Result<std::vector<slurm::NodeInfo>> slurm_nodes = MakeError(ErrorCode::kInternal, "not read");
+  Result<void> ran = RunOnLoop(s, [&]() -> awaitable<void> {
+    kube::ResourceRef ref = kube::NodesRef();
+    kube::ListOptions every_node;
+    nodes = co_await kube::ListAllAs<kube::Node>(*s.kube, std::move(ref), std::move(every_node));
+    if (s.slurm) slurm_nodes = co_await s.slurm->ListNodes();
+  });
+  if (!ran) return Fail(options, "nodes", ran.error().message, err);
+  if (!nodes) return Fail(options, "nodes", "Kubernetes: " + nodes.error().ToString(), err);
+  std::string slurm_error;
+  if (!s.slurm) {
+    slurm_error = s.slurm_missing;
+  } else if (!slurm_nodes) {
+    slurm_error = slurm_nodes.error().ToString();
+  }
+  std::map<std::string, const slurm::NodeInfo*> by_name;
+  if (slurm_nodes) {
+    for (const slurm::NodeInfo& n : *slurm_nodes) by_name[n.name] = &n;
+  }
+  std::vector<std::vector<std::string>> rows = {
+      {"NODE", "KUBERNETES", "SLURM-NODE", "SLURM", "CPUS(A/T)", "GRES", "REASON"}};
+  json::array arr;
+  std::set<std::string> seen;
+  auto slurm_cells = [&](const slurm::NodeInfo* n, std::vector<std::string>& row, json::object& o) {
+    if (n == nullptr) {
+      row.insert(row.end(), {slurm_error.empty() ? "(none)" : "?", "-", "-", "-"});
+      o["slurm"] = nullptr;
+      return;
+    }
+    const std::string state = Join(n->state, "+");
+    row.insert(row.end(), {state, fmt::format("{}/{}", n->alloc_cpus, n->cpus),
+                           n->gres.empty() ? "-" : n->gres, n->reason.empty() ? "-" : n->reason});
+    o["slurm"] = json::object{{"state", state},
+                              {"reason", n->reason},
+                              {"cpus", n->cpus},
+                              {"allocCpus", n->alloc_cpus},
+                              {"gres", n->gres},
+                              {"gresUsed", n->gres_used},
+                              {"partitions", json::value_from(n->partitions)}};
+  };
+  std::vector<const kube::Node*> sorted;
+  for (const kube::Node& n : nodes->items) sorted.push_back(&n);
+  std::ranges::sort(sorted, {}, [](const kube::Node* n) { return n->metadata.name; });
+  for (const kube::Node* n : sorted) {
+    const std::string slurm_name = bridge::SlurmNodeName(*n);
+    std::vector<std::string> k8s = {bridge::NodeIsReady(*n) ? "Ready" : "NotReady"};
+    if (n->unschedulable) k8s.push_back("SchedulingDisabled");
+    for (const kube::Taint& t : n->taints) {
+      if (t.key == bridge::kManagedNodeTaint) k8s.push_back("managed");
+    }
+    auto it = by_name.find(slurm_name);
+    const slurm::NodeInfo* sn = it == by_name.end() ? nullptr : it->second;
+    if (sn != nullptr) seen.insert(slurm_name);
+    std::vector<std::string> row = {n->metadata.name, Join(k8s, ","),
+                                    sn != nullptr ? slurm_name : "-"};
+    json::object o{{"node", n->metadata.name},
+                   {"kubernetes", json::object{{"ready", bridge::NodeIsReady(*n)},
+                                               {"unschedulable", n->unschedulable}}},
+                   {"slurmNode", sn != nullptr ? json::value(slurm_name) : json::value(nullptr)}};
+    slurm_cells(sn, row, o);
+    rows.push_back(std::move(row));
+    arr.push_back(std::move(o));
+  }
+  // Slurm nodes without a Kubernetes node (external nodes, or nodes not joined).
+  for (const auto& [name, sn] : by_name) {
+    if (seen.contains(name)) continue;
+    std::vector<std::string> row = {"-", "(none)", name};
+    json::object o{{"node", nullptr}, {"kubernetes", nullptr}, {"slurmNode", name}};
+    slurm_cells(sn, row, o);
+    rows.push_back(std::move(row));
+    arr.push_back(std::move(o));
+  }
+  if (options.output == "json") {
+    out << json::serialize(json::object{{"nodes", std::move(arr)}, {"slurmError", slurm_error}})
+        << "\n";
+  } else {
+    PrintTable(out, rows);
+    if (!slurm_error.empty()) out << "Slurm not read: " << slurm_error << "\n";
+  }
+  return 0;
+}
+
+}  // namespace sb::explain

@@ -1,0 +1,51 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// kube/owners.h
+//
+// An object's controller chain (its ownerReferences with controller: true, followed up), as the
+// scheduler and `slurm-bridge explain` read it. Generic Kubernetes: nothing of the bridge.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <boost/asio/awaitable.hpp>
+
+#include "common/error.h"
+#include "kube/client.h"
+#include "kube/types.h"
+
+namespace sb::kube {
+
+// The resource of a kind, as Kubernetes names it by convention: lower case plus "s" ("Job" ->
+// "jobs", "LeaderWorkerSet" -> "leaderworkersets"). Right for every kind a controller chain
+// of a pod holds in practice (Job, JobSet, LeaderWorkerSet, PodGroup, ReplicaSet, StatefulSet).
+[[nodiscard]] std::string ResourceOfKind(std::string_view kind);
+
+// The namespaced object `name` of `api_version` ("batch/v1", "v1") and `kind`.
+[[nodiscard]] ResourceRef RefOfKind(std::string_view api_version, std::string_view kind,
+                                    std::string namespace_, std::string name);
+
+// Reads one owner; the scheduler's caches its answers, explain's reads the apiserver.
+using OwnerGetter = std::function<boost::asio::awaitable<Result<GenericObject>>(
+    std::string api_version, std::string kind, std::string namespace_, std::string name)>;
+
+// An OwnerGetter that GETs from `client`.
+[[nodiscard]] OwnerGetter DirectOwnerGetter(Client& client);
+
+// The controller chain of the object `meta` (of namespace meta.namespace_), nearest first, as
+// far as it can be read: at most 32 levels (as upstream slurm-bridge), and it ends at an owner
+// that is gone, forbidden or invalid (kNotFound, kPermissionDenied, kInvalidArgument: said in
+// `unreadable`). Any other failure is an error (transient: the caller retries).
+struct ControllerChain {
+  std::vector<GenericObject> owners;
+  // The owner the chain ended at and why ("Job train: not found ..."); "" when it ended at an
+  // object without a controller.
+  std::string unreadable;
+};
+[[nodiscard]] boost::asio::awaitable<Result<ControllerChain>> ReadControllerChain(
+    const ObjectMeta& meta, const OwnerGetter& get);
+
+}  // namespace sb::kube
