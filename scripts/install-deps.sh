@@ -22,6 +22,8 @@ PACKAGES=(
   debootstrap golang-1.19-go
   # the chart tests' renderer (testenv/helm-render): sprig v3 and yaml.v3, as Helm uses
   golang-github-masterminds-sprig-dev golang-gopkg-yaml.v3-dev python3-yaml
+  # and gojsonschema, with which Helm checks values.schema.json
+  golang-github-xeipuuv-gojsonschema-dev
   curl jq openssl ca-certificates util-linux procps psmisc iproute2 xz-utils
   # the kubelets' nodes (testenv/up.sh --kubelets): a containerd per node, runc, the CNI
   # loopback plugin, and busybox for the test images (built offline, statically linked)

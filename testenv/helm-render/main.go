@@ -7,8 +7,12 @@
 // (Debian's golang-github-masterminds-sprig-dev), plus Helm's own functions: include, tpl,
 // required, toYaml, fromYaml, fromYamlArray, toJson, fromJson, lookup (answers from
 // --lookup-file, else an empty map, as `helm template` does offline), and the built-in objects
-// .Values, .Release, .Chart, .Capabilities, .Template and .Files (Get only). Subcharts,
-// hooks, NOTES.txt, values.schema.json and toToml are not supported.
+// .Values, .Release, .Chart, .Capabilities, .Template and .Files (Get only). Like `helm
+// install` and `helm template` (Helm 3.0 to 3.17), it validates the merged values against the
+// chart's values.schema.json with the library Helm uses for that, gojsonschema (Debian's
+// golang-github-xeipuuv-gojsonschema-dev), and refuses them with Helm's message: "values don't
+// meet the specifications of the schema(s) in the following chart(s):" then the chart's name and
+// one "- key: what is wrong" line per error. Subcharts, hooks and toToml are not supported.
 //
 // Usage:
 //
@@ -45,6 +49,7 @@ import (
 
 	"github.com/Masterminds/semver"
 	"github.com/Masterminds/sprig"
+	"github.com/xeipuuv/gojsonschema"
 	yaml "gopkg.in/yaml.v3"
 )
 
@@ -462,6 +467,42 @@ func (l lookupIndex) lookup(apiVersion, kind, ns, name string) (map[string]inter
 	return map[string]interface{}{"items": items}, nil
 }
 
+// ---- values.schema.json ----------------------------------------------------------------------
+
+// validateValues checks the merged values (the chart's defaults, -f files, --set) against the
+// chart's values.schema.json, when it has one, as Helm's chartutil.ValidateAgainstSchema does
+// before rendering: the values as JSON, validated by gojsonschema, every error listed.
+func validateValues(chartName, chartDir string, values map[string]interface{}) {
+	schema, err := os.ReadFile(filepath.Join(chartDir, "values.schema.json"))
+	if errors.Is(err, os.ErrNotExist) {
+		return
+	}
+	if err != nil {
+		die("%v", err)
+	}
+	valuesJSON, err := json.Marshal(jsonable(values))
+	if err != nil {
+		die("values: %v", err)
+	}
+	compiled, err := gojsonschema.NewSchema(gojsonschema.NewBytesLoader(schema))
+	if err != nil {
+		die("unable to compile schema: %v", err)
+	}
+	result, err := compiled.Validate(gojsonschema.NewBytesLoader(valuesJSON))
+	if err != nil {
+		die("unable to validate schema: %v", err)
+	}
+	if result.Valid() {
+		return
+	}
+	var sb strings.Builder
+	for _, e := range result.Errors() {
+		fmt.Fprintf(&sb, "- %s\n", e)
+	}
+	die("values don't meet the specifications of the schema(s) in the following chart(s):\n%s:\n%s",
+		chartName, strings.TrimSuffix(sb.String(), "\n"))
+}
+
 // ---- rendering ------------------------------------------------------------------------------
 
 type renderer struct {
@@ -562,6 +603,7 @@ func main() {
 			applySet(values, e, true)
 		}
 	}
+	validateValues(chartName, chartDir, values)
 
 	var lk lookupIndex
 	if o.lookupFile != "" {

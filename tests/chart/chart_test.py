@@ -3,7 +3,10 @@
 #
 # Chart tests for helm/slurm-bridge: renders the chart with testenv/helm-render (built here when
 # needed) and asserts on the rendered objects: names, labels, args, env, mounts, probes, RBAC
-# rules, webhooks, certificates. No snapshots: every assertion names what it checks.
+# rules, webhooks, certificates, the monitoring objects (ServiceMonitors, PrometheusRule, the
+# Grafana dashboard; their metrics against the documented metrics table) and values.schema.json
+# (bad values refused with a message naming the key). No snapshots: every assertion names what
+# it checks.
 #
 # Usage: chart_test.py [--build-dir DIR] [--binary PATH] [-k NAME]
 #   --build-dir  where helm-render is built (default: $TMPDIR/sb-helm-render)
@@ -903,6 +906,395 @@ def case_binary_takes_the_rendered_args():
         check("privileged user system:serviceaccount:slinky:slurm-bridge-scheduler" in out,
               f"admission took the privileged users: {out}")
         check("2 managed namespace(s)" in out, f"admission read config.yaml: {out}")
+
+
+# ---- monitoring (ours): ServiceMonitors, PrometheusRule, Grafana dashboard, values.schema.json ----
+
+DASHBOARD = os.path.join(CHART, "dashboards", "slurm-bridge.json")
+SCHEMA = os.path.join(CHART, "values.schema.json")
+MONITORING_KINDS = ("ServiceMonitor", "PrometheusRule")
+ALERTS = {"SlurmBridgeLeaderAbsent", "SlurmBridgeTwoLeaders", "SlurmBridgeGoneBrakeEngaged",
+          "SlurmBridgeForeignLookingJobs", "SlurmBridgeEventsDropped", "SlurmBridgeReconcileErrors",
+          "SlurmBridgeClientErrors", "SlurmBridgeJobStatePollErrors", "SlurmBridgeBindErrors",
+          "SlurmBridgePodsWaitingOnBridge", "SlurmBridgeStrayPodsDeleted", "SlurmBridgeDuplicateJobs",
+          "SlurmBridgeOrphanSweepsSkipped"}
+# Prometheus' duration syntax (the operator's Duration pattern).
+DURATION_RE = re.compile(r"(0|([0-9]+y)?([0-9]+w)?([0-9]+d)?([0-9]+h)?([0-9]+m)?([0-9]+s)?([0-9]+ms)?)")
+
+
+def documented_metrics():
+    """The metric names of the "| metric | what |" table, wherever it is (README.md or any
+    docs/*.md), read by src/app/readme_metrics.h's rules: a row names metrics in backticks, "{a,b}"
+    are label keys, a name starting with '_' shares the row's first name's stem (that name less
+    its last two '_' parts: `slurm_bridge_jobs_submitted_total`, `_adopted_total`)."""
+    import glob
+    names = set()
+    for path in [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md"))):
+        in_table = False
+        with open(path) as f:
+            for line in f:
+                line = line.rstrip("\n")
+                if line.startswith("| metric | what |"):
+                    in_table = True
+                    continue
+                if not in_table:
+                    continue
+                if not line.startswith("|"):
+                    in_table = False
+                    continue
+                if line.startswith("|---"):
+                    continue
+                first = line[1:line.index("|", 1)]
+                stem = ""
+                for text in re.findall(r"`([^`]+)`", first):
+                    text = text.split("{")[0]
+                    if text.startswith("_"):
+                        names.add(stem + text)
+                    else:
+                        names.add(text)
+                        stem = text[:text.rfind("_")]
+                        stem = stem[:stem.rfind("_")]
+    return names
+
+
+def promql_metrics(expr):
+    """The metric names a PromQL expression reads (bridge metrics: slurm_bridge_*), and the
+    selectors of any other metric (a name followed by `{`)."""
+    ours = set(re.findall(r"\bslurm_bridge_[a-z0-9_]+", expr))
+    others = {m for m in re.findall(r"\b([a-zA-Z_:][a-zA-Z0-9_:]*)\s*\{", expr)
+              if not m.startswith("slurm_bridge_")}
+    return ours, others
+
+
+def check_documented(exprs, what):
+    table = documented_metrics()
+    check("slurm_bridge_leader" in table and len(table) > 20,
+          f"the metrics table (| metric | what |) found in README.md or docs/*.md: {sorted(table)}")
+    missing = set()
+    for e in exprs:
+        ours, others = promql_metrics(e)
+        eq(others, set(), f"{what}: only bridge metrics in {e!r}")
+        for m in ours:
+            base = re.sub(r"_(bucket|sum|count)$", "", m)
+            if m not in table and base not in table:
+                missing.add(m)
+    check(not missing, f"{what} reads metrics that the metrics table (README.md or docs/*.md) "
+                       f"does not list: {sorted(missing)}")
+
+
+def monitoring_on(*extra, **kw):
+    return render("--set", "metrics.serviceMonitor.enabled=true",
+                  "--set", "metrics.prometheusRule.enabled=true",
+                  "--set", "metrics.dashboard.enabled=true", *extra, **kw)
+
+
+def case_monitoring_off_by_default():
+    """Defaults render no ServiceMonitor, PrometheusRule, dashboard ConfigMap or scheduler
+    Service; values.yaml has them all disabled."""
+    objs = render()
+    eq(objs.kinds(), default_objects(), "default objects")
+    check(not any(o["kind"] in MONITORING_KINDS for o in objs.items), "no monitoring objects by default")
+    check(not objs.has("ConfigMap", "slurm-bridge-dashboard"), "no dashboard ConfigMap by default")
+    check(not objs.has("Service", "slurm-bridge-scheduler"), "no scheduler Service by default")
+    with open(os.path.join(CHART, "values.yaml")) as f:
+        m = yaml.safe_load(f)["metrics"]
+    for k in ("serviceMonitor", "prometheusRule", "dashboard"):
+        eq(m[k]["enabled"], False, f"metrics.{k}.enabled default")
+    eq(m["dashboard"]["labels"], {"grafana_dashboard": "1"}, "the Grafana sidecar's label by default")
+
+
+def case_service_monitors():
+    """metrics.serviceMonitor: one ServiceMonitor per component that serves /metrics (scheduler,
+    controllers; the admission serves none), each selecting exactly its component's Service in
+    the release namespace by labels and the `metrics` port name; the scheduler gets a metrics
+    Service; interval, scrapeTimeout, labels, namespace and relabelings are passed on."""
+    ns = "slinky"
+    objs = render("--set", "metrics.serviceMonitor.enabled=true",
+                  "--set", "metrics.serviceMonitor.labels.release=kube-prometheus-stack",
+                  "--set", "metrics.serviceMonitor.interval=15s,metrics.serviceMonitor.scrapeTimeout=5s",
+                  "--set", "metrics.serviceMonitor.metricRelabelings[0].action=labeldrop",
+                  "--set", "metrics.serviceMonitor.metricRelabelings[0].regex=pod_template_hash",
+                  "--set", "scheduler.ports.metrics=9090", namespace=ns)
+    sms = {o["metadata"]["name"]: o for o in objs.items if o["kind"] == "ServiceMonitor"}
+    eq(set(sms), {"slurm-bridge-scheduler", "slurm-bridge-controllers"}, "ServiceMonitors")
+    eq(sorted(k for k in objs.kinds() if k not in default_objects()),
+       sorted([("Service", "slurm-bridge-scheduler"), ("ServiceMonitor", "slurm-bridge-scheduler"),
+               ("ServiceMonitor", "slurm-bridge-controllers")]), "objects added")
+    services = [o for o in objs.items if o["kind"] == "Service"]
+    for name, sm in sms.items():
+        eq(sm["apiVersion"], "monitoring.coreos.com/v1", f"{name} apiVersion")
+        eq(sm["metadata"]["namespace"], ns, f"{name} namespace")
+        eq(sm["metadata"]["labels"].get("release"), "kube-prometheus-stack", f"{name}: extra label")
+        eq(sm["spec"]["namespaceSelector"], {"matchNames": [ns]}, f"{name} namespaceSelector")
+        sel = sm["spec"]["selector"]["matchLabels"]
+        matched = [s for s in services if s["metadata"]["namespace"] == ns
+                   and all(s["metadata"]["labels"].get(k) == v for k, v in sel.items())]
+        eq([s["metadata"]["name"] for s in matched], [name], f"{name}: the Services its selector matches")
+        ports = {p["name"]: p for p in matched[0]["spec"]["ports"]}
+        eq(len(sm["spec"]["endpoints"]), 1, f"{name}: one endpoint")
+        ep = sm["spec"]["endpoints"][0]
+        check(ep["port"] in ports, f"{name}: endpoint port {ep['port']!r} is a port name of the Service ({sorted(ports)})")
+        eq((ep["path"], ep["interval"], ep["scrapeTimeout"]), ("/metrics", "15s", "5s"),
+           f"{name}: path, interval, scrapeTimeout")
+        eq(ep["metricRelabelings"], [{"action": "labeldrop", "regex": "pod_template_hash"}],
+           f"{name}: metricRelabelings")
+        # The Service's selector picks the component's pods, whose container listens there.
+        d = objs.get("Deployment", name)
+        eq(matched[0]["spec"]["selector"], d["spec"]["selector"]["matchLabels"], f"{name}: Service selects its pods")
+        cports = {p["name"]: p["containerPort"] for p in container(d)["ports"]}
+        eq(ports["metrics"]["targetPort"], cports["metrics"], f"{name}: targetPort is the container's metrics port")
+    eq(objs.get("Service", "slurm-bridge-scheduler")["spec"]["ports"],
+       [{"name": "metrics", "port": 8080, "targetPort": 9090, "protocol": "TCP"}], "scheduler Service ports")
+    eq(objs.get("Service", "slurm-bridge-scheduler")["spec"].get("clusterIP"), "None",
+       "scheduler Service headless (every replica scraped, the standby too)")
+
+    # A ServiceMonitor in the operator's namespace still selects the release namespace.
+    objs = render("--set", "metrics.serviceMonitor.enabled=true,metrics.serviceMonitor.namespace=monitoring",
+                  "--set", "metrics.serviceMonitor.interval=,metrics.serviceMonitor.scrapeTimeout=",
+                  namespace=ns)
+    for o in objs.items:
+        if o["kind"] == "ServiceMonitor":
+            eq(o["metadata"]["namespace"], "monitoring", "namespace override")
+            eq(o["spec"]["namespaceSelector"], {"matchNames": [ns]}, "still the release namespace's Services")
+            check("interval" not in o["spec"]["endpoints"][0] and "scrapeTimeout" not in o["spec"]["endpoints"][0],
+                  "\"\" interval and scrapeTimeout: the Prometheus' own")
+    # A component with its metrics listener off is not scraped (and gets no Service).
+    objs = render("--set", "metrics.serviceMonitor.enabled=true", "--set", "scheduler.ports.metrics=0")
+    eq([o["metadata"]["name"] for o in objs.items if o["kind"] == "ServiceMonitor"],
+       ["slurm-bridge-controllers"], "scheduler metrics off: only the controllers' ServiceMonitor")
+    check(not objs.has("Service", "slurm-bridge-scheduler"), "scheduler metrics off: no scheduler Service")
+    # Custom names follow schedulerName and nameOverride.
+    objs = render("--set", "metrics.serviceMonitor.enabled=true,nameOverride=acme",
+                  "--set", "schedulerConfig.schedulerName=acme-sched")
+    eq(sorted(o["metadata"]["name"] for o in objs.items if o["kind"] == "ServiceMonitor"),
+       ["acme-controllers", "acme-sched"], "ServiceMonitor names follow the components' names")
+
+
+def prometheus_rules(objs):
+    prs = [o for o in objs.items if o["kind"] == "PrometheusRule"]
+    eq(len(prs), 1, "one PrometheusRule")
+    groups = prs[0]["spec"]["groups"]
+    eq([g["name"] for g in groups], ["slurm-bridge"], "rule groups")
+    return prs[0], {r.get("alert", r.get("record")): r for r in groups[0]["rules"]}
+
+
+def case_prometheus_rule():
+    """metrics.prometheusRule: the chart's alerts in one group, each with a severity, a `for:`,
+    summary and description, on the release namespace's series and the components' jobs (the
+    Services' names); labels, alertLabels, per-rule overrides, disabling, extra rules."""
+    ns = "slinky"
+    objs = render("--set", "metrics.prometheusRule.enabled=true", namespace=ns)
+    pr, rules = prometheus_rules(objs)
+    eq(pr["apiVersion"], "monitoring.coreos.com/v1", "apiVersion")
+    eq((pr["metadata"]["name"], pr["metadata"]["namespace"]), ("slurm-bridge", ns), "name, namespace")
+    eq(set(rules), ALERTS, "alerts")
+    for name, r in rules.items():
+        check(r["labels"].get("severity") in ("critical", "warning", "info"), f"{name}: severity {r['labels']}")
+        check(DURATION_RE.fullmatch(r["for"]) and r["for"] != "0", f"{name}: for {r['for']!r}")
+        for a in ("summary", "description"):
+            check(len(r["annotations"].get(a, "")) > 10, f"{name}: {a} annotation")
+        check("{{" not in r["expr"], f"{name}: expr free of template text: {r['expr']}")
+        check(f'namespace="{ns}"' in r["expr"], f"{name}: expr scoped to the release namespace: {r['expr']}")
+    for job in ("slurm-bridge-scheduler", "slurm-bridge-controllers"):
+        check(f'job="{job}"' in rules["SlurmBridgeLeaderAbsent"]["expr"], f"LeaderAbsent watches {job}")
+        check(f"absent(slurm_bridge_leader{{namespace=\"{ns}\", job=\"{job}\"}})" in
+              rules["SlurmBridgeLeaderAbsent"]["expr"], f"LeaderAbsent also fires when {job} is not scraped")
+    check("> 1" in rules["SlurmBridgeTwoLeaders"]["expr"], "TwoLeaders: more than one leader")
+    check("gone_brake_engaged" in rules["SlurmBridgeGoneBrakeEngaged"]["expr"], "the gone brake")
+    for reason in ("gang_incomplete", "not_described", "submitting"):
+        check(reason in rules["SlurmBridgePodsWaitingOnBridge"]["expr"], f"PodsWaitingOnBridge: {reason}")
+    eq(rules["SlurmBridgeLeaderAbsent"]["labels"]["severity"], "critical", "LeaderAbsent is critical")
+    eq(rules["SlurmBridgeGoneBrakeEngaged"]["labels"]["severity"], "critical", "GoneBrake is critical")
+
+    # Overrides, labels, extra rules, namespace.
+    objs = render("--set", "metrics.prometheusRule.enabled=true",
+                  "--set", "metrics.prometheusRule.namespace=monitoring",
+                  "--set", "metrics.prometheusRule.labels.release=kube-prometheus-stack",
+                  "--set", "metrics.prometheusRule.alertLabels.team=hpc",
+                  "--set", "metrics.prometheusRule.rules.SlurmBridgeEventsDropped.enabled=false",
+                  "--set", "metrics.prometheusRule.rules.SlurmBridgeClientErrors.for=30m",
+                  "--set", "metrics.prometheusRule.rules.SlurmBridgeClientErrors.severity=critical",
+                  "--set", "metrics.prometheusRule.rules.SlurmBridgeBindErrors.annotations.runbook_url=https://example.com/rb",
+                  "--set", "metrics.prometheusRule.rules.SlurmBridgeReconcileErrors.expr=vector(1)",
+                  "--set", "metrics.prometheusRule.extraRules[0].alert=Mine",
+                  "--set", "metrics.prometheusRule.extraRules[0].expr=vector(1)", namespace=ns)
+    pr, rules = prometheus_rules(objs)
+    eq(pr["metadata"]["namespace"], "monitoring", "namespace override")
+    eq(pr["metadata"]["labels"].get("release"), "kube-prometheus-stack", "PrometheusRule labels")
+    eq(set(rules), ALERTS - {"SlurmBridgeEventsDropped"} | {"Mine"}, "disabled rule dropped, extra rule added")
+    eq((rules["SlurmBridgeClientErrors"]["for"], rules["SlurmBridgeClientErrors"]["labels"]["severity"]),
+       ("30m", "critical"), "for and severity overridden")
+    eq(rules["SlurmBridgeBindErrors"]["annotations"]["runbook_url"], "https://example.com/rb", "annotation added")
+    check("summary" in rules["SlurmBridgeBindErrors"]["annotations"], "the chart's annotations kept")
+    eq(rules["SlurmBridgeReconcileErrors"]["expr"], "vector(1)", "expr overridden")
+    for name in ALERTS - {"SlurmBridgeEventsDropped"}:
+        eq(rules[name]["labels"].get("team"), "hpc", f"{name}: alertLabels")
+    check(f'namespace="{ns}"' in rules["SlurmBridgeTwoLeaders"]["expr"], "series of the release namespace")
+
+    # No leader alert for a component scaled to 0 or not scraped.
+    objs = render("--set", "metrics.prometheusRule.enabled=true", "--set", "scheduler.replicaCount=0")
+    expr = prometheus_rules(objs)[1]["SlurmBridgeLeaderAbsent"]["expr"]
+    check("slurm-bridge-scheduler" not in expr and "slurm-bridge-controllers" in expr,
+          f"LeaderAbsent without the scheduler at 0 replicas: {expr}")
+    objs = render("--set", "metrics.prometheusRule.enabled=true", "--set", "controllers.ports.metrics=0")
+    rules = prometheus_rules(objs)[1]
+    check("slurm-bridge-controllers" not in rules["SlurmBridgeLeaderAbsent"]["expr"] + rules["SlurmBridgeTwoLeaders"]["expr"],
+          "controllers not scraped: not in the leader alerts")
+
+
+def load_dashboard():
+    with open(DASHBOARD) as f:
+        return json.load(f)
+
+
+def dashboard_exprs(d):
+    exprs = [t["expr"] for p in d["panels"] for t in p.get("targets", [])]
+    for v in d["templating"]["list"]:
+        q = v.get("query")
+        if v.get("type") == "query":
+            exprs.append(q["query"] if isinstance(q, dict) else q)
+    return exprs
+
+
+def case_dashboard_json():
+    """dashboards/slurm-bridge.json: a Grafana dashboard model (valid JSON, recent schemaVersion,
+    a `${datasource}` Prometheus variable), unique panel ids, every panel placed (gridPos) with
+    targets that have an expr, and a panel for each thing operators watch."""
+    d = load_dashboard()
+    check(d["schemaVersion"] >= 36, f"schemaVersion {d['schemaVersion']}")
+    eq(d["uid"], "slurm-bridge", "uid")
+    variables = {v["name"]: v for v in d["templating"]["list"]}
+    check("datasource" in variables, "the datasource variable")
+    eq((variables["datasource"]["type"], variables["datasource"]["query"]), ("datasource", "prometheus"),
+       "datasource variable: type datasource, Prometheus")
+    ids = [p["id"] for p in d["panels"]]
+    eq(len(ids), len(set(ids)), f"unique panel ids {ids}")
+    cells = set()
+    for p in d["panels"]:
+        what = f"panel {p['id']} {p.get('title')!r}"
+        g = p.get("gridPos", {})
+        check(all(isinstance(g.get(k), int) for k in "hwxy"), f"{what}: gridPos {g}")
+        check(g["x"] >= 0 and g["x"] + g["w"] <= 24, f"{what}: within the 24 columns")
+        for x in range(g["x"], g["x"] + g["w"]):
+            for y in range(g["y"], g["y"] + g["h"]):
+                check((x, y) not in cells, f"{what}: overlaps another panel at {(x, y)}")
+                cells.add((x, y))
+        check(p.get("targets"), f"{what}: has targets")
+        for t in p["targets"]:
+            check(t.get("expr", "").strip(), f"{what}: target {t.get('refId')} has an expr")
+        for ds in [p.get("datasource")] + [t.get("datasource") for t in p["targets"]]:
+            check(ds is None or ds == {"type": "prometheus", "uid": "${datasource}"},
+                  f"{what}: datasource is the variable, not a fixed one: {ds}")
+    text = "\n".join(dashboard_exprs(d))
+    for want in ["slurm_bridge_pods_waiting", "by (reason)",
+                 "histogram_quantile(0.5, sum by (le) (rate(slurm_bridge_submit_latency_seconds_bucket",
+                 "histogram_quantile(0.99, sum by (le) (rate(slurm_bridge_submit_latency_seconds_bucket",
+                 "histogram_quantile(0.5, sum by (le) (rate(slurm_bridge_bind_latency_seconds_bucket",
+                 "histogram_quantile(0.99, sum by (le) (rate(slurm_bridge_bind_latency_seconds_bucket",
+                 "slurm_bridge_jobs_submitted_total", "slurm_bridge_jobs_adopted_total",
+                 "slurm_bridge_jobs_cancelled_total", "slurm_bridge_pods_bound_total",
+                 "slurm_bridge_client_requests_total", "slurm_bridge_client_errors_total",
+                 "slurm_bridge_client_request_duration_seconds_bucket", "slurm_bridge_events_dropped_total",
+                 "slurm_bridge_queue_depth", "slurm_bridge_leader", "slurm_bridge_gone_brake_engaged",
+                 "slurm_bridge_foreign_looking_jobs", "slurm_bridge_reconcile_errors_total"]:
+        check(want in text, f"the dashboard queries {want}")
+
+
+def case_dashboard_configmap():
+    """metrics.dashboard: a ConfigMap holding dashboards/slurm-bridge.json as is, with the
+    Grafana sidecar's label (grafana_dashboard: "1"), labels, annotations and namespace."""
+    objs = render("--set", "metrics.dashboard.enabled=true", namespace="slinky")
+    cm = objs.get("ConfigMap", "slurm-bridge-dashboard")
+    eq(cm["metadata"]["namespace"], "slinky", "namespace")
+    eq(cm["metadata"]["labels"].get("grafana_dashboard"), "1", "the sidecar's label")
+    eq(list(cm["data"]), ["slurm-bridge.json"], "data keys")
+    eq(json.loads(cm["data"]["slurm-bridge.json"]), load_dashboard(), "the dashboard JSON, unchanged")
+    objs = render("--set", "metrics.dashboard.enabled=true,metrics.dashboard.namespace=grafana",
+                  "--set", "metrics.dashboard.labels.grafana_dashboard=null",
+                  "--set-string", "metrics.dashboard.labels.my_dashboards=yes",
+                  "--set", "metrics.dashboard.annotations.grafana_folder=HPC", namespace="slinky")
+    cm = objs.get("ConfigMap", "slurm-bridge-dashboard")
+    eq(cm["metadata"]["namespace"], "grafana", "namespace override")
+    check("grafana_dashboard" not in cm["metadata"]["labels"], "the default label can be removed")
+    eq(cm["metadata"]["labels"].get("my_dashboards"), "yes", "another sidecar label")
+    eq(cm["metadata"].get("annotations"), {"grafana_folder": "HPC"}, "annotations")
+
+
+def case_monitoring_metrics_documented():
+    """Every metric the dashboard and the alert rules read is in the documented metrics table
+    (README.md or docs/*.md; histograms by their name less _bucket/_sum/_count); they read no
+    metric that is not the bridge's."""
+    check_documented(dashboard_exprs(load_dashboard()), "dashboard")
+    objs = monitoring_on()
+    check_documented([r["expr"] for r in prometheus_rules(objs)[1].values()], "alert rules")
+
+
+def schema_props(schema, path):
+    node = schema
+    for part in path:
+        props = node.get("properties", {})
+        if part not in props:
+            return None
+        node = props[part]
+    return node
+
+
+def case_values_schema():
+    """values.schema.json (draft-07) covers every key of values.yaml, leaves free-form maps
+    open, and the renderer (as helm install/template) refuses bad values naming the key."""
+    with open(SCHEMA) as f:
+        schema = json.load(f)
+    eq(schema["$schema"], "http://json-schema.org/draft-07/schema#", "draft-07")
+    eq(schema.get("additionalProperties"), False, "unknown top-level keys refused")
+    with open(os.path.join(CHART, "values.yaml")) as f:
+        values = yaml.safe_load(f)
+
+    def walk(node, path):
+        for k, v in node.items():
+            p = path + [k]
+            s = schema_props(schema, p)
+            check(s is not None, f"values.schema.json covers {'.'.join(p)}")
+            check("type" in s or "anyOf" in s or "oneOf" in s or "enum" in s, f"{'.'.join(p)} has a type")
+            if isinstance(v, dict) and "properties" in s:
+                walk(v, p)
+    walk(values, [])
+    try:
+        import jsonschema  # optional: a second validator's opinion
+    except ImportError:
+        jsonschema = None
+    if jsonschema:
+        jsonschema.Draft7Validator.check_schema(schema)
+        jsonschema.Draft7Validator(schema).validate(values)
+
+    # Free-form maps stay open; config passes unknown keys through.
+    objs = render("--set", "scheduler.nodeSelector.pool=infra,scheduler.resources.limits.cpu=2",
+                  "--set", "controllers.affinity.nodeAffinity.x=y,admission.tolerations[0].operator=Exists",
+                  "--set", "config.someNewKey=v,metrics.serviceMonitor.labels.release=kps")
+    eq(objs.config()["someNewKey"], "v", "an unknown config key is copied")
+
+    header = "values don't meet the specifications of the schema(s) in the following chart(s):"
+    bad = [
+        (["--set", "scheduler.replicaCount=two"], "scheduler.replicaCount", "Invalid type. Expected: integer, given: string"),
+        (["--set", "metrics.serviceMonitor.interval=30"], "metrics.serviceMonitor.interval", "Expected: string, given: integer"),
+        (["--set", "config.jobGoneBrake=many"], "config.jobGoneBrake", "Expected: integer"),
+        (["--set", "controllers.verbosity=loud"], "controllers.verbosity", "must be one of the following"),
+        (["--set", "sharedConfig.logFormat=xml"], "sharedConfig.logFormat", "must be one of the following"),
+        (["--set", "scheduler.image.pullPolicy=Sometimes"], "scheduler.image.pullPolicy", "must be one of the following"),
+        (["--set", "config.jobMode=interactive"], "config.jobMode", "must be one of the following"),
+        (["--set", "admission.failurePolicy=Maybe"], "admission.failurePolicy", "must be one of the following"),
+        (["--set", "replicas=3"], "(root)", "Additional property replicas is not allowed"),
+        (["--set", "scheduler.replicas=3"], "scheduler", "Additional property replicas is not allowed"),
+        (["--set", "metrics.serviceMonitor.enable=true"], "metrics.serviceMonitor", "Additional property enable is not allowed"),
+        (["--set", "metrics.prometheusRule.rules.SlurmBridgeNoSuchAlert.enabled=false"],
+         "metrics.prometheusRule.rules", "SlurmBridgeNoSuchAlert"),
+        (["--set", "metrics.dashboard.labels.grafana_dashboard=1"], "metrics.dashboard.labels.grafana_dashboard",
+         "Expected: string, given: integer"),
+        (["--set", "scheduler.ports.health=70000"], "scheduler.ports.health", "less than or equal to 65535"),
+    ]
+    for args, key, msg in bad:
+        err = render(*args, expect_fail=True)
+        check(header in err, f"{args}: Helm's schema message: {err}")
+        check(f"- {key}: " in err and msg in err, f"{args}: the error names {key} ({msg}): {err}")
 
 
 CASES = [(n[len("case_"):], f) for n, f in sorted(globals().items()) if n.startswith("case_")]

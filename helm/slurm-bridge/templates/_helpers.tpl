@@ -246,3 +246,38 @@ readinessProbe:
     port: {{ int . }}
 {{- end }}
 {{- end -}}
+
+{{/*
+(ours) Monitoring. The components that serve /metrics, as a YAML list read back with
+fromYamlArray: the scheduler and the controllers, each only while its metrics port is on;
+`name` is its Service's name (the job label a ServiceMonitor gives its series).
+*/}}
+{{- define "slurm-bridge.metrics.targets" -}}
+{{- $s := include "slurm-bridge.ports" (list .Values.scheduler.ports (dict "metrics" 8080 "health" 8081)) | fromYaml -}}
+{{- $c := include "slurm-bridge.ports" (list .Values.controllers.ports (dict "metrics" 8080 "health" 8081)) | fromYaml -}}
+{{- if gt (int $s.metrics) 0 }}
+- component: scheduler
+  name: {{ include "slurm-bridge.scheduler.name" . }}
+  replicas: {{ include "slurm-bridge.replicas" .Values.scheduler.replicaCount }}
+{{- end }}
+{{- if gt (int $c.metrics) 0 }}
+- component: controllers
+  name: {{ include "slurm-bridge.controllers.name" . }}
+  replicas: {{ include "slurm-bridge.replicas" .Values.controllers.replicas }}
+{{- end }}
+{{- end -}}
+
+{{/* (ours) metrics.<key> (serviceMonitor, prometheusRule, dashboard), {} when unset. */}}
+{{- define "slurm-bridge.metrics.values" -}}
+{{- $m := .ctx.Values.metrics | default dict -}}
+{{- toYaml (index $m .key | default dict) -}}
+{{- end -}}
+
+{{/* (ours) Labels of the monitoring objects: the common ones, the instance, and the user's. */}}
+{{- define "slurm-bridge.metrics.labels" -}}
+{{- $l := include "slurm-bridge.labels" .ctx | fromYaml -}}
+{{- $_ := set $l "app.kubernetes.io/name" (include "slurm-bridge.name" .ctx) -}}
+{{- $_ = set $l "app.kubernetes.io/instance" .ctx.Release.Name -}}
+{{- $_ = set $l "app.kubernetes.io/component" "monitoring" -}}
+{{- toYaml (merge (dict) (.extra | default dict) $l) -}}
+{{- end -}}
