@@ -570,7 +570,7 @@ class Bench:
         self.results["lat_kube"] = list(k.values())
         self.clear_pods("bench-lat-k")
         log(f"latency, kube-scheduler: p50 {pct(self.results['lat_kube'], .5):.0f} ms")
-        # At debug level the bridge logs each bound job's stages (README, "stage trace").
+        # At debug level the bridge logs each bound job's stages (docs/operations.md, "Logs").
         br = self.start_bridge("latency", "debug")
         try:
             b, over, sl = self.latency_pods("bench-lat-b", BRIDGE, "bridge", True)
@@ -856,7 +856,8 @@ class Bench:
             s_all / bs["wall"], b_all / bb["wall"])
         slurm = sum(v for k, v in bs["daemons"].items() if k.startswith("slurm"))
         floor = (k_all - bk["cpu"] + slurm + bb["cpu"]) / (k_all / bk["wall"])
-        row("burst: floor for the bridge on this machine, s (README)", None, None, floor)
+        row("burst: floor for the bridge on this machine, s (docs/benchmarks.md)",
+            None, None, floor)
         row("burst: best pods/s ratio that floor allows", None, None, bk["wall"] / floor)
 
     # --- 4. scale ------------------------------------------------------------------------
@@ -926,7 +927,7 @@ class Bench:
                        twice=sum(1 for v in listed.values() if v > 1),
                        distinct_job_labels=len(jobs_on_pods - {None}))
             out["rss_bound"] = vm_hwm_mb(br.pid)
-            # The bridge's own invariant check (README, `slurm-bridge check`), looked at once.
+            # The bridge's own invariant check (`slurm-bridge check`, docs/operations.md), once.
             chk = subprocess.run(
                 [a.binary, "check", "--config", f"{self.out}/bridge-config.yaml", "-n", ns,
                  "--settle", "0"], capture_output=True, text=True,
