@@ -247,6 +247,21 @@ class BridgeE2e : public ::testing::Test, protected E2eEnv {
     EXPECT_TRUE(r) << r.error().message;
   }
 
+  // A native batch job (root's, not the bridge's): `sbatch --parsable <args>`; its id, cancelled
+  // after the test (a test failure and 0 when Slurm refused it).
+  std::int64_t Sbatch(const std::string& args) {
+    const std::string out = Slurm("sbatch --parsable " + args);
+    std::int64_t id = 0;
+    try {
+      id = std::stoll(out);
+    } catch (const std::exception&) {
+      ADD_FAILURE() << "sbatch: " << out;
+      return 0;
+    }
+    cleanup_.insert(cleanup_.begin(), fmt::format("scancel {}", id));
+    return id;
+  }
+
   // Starts `slurm-bridge <subcommand> --config ...` (log: <dir>/<log>.log).
   std::unique_ptr<ChildProcess> StartBridge(const std::string& subcommand,
                                             std::vector<std::string> extra = {},

@@ -61,19 +61,9 @@ class PreemptionE2e : public sb::testing::PolicyE2eBase {
   // A native batch job (root's, not the bridge's) on Slurm node `node` (all of it) in `qos`; its
   // id (a test failure and 0 when Slurm refused it). Cancelled after the test.
   std::int64_t Sbatch(const std::string& qos, const std::string& node) {
-    const std::string out = Slurm(fmt::format(
-        "sbatch --parsable --qos={} -w {} --exclusive --chdir=/tmp -o /dev/null -J native "
-        "--wrap 'sleep 600'",
-        qos, node));
-    std::int64_t id = 0;
-    try {
-      id = std::stoll(out);
-    } catch (const std::exception&) {
-      ADD_FAILURE() << "sbatch: " << out;
-      return 0;
-    }
-    cleanup_.insert(cleanup_.begin(), fmt::format("scancel {}", id));
-    return id;
+    return sb::testing::BridgeE2e::Sbatch(fmt::format(
+        "--qos={} -w {} --exclusive --chdir=/tmp -o /dev/null -J native --wrap 'sleep 600'", qos,
+        node));
   }
 
   // The manifest of a container that sleeps, ignoring SIGTERM (busybox sleep as PID 1), so that

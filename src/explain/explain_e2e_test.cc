@@ -47,19 +47,10 @@ class ExplainE2e : public BridgeE2e {
   }
   // A native batch job (root's) on `nodes` whole nodes with a time limit of `minutes`; its id.
   std::int64_t Sbatch(int nodes, int minutes) {
-    const std::string out = Slurm(fmt::format(
-        "sbatch --parsable -p {} -N {} --exclusive -t {} --chdir=/tmp -o /dev/null -J native "
-        "--wrap 'sleep 900'",
-        env_.Get("SLURM_PARTITION"), nodes, minutes));
-    std::int64_t id = 0;
-    try {
-      id = std::stoll(out);
-    } catch (const std::exception&) {
-      ADD_FAILURE() << "sbatch: " << out;
-      return 0;
-    }
-    cleanup_.insert(cleanup_.begin(), fmt::format("scancel {}", id));
-    return id;
+    return BridgeE2e::Sbatch(
+        fmt::format("-p {} -N {} --exclusive -t {} --chdir=/tmp -o /dev/null -J native --wrap "
+                    "'sleep 900'",
+                    env_.Get("SLURM_PARTITION"), nodes, minutes));
   }
   static std::string Str(const boost::json::value& v, std::initializer_list<const char*> path) {
     const boost::json::value* at = &v;

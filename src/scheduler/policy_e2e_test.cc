@@ -312,6 +312,28 @@ TEST_F(PolicyE2e, IdentityPolicyRunsJobsAsTheMappedUserAndAccount) {
     ASSERT_TRUE(WaitForPodIn(ns_, name, Succeeded, 60s)) << "the container did not succeed";
     const std::int64_t finished_by = std::time(nullptr);
     const std::int64_t id = job_of[name];
+    // explain shows the account the job was charged to and its association's fair share (read
+    // from Slurm's /shares, which only a Slurm with accounting serves).
+    std::string out;
+    ASSERT_EQ(sb::testing::RunCommand(
+                  fmt::format("KUBECONFIG={} SLURM_JWT_FILE={} {} explain {} -n {} -o json "
+                              "--config {} 2>&1",
+                              env_.Get("KUBECONFIG"), env_.Get("SLURM_JWT_FILE"), SB_BINARY, name,
+                              ns_, config_path_),
+                  &out),
+              0)
+        << out;
+    boost::system::error_code ec;
+    boost::json::value explained = boost::json::parse(out, ec);
+    ASSERT_FALSE(ec) << out;
+    const boost::json::value& ej = explained.at("slurmJob");
+    ASSERT_TRUE(ej.is_object()) << out;
+    EXPECT_EQ(ej.at("id").to_number<std::int64_t>(), id) << out;
+    EXPECT_EQ(ej.at("account").as_string(),
+              std::string(name) == "charged" ? "polid" : default_account)
+        << out;
+    EXPECT_EQ(ej.at("user").as_string(), "k8s") << out;
+    EXPECT_TRUE(ej.at("fairshare").is_number()) << "no fair-share factor: " << out;
     // Accounting has the job's end once the controllers cancelled it and slurmctld told
     // slurmdbd.
     std::optional<SacctRecord> record;
