@@ -7,26 +7,18 @@
 #include <utility>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <boost/json.hpp>
 
 #include "bridge/names.h"
+#include "bridge/pods.h"
+#include "kube/runtime/time_format.h"
 
 namespace sb::bridge {
 namespace {
 
-const kube::Condition* ScheduledCondition(const kube::Pod& pod) {
-  for (const kube::Condition& c : pod.status.conditions) {
-    if (c.type == "PodScheduled") return &c;
-  }
-  return nullptr;
-}
-
 std::string PodName(const kube::Pod& pod) {
   return pod.metadata.namespace_ + "/" + pod.metadata.name;
-}
-
-bool Finished(const kube::Pod& pod) {
-  return pod.status.phase == "Succeeded" || pod.status.phase == "Failed";
 }
 
 // A limit of a QOS or an association: "QOSMaxJobsPerUserLimit", "AssocGrpCpuLimit".
@@ -89,14 +81,8 @@ std::string SlurmReasonWords(std::string_view reason) {
 }
 
 std::string FormatUnixTime(std::int64_t unix_seconds) {
-  using namespace std::chrono;
-  const sys_seconds t{seconds(unix_seconds)};
-  const sys_days day = floor<days>(t);
-  const year_month_day ymd{day};
-  const hh_mm_ss<seconds> hms{t - day};
-  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z", static_cast<int>(ymd.year()),
-                     static_cast<unsigned>(ymd.month()), static_cast<unsigned>(ymd.day()),
-                     hms.hours().count(), hms.minutes().count(), hms.seconds().count());
+  return kube::FormatTime(
+      std::chrono::system_clock::time_point(std::chrono::seconds(unix_seconds)));
 }
 
 std::string RelativeTime(std::int64_t when, std::int64_t now) {
@@ -123,7 +109,7 @@ Explanation Explain(const ExplainInput& in) {
   e.phase = pod.status.phase;
   e.node = pod.spec.node_name;
   e.gates = pod.spec.scheduling_gates;
-  if (const kube::Condition* c = ScheduledCondition(pod)) {
+  if (const kube::Condition* c = kube::FindCondition(pod.status.conditions, "PodScheduled")) {
     e.scheduled_status = c->status;
     e.scheduled_message = c->message;
   }
@@ -135,7 +121,7 @@ Explanation Explain(const ExplainInput& in) {
                          .phase = m->status.phase,
                          .node = m->spec.node_name,
                          .gated = !m->spec.scheduling_gates.empty()});
-    if (!Finished(*m) && m->metadata.deletion_timestamp.empty()) live.push_back(m);
+    if (!PodFinished(*m) && m->metadata.deletion_timestamp.empty()) live.push_back(m);
   }
   std::ranges::sort(e.members, {}, &Explanation::Member::name);
   if (in.group) {
@@ -179,7 +165,7 @@ Explanation Explain(const ExplainInput& in) {
 
   // What it waits for.
   std::vector<std::string>& w = e.waiting_for;
-  if (Finished(pod)) {
+  if (PodFinished(pod)) {
     w.push_back(fmt::format("nothing: the pod has ended ({})", pod.status.phase));
     return e;
   }
@@ -194,10 +180,9 @@ Explanation Explain(const ExplainInput& in) {
     return e;
   }
   if (!e.gates.empty()) {
-    std::string gates;
-    for (const std::string& g : e.gates) gates += (gates.empty() ? "" : ", ") + g;
-    w.push_back(fmt::format(
-        "its scheduling gates to be removed ({}): no scheduler looks at a gated pod", gates));
+    w.push_back(
+        fmt::format("its scheduling gates to be removed ({}): no scheduler looks at a gated pod",
+                    fmt::join(e.gates, ", ")));
   }
   if (!in.group) {
     w.push_back(
@@ -260,9 +245,7 @@ std::string RenderText(const Explanation& e, std::int64_t now) {
                          e.scheduled_message.empty() ? "" : ": " + e.scheduled_message));
   }
   if (!e.gates.empty()) {
-    std::string gates;
-    for (const std::string& g : e.gates) gates += (gates.empty() ? "" : ", ") + g;
-    line("", "scheduling gates: " + gates);
+    line("", fmt::format("scheduling gates: {}", fmt::join(e.gates, ", ")));
   }
   if (!e.group_key.empty()) {
     std::size_t live = 0;

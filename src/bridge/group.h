@@ -48,6 +48,9 @@ inline constexpr std::string_view kWorkloadPodGroupKeyPrefix = "WorkloadPodGroup
 inline constexpr std::string_view kPodGroupScheduled = "PodGroupScheduled";
 inline constexpr std::string_view kPodGroupInitiallyScheduled = "PodGroupInitiallyScheduled";
 
+// The coscheduling PodGroup's API version (scheduler-plugins), named by kPodGroupLabel.
+inline constexpr std::string_view kCoschedulingApiVersion = "scheduling.x-k8s.io/v1alpha1";
+
 // The kinds that root a group.
 [[nodiscard]] bool IsSupportedOwnerKind(std::string_view kind);
 

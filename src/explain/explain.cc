@@ -9,6 +9,7 @@
 #include "bridge/explain.h"
 #include "bridge/group.h"
 #include "bridge/names.h"
+#include "bridge/pods.h"
 #include "bridge/tag.h"
 #include "explain/session.h"
 #include "kube/owners.h"
@@ -18,22 +19,7 @@ namespace {
 
 using boost::asio::awaitable;
 
-// The coscheduling PodGroup's API version (scheduling-plugins).
-constexpr std::string_view kCoschedulingApiVersion = "scheduling.x-k8s.io/v1alpha1";
-
 std::string Words(const Error& e) { return e.ToString(); }
-
-std::int64_t NowUnix() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-bool IsLive(const slurm::JobInfo& j) {
-  const std::string_view s = j.BaseState();
-  return s == "PENDING" || s == "RUNNING" || s == "CONFIGURING" || s == "SUSPENDED" ||
-         s == "REQUEUED" || s == "RESIZING";
-}
 
 // What explain reads, kept alive while bridge::Explain looks at it.
 struct Read {
@@ -91,7 +77,8 @@ awaitable<Result<void>> ReadAll(Session& s, const std::string& name, Read& r) {
     }
   } else if (auto it = r.pod.metadata.labels.find(std::string(bridge::kPodGroupLabel));
              it != r.pod.metadata.labels.end()) {
-    kube::ResourceRef ref = kube::RefOfKind(kCoschedulingApiVersion, "PodGroup", ns, it->second);
+    kube::ResourceRef ref =
+        kube::RefOfKind(bridge::kCoschedulingApiVersion, "PodGroup", ns, it->second);
     Result<kube::GenericObject> pg = co_await kube::GetAs<kube::GenericObject>(kube, ref);
     if (pg) {
       r.pod_group = std::move(*pg);
@@ -184,7 +171,7 @@ awaitable<Result<void>> ReadAll(Session& s, const std::string& name, Read& r) {
       for (slurm::JobInfo& j : *jobs) {
         std::optional<bridge::JobTag> tag = bridge::ParseJobTag(j.admin_comment);
         if (!tag || !tag->BelongsTo(s.config.cluster_name, scheduler)) continue;
-        if (tag->group != r.in.group->key || !IsLive(j)) continue;
+        if (tag->group != r.in.group->key || bridge::JobEnded(j.BaseState())) continue;
         if (j.het_job_id != 0 && j.het_job_offset != 0) continue;
         r.in.job = std::move(j);
         r.in.job_source = "tag";

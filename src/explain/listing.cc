@@ -7,10 +7,12 @@
 #include <ostream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <boost/json.hpp>
 
 #include "bridge/explain.h"
 #include "bridge/names.h"
+#include "bridge/pods.h"
 #include "bridge/tag.h"
 #include "bridge/translate.h"
 #include "explain/explain.h"
@@ -21,18 +23,6 @@ namespace {
 
 using boost::asio::awaitable;
 namespace json = boost::json;
-
-std::string Join(const std::vector<std::string>& v, std::string_view sep) {
-  std::string out;
-  for (const std::string& s : v) out += (out.empty() ? "" : std::string(sep)) + s;
-  return out;
-}
-
-bool LiveJob(const slurm::JobInfo& j) {
-  const std::string_view s = j.BaseState();
-  return s == "PENDING" || s == "RUNNING" || s == "CONFIGURING" || s == "SUSPENDED" ||
-         s == "COMPLETING" || s == "REQUEUED" || s == "RESIZING";
-}
 
 // Prints rows as columns separated by two spaces, widths from the widest cell.
 void PrintTable(std::ostream& out, const std::vector<std::vector<std::string>>& rows) {
@@ -78,16 +68,14 @@ int RunJobs(const ToolOptions& options, std::ostream& out, std::ostream& err) {
   std::map<std::string, const kube::Pod*> by_name;
   for (const kube::Pod& p : pods->items)
     by_name[p.metadata.namespace_ + "/" + p.metadata.name] = &p;
-  const std::int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
-                               std::chrono::system_clock::now().time_since_epoch())
-                               .count();
+  const std::int64_t now = NowUnix();
   std::vector<std::vector<std::string>> rows = {
       {"JOBID", "STATE", "REASON", "PARTITION", "GROUP", "PODS", "START"}};
   json::array arr;
   for (const slurm::JobInfo& j : *jobs) {
     std::optional<bridge::JobTag> tag = bridge::ParseJobTag(j.admin_comment);
     if (!tag || !tag->BelongsTo(s.config.cluster_name, s.config.scheduler_name)) continue;
-    if (!LiveJob(j)) continue;
+    if (bridge::JobEnded(j.BaseState())) continue;
     if (!options.all_namespaces) {
       const bool here = std::ranges::any_of(
           tag->pods, [&](const std::string& p) { return p.starts_with(s.namespace_ + "/"); });
@@ -112,8 +100,8 @@ int RunJobs(const ToolOptions& options, std::ostream& out, std::ostream& err) {
     }
     const std::string reason = j.state_reason == "None" ? "" : j.state_reason;
     rows.push_back({std::to_string(j.job_id), state, reason.empty() ? "-" : reason,
-                    j.partition.empty() ? "-" : j.partition, tag->group, Join(pod_words, ","),
-                    start});
+                    j.partition.empty() ? "-" : j.partition, tag->group,
+                    fmt::format("{}", fmt::join(pod_words, ",")), start});
     json::object o{
         {"id", j.job_id},
         {"state", state},
@@ -170,7 +158,7 @@ int RunNodes(const ToolOptions& options, std::ostream& out, std::ostream& err) {
       o["slurm"] = nullptr;
       return;
     }
-    const std::string state = Join(n->state, "+");
+    const std::string state = fmt::format("{}", fmt::join(n->state, "+"));
     row.insert(row.end(), {state, fmt::format("{}/{}", n->alloc_cpus, n->cpus),
                            n->gres.empty() ? "-" : n->gres, n->reason.empty() ? "-" : n->reason});
     o["slurm"] = json::object{{"state", state},
@@ -194,7 +182,7 @@ int RunNodes(const ToolOptions& options, std::ostream& out, std::ostream& err) {
     auto it = by_name.find(slurm_name);
     const slurm::NodeInfo* sn = it == by_name.end() ? nullptr : it->second;
     if (sn != nullptr) seen.insert(slurm_name);
-    std::vector<std::string> row = {n->metadata.name, Join(k8s, ","),
+    std::vector<std::string> row = {n->metadata.name, fmt::format("{}", fmt::join(k8s, ",")),
                                     sn != nullptr ? slurm_name : "-"};
     json::object o{{"node", n->metadata.name},
                    {"kubernetes", json::object{{"ready", bridge::NodeIsReady(*n)},

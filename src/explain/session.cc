@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "explain/session.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <exception>
 
@@ -64,6 +65,12 @@ Result<std::unique_ptr<Session>> OpenSession(const ToolOptions& options) {
     }
   }
   return s;
+}
+
+std::int64_t NowUnix() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 Result<void> RunOnLoop(Session& session, std::function<boost::asio::awaitable<void>()> body) {

@@ -6,6 +6,7 @@
 // and, when a URL and a token are at hand, a Slurm client; one io_context to run them on.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -36,6 +37,9 @@ struct Session {
 
 // Makes the clients; an error names what could not be read (the config, the kubeconfig).
 [[nodiscard]] Result<std::unique_ptr<Session>> OpenSession(const ToolOptions& options);
+
+// Now, in Unix seconds (the relative times the commands print).
+[[nodiscard]] std::int64_t NowUnix();
 
 // Runs `body` on the session's loop to its end; an error when it threw.
 [[nodiscard]] Result<void> RunOnLoop(Session& session,

@@ -37,8 +37,6 @@ namespace {
 constexpr auto kOwnerCacheTtl = std::chrono::seconds(10);
 // A waiting pod's message is rewritten for a new expected start at most this often.
 constexpr auto kStartRewrite = std::chrono::seconds(60);
-// The coscheduling PodGroup's API version (scheduling-plugins).
-constexpr std::string_view kCoschedulingApiVersion = "scheduling.x-k8s.io/v1alpha1";
 
 // The Workload API version to read PodGroups in (bridge::WorkloadPodGroupApiVersion of what
 // discovery says; the client keeps the answer for ClientOptions::discovery_ttl): "" when the
@@ -421,7 +419,7 @@ awaitable<Result<void>> Scheduler::Resolve(const std::string& pod_key) {
   if (auto it = pod->metadata.labels.find(std::string(bridge::kPodGroupLabel));
       !workload_pod_group && it != pod->metadata.labels.end()) {
     Result<kube::GenericObject> pg =
-        co_await GetOwner(std::string(kCoschedulingApiVersion), "PodGroup", ns, it->second);
+        co_await GetOwner(std::string(bridge::kCoschedulingApiVersion), "PodGroup", ns, it->second);
     if (!pg) {
       // Never a job of its own: the pod belongs to a gang that cannot be read now.
       if (OnPodGroupError(pg.error().code) == PodGroupMiss::kRetry) {
@@ -782,7 +780,7 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
   // release; the pods keep waiting and the group runs when its members are there.
   std::optional<async::Clock::TimePoint> recheck_at = plan.recheck_at;
   if (plan.incomplete && !plan.report.empty() && short_since && spec.key.starts_with("PodGroup/")) {
-    Result<kube::GenericObject> pg = co_await GetOwner(std::string(kCoschedulingApiVersion),
+    Result<kube::GenericObject> pg = co_await GetOwner(std::string(bridge::kCoschedulingApiVersion),
                                                        "PodGroup", spec.namespace_, spec.name);
     if (std::optional<std::int64_t> timeout =
             pg ? bridge::ScheduleTimeoutSeconds(*pg) : std::nullopt) {
