@@ -18,6 +18,12 @@
 #            Long: 4-8 minutes per wave of 2,000 on 2 busy cores (bridge of c029f43).
 #   --bridge-only  the bridge's latency and burst phases alone, a line each, no table: for
 #            trying a change (about 2 minutes).
+#   --starvation  no starvation (bench/starvation.py): a churn of --churn-rate single pods/s
+#            (default 200) for --churn-seconds (20), first with nothing waiting, then with
+#            --gangs gangs (20) that cannot fit waiting in Slurm's queue; bind rate and p99
+#            latency side by side (goal: rate ratio >= 0.9, p99 ratio <= 2.0). 3-6 minutes.
+#            Adds bf_min_age_reserve=86400 to SchedulerParameters: a job that cannot start then
+#            no longer stops Slurm's main scheduler from starting the jobs queued after it.
 #
 # Slurm: up.sh's slurm.conf with SchedulerParameters replaced (scontrol reconfigure) by
 # `sched_min_interval=0,batch_sched_delay=0,default_queue_depth=2000`, the same for every phase.
@@ -27,9 +33,10 @@
 # jobs per pass); batch_sched_delay=0 halves the first (0.6 s, 1.1 s) and default_queue_depth=2000
 # makes the second 5 s. --sched-params LIST sets another list (`sched_min_interval=0` for up.sh's).
 #
-# Usage: scripts/bench.sh [--smoke|--scale|--bridge-only] [--binary PATH] [--nodes N] [--pods N]
-#                         [--latency-pods N] [--sched-params LIST] [--max-concurrent-submits N]
-#                         [--bridge-config 'KEY: VALUE'] [--keep]
+# Usage: scripts/bench.sh [--smoke|--scale|--bridge-only|--starvation] [--binary PATH] [--nodes N]
+#                         [--pods N] [--latency-pods N] [--sched-params LIST]
+#                         [--max-concurrent-submits N] [--bridge-config 'KEY: VALUE'] [--keep]
+#                         [--churn-rate N] [--churn-seconds N] [--gangs N] (--starvation's)
 #   --binary P   slurm-bridge to run (default: $SB_BINARY, else build/slurm-bridge, built here)
 #   --max-concurrent-submits N   the bridge's maxConcurrentSubmits (default 16, its own default)
 #   --bridge-config L  a line added to the bridge's config.yaml (repeatable), e.g. 'jobListInterval: 10m'
@@ -45,6 +52,10 @@ while [ $# -gt 0 ]; do
     --smoke) mode=smoke nodes=5 pods=20 latency=5 extra+=(--forget-timeout 0); shift ;;
     --scale) mode=scale nodes=1000 pods=10000; shift ;;
     --bridge-only) mode=bridge; shift ;;
+    --starvation) mode=starvation; shift ;;
+    --churn-rate | --churn-seconds | --gangs) extra+=("$1" "$2"); shift 2 ;;
+    --latency-runs | --wave | --waiting) extra+=("$1" "$2"); shift 2 ;;
+    --no-webhook) extra+=("$1"); shift ;;
     --binary) binary=$2; shift 2 ;;
     --nodes) nodes=$2; shift 2 ;;
     --pods) pods=$2; shift 2 ;;
@@ -53,7 +64,7 @@ while [ $# -gt 0 ]; do
     --max-concurrent-submits) submits=$2; shift 2 ;;
     --bridge-config) extra+=(--bridge-config "$2") bridge_cfg+="; $2"; shift 2 ;;
     --keep) keep=1; shift ;;
-    -h | --help) sed -n '3,35p' "$0"; exit 0 ;;
+    -h | --help) sed -n '3,43p' "$0"; exit 0 ;;
     *) die "unknown argument: $1 (see --help)" ;;
   esac
 done
@@ -85,6 +96,7 @@ log "starting an environment in $run"
 # but the schedulers and the benchmark talks to the apiserver.
 up_err=$("$root/testenv/up.sh" --run-dir "$run/env" --nodes 1 --no-kcm 2>&1 >/dev/null) ||
   { echo "$up_err" >&2; die "testenv/up.sh failed"; }
+[ "$mode" = starvation ] && sched_params+=,bf_min_age_reserve=86400
 [[ "$sched_params" =~ ^[a-z_=0-9,]+$ ]] || die "--sched-params: a comma-separated list, got '$sched_params'"
 sed -i "s/^SchedulerParameters=.*/SchedulerParameters=$sched_params/" "$run/env/slurm/etc/slurm.conf"
 "$root/testenv/slurm/exec.sh" "$run/env" scontrol reconfigure
@@ -92,7 +104,10 @@ sleep 2
 params=$(sed -n 's/^SchedulerParameters=//p' "$run/env/slurm/etc/slurm.conf")
 [ "$mode" = scale ] && extra+=(--mode scale)
 [ "$mode" = bridge ] && extra+=(--mode bridge)
-if [ "$mode" = scale ]; then
+if [ "$mode" = starvation ]; then
+  echo "slurm-bridge scheduler benchmark (no starvation): $nodes external nodes (64 CPUs)," \
+    "churn of single pods with nothing waiting, then with unfit gangs waiting (bench/starvation.py)"
+elif [ "$mode" = scale ]; then
   echo "slurm-bridge scheduler benchmark (scale): $nodes external nodes (64 CPUs), $pods pods" \
     "(1 CPU, 100Mi, exclusive=false) through the bridge in waves of 2000, then 1000 waiting"
 else
@@ -101,7 +116,9 @@ else
 fi
 echo "Slurm SchedulerParameters=$params; kube-scheduler --kube-api-qps 1000 --kube-api-burst 1000;" \
   "bridge maxConcurrentSubmits $submits$bridge_cfg (no client QPS limit); load average $(cut -d' ' -f1-3 /proc/loadavg)"
-python3 "$root/bench/bench.py" --env "$run/env/env" --root "$root" --out "$run" \
+script=bench.py
+[ "$mode" = starvation ] && script=starvation.py
+python3 "$root/bench/$script" --env "$run/env/env" --root "$root" --out "$run" \
   --binary "$binary" --kube-scheduler "$kube_scheduler" --nodes "$nodes" --pods "$pods" \
   --latency-pods "$latency" --max-concurrent-submits "$submits" --metrics-port "$(free_port)" "${extra[@]}"
 echo "took $((SECONDS - started)) s; load average $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -13,7 +13,10 @@
 //      `{"$patch":"delete","type":...}` removes one (the node controller's condition removal);
 //   4. deleting an unbound pod that has a finalizer sets deletionTimestamp with a grace period of
 //      0 (an unbound pod has no kubelet to wait for) and leaves the pod;
-//   5. removing its last finalizer then removes it.
+//   5. removing its last finalizer then removes it;
+//   6. a Binding's annotations and labels join the pod's, in the write that sets its node
+//      (labels since 1.35: feature PodTopologyLabelsAdmission; the scheduler's job-id label
+//      rides the Binding).
 //
 // Example:
 //   RunPatchAndDeleteContract(io, *client, "ns", [&](const std::string& name) { ...create... });
@@ -105,6 +108,22 @@ inline void RunPatchAndDeleteContract(boost::asio::io_context& io, kube::Client&
   p = get();
   ASSERT_FALSE(p) << "the pod stayed after its last finalizer went";
   EXPECT_EQ(p.error().code, ErrorCode::kNotFound);
+
+  // 6.
+  const std::string bound = "contract-bound";
+  create_pod(bound);
+  Result<kube::Pod> fresh = RunSync(io, kube::GetPod(client, ns, bound));
+  ASSERT_TRUE(fresh) << fresh.error().message;
+  Result<void> b =
+      RunSync(io, kube::BindPod(client, ns, bound, fresh->metadata.uid, "contract-node",
+                                {{"example.com/a", "1"}}, {{"example.com/l", "2"}}));
+  ASSERT_TRUE(b) << b.error().message;
+  Result<kube::Pod> after = RunSync(io, kube::GetPod(client, ns, bound));
+  ASSERT_TRUE(after) << after.error().message;
+  EXPECT_EQ(after->spec.node_name, "contract-node");
+  EXPECT_EQ(after->metadata.annotations["example.com/a"], "1");
+  EXPECT_EQ(after->metadata.labels["example.com/l"], "2") << "the Binding's labels join the pod's";
+  RunSync(io, kube::DeletePod(client, ns, bound, {.grace_period_seconds = 0}));
 }
 
 }  // namespace sb::testing

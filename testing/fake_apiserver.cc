@@ -874,14 +874,18 @@ struct FakeApiServer::Impl {
       return Conflict("pod " + name + " is being deleted, cannot be assigned to a host");
     }
     pod["spec"].as_object()["nodeName"] = node;
-    // The Binding's annotations join the pod's (BindingREST.setPodHostAndAnnotations).
+    // The Binding's annotations join the pod's (BindingREST.setPodNodeAndMetadata), and its
+    // labels too unless binding_drops_labels (servers before 1.35).
     if (const bj::value* meta = binding->if_contains("metadata"); meta && meta->is_object()) {
-      if (const bj::value* a = meta->as_object().if_contains("annotations"); a && a->is_object()) {
+      for (const char* field : {"annotations", "labels"}) {
+        if (std::string_view(field) == "labels" && owner->binding_drops_labels) continue;
+        const bj::value* a = meta->as_object().if_contains(field);
+        if (a == nullptr || !a->is_object()) continue;
         bj::value& pod_meta = pod["metadata"];
         if (!pod_meta.is_object()) pod_meta = bj::object{};
-        bj::value& pod_annotations = pod_meta.as_object()["annotations"];
-        if (!pod_annotations.is_object()) pod_annotations = bj::object{};
-        for (const auto& [k, v] : a->as_object()) pod_annotations.as_object()[k] = v;
+        bj::value& pod_values = pod_meta.as_object()[field];
+        if (!pod_values.is_object()) pod_values = bj::object{};
+        for (const auto& [k, v] : a->as_object()) pod_values.as_object()[k] = v;
       }
     }
     bj::object scheduled{{"type", "PodScheduled"}, {"status", "True"}};

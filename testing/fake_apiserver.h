@@ -34,7 +34,8 @@
 //          kubelet's DELETE with grace 0. PATCH and PUT keep deletionTimestamp and
 //          deletionGracePeriodSeconds as they were (rest.BeforeUpdate).
 //   POST   .../pods/{name}/binding: 409 when the pod is bound already, being deleted, or its UID
-//          is not the binding's; 201 and spec.nodeName set otherwise
+//          is not the binding's; 201 and spec.nodeName set otherwise, the Binding's annotations
+//          and labels added to the pod's (binding_drops_labels: not its labels)
 //   POST   .../pods/{name}/eviction: a DELETE with the eviction's deleteOptions, 201
 //   POST   /api/v1/namespaces/{ns}/events, /apis/events.k8s.io/v1/namespaces/{ns}/events:
 //          stored by metadata.name (metadata.generateName + a suffix when the name is empty; 409
@@ -140,6 +141,9 @@ class FakeApiServer {
   bool end_watches_at_once = false;
   // The next this many writes (PATCH, PUT, DELETE, binding, eviction) answer 409 Conflict.
   int conflict_writes = 0;
+  // A Binding's labels are ignored, as by apiservers before 1.35 (or with feature
+  // PodTopologyLabelsAdmission off); off: they join the pod's, as its annotations do.
+  bool binding_drops_labels = false;
 
   // The hook sees each request first; a reply it returns is sent instead.
   using Hook = std::function<std::optional<FakeReply>(const FakeRequest&)>;

@@ -8,7 +8,10 @@
 //
 //   mutate   (/mutate--v1-pod)   for a *managed* pod on CREATE: remove spec.nodeName; set
 //            spec.schedulerName to the bridge's when it is empty or "default-scheduler" (another
-//            custom scheduler name is left alone). A pod is managed when its namespace is one of
+//            custom scheduler name is left alone); for a pod that is then the bridge's, add the
+//            bridge's finalizer and the toleration of the managed-node taint when it lacks them
+//            (the scheduler would patch them in after the submit: set here, the pod's first
+//            write carries them). A pod is managed when its namespace is one of
 //            `managed_namespaces` (or, when a namespace selector is set, its namespace's labels
 //            match the selector instead) or its schedulerName already is the bridge's.
 //   validate (/validate--v1-pod)
@@ -132,6 +135,9 @@ struct PodFacts {
   std::string name;
   Labels labels;
   Labels annotations;
+  bool has_metadata = false;
+  bool has_finalizers = false;  // metadata.finalizers is a list (maybe empty)
+  std::vector<std::string> finalizers;
   bool has_spec = false;
   // The containers and init containers: which list, whether it has an env list, the names set.
   struct Container {
@@ -168,7 +174,8 @@ struct PodFacts {
     std::string effect;  // "" matches every effect
   };
   std::vector<Toleration> tolerations;
-  bool mirror_pod = false;  // annotation kubernetes.io/config.mirror (a kubelet static pod)
+  bool has_tolerations = false;  // spec.tolerations is a list (maybe empty)
+  bool mirror_pod = false;       // annotation kubernetes.io/config.mirror (a kubelet static pod)
   // spec.terminationGracePeriodSeconds (nullopt: absent or not an integer).
   std::optional<std::int64_t> termination_grace_seconds;
 };

@@ -12,6 +12,7 @@
 #include <boost/json.hpp>
 
 #include "bridge/names.h"
+#include "bridge/pods.h"
 #include "common/base64.h"
 #include "kube/codec.h"
 
@@ -182,10 +183,60 @@ TEST(Mutate, NamespaceSelectorAndSchedulerNameMatrix) {
     if (!managed) {
       EXPECT_TRUE(d.patch.empty()) << d.patch;
     }
-    // Everything else is as it was.
-    EXPECT_EQ(after.at("metadata"), json::parse(pod).at("metadata"));
+    // The bridge's pods get its finalizer and toleration at CREATE; everything else is as it
+    // was.
+    json::object meta = after.at("metadata").as_object();
+    const bool ours = c.want_scheduler == kOurs;
+    EXPECT_EQ(meta.contains("finalizers"), ours);
+    if (ours) {
+      EXPECT_EQ(meta.at("finalizers"), json::array{json::string(bridge::kFinalizer)});
+      EXPECT_EQ(spec.at("tolerations"),
+                json::array{json::parse(bridge::ManagedNodeTolerationJson(kOurs))});
+    } else {
+      EXPECT_FALSE(spec.contains("tolerations"));
+    }
+    meta.erase("finalizers");
+    EXPECT_EQ(json::value(meta), json::parse(pod).at("metadata"));
     EXPECT_EQ(spec.at("containers"), json::parse(pod).at("spec").at("containers"));
   }
+}
+
+// The finalizer and the toleration the scheduler would otherwise patch in after the submit:
+// added at CREATE beside the pod's own (appended to lists that exist), never twice.
+TEST(Mutate, BridgePodsGetTheFinalizerAndTolerationAtCreate) {
+  Policy p = ListPolicy();
+  p.slurm_env = false;
+  const auto mutated = [&](const std::string& pod) {
+    Decision d = Mutate(Decoded(ReviewJson("CREATE", "hpc", pod)), p, nullptr);
+    EXPECT_TRUE(d.allowed);
+    return d.patch.empty() ? json::parse(pod) : ApplyPatch(json::parse(pod), d.patch);
+  };
+  const json::value ours = json::parse(bridge::ManagedNodeTolerationJson(kOurs));
+  const json::value other =
+      json::parse(R"({"key":"dedicated","value":"gpu","effect":"NoSchedule"})");
+  json::value after = mutated(
+      PodJson("hpc", kOurs, "", R"("finalizers":["example.com/keep"])",
+              R"("tolerations":[{"key":"dedicated","value":"gpu","effect":"NoSchedule"}])"));
+  EXPECT_EQ(after.at("metadata").at("finalizers"),
+            (json::array{"example.com/keep", json::string(bridge::kFinalizer)}));
+  EXPECT_EQ(after.at("spec").at("tolerations"), (json::array{other, ours}));
+
+  // Present already (a pod created again from a manifest read back): nothing added.
+  const std::string has_both =
+      PodJson("hpc", kOurs, "", R"("finalizers":[")" + std::string(bridge::kFinalizer) + R"("])",
+              R"("tolerations":[{"operator":"Exists"}])");
+  Decision d = Mutate(Decoded(ReviewJson("CREATE", "hpc", has_both)), p, nullptr);
+  EXPECT_TRUE(d.patch.empty()) << d.patch << " (an Exists toleration tolerates every taint)";
+
+  // Another scheduler's pod in a managed namespace: neither.
+  after = mutated(PodJson("hpc", "volcano"));
+  EXPECT_FALSE(after.at("metadata").as_object().contains("finalizers"));
+  EXPECT_FALSE(after.at("spec").as_object().contains("tolerations"));
+
+  // A pod without spec gets both with its new one.
+  after = mutated(R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"}})");
+  EXPECT_EQ(after.at("spec").at("tolerations"), json::array{ours});
+  EXPECT_EQ(after.at("metadata").at("finalizers"), json::array{json::string(bridge::kFinalizer)});
 }
 
 // The containers (and init containers) of a bridge pod learn their Slurm job and GPUs: env

@@ -32,6 +32,7 @@ inline constexpr std::string_view kResourceClaimAnnotation = "slinky.slurm.net/r
 inline constexpr std::string_view kFinalizer = "scheduler.slinky.slurm.net/finalizer";
 // Node taint key (value = scheduler name, effect NoExecute) and the pods' matching toleration.
 inline constexpr std::string_view kManagedNodeTaint = "slinky.slurm.net/managed-node";
+inline constexpr std::string_view kManagedNodeTaintEffect = "NoExecute";
 // Node label: the node's Slurm name when it differs from the Kubernetes name.
 inline constexpr std::string_view kSlurmNodeNameLabel = "slinky.slurm.net/slurm-nodename";
 

@@ -26,6 +26,25 @@ bool HasFinalizer(const kube::Pod& pod) {
   return std::ranges::find(pod.metadata.finalizers, kFinalizer) != pod.metadata.finalizers.end();
 }
 
+bool ToleratesManagedNode(std::string_view key, std::string_view op, std::string_view value,
+                          std::string_view effect, std::string_view scheduler) {
+  if (!effect.empty() && effect != kManagedNodeTaintEffect) return false;
+  if (op == "Exists") return key.empty() || key == kManagedNodeTaint;
+  return key == kManagedNodeTaint && value == scheduler;
+}
+
+bool ToleratesManagedNode(const kube::Pod& pod, std::string_view scheduler) {
+  return std::ranges::any_of(pod.spec.tolerations, [&](const kube::Toleration& t) {
+    return ToleratesManagedNode(t.key, t.operator_, t.value, t.effect, scheduler);
+  });
+}
+
+std::string ManagedNodeTolerationJson(std::string_view scheduler) {
+  return fmt::format(R"({{"key":{},"operator":"Equal","value":{},"effect":{}}})",
+                     kube::JsonQuote(kManagedNodeTaint), kube::JsonQuote(scheduler),
+                     kube::JsonQuote(kManagedNodeTaintEffect));
+}
+
 std::optional<std::string> FinalizerRemovalPatch(const kube::Pod& pod) {
   if (!HasFinalizer(pod)) return std::nullopt;
   std::vector<std::string> keep;

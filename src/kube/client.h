@@ -246,10 +246,12 @@ template <typename T>
 [[nodiscard]] boost::asio::awaitable<Result<Node>> GetNode(Client& client, std::string name);
 [[nodiscard]] boost::asio::awaitable<Result<Pod>> CreatePod(Client& client, Pod pod);
 // POST pods/{name}/binding, with the pod's UID as precondition when `uid` is non-empty; the
-// apiserver adds `annotations` to the pod's as it binds it (EncodeBinding).
+// apiserver adds `annotations` (and, since 1.35, `labels`) to the pod's as it binds it
+// (EncodeBinding).
 [[nodiscard]] boost::asio::awaitable<Result<void>> BindPod(
     Client& client, std::string ns, std::string name, std::string uid, std::string node,
-    std::map<std::string, std::string> annotations = {});
+    std::map<std::string, std::string> annotations = {},
+    std::map<std::string, std::string> labels = {});
 // POST pods/{name}/eviction: policy/v1 when the server's discovery (GroupVersions("policy"))
 // offers it, else policy/v1beta1 (servers before 1.22).
 [[nodiscard]] boost::asio::awaitable<Result<void>> EvictPod(Client& client, std::string ns,

@@ -436,8 +436,9 @@ asio::awaitable<Result<Pod>> CreatePod(Client& client, Pod pod) {
 
 asio::awaitable<Result<void>> BindPod(Client& client, std::string ns, std::string name,
                                       std::string uid, std::string node,
-                                      std::map<std::string, std::string> annotations) {
-  std::string body = EncodeBinding(ns, name, uid, node, annotations);
+                                      std::map<std::string, std::string> annotations,
+                                      std::map<std::string, std::string> labels) {
+  std::string body = EncodeBinding(ns, name, uid, node, annotations, labels);
   ResourceRef ref = PodsRef(std::move(ns)).WithName(std::move(name)).WithSubresource("binding");
   co_return co_await Discard(client.Create(std::move(ref), std::move(body)));
 }

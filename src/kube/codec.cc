@@ -1200,15 +1200,18 @@ Result<std::string> Encode(const GenericObject& g) {
 
 std::string EncodeBinding(std::string_view ns, std::string_view name, std::string_view uid,
                           std::string_view node,
-                          const std::map<std::string, std::string>& annotations) {
+                          const std::map<std::string, std::string>& annotations,
+                          const std::map<std::string, std::string>& labels) {
   bj::object meta;
   meta["name"] = name;
   meta["namespace"] = ns;
   if (!uid.empty()) meta["uid"] = uid;
-  if (!annotations.empty()) {
-    bj::object a;
-    for (const auto& [k, v] : annotations) a[k] = v;
-    meta["annotations"] = std::move(a);
+  for (const auto& [field, values] :
+       {std::pair{"annotations", &annotations}, {"labels", &labels}}) {
+    if (values->empty()) continue;
+    bj::object o;
+    for (const auto& [k, v] : *values) o[k] = v;
+    meta[field] = std::move(o);
   }
   bj::object o;
   o["apiVersion"] = "v1";

@@ -67,10 +67,13 @@ template <typename T>
 // v1 Binding of pod `ns/name` to `node` (POST pods/{name}/binding). A non-empty `uid` becomes
 // metadata.uid, which the apiserver checks against the pod's; `annotations` become
 // metadata.annotations, which the apiserver merges into the pod's as it binds it (every version
-// since 1.1: BindingREST.setPodHostAndAnnotations).
+// since 1.1: BindingREST.setPodHostAndAnnotations); `labels` become metadata.labels, which
+// the apiserver copies onto the pod's in the same write since 1.35 (feature
+// PodTopologyLabelsAdmission, beta and on by default; earlier versions ignore them).
 [[nodiscard]] std::string EncodeBinding(std::string_view ns, std::string_view name,
                                         std::string_view uid, std::string_view node,
-                                        const std::map<std::string, std::string>& annotations = {});
+                                        const std::map<std::string, std::string>& annotations = {},
+                                        const std::map<std::string, std::string>& labels = {});
 
 // metav1.DeleteOptions; fields unset stay out.
 struct DeleteOptions {

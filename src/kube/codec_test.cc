@@ -302,6 +302,11 @@ TEST(Codec, EncodesRequestBodies) {
   EXPECT_EQ(b.at("kind"), "Binding");
   EXPECT_EQ(b.at("metadata").at("uid"), "uid-1");
   EXPECT_EQ(b.at("target").at("name"), "n3");
+  EXPECT_FALSE(b.at("metadata").as_object().contains("labels"));
+  bj::value bl = bj::parse(EncodeBinding("ns", "p", "", "n3", {{"a", "1"}}, {{"l", "2"}}));
+  EXPECT_EQ(bl.at("metadata").at("annotations").at("a"), "1");
+  EXPECT_EQ(bl.at("metadata").at("labels").at("l"), "2");
+  EXPECT_FALSE(bl.at("metadata").as_object().contains("uid"));
   bj::value d = bj::parse(EncodeDeleteOptions({.grace_period_seconds = 0, .uid = "u"}));
   EXPECT_EQ(d.at("gracePeriodSeconds"), 0);
   EXPECT_EQ(d.at("preconditions").at("uid"), "u");

@@ -23,14 +23,6 @@ using kube::Pod;
 
 namespace {
 
-// The toleration of the managed-node taint the bridge gives its pods.
-bool ToleratesManagedNodes(const Pod& pod, const std::string& scheduler_name) {
-  return std::ranges::any_of(pod.spec.tolerations, [&](const kube::Toleration& t) {
-    return t.key == bridge::kManagedNodeTaint && t.value == scheduler_name &&
-           (t.effect.empty() || t.effect == "NoExecute");
-  });
-}
-
 // /resources/{job_id} not to be had from this slurmrestd: a data_parser older than v0.0.44, a
 // 404 that is not Slurm's answer about a job (no Slurm error in it: slurmrestd's "Unable to find
 // requested URL endpoint"), or access denied to this user.
@@ -44,15 +36,11 @@ bool ResourcesUnavailable(const Error& e) {
 // (they have no merge key), so the list sent is the pod's plus ours.
 std::string LabelPatch(const Pod& pod, std::int64_t job_id, const std::string& scheduler_name,
                        const std::map<std::string, std::string>& annotations, int het_offset) {
-  std::string labels = fmt::format("{}:{}", kube::JsonQuote(bridge::kJobIdLabel),
-                                   kube::JsonQuote(std::to_string(job_id)));
-  if (het_offset >= 0) {
-    labels += fmt::format(",{}:{},{}:{}", kube::JsonQuote(bridge::kHetJobIdLabel),
-                          kube::JsonQuote(std::to_string(job_id)),
-                          kube::JsonQuote(bridge::kHetJobOffsetLabel),
-                          kube::JsonQuote(std::to_string(het_offset)));
+  std::vector<std::string> labels;
+  for (const auto& [k, v] : JobLabels(job_id, het_offset)) {
+    labels.push_back(fmt::format("{}:{}", kube::JsonQuote(k), kube::JsonQuote(v)));
   }
-  std::string meta = fmt::format("\"labels\":{{{}}},\"finalizers\":[{}]", labels,
+  std::string meta = fmt::format("\"labels\":{{{}}},\"finalizers\":[{}]", fmt::join(labels, ","),
                                  kube::JsonQuote(bridge::kFinalizer));
   if (!annotations.empty()) {
     std::vector<std::string> pairs;
@@ -61,7 +49,7 @@ std::string LabelPatch(const Pod& pod, std::int64_t job_id, const std::string& s
     }
     meta += fmt::format(",\"annotations\":{{{}}}", fmt::join(pairs, ","));
   }
-  const bool tolerated = ToleratesManagedNodes(pod, scheduler_name);
+  const bool tolerated = bridge::ToleratesManagedNode(pod, scheduler_name);
   // Each toleration exactly as stored: a field left out stays out (the API does not default
   // `operator`), since the apiserver refuses an update that changes an existing one (review N-2).
   std::vector<std::string> tols;
@@ -81,9 +69,7 @@ std::string LabelPatch(const Pod& pod, std::int64_t job_id, const std::string& s
   }
   std::string spec;
   if (!tolerated) {
-    tols.push_back(
-        fmt::format("{{\"key\":{},\"operator\":\"Equal\",\"value\":{},\"effect\":\"NoExecute\"}}",
-                    kube::JsonQuote(bridge::kManagedNodeTaint), kube::JsonQuote(scheduler_name)));
+    tols.push_back(bridge::ManagedNodeTolerationJson(scheduler_name));
     spec = fmt::format(",\"spec\":{{\"tolerations\":[{}]}}", fmt::join(tols, ","));
   }
   return fmt::format("{{\"metadata\":{{{}}}{}}}", meta, spec);
@@ -101,20 +87,25 @@ std::string ErrorWords(const Error& e) {
   return words;
 }
 
-bool Labelled(const Pod& pod, std::int64_t job_id, const std::string& scheduler_name,
-              int het_offset) {
-  const auto has = [&](std::string_view key, const std::string& value) {
-    const auto label = pod.metadata.labels.find(std::string(key));
-    return label != pod.metadata.labels.end() && label->second == value;
-  };
-  if (het_offset >= 0 && (!has(bridge::kHetJobIdLabel, std::to_string(job_id)) ||
-                          !has(bridge::kHetJobOffsetLabel, std::to_string(het_offset)))) {
-    return false;
+std::map<std::string, std::string> JobLabels(std::int64_t job_id, int het_offset) {
+  std::map<std::string, std::string> out{
+      {std::string(bridge::kJobIdLabel), std::to_string(job_id)}};
+  if (het_offset >= 0) {
+    out.emplace(bridge::kHetJobIdLabel, std::to_string(job_id));
+    out.emplace(bridge::kHetJobOffsetLabel, std::to_string(het_offset));
   }
-  return has(bridge::kJobIdLabel, std::to_string(job_id)) &&
-         std::ranges::find(pod.metadata.finalizers, bridge::kFinalizer) !=
-             pod.metadata.finalizers.end() &&
-         ToleratesManagedNodes(pod, scheduler_name);
+  return out;
+}
+
+bool Labelled(const Pod& pod, std::int64_t job_id, const std::string& scheduler_name,
+              int het_offset, bool labels_ride_binding) {
+  if (!labels_ride_binding) {
+    for (const auto& [k, v] : JobLabels(job_id, het_offset)) {
+      const auto label = pod.metadata.labels.find(k);
+      if (label == pod.metadata.labels.end() || label->second != v) return false;
+    }
+  }
+  return bridge::HasFinalizer(pod) && bridge::ToleratesManagedNode(pod, scheduler_name);
 }
 
 std::vector<Assignment> Annotate(const std::vector<std::pair<const Pod*, std::string>>& assign,
@@ -466,7 +457,7 @@ awaitable<Binder::Bound> Binder::BindPods(std::int64_t job_id,
   for (const Assignment& a : assign) {
     const kube::ObjectMeta& m = a.pod->metadata;
     Result<void> b =
-        co_await kube::BindPod(kube_, m.namespace_, m.name, m.uid, a.node, a.annotations);
+        co_await kube::BindPod(kube_, m.namespace_, m.name, m.uid, a.node, a.annotations, a.labels);
     if (!b) {
       ++stats_.bind_errors;
       if (b.error().code == ErrorCode::kNotFound) continue;  // deleted meanwhile
@@ -511,8 +502,69 @@ awaitable<Binder::Bound> Binder::BindPods(std::int64_t job_id,
                                m.name, a.node, job_id));
     spdlog::info("{}/{}: bound to {} (Slurm job {})", m.namespace_, m.name, a.node, job_id);
     out.bound.push_back(a);
+    if (!a.labels.empty()) {
+      // (Named, not a temporary: gcc 12 destroys a temporary argument of a co_await twice.)
+      Unverified pod{.ns = m.namespace_, .name = m.name, .labels = a.labels};
+      co_await AfterLabelledBinding(std::move(pod));
+    }
   }
   co_return out;
+}
+
+awaitable<void> Binder::AfterLabelledBinding(Unverified pod) {
+  if (binding_labels_ == BindingLabels::kCarried) co_return;
+  if (binding_labels_ == BindingLabels::kDropped) {
+    co_await PatchLabels(pod);  // bound by a worker that began before the verdict
+    co_return;
+  }
+  unverified_.push_back(std::move(pod));
+  if (verifying_) co_return;  // another worker reads one back
+  verifying_ = true;
+  const Unverified first = unverified_.front();
+  Result<Pod> read = co_await kube::GetPod(kube_, first.ns, first.name);
+  verifying_ = false;
+  if (!read) {
+    if (read.error().code != ErrorCode::kNotFound) {
+      spdlog::warn("{}/{}: reading the pod back after its Binding failed: {}", first.ns, first.name,
+                   read.error().ToString());
+    } else {
+      std::erase_if(unverified_,
+                    [&](const Unverified& u) { return u.ns == first.ns && u.name == first.name; });
+    }
+    co_return;  // the next labelled Binding reads one back
+  }
+  const bool carried = std::ranges::all_of(first.labels, [&](const auto& kv) {
+    auto l = read->metadata.labels.find(kv.first);
+    return l != read->metadata.labels.end() && l->second == kv.second;
+  });
+  if (carried) {
+    binding_labels_ = BindingLabels::kCarried;
+    unverified_.clear();
+    spdlog::info(
+        "the apiserver copies a Binding's labels onto the pod: the job-id label rides "
+        "the Binding");
+    co_return;
+  }
+  binding_labels_ = BindingLabels::kDropped;
+  spdlog::info(
+      "the apiserver drops a Binding's labels (Kubernetes before 1.35, or feature "
+      "PodTopologyLabelsAdmission off): pods carry the job-id label before their "
+      "Binding from now on");
+  std::vector<Unverified> bound = std::exchange(unverified_, {});
+  for (const Unverified& u : bound) co_await PatchLabels(u);
+}
+
+awaitable<void> Binder::PatchLabels(const Unverified& pod) {
+  std::map<std::string, std::optional<std::string>> labels;
+  for (const auto& [k, v] : pod.labels) labels.emplace(k, v);
+  std::string patch = kube::EncodeMetadataMergePatch(labels, {});
+  Result<Pod> r = co_await kube::PatchAs<Pod>(kube_, kube::PodsRef(pod.ns).WithName(pod.name),
+                                              kube::PatchType::kJsonMerge, std::move(patch));
+  ++stats_.bind_patches;
+  if (!r && r.error().code != ErrorCode::kNotFound) {
+    spdlog::warn("{}/{}: labelling the bound pod with its job id failed: {}", pod.ns, pod.name,
+                 r.error().ToString());
+  }
 }
 
 }  // namespace sb::scheduler

@@ -13,11 +13,13 @@
 //   2. ReadHolders     the bound pods labelled with the job (a LIST), for a job bound before.
 //   3. PlanBind        (planner.h) which pod goes to which node; a retag, a report, a cancel.
 //   4. pre-bind        Retag: the job's tag lists the pods about to bind, written over the tag
-//                      Slurm has now (read-modify-write); LabelPod: each pod carries the job id,
-//                      the finalizer and the managed-node toleration. (Where DRA claims will be
-//                      written.)
-//   5. BindPods        the Bindings, carrying the node and GPU annotations; a lost reply is
-//                      checked with a GET; a Scheduled event per pod.
+//                      Slurm has now (read-modify-write); LabelPod: each pod carries the
+//                      finalizer and the managed-node toleration (set by the webhook at CREATE,
+//                      else patched), and the job id unless the Binding carries it; WriteClaims:
+//                      DRA claims.
+//   5. BindPods        the Bindings, carrying the node and GPU annotations and the job-id labels
+//                      (LabelsRideBinding); a lost reply is checked with a GET; a Scheduled
+//                      event per pod.
 //
 // The Binder keeps no state of the scheduler's (tracked jobs, queue): Scheduler::Bind runs the
 // steps in order and applies what they return. It remembers one fact of the server: whether
@@ -73,7 +75,14 @@ struct Assignment {
   const kube::Pod* pod = nullptr;
   std::string node;
   std::map<std::string, std::string> annotations;  // node, and GPU indices where Slurm gave some
+  // The job-id labels (kJobIdLabel; a heterogeneous job's kHetJobIdLabel, kHetJobOffsetLabel)
+  // when they ride the Binding (Binder::LabelsRideBinding); empty when set before it.
+  std::map<std::string, std::string> labels;
 };
+
+// The job-id labels of a pod of `job_id` (`het_offset` >= 0: of that heterogeneous job's
+// component).
+[[nodiscard]] std::map<std::string, std::string> JobLabels(std::int64_t job_id, int het_offset);
 
 // The annotations each assigned pod's Binding carries: the node, and the GPU indices Slurm gave
 // the job on it (bridge/gres.h), which the containers read through the downward API.
@@ -134,18 +143,42 @@ class Binder {
   [[nodiscard]] boost::asio::awaitable<Bound> BindPods(std::int64_t job_id,
                                                        const std::vector<Assignment>& assign);
 
+  // Whether the job-id labels ride the Binding: the apiserver copies a Binding's labels onto the
+  // pod since Kubernetes 1.35 (feature PodTopologyLabelsAdmission, on by default), in the same
+  // write as the node. Assumed until the first Binding that carried them is read back (one GET
+  // per process): when its pod lacks them (an older apiserver, the feature turned off), they are
+  // patched onto every pod bound so, and set before the Binding from then on.
+  [[nodiscard]] bool LabelsRideBinding() const {
+    return binding_labels_ != BindingLabels::kDropped;
+  }
+
  private:
+  enum class BindingLabels { kUnverified, kCarried, kDropped };
+  struct Unverified {
+    std::string ns, name;
+    std::map<std::string, std::string> labels;
+  };
+  // Step 5: a pod bound with `labels` on its Binding; while unverified, the first such pod is
+  // read back (see LabelsRideBinding).
+  boost::asio::awaitable<void> AfterLabelledBinding(Unverified pod);
+  boost::asio::awaitable<void> PatchLabels(const Unverified& pod);
+
   kube::Client& kube_;
   slurm::Client& slurm_;
   kube::EventRecorder& recorder_;
   const bridge::Config& config_;
   Stats& stats_;
   bool resources_endpoint_ = true;  // slurmrestd serves /resources/{job_id} (until it does not)
+  BindingLabels binding_labels_ = BindingLabels::kUnverified;
+  bool verifying_ = false;
+  std::vector<Unverified> unverified_;  // bound with labels before the verdict
 };
 
-// The pod carries what Binder::LabelPod sets, apart from the node's annotations.
+// The pod carries what Binder::LabelPod sets, apart from the node's annotations; with
+// `labels_ride_binding`, apart from the job-id labels too (the Binding carries them).
 [[nodiscard]] bool Labelled(const kube::Pod& pod, std::int64_t job_id,
-                            const std::string& scheduler_name, int het_offset = -1);
+                            const std::string& scheduler_name, int het_offset = -1,
+                            bool labels_ride_binding = false);
 
 // Slurm's error message with its details, for pods and logs.
 [[nodiscard]] std::string ErrorWords(const Error& e);

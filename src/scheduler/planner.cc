@@ -268,7 +268,9 @@ GroupPlan PlanGroup(const GroupInput& in, const PlannerOptions& options) {
   for (const kube::Pod* p : pods) {
     if (!Contains(job->uids, p->metadata.uid)) continue;
     auto l = p->metadata.labels.find(std::string(bridge::kJobIdLabel));
-    if (l != p->metadata.labels.end() && l->second == id && bridge::HasFinalizer(*p)) continue;
+    const bool labelled =
+        in.labels_ride_binding || (l != p->metadata.labels.end() && l->second == id);
+    if (labelled && bridge::HasFinalizer(*p)) continue;
     plan.label.push_back(p);
   }
   plan.update_pending = job->state == "PENDING";

@@ -109,6 +109,10 @@ struct GroupInput {
   std::optional<TimePoint> group_since;
   // A job of the group was bound by this process (the group reached its size once).
   bool ran_before = false;
+  // The apiserver copies a Binding's labels onto the pod (Kubernetes 1.35+): the job-id label
+  // rides the Binding, and a pending pod is patched only when it lacks the finalizer (which the
+  // webhook sets at CREATE). False: every pod of a pending job carries its id before it binds.
+  bool labels_ride_binding = false;
   TimePoint now;
 };
 

@@ -84,6 +84,9 @@ struct GroupRow {
 TEST(PlanGroupTest, Table) {
   kube::Pod a = MakePod("a"), b = MakePod("b"), c = MakePod("c"), b2 = MakePod("b", "uid-b2");
   kube::Pod la = Labelled(a, 7), lb = Labelled(b, 7);
+  // As the webhook makes them: the finalizer, no job-id label.
+  kube::Pod fa = a, fb = b;
+  fa.metadata.finalizers = fb.metadata.finalizers = {std::string(bridge::kFinalizer)};
   const GroupInput base{.spec = Gang(2), .jobs_listed_at = kT0 - 1s, .now = kT0};
   auto with = [&](auto&& edit) {
     GroupInput in = base;
@@ -227,6 +230,34 @@ TEST(PlanGroupTest, Table) {
          in.pods = {&la, &lb};
          in.tracked = Job(7, "PENDING", {"uid-a", "uid-b"});
        }),
+       .report_prefix = "waiting for Slurm job 7",
+       .members = {"a", "b"},
+       .update_pending = true},
+      {.name = "pending job, labels ride the Binding, finalizers from the webhook: no patch",
+       .in = with([&](GroupInput& in) {
+         in.pods = {&fa, &fb};
+         in.tracked = Job(7, "PENDING", {"uid-a", "uid-b"});
+         in.labels_ride_binding = true;
+       }),
+       .report_prefix = "waiting for Slurm job 7",
+       .members = {"a", "b"},
+       .update_pending = true},
+      {.name = "pending job, labels ride the Binding, no finalizer: patched",
+       .in = with([&](GroupInput& in) {
+         in.pods = {&a, &fb};
+         in.tracked = Job(7, "PENDING", {"uid-a", "uid-b"});
+         in.labels_ride_binding = true;
+       }),
+       .label = {"a"},
+       .report_prefix = "waiting for Slurm job 7",
+       .members = {"a", "b"},
+       .update_pending = true},
+      {.name = "pending job, labels set before the Binding: the webhook's pods are labelled",
+       .in = with([&](GroupInput& in) {
+         in.pods = {&fa, &fb};
+         in.tracked = Job(7, "PENDING", {"uid-a", "uid-b"});
+       }),
+       .label = {"a", "b"},
        .report_prefix = "waiting for Slurm job 7",
        .members = {"a", "b"},
        .update_pending = true},

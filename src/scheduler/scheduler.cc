@@ -177,6 +177,8 @@ void Scheduler::OnPod(const Pod* old, const std::shared_ptr<const Pod>& pod) {
   if (!Schedulable(*pod)) {
     if (auto it = group_of_pod_.find(PodKey(*pod)); it != group_of_pod_.end()) {
       queue_.Add(std::string(kGroupItem) + it->second);
+    } else if (!pod->metadata.deletion_timestamp.empty() && bridge::HasFinalizer(*pod)) {
+      Enqueue(std::string(kPodItem) + PodKey(*pod), *pod);  // Resolve releases it
     }
     return;
   }
@@ -367,7 +369,16 @@ awaitable<Result<kube::GenericObject>> Scheduler::GetOwner(std::string api_versi
 
 awaitable<Result<void>> Scheduler::Resolve(const std::string& pod_key) {
   std::shared_ptr<const Pod> pod = pods_.cache().Get(pod_key);
-  if (!pod || !Schedulable(*pod)) co_return Result<void>{};
+  if (!pod) co_return Result<void>{};
+  if (!pod->metadata.deletion_timestamp.empty() && pod->spec.node_name.empty() &&
+      !group_of_pod_.contains(pod_key)) {
+    // Deleted before it joined a group (gated, refused, or before this process saw it): no job
+    // of this process holds it, so its finalizer (the webhook's, set at CREATE) goes. A job
+    // tagged for it in Slurm is the controllers' to cancel once the pod is gone.
+    co_await DropFinalizer(*pod);
+    co_return Result<void>{};
+  }
+  if (!Schedulable(*pod)) co_return Result<void>{};
   const std::string& ns = pod->metadata.namespace_;
 
   // The controller chain, as far as it can be read (at most 32 levels, as upstream).
@@ -622,6 +633,7 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
                 .pods = live,
                 .jobs_listed_at = listed_at_,
                 .slurm_nodes_known = slurm_nodes_known_,
+                .labels_ride_binding = binder_.LabelsRideBinding(),
                 .now = now};
   if (auto it = jobs_.find(group_key); it != jobs_.end()) {
     in.tracked = View(it->second);

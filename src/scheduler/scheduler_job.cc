@@ -445,9 +445,10 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
   if (plan.assign.empty()) co_return Result<void>{};
 
   // 4. Pre-bind writes: pods the job was not submitted for (a re-created member) join its tag,
-  // so that the controllers know them as the job's; each pod carries the job id (label,
-  // finalizer, toleration: set after the submit; a pod whose label the cache does not show yet
-  // is patched here, with the node's annotations).
+  // so that the controllers know them as the job's; each pod carries the finalizer and the
+  // toleration (the webhook's at CREATE, else patched after the submit; a pod the cache does not
+  // show with them yet is patched here, with the node's annotations), and the job id: on the
+  // Binding where the apiserver copies its labels, else in that patch.
   if (plan.retag) {
     Result<TagMembers> tag = co_await binder_.Retag(spec, job.id, in.holders, pods, plan.assign);
     if (!tag) co_return tl::unexpected(tag.error());
@@ -468,9 +469,11 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
   } else {
     assign = Annotate(plan.assign, in.kube_node_of, in.slurm_nodes, job.gres_detail);
   }
-  for (const Assignment& a : assign) {
+  const bool ride = binder_.LabelsRideBinding();
+  for (Assignment& a : assign) {
     const int offset = het ? in.part_of[a.pod->metadata.uid] : -1;
-    if (Labelled(*a.pod, job.id, config_.scheduler_name, offset)) continue;
+    if (ride) a.labels = JobLabels(job.id, offset);
+    if (Labelled(*a.pod, job.id, config_.scheduler_name, offset, ride)) continue;
     ++stats_.bind_patches;
     Result<void> r = co_await binder_.LabelPod(*a.pod, job.id, a.annotations, offset);
     if (!r) co_return r;

@@ -25,6 +25,7 @@
 #include "async/clock.h"
 #include "bridge/explain.h"
 #include "bridge/names.h"
+#include "bridge/pods.h"
 #include "bridge/tag.h"
 #include "kube/codec.h"
 #include "net/http_client.h"
@@ -524,6 +525,76 @@ TEST_F(SchedulerTest, LabelledPodIsBoundWithOneWriteThatCarriesTheAnnotations) {
   EXPECT_NE(binding_bodies_["p0"].find(R"("slinky.slurm.net/slurm-node":"n1")"), std::string::npos)
       << binding_bodies_["p0"];
   EXPECT_EQ(scheduler_->stats().bind_patches, 0u);
+}
+
+// Issue #31: the webhook set the finalizer and the toleration at CREATE, and the apiserver
+// copies a Binding's labels (1.35+): no patch at all; the Binding carries the job-id label, and
+// the first bound pod is read back once to see that the label landed.
+TEST_F(SchedulerTest, PodFromTheWebhookIsBoundByItsBindingAloneWhichCarriesTheJobIdLabel) {
+  api_.pod_merge_patch =
+      fmt::format(R"({{"metadata":{{"finalizers":["{}"]}},"spec":{{"tolerations":[{}]}}}})",
+                  bridge::kFinalizer, bridge::ManagedNodeTolerationJson(config_.scheduler_name));
+  api_.AddPod("ns", "p0");
+  api_.AddPod("ns", "p1");
+  Start();
+  ASSERT_TRUE(
+      RunUntil([&] { return slurm_.calls("SubmitJob") == 2 && scheduler_->QueueDepth() == 0; }));
+  EXPECT_TRUE(patches_.empty()) << "nothing to patch after the submit";
+  const auto label_of = [&](const std::string& name) {
+    return fmt::format(R"("{}":"{}")", bridge::kJobIdLabel, JobOf(name));
+  };
+  for (const std::string name : {"p0", "p1"}) {
+    Allocate(JobOf(name));
+    ASSERT_TRUE(AdvanceUntil([&] { return bindings_.contains(name); })) << name;
+    EXPECT_NE(binding_bodies_[name].find(R"("labels":{)" + label_of(name) + "}"), std::string::npos)
+        << binding_bodies_[name];
+    EXPECT_NE(api_.PodJson("ns", name).find(label_of(name)), std::string::npos)
+        << api_.PodJson("ns", name);
+  }
+  EXPECT_TRUE(patches_.empty());
+  EXPECT_EQ(scheduler_->stats().bind_patches, 0u);
+}
+
+// An apiserver that drops a Binding's labels (before 1.35): the first pod bound so is labelled
+// right after, and from then on pods carry the label before their Binding, as before.
+TEST_F(SchedulerTest, ApiserverThatDropsBindingLabelsGetsThemPatchedAndLabelledBeforeBinding) {
+  api_.binding_drops_labels = true;
+  api_.pod_merge_patch =
+      fmt::format(R"({{"metadata":{{"finalizers":["{}"]}},"spec":{{"tolerations":[{}]}}}})",
+                  bridge::kFinalizer, bridge::ManagedNodeTolerationJson(config_.scheduler_name));
+  api_.AddPod("ns", "p0");
+  api_.AddPod("ns", "p1");
+  Start();
+  ASSERT_TRUE(
+      RunUntil([&] { return slurm_.calls("SubmitJob") == 2 && scheduler_->QueueDepth() == 0; }));
+  const auto labelled = [&](const std::string& name) {
+    return api_.PodJson("ns", name)
+               .find(fmt::format(R"("{}":"{}")", bridge::kJobIdLabel, JobOf(name))) !=
+           std::string::npos;
+  };
+  Allocate(JobOf("p0"));
+  ASSERT_TRUE(AdvanceUntil([&] { return bindings_.contains("p0") && labelled("p0"); }));
+  EXPECT_EQ(patches_["p0"], 1) << "the label, after the Binding that lost it";
+  Allocate(JobOf("p1"));
+  ASSERT_TRUE(AdvanceUntil([&] { return bindings_.contains("p1"); }));
+  EXPECT_TRUE(labelled("p1"));
+  EXPECT_GE(patches_["p1"], 1) << "labelled before its Binding";
+  EXPECT_EQ(binding_bodies_["p1"].find("\"labels\""), std::string::npos) << binding_bodies_["p1"];
+}
+
+// A pod deleted before it joined a group (here: gated) loses the finalizer the webhook gave it
+// at CREATE, and goes.
+TEST_F(SchedulerTest, GatedPodDeletedWithTheWebhooksFinalizerIsReleased) {
+  api_.pod_merge_patch = fmt::format(
+      R"({{"metadata":{{"finalizers":["{}"]}},"spec":{{"schedulingGates":[{{"name":"g"}}]}}}})",
+      bridge::kFinalizer);
+  api_.AddPod("ns", "gated");
+  Start();
+  ASSERT_TRUE(RunUntil([&] { return scheduler_->QueueDepth() == 0; }));
+  api_.PatchPod("ns", "gated", R"({"metadata":{"deletionTimestamp":"2026-12-04T00:00:00Z"}})");
+  ASSERT_TRUE(AdvanceUntil([&] { return api_.PodJson("ns", "gated").empty(); }))
+      << api_.PodJson("ns", "gated");
+  EXPECT_EQ(slurm_.calls("SubmitJob"), 0);
 }
 
 // Nothing tracked, nothing asked: no /jobs/state/ and no /jobs/ while no pod waits.

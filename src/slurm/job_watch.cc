@@ -40,14 +40,22 @@ awaitable<void> JobWatch::Run() {
     woke = clock_.Now();
     const bool full = woke - last_full >= poll;
     const bool fresh = last_fresh_ && woke - *last_fresh_ < options_.fresh_window;
-    if (!full && (!fresh || woke - last_poll <
-                                std::max<Duration>(options_.fresh_interval,
-                                                   options_.fresh_spacing * last_poll_took_))) {
-      continue;
-    }
+    if (!full && (!fresh || woke - last_poll < FreshSpacing())) continue;
     if (full) last_full = woke;
     if (co_await Poll(full)) last_poll = woke;
   }
+}
+
+async::Clock::Duration JobWatch::FreshSpacing() const {
+  using Duration = async::Clock::Duration;
+  Duration spacing =
+      std::max<Duration>(options_.fresh_interval, options_.fresh_spacing * last_poll_took_);
+  if (options_.fresh_ids_per_interval > 0) {
+    const auto per = static_cast<std::size_t>(options_.fresh_ids_per_interval);
+    const auto intervals = static_cast<Duration::rep>((last_poll_ids_ + per - 1) / per);
+    spacing = std::max<Duration>(spacing, options_.fresh_interval * intervals);
+  }
+  return spacing;
 }
 
 awaitable<bool> JobWatch::Poll(bool full) {
@@ -66,6 +74,7 @@ awaitable<bool> JobWatch::Poll(bool full) {
   Result<std::vector<JobStateEntry>> states =
       co_await slurm_.JobStates(std::vector<std::int64_t>(ids.begin(), ids.end()));
   last_poll_took_ = clock_.Now() - asked;
+  last_poll_ids_ = ids.size();
   // A subscriber that left meanwhile gets nothing.
   std::erase_if(asks, [&](const auto& a) {
     return std::ranges::find(subscribers_, a.first) == subscribers_.end();

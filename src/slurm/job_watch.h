@@ -14,7 +14,9 @@
 // job was just submitted) the watch also wakes every `fresh_interval` for `fresh_window` and asks
 // the subscribers for their fresh ids only (a subscriber with none asks nothing); a fresh poll
 // waits at least `fresh_spacing` times as long as the last poll took, so a slow slurmctld is not
-// asked faster than it answers. No request is sent while no subscriber wants an id.
+// asked faster than it answers, and one `fresh_interval` per `fresh_ids_per_interval` ids the
+// last one asked (a burst's polls find many started jobs each). No request is sent while no
+// subscriber wants an id.
 //
 // A subscriber may have read the states some other way since the last full poll (a full job
 // list carries them): it says so by wanting nothing at the next full poll.
@@ -51,6 +53,11 @@ struct JobWatchOptions {
   std::chrono::milliseconds fresh_interval{10};
   std::chrono::seconds fresh_window{3};
   int fresh_spacing = 3;
+  // A fresh poll of many jobs (a burst: hundreds submitted within the window) comes no sooner
+  // than fresh_interval for every this many ids the last one asked: each pass then finds many
+  // jobs started, and the polls' share of Slurm's requests per job stays small. A quiet
+  // cluster's fresh polls (a few ids) keep fresh_interval. 0: off.
+  int fresh_ids_per_interval = 50;
 };
 
 // One wake-up, as a subscriber sees it.
@@ -108,6 +115,8 @@ class JobWatch {
  private:
   // False when no subscriber wanted an id (nothing was sent).
   boost::asio::awaitable<bool> Poll(bool full);
+  // The least time between fresh polls, from the last poll's duration and ids.
+  [[nodiscard]] async::Clock::Duration FreshSpacing() const;
 
   Client& slurm_;
   async::Clock& clock_;
@@ -115,6 +124,7 @@ class JobWatch {
   std::vector<JobWatchSubscriber*> subscribers_;
   std::optional<async::Clock::TimePoint> last_fresh_;
   async::Clock::Duration last_poll_took_{};
+  std::size_t last_poll_ids_ = 0;
   JobWatchStats stats_;
   async::TaskGroup tasks_;
 };

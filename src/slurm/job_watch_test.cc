@@ -141,5 +141,25 @@ TEST_F(JobWatchTest, AFailedPollIsReportedToEachAskerAndTheNextAsksAgain) {
   EXPECT_EQ(watch_->stats().poll_errors, 1u);
 }
 
+// Issue #31: a burst's fresh polls ask hundreds of ids; they come once per fresh_interval per
+// fresh_ids_per_interval ids, so each finds many started jobs (a quiet cluster's few ids keep
+// the 10 ms cadence: the test above).
+TEST_F(JobWatchTest, FreshPollsOfManyIdsAreSpacedByTheirCount) {
+  Recorder r;
+  for (int i = 0; i < 500; ++i) r.fresh.push_back(slurm_.AddJob("PENDING"));
+  Start();
+  watch_->Subscribe(&r);
+  watch_->MarkFresh();
+  RunFor(1s);
+  // 500 ids: one poll per 10 x 10 ms (the first at the first wake-up).
+  EXPECT_GE(slurm_.calls("JobStates"), 9);
+  EXPECT_LE(slurm_.calls("JobStates"), 11);
+  r.fresh.resize(20);
+  RunFor(200ms);
+  const int before = slurm_.calls("JobStates");
+  RunFor(100ms);
+  EXPECT_GE(slurm_.calls("JobStates") - before, 9) << "20 ids: every 10 ms again";
+}
+
 }  // namespace
 }  // namespace sb::slurm

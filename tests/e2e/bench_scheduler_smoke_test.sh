@@ -41,4 +41,11 @@ row "burst: scheduler CPU ms per bound pod" 13
 row "burst: scheduler peak RSS MB" 134
 row "burst: slurmctld CPU s" 23
 row "burst: kube-apiserver CPU s" 123
+row "burst: apiserver writes per pod" 134
+row "burst: Slurm requests per pod" 234
+row "create: kube-apiserver + etcd + webhook CPU s" 13
+row "system cost: CPU ms per pod" 134
+# The webhook served the bridge's pods (their finalizer came with the create).
+grep -q "webhook: serving on" <<<"$out" && echo "ok   webhook" ||
+  { echo "FAIL webhook: not started"; fails=$((fails + 1)); }
 [ $fails = 0 ]
