@@ -13,11 +13,17 @@
 #            6-10 minutes on 2 busy cores.
 #   --smoke  5 nodes, 5 latency pods, 20 burst pods: checks that the benchmark runs (ctest
 #            e2e.bench.scheduler); times nothing worth reading.
-#   --scale  1,000 nodes, 10,000 pods in waves of 2,000 through the bridge alone; then every
-#            pod bound exactly once, RSS, and slurmrestd requests/s while 1,000 pods wait.
-#            Long: 4-8 minutes per wave of 2,000 on 2 busy cores (bridge of c029f43).
+#   --scale  1,000 nodes, 10,000 pods in waves of --wave (2,000) through the bridge alone; then
+#            every pod bound exactly once, RSS, and slurmrestd requests/s while --waiting (1,000)
+#            pods wait. About 4 minutes; the 50,000-pod figure of docs/benchmarks.md is
+#            `--scale --nodes 5000 --pods 50000 --wave 5000 --waiting 5000`.
 #   --bridge-only  the bridge's latency and burst phases alone, a line each, no table: for
-#            trying a change (about 2 minutes).
+#            trying a change (about 2 minutes); --latency-runs N runs the latency phase N times
+#            (a bridge each) and prints each run's overhead p50/p99.
+#   The bridge's pods are created through its mutating webhook (`slurm-bridge admission`,
+#   registered for the benchmark's bridge namespaces only), as the chart installs it: it sets
+#   their finalizer and toleration at CREATE. --no-webhook leaves it out (the bridge then patches
+#   them after the submit).
 #   --starvation  no starvation (bench/starvation.py): a churn of --churn-rate single pods/s
 #            (default 200) for --churn-seconds (20), first with nothing waiting, then with
 #            --gangs gangs (20) that cannot fit waiting in Slurm's queue; bind rate and p99
@@ -37,6 +43,7 @@
 #                         [--pods N] [--latency-pods N] [--sched-params LIST]
 #                         [--max-concurrent-submits N] [--bridge-config 'KEY: VALUE'] [--keep]
 #                         [--churn-rate N] [--churn-seconds N] [--gangs N] (--starvation's)
+#                         [--wave N] [--waiting N] (--scale's) [--latency-runs N] [--no-webhook]
 #   --binary P   slurm-bridge to run (default: $SB_BINARY, else build/slurm-bridge, built here)
 #   --max-concurrent-submits N   the bridge's maxConcurrentSubmits (default 16, its own default)
 #   --bridge-config L  a line added to the bridge's config.yaml (repeatable), e.g. 'jobListInterval: 10m'
@@ -64,7 +71,7 @@ while [ $# -gt 0 ]; do
     --max-concurrent-submits) submits=$2; shift 2 ;;
     --bridge-config) extra+=(--bridge-config "$2") bridge_cfg+="; $2"; shift 2 ;;
     --keep) keep=1; shift ;;
-    -h | --help) sed -n '3,43p' "$0"; exit 0 ;;
+    -h | --help) sed -n '3,50p' "$0"; exit 0 ;;
     *) die "unknown argument: $1 (see --help)" ;;
   esac
 done
