@@ -1111,7 +1111,8 @@ class Bench:
         return "\n".join(lines)
 
 
-def main():
+def arg_parser():
+    """bench.py's options (bench.sh passes them to bench/starvation.py too, which adds its own)."""
     p = argparse.ArgumentParser()
     p.add_argument("--env", required=True)
     p.add_argument("--root", required=True)
@@ -1141,6 +1142,11 @@ def main():
     p.add_argument("--no-webhook", dest="webhook", action="store_false",
                    help="no mutating webhook: the bridge patches its pods' finalizer and "
                    "toleration after the submit")
+    return p
+
+
+def main():
+    p = arg_parser()
     a = p.parse_args()
     # SIGTERM (bench.sh stopped, a ctest timeout) unwinds through the phases' `finally`, which
     # stop the schedulers this script started.
@@ -1159,9 +1165,14 @@ def main():
         text = b.table()
     if b.webhook:
         b.stop(b.webhook)
+    report(text, b.notes)
+
+
+def report(text, notes):
+    """Prints a benchmark's table, its notes and this script's own CPU."""
     ru = resource.getrusage(resource.RUSAGE_SELF)
     print(text)
-    for n in b.notes:
+    for n in notes:
         print("note:", n)
     print(f"observer (this script) CPU: {ru.ru_utime + ru.ru_stime:.1f} s")
     sys.stdout.flush()

@@ -69,11 +69,9 @@
 #     fall behind the offered rate, the machine, not the bridge, sets the rates.
 # At the end: every churn pod bound once (a distinct Slurm job each, none left live), the gangs'
 # pods unbound and their jobs still PENDING, and `slurm-bridge check` (the invariants) once.
-import argparse
 import concurrent.futures
 import json
 import os
-import resource
 import signal
 import subprocess
 import sys
@@ -475,35 +473,9 @@ class Starvation(bench.Bench):
 
 
 def main():
-    p = argparse.ArgumentParser()
     # bench.py's options, so that scripts/bench.sh passes the same arguments to both.
-    p.add_argument("--env", required=True)
-    p.add_argument("--root", required=True)
-    p.add_argument("--out", required=True)
-    p.add_argument("--binary", required=True)
-    p.add_argument("--kube-scheduler", required=True)
-    p.add_argument("--mode", default="default", help="ignored (bench.py's)")
-    p.add_argument("--nodes", type=int, default=100)
-    p.add_argument("--pods", type=int, default=2000, help="ignored (bench.py's)")
-    p.add_argument("--latency-pods", type=int, default=100, help="ignored (bench.py's)")
-    p.add_argument("--latency-runs", type=int, default=1, help="ignored (bench.py's)")
-    p.add_argument("--interval-ms", type=int, default=200, help="ignored (bench.py's)")
-    p.add_argument("--concurrency", type=int, default=16,
-                   help="threads that create pods, and as many that release them")
-    p.add_argument("--kube-qps", type=int, default=1000, help="ignored (bench.py's)")
-    p.add_argument("--max-concurrent-submits", type=int, default=16)
-    p.add_argument("--forget-timeout", type=int, default=150,
-                   help="s to wait for Slurm to forget phase 1's ended jobs before phase 2")
-    p.add_argument("--bridge-config", action="append", default=[],
-                   help="a line added to the bridge's config.yaml, e.g. 'jobListInterval: 10m'")
-    p.add_argument("--metrics-port", type=int, required=True)
-    p.add_argument("--prefix", default="bx")
-    p.add_argument("--wave", type=int, default=2000, help="ignored (bench.py's)")
-    p.add_argument("--waiting", type=int, default=1000, help="ignored (bench.py's)")
-    p.add_argument("--window", type=int, default=20, help="ignored (bench.py's)")
-    p.add_argument("--no-webhook", dest="webhook", action="store_false",
-                   help="no mutating webhook: the bridge patches its pods' finalizer and "
-                   "toleration after the submit")
+    p = bench.arg_parser()
+    p.set_defaults(concurrency=16)
     # This benchmark's own.
     p.add_argument("--churn-rate", type=float, default=200, help="pods created per second")
     p.add_argument("--churn-seconds", type=float, default=20, help="how long pods are created")
@@ -519,13 +491,7 @@ def main():
     # bridge this script started.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     s = Starvation(a)
-    text = s.run()
-    ru = resource.getrusage(resource.RUSAGE_SELF)
-    print(text)
-    for n in s.notes:
-        print("note:", n)
-    print(f"observer (this script) CPU: {ru.ru_utime + ru.ru_stime:.1f} s")
-    sys.stdout.flush()
+    bench.report(s.run(), s.notes)
 
 
 if __name__ == "__main__":

@@ -52,6 +52,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 . "$root/testenv/lib.sh"
 mode=default nodes=100 pods=2000 latency=100 binary=${SB_BINARY:-} keep=0 submits=16
+wave=2000 waiting=1000
 sched_params=sched_min_interval=0,batch_sched_delay=0,default_queue_depth=2000
 extra=() bridge_cfg=""
 while [ $# -gt 0 ]; do
@@ -61,7 +62,9 @@ while [ $# -gt 0 ]; do
     --bridge-only) mode=bridge; shift ;;
     --starvation) mode=starvation; shift ;;
     --churn-rate | --churn-seconds | --gangs) extra+=("$1" "$2"); shift 2 ;;
-    --latency-runs | --wave | --waiting) extra+=("$1" "$2"); shift 2 ;;
+    --latency-runs) extra+=("$1" "$2"); shift 2 ;;
+    --wave) wave=$2; extra+=("$1" "$2"); shift 2 ;;
+    --waiting) waiting=$2; extra+=("$1" "$2"); shift 2 ;;
     --no-webhook) extra+=("$1"); shift ;;
     --binary) binary=$2; shift 2 ;;
     --nodes) nodes=$2; shift 2 ;;
@@ -106,6 +109,12 @@ up_err=$("$root/testenv/up.sh" --run-dir "$run/env" --nodes 1 --no-kcm 2>&1 >/de
 [ "$mode" = starvation ] && sched_params+=,bf_min_age_reserve=86400
 [[ "$sched_params" =~ ^[a-z_=0-9,]+$ ]] || die "--sched-params: a comma-separated list, got '$sched_params'"
 sed -i "s/^SchedulerParameters=.*/SchedulerParameters=$sched_params/" "$run/env/slurm/etc/slurm.conf"
+# Room for the external nodes (up.sh allows 3,000; `scontrol reconfigure` restarts slurmctld, so
+# the new maximum holds before any node is registered).
+max_nodes=$(sed -n 's/^MaxNodeCount=//p' "$run/env/slurm/etc/slurm.conf")
+if [ "$((nodes + 100))" -gt "${max_nodes:-0}" ]; then
+  sed -i "s/^MaxNodeCount=.*/MaxNodeCount=$((nodes + 100))/" "$run/env/slurm/etc/slurm.conf"
+fi
 "$root/testenv/slurm/exec.sh" "$run/env" scontrol reconfigure
 sleep 2
 params=$(sed -n 's/^SchedulerParameters=//p' "$run/env/slurm/etc/slurm.conf")
@@ -116,7 +125,7 @@ if [ "$mode" = starvation ]; then
     "churn of single pods with nothing waiting, then with unfit gangs waiting (bench/starvation.py)"
 elif [ "$mode" = scale ]; then
   echo "slurm-bridge scheduler benchmark (scale): $nodes external nodes (64 CPUs), $pods pods" \
-    "(1 CPU, 100Mi, exclusive=false) through the bridge in waves of 2000, then 1000 waiting"
+    "(1 CPU, 100Mi, exclusive=false) through the bridge in waves of $wave, then $waiting waiting"
 else
   echo "slurm-bridge scheduler benchmark ($mode): $nodes external nodes (64 CPUs), $pods burst pods" \
     "(1 CPU, 100Mi, exclusive=false), $latency latency pods one every 200 ms"

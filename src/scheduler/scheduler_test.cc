@@ -220,6 +220,18 @@ class SchedulerTest : public ::testing::Test {
         << " queued";
   }
 
+  // N pending pods as the webhook makes them (finalizer and toleration set at CREATE), each
+  // with its job submitted.
+  void StartWithWebhookPods(int n) {
+    api_.pod_merge_patch =
+        fmt::format(R"({{"metadata":{{"finalizers":["{}"]}},"spec":{{"tolerations":[{}]}}}})",
+                    bridge::kFinalizer, bridge::ManagedNodeTolerationJson(config_.scheduler_name));
+    for (int i = 0; i < n; ++i) api_.AddPod("ns", "p" + std::to_string(i));
+    Start();
+    ASSERT_TRUE(
+        RunUntil([&] { return slurm_.calls("SubmitJob") == n && scheduler_->QueueDepth() == 0; }));
+  }
+
   bridge::Config config_;
   asio::io_context io_;
   FakeApiServer api_{io_};
@@ -531,14 +543,7 @@ TEST_F(SchedulerTest, LabelledPodIsBoundWithOneWriteThatCarriesTheAnnotations) {
 // copies a Binding's labels (1.35+): no patch at all; the Binding carries the job-id label, and
 // the first bound pod is read back once to see that the label landed.
 TEST_F(SchedulerTest, PodFromTheWebhookIsBoundByItsBindingAloneWhichCarriesTheJobIdLabel) {
-  api_.pod_merge_patch =
-      fmt::format(R"({{"metadata":{{"finalizers":["{}"]}},"spec":{{"tolerations":[{}]}}}})",
-                  bridge::kFinalizer, bridge::ManagedNodeTolerationJson(config_.scheduler_name));
-  api_.AddPod("ns", "p0");
-  api_.AddPod("ns", "p1");
-  Start();
-  ASSERT_TRUE(
-      RunUntil([&] { return slurm_.calls("SubmitJob") == 2 && scheduler_->QueueDepth() == 0; }));
+  ASSERT_NO_FATAL_FAILURE(StartWithWebhookPods(2));
   EXPECT_TRUE(patches_.empty()) << "nothing to patch after the submit";
   const auto label_of = [&](const std::string& name) {
     return fmt::format(R"("{}":"{}")", bridge::kJobIdLabel, JobOf(name));
@@ -559,14 +564,7 @@ TEST_F(SchedulerTest, PodFromTheWebhookIsBoundByItsBindingAloneWhichCarriesTheJo
 // right after, and from then on pods carry the label before their Binding, as before.
 TEST_F(SchedulerTest, ApiserverThatDropsBindingLabelsGetsThemPatchedAndLabelledBeforeBinding) {
   api_.binding_drops_labels = true;
-  api_.pod_merge_patch =
-      fmt::format(R"({{"metadata":{{"finalizers":["{}"]}},"spec":{{"tolerations":[{}]}}}})",
-                  bridge::kFinalizer, bridge::ManagedNodeTolerationJson(config_.scheduler_name));
-  api_.AddPod("ns", "p0");
-  api_.AddPod("ns", "p1");
-  Start();
-  ASSERT_TRUE(
-      RunUntil([&] { return slurm_.calls("SubmitJob") == 2 && scheduler_->QueueDepth() == 0; }));
+  ASSERT_NO_FATAL_FAILURE(StartWithWebhookPods(2));
   const auto labelled = [&](const std::string& name) {
     return api_.PodJson("ns", name)
                .find(fmt::format(R"("{}":"{}")", bridge::kJobIdLabel, JobOf(name))) !=
