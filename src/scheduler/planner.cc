@@ -268,8 +268,8 @@ GroupPlan PlanGroup(const GroupInput& in, const PlannerOptions& options) {
   for (const kube::Pod* p : pods) {
     if (!Contains(job->uids, p->metadata.uid)) continue;
     auto l = p->metadata.labels.find(std::string(bridge::kJobIdLabel));
-    const bool labelled =
-        in.labels_ride_binding || (l != p->metadata.labels.end() && l->second == id);
+    // Riding the Binding, a missing label is fine; one naming another (an ended) job is not.
+    const bool labelled = l == p->metadata.labels.end() ? in.labels_ride_binding : l->second == id;
     if (labelled && bridge::HasFinalizer(*p)) continue;
     plan.label.push_back(p);
   }

@@ -252,6 +252,16 @@ TEST(PlanGroupTest, Table) {
        .report_prefix = "waiting for Slurm job 7",
        .members = {"a", "b"},
        .update_pending = true},
+      {.name = "pending job, labels ride the Binding, a pod labelled with an ended job: patched",
+       .in = with([&](GroupInput& in) {
+         in.pods = {&la, &fb};
+         in.tracked = Job(8, "PENDING", {"uid-a", "uid-b"});
+         in.labels_ride_binding = true;
+       }),
+       .label = {"a"},
+       .report_prefix = "waiting for Slurm job 8",
+       .members = {"a", "b"},
+       .update_pending = true},
       {.name = "pending job, labels set before the Binding: the webhook's pods are labelled",
        .in = with([&](GroupInput& in) {
          in.pods = {&fa, &fb};
