@@ -978,6 +978,21 @@ class Bench:
         row("burst: best pods/s ratio that floor allows", None, None, bk["wall"] / floor)
 
     # --- 4. scale ------------------------------------------------------------------------
+    def live_bridge_jobs(self):
+        """(job, its tag) of every live Slurm job the bridge tagged (admin_comment), from the
+        full job list."""
+        _, obj = self.slurm.call("GET", SLURM_API + "/jobs/")
+        out = []
+        for j in obj.get("jobs", []):
+            state = (j.get("job_state") or ["?"])[0]
+            try:
+                tag = json.loads(j.get("admin_comment") or "null")
+            except ValueError:
+                tag = None
+            if state in LIVE and isinstance(tag, dict) and "slurm-bridge" in tag:
+                out.append((j, tag))
+        return out
+
     def bridge_metrics(self):
         """The bridge's /metrics text."""
         conn = http.client.HTTPConnection("127.0.0.1", self.a.metrics_port, timeout=10)
@@ -1032,16 +1047,8 @@ class Bench:
             out["bridge_cpu"] = cpu_ticks(br.pid) / HZ
             out["daemons"] = {k: (c1[k] - c0[k]) / HZ for k in c1}
             # Every pod bound exactly once: the bridge's live jobs vs the pods.
-            _, obj = self.slurm.call("GET", SLURM_API + "/jobs/")
             tagged, listed = 0, {}
-            for j in obj.get("jobs", []):
-                state = (j.get("job_state") or ["?"])[0]
-                try:
-                    tag = json.loads(j.get("admin_comment") or "null")
-                except ValueError:
-                    tag = None
-                if not isinstance(tag, dict) or "slurm-bridge" not in tag or state not in LIVE:
-                    continue
+            for _, tag in self.live_bridge_jobs():
                 tagged += 1
                 for p in tag.get("pods", []):
                     listed[p] = listed.get(p, 0) + 1

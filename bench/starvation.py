@@ -186,18 +186,8 @@ class Starvation(bench.Bench):
     def stray_jobs(self):
         """The bridge's live jobs that are no gang's: after the churn, a second job for a pod,
         or one that was not cancelled."""
-        _, obj = self.slurm.call("GET", SLURM_API + "/jobs/")
-        stray = []
-        for j in obj.get("jobs", []):
-            state = (j.get("job_state") or ["?"])[0]
-            try:
-                tag = json.loads(j.get("admin_comment") or "null")
-            except ValueError:
-                tag = None
-            if state in LIVE and isinstance(tag, dict) and "slurm-bridge" in tag and not \
-                    tag["slurm-bridge"].get("group", "").startswith(f"Job/{GANG_NS}/"):
-                stray.append(j["job_id"])
-        return stray
+        return [j["job_id"] for j, tag in self.live_bridge_jobs()
+                if not tag["slurm-bridge"].get("group", "").startswith(f"Job/{GANG_NS}/")]
 
     def wait_gangs_pending(self):
         deadline = now() + 120
