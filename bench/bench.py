@@ -1160,18 +1160,20 @@ def main():
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     b = Bench(a)
     b.register_nodes(b.nodes)
-    if a.webhook:
-        b.start_webhook()
-    if a.mode == "scale":
-        text = b.scale()
-    elif a.mode == "bridge":
-        text = b.bridge_only()
-    else:
-        b.latency()
-        b.burst()
-        text = b.table()
-    if b.webhook:
-        b.stop(b.webhook)
+    try:
+        if a.webhook:
+            b.start_webhook()
+        if a.mode == "scale":
+            text = b.scale()
+        elif a.mode == "bridge":
+            text = b.bridge_only()
+        else:
+            b.latency()
+            b.burst()
+            text = b.table()
+    finally:  # also when a phase fails: the webhook is this script's process
+        if b.webhook:
+            b.stop(b.webhook)
     report(text, b.notes)
 
 
