@@ -426,8 +426,10 @@ Decision Mutate(const Request& request, const Policy& policy, const Labels* ns_l
   // write, instead of by a patch of the scheduler's after the submit (one write less per pod).
   const bool ours = set_name || *pod.scheduler_name == policy.scheduler_name;
   const bool add_toleration = ours && !ToleratesManagedNode(pod, policy.scheduler_name);
+  // (Made only when it is added: every pod create passes here.)
   const json::value toleration =
-      json::parse(bridge::ManagedNodeTolerationJson(policy.scheduler_name));
+      add_toleration ? json::parse(bridge::ManagedNodeTolerationJson(policy.scheduler_name))
+                     : json::value();
   if (!pod.has_spec) {
     json::object spec{{"schedulerName", policy.scheduler_name}};
     spec["tolerations"] = json::array{toleration};

@@ -75,6 +75,15 @@ std::string LabelPatch(const Pod& pod, std::int64_t job_id, const std::string& s
   return fmt::format("{{\"metadata\":{{{}}}{}}}", meta, spec);
 }
 
+// Whether `labels` has every label of `want`, with its value.
+bool CarriesLabels(const std::map<std::string, std::string>& labels,
+                   const std::map<std::string, std::string>& want) {
+  return std::ranges::all_of(want, [&](const auto& kv) {
+    auto l = labels.find(kv.first);
+    return l != labels.end() && l->second == kv.second;
+  });
+}
+
 }  // namespace
 
 std::string ErrorWords(const Error& e) {
@@ -99,11 +108,8 @@ std::map<std::string, std::string> JobLabels(std::int64_t job_id, int het_offset
 
 bool Labelled(const Pod& pod, std::int64_t job_id, const std::string& scheduler_name,
               int het_offset, bool labels_ride_binding) {
-  if (!labels_ride_binding) {
-    for (const auto& [k, v] : JobLabels(job_id, het_offset)) {
-      const auto label = pod.metadata.labels.find(k);
-      if (label == pod.metadata.labels.end() || label->second != v) return false;
-    }
+  if (!labels_ride_binding && !CarriesLabels(pod.metadata.labels, JobLabels(job_id, het_offset))) {
+    return false;
   }
   return bridge::HasFinalizer(pod) && bridge::ToleratesManagedNode(pod, scheduler_name);
 }
@@ -533,11 +539,7 @@ awaitable<void> Binder::AfterLabelledBinding(Unverified pod) {
     }
     co_return;  // the next labelled Binding reads one back
   }
-  const bool carried = std::ranges::all_of(first.labels, [&](const auto& kv) {
-    auto l = read->metadata.labels.find(kv.first);
-    return l != read->metadata.labels.end() && l->second == kv.second;
-  });
-  if (carried) {
+  if (CarriesLabels(read->metadata.labels, first.labels)) {
     binding_labels_ = BindingLabels::kCarried;
     unverified_.clear();
     spdlog::info(
