@@ -114,15 +114,19 @@ class KubeletE2e : public sb::testing::KubeletE2eBase {
     return Shell(fmt::format("KUBECONFIG={} kubectl logs -n {} {} 2>/dev/null",
                              env_.Get("KUBECONFIG"), ns_, pod));
   }
-  // The container log of `pod` once it has one (a failure after 30 s without).
-  std::string WaitForLogs(const std::string& pod) {
+  // The container log of `pod` once it has one (a failure after `timeout` without).
+  std::string WaitForLogs(const std::string& pod,
+                          std::chrono::seconds timeout = std::chrono::seconds(30)) {
     std::string logs;
     EXPECT_TRUE(WaitFor(
         [&] {
-          logs = Logs(pod);
-          return !logs.empty();
+          // (Not Logs(): kubectl fails until the container has started.)
+          return testing::RunCommand(fmt::format("KUBECONFIG={} kubectl logs -n {} {} 2>/dev/null",
+                                                 env_.Get("KUBECONFIG"), ns_, pod),
+                                     &logs) == 0 &&
+                 !logs.empty();
         },
-        std::chrono::seconds(30)))
+        timeout))
         << pod << ": no log";
     return logs;
   }
@@ -820,36 +824,52 @@ TEST_F(KubeletE2e, DraPodsSeeExactlyTheDevicesSlurmGaveTheirJobs) {
     }
     return out;
   };
+  // What Slurm gave each job and what its claim names are read as soon as the pods are bound
+  // (a job runs at least as long as its container); the containers' own view comes after. A
+  // kubelet that saw a Binding before the apiserver's node authorizer did cannot read the claim
+  // at first and retries about a minute later: a container may start that late, and another
+  // may have ended by then.
+  struct Given {
+    std::int64_t job = 0;
+    std::string slurm;  // GRES=gpu:fake:1(IDX:2), or CPU_IDs=0
+    std::vector<std::string> claimed;
+    std::string claim;  // its ResourceClaim's name
+  };
+  std::map<std::string, Given> given;
+  for (const std::string name : {"gpu-a", "gpu-b", "cpus"}) {
+    std::optional<kube::Pod> bound = WaitForPod(name, IsBound, 120s);
+    ASSERT_TRUE(bound) << name << " not bound";
+    Given& g = given[name];
+    g.job = JobId(*bound);
+    g.slurm = detail(g.job, name == "cpus" ? "CPU_IDs" : "GRES");
+    g.claimed = claim_devices(*bound);
+    g.claim = bound->metadata.annotations[std::string(bridge::kResourceClaimAnnotation)];
+  }
+  constexpr auto kStartedBy = std::chrono::seconds(150);
   std::set<std::string> seen;
   for (const std::string name : {"gpu-a", "gpu-b"}) {
-    std::optional<kube::Pod> running = WaitForPod(name, IsRunning, 120s);
-    ASSERT_TRUE(running) << name << " not running";
-    const std::int64_t job = JobId(*running);
-    const std::string gres = detail(job, "GRES");  // gpu:fake:1(IDX:2)
+    const Given& g = given[name];
     std::smatch m;
-    ASSERT_TRUE(std::regex_search(gres, m, std::regex(R"(IDX:(\d+)\))"))) << gres;
+    ASSERT_TRUE(std::regex_search(g.slurm, m, std::regex(R"(IDX:(\d+)\))"))) << g.slurm;
     const std::string idx = m[1];
     seen.insert(idx);
-    EXPECT_EQ(claim_devices(*running), std::vector<std::string>{"gpu-" + idx}) << name;
-    const std::string logs = WaitForLogs(name);
+    EXPECT_EQ(g.claimed, std::vector<std::string>{"gpu-" + idx}) << name;
+    const std::string logs = WaitForLogs(name, kStartedBy);
     EXPECT_EQ(logs, fmt::format("GPU_DEVICE_{}=gpu-{}\n", idx, idx))
-        << name << ": Slurm gave job " << job << " " << gres;
+        << name << ": Slurm gave job " << g.job << " " << g.slurm;
   }
   EXPECT_EQ(seen.size(), 2u) << "both pods were given the same GPU";
 
-  std::optional<kube::Pod> cpus = WaitForPod("cpus", IsRunning, 120s);
-  ASSERT_TRUE(cpus) << "cpus not running";
-  const std::int64_t cpu_job = JobId(*cpus);
-  const std::string cpu_ids = detail(cpu_job, "CPU_IDs");
+  const std::int64_t cpu_job = given["cpus"].job;
+  const std::string cpu_ids = given["cpus"].slurm;
   ASSERT_FALSE(cpu_ids.empty());
-  const std::string logs = WaitForLogs("cpus");
+  const std::string logs = WaitForLogs("cpus", kStartedBy);
   EXPECT_EQ(logs, "Cpus_allowed_list:\t" + cpu_ids + "\n") << "Slurm's CPU_IDs " << cpu_ids;
   // The driver names its CPUs cpudev<3-digit id>; one CPU asked for, one id.
-  EXPECT_EQ(claim_devices(*cpus),
+  EXPECT_EQ(given["cpus"].claimed,
             std::vector<std::string>{fmt::format("cpudev{:03}", std::stoi(cpu_ids))});
   // It ends (sleep 5): its claim is deleted and its job ended.
-  const std::string claim =
-      cpus->metadata.annotations[std::string(bridge::kResourceClaimAnnotation)];
+  const std::string claim = given["cpus"].claim;
   ASSERT_FALSE(claim.empty());
   kube::ResourceRef claim_ref{.group = "resource.k8s.io",
                               .version = "v1",

@@ -190,16 +190,21 @@ class PolicyE2e : public sb::testing::PolicyE2eBase {
     return message;
   }
   // Whether pod `name` of `ns` has a `reason` Event whose message contains `text`.
+  // Whether the pod gets an Event of `reason` whose message holds `text` within 15 s (the
+  // bridge's event recorder writes after the status it reports on).
   bool HasEventWith(const std::string& ns, const std::string& name, const std::string& reason,
                     const std::string& text) {
     kube::ListOptions o;
     o.field_selector = "involvedObject.name=" + name;
-    auto ev = RunSync(io_, kube::ListAs<kube::Event>(*kube_, kube::EventsRef(ns), o));
-    EXPECT_TRUE(ev) << ev.error().message;
-    if (!ev) return false;
-    return std::ranges::any_of(ev->items, [&](const kube::Event& e) {
-      return e.reason == reason && e.message.find(text) != std::string::npos;
-    });
+    return WaitFor(
+        [&] {
+          auto ev = RunSync(io_, kube::ListAs<kube::Event>(*kube_, kube::EventsRef(ns), o));
+          EXPECT_TRUE(ev) << ev.error().message;
+          return ev && std::ranges::any_of(ev->items, [&](const kube::Event& e) {
+                   return e.reason == reason && e.message.find(text) != std::string::npos;
+                 });
+        },
+        15s);
   }
 
   // Slurm's job record, read once (a test failure when it cannot be read).
