@@ -827,8 +827,8 @@ TEST_F(KubeletE2e, DraPodsSeeExactlyTheDevicesSlurmGaveTheirJobs) {
   // What Slurm gave each job and what its claim names are read as soon as the pods are bound
   // (a job runs at least as long as its container); the containers' own view comes after. A
   // kubelet that saw a Binding before the apiserver's node authorizer did cannot read the claim
-  // at first and retries about a minute later: a container may start that late, and another
-  // may have ended by then.
+  // at first: the pod controller nudges it 5 s after the Binding (without that, it would try
+  // again a minute later), so a container may start late, and another may have ended by then.
   struct Given {
     std::int64_t job = 0;
     std::string slurm;  // GRES=gpu:fake:1(IDX:2), or CPU_IDs=0
@@ -859,6 +859,15 @@ TEST_F(KubeletE2e, DraPodsSeeExactlyTheDevicesSlurmGaveTheirJobs) {
         << name << ": Slurm gave job " << g.job << " " << g.slurm;
   }
   EXPECT_EQ(seen.size(), 2u) << "both pods were given the same GPU";
+
+  // Each pod whose kubelet was refused its claims was nudged, not left to the next sync.
+  int refused = 0;
+  for (const std::string name : {"gpu-a", "gpu-b", "cpus"}) {
+    if (!HasEvent(name, "FailedPrepareDynamicResources")) continue;
+    ++refused;
+    EXPECT_TRUE(HasEvent(name, "KubeletNudged")) << name << ": refused its claims, never nudged";
+  }
+  std::printf("kubelets refused their pod's claims: %d of 3\n", refused);
 
   const std::int64_t cpu_job = given["cpus"].job;
   const std::string cpu_ids = given["cpus"].slurm;

@@ -304,6 +304,7 @@ awaitable<Result<void>> PodController::Reconcile(std::int64_t job_id) {
     Result<void> r = co_await ReleaseFinalizer(*pod);
     if (!r) co_return tl::unexpected(r.error());
   }
+  for (const Pod* pod : plan.nudge_pods) co_await NudgeKubelet(*pod);
   ++stats_.reconciles;
   spdlog::debug("Slurm job {} reconciled: {}, {} pod(s), {} not its own", job_id, rec.state,
                 pods.size(), plan.strays.size());
@@ -312,6 +313,30 @@ awaitable<Result<void>> PodController::Reconcile(std::int64_t job_id) {
     queue_.AddAfter(job_id, std::chrono::duration_cast<async::Clock::Duration>(wait));
   }
   co_return Result<void>{};
+}
+
+awaitable<void> PodController::NudgeKubelet(const Pod& pod) {
+  const kube::ObjectMeta& m = pod.metadata;
+  // (Named, not a temporary: gcc 12 cannot keep the map temporary across the co_await.)
+  std::string patch = kube::EncodeMetadataMergePatch(
+      {}, {{std::string(bridge::kKubeletNudgeAnnotation), kube::FormatTime(clock_.WallNow())}});
+  Result<Pod> r = co_await kube::PatchAs<Pod>(kube_, kube::PodsRef(m.namespace_).WithName(m.name),
+                                              kube::PatchType::kJsonMerge, std::move(patch));
+  if (!r) {
+    if (r.error().code != ErrorCode::kNotFound) {
+      spdlog::warn("{}/{}: nudging its kubelet failed: {}", m.namespace_, m.name,
+                   r.error().ToString());
+    }
+    co_return;
+  }
+  ++stats_.kubelets_nudged;
+  const std::string msg = fmt::format(
+      "no sandbox on {} {}s after the Binding: annotated so that the kubelet syncs the pod again "
+      "(a kubelet refused the pod's ResourceClaims tries again only at its next sync)",
+      pod.spec.node_name, options_.lifecycle.kubelet_nudge_after.count());
+  recorder_.Emit(kube::MakeObjectReference("v1", "Pod", m), kube::EventType::kNormal,
+                 "KubeletNudged", msg);
+  spdlog::info("{}/{}: {}", m.namespace_, m.name, msg);
 }
 
 awaitable<void> PodController::MarkDisrupted(const Pod& pod, const std::string& reason,

@@ -20,6 +20,9 @@
 //     `NoSlurmJob`) when a later sweep, confirm_after on, still finds it so and a GET agrees.
 //     Jobs without the bridge's tag, or with another cluster's or scheduler's, are never
 //     touched.
+//   - a bound pod with DRA claims whose kubelet has not started its sandbox a few seconds after
+//     the Binding is annotated once (bridge::kKubeletNudgeAnnotation, Normal event
+//     `KubeletNudged`): a kubelet refused the claims tries again only at its next sync;
 //   - at start-up, live jobs tagged for this cluster whose pods and namespaces do not exist here
 //     are warned about: another cluster may share this Slurm with the same clusterName.
 // Slurm is read at a cost that follows the bridge's jobs: the labelled jobs' states through the
@@ -76,6 +79,8 @@ struct PodControllerStats {
   std::uint64_t finalizers_removed = 0;
   std::uint64_t claims_released = 0;  // DRA ResourceClaims deleted as their pods ended
   std::uint64_t reconciles = 0;       // Reconcile passes that completed (for tests and metrics)
+  // Bound DRA pods annotated for their kubelet (pod_lifecycle.h, JudgeKubeletNudge).
+  std::uint64_t kubelets_nudged = 0;
   std::uint64_t state_polls = 0;
   std::uint64_t sweeps = 0;
   std::uint64_t sweeps_skipped = 0;         // the pod watch was not healthy
@@ -144,6 +149,9 @@ class PodController : private slurm::JobWatchSubscriber {
   // a failure is logged, not returned (the deletion goes ahead).
   boost::asio::awaitable<void> MarkDisrupted(const kube::Pod& pod, const std::string& reason,
                                              const std::string& message);
+  // Annotates `pod` (bridge::kKubeletNudgeAnnotation) so that its kubelet syncs it again; a
+  // failure is logged, not returned.
+  boost::asio::awaitable<void> NudgeKubelet(const kube::Pod& pod);
   // The jobGoneBrake is on: the plan's deletions (and those pods' finalizer releases) are held,
   // each pod told why, once.
   void HoldGoneDeletions(std::int64_t job_id, JobPlan& plan);

@@ -18,6 +18,7 @@
 #include "async/clock.h"
 #include "bridge/names.h"
 #include "bridge/tag.h"
+#include "kube/runtime/time_format.h"
 #include "net/http_client.h"
 #include "testing/fake_apiserver.h"
 #include "testing/fake_slurm_client.h"
@@ -538,6 +539,46 @@ TEST_F(PodControllerTest, StartUpCountsJobsThatLookLikeAnotherClusters) {
   Start();
   ASSERT_TRUE(RunUntil([&] { return controller_->stats().cluster_name_checks == 1; }));
   EXPECT_EQ(controller_->stats().foreign_looking_jobs, 1u);
+}
+
+}  // namespace
+}  // namespace sb::controllers
+
+namespace sb::controllers {
+namespace {
+
+// A kubelet refused a pod's ResourceClaims (it saw the Binding before the node authorizer) asks
+// again only at its next sync: 5 s after the Binding, the pod of a running job still without a
+// sandbox gets the nudge annotation once, with an Event; a later pass leaves it alone.
+TEST_F(PodControllerTest, StuckDraPodsKubeletIsNudgedOnce) {
+  const std::string uid = NextUid("dra");
+  api_.AddPod("ns", "dra", {{std::string(bridge::kJobIdLabel), "1"}}, "n1");
+  ASSERT_EQ(slurm_.AddJob("RUNNING", TagFor("dra", uid)), 1);
+  const std::string nudged = std::string(bridge::kKubeletNudgeAnnotation);
+  Start();
+  ASSERT_TRUE(RunUntil([&] { return controller_->stats().reconciles >= 1; }));
+  // Bound now (Start() moved the clock on), with the bridge's claim.
+  const std::uint64_t passes_before = controller_->stats().reconciles;
+  api_.PatchPod("ns", "dra",
+                fmt::format(R"({{"metadata":{{"annotations":{{"{}":"dra-extended-resources"}}}},
+                    "status":{{"conditions":[{{"type":"PodScheduled","status":"True",
+                    "lastTransitionTime":"{}"}}]}}}})",
+                            bridge::kResourceClaimAnnotation, kube::FormatTime(clock_.WallNow())));
+  ASSERT_TRUE(RunUntil([&] { return controller_->stats().reconciles > passes_before; }));
+  EXPECT_EQ(api_.PodJson("ns", "dra").find(nudged), std::string::npos) << "not before 5 s";
+  clock_.Advance(LifecycleOptions{}.kubelet_nudge_after);
+  ASSERT_TRUE(RunUntil([&] { return api_.PodJson("ns", "dra").find(nudged) != std::string::npos; }))
+      << api_.PodJson("ns", "dra");
+  EXPECT_TRUE(RunUntil([&] { return EventsWith("KubeletNudged") == 1; }));
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(OnePoll());
+  const std::uint64_t passes = controller_->stats().reconciles;
+  slurm_.SetJobState(1, "COMPLETING");  // a change: the job is reconciled again
+  ASSERT_TRUE(OnePoll());
+  ASSERT_TRUE(RunUntil([&] { return controller_->stats().reconciles > passes; }));
+  EXPECT_EQ(controller_->stats().kubelets_nudged, 1u);
+  EXPECT_EQ(EventsWith("KubeletNudged"), 1);
+  EXPECT_TRUE(deleted_.empty());
+  EXPECT_TRUE(slurm_.cancels().empty());
 }
 
 }  // namespace

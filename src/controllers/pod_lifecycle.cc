@@ -81,6 +81,31 @@ PodVerdict JudgePod(const kube::Pod& pod, const kube::Node* node, bool node_exis
   return {PodState::kWaiting, stuck, "terminating"};
 }
 
+NudgeVerdict JudgeKubeletNudge(const kube::Pod& pod, WallTime now,
+                               const LifecycleOptions& options) {
+  if (options.kubelet_nudge_after.count() <= 0 || pod.spec.node_name.empty() ||
+      !pod.metadata.deletion_timestamp.empty() ||
+      (!pod.status.phase.empty() && pod.status.phase != "Pending")) {
+    return {};
+  }
+  const auto& annotations = pod.metadata.annotations;
+  const bool has_claims = !pod.status.resource_claim_statuses.empty() ||
+                          annotations.contains(std::string(bridge::kResourceClaimAnnotation));
+  if (!has_claims || annotations.contains(std::string(bridge::kKubeletNudgeAnnotation))) return {};
+  if (const kube::Condition* ready =
+          kube::FindCondition(pod.status.conditions, "PodReadyToStartContainers");
+      ready != nullptr && ready->status == "True") {
+    return {};
+  }
+  const kube::Condition* scheduled = kube::FindCondition(pod.status.conditions, "PodScheduled");
+  if (scheduled == nullptr || scheduled->status != "True") return {};
+  std::optional<WallTime> bound = ParseTime(scheduled->last_transition_time);
+  if (!bound) return {};
+  const WallTime due = *bound + options.kubelet_nudge_after;
+  if (now < due) return {.nudge = false, .recheck_at = due};
+  return {.nudge = true, .recheck_at = std::nullopt};
+}
+
 namespace {
 
 bool RunningLike(std::string_view state) {
@@ -259,7 +284,14 @@ JobPlan PlanJob(std::int64_t job_id, const JobFacts& job, const Owner& owner,
       } else {
         earlier(due);
       }
-    } else if (job.requeued) {
+    } else if (!job.requeued) {
+      // Running: a kubelet refused the pods' claims does not ask again for a minute.
+      for (const kube::Pod* pod : bound_active) {
+        NudgeVerdict n = JudgeKubeletNudge(*pod, now, options);
+        if (n.nudge) plan.nudge_pods.push_back(pod);
+        earlier(n.recheck_at);
+      }
+    } else {
       // Requeued, then started again: on nodes of its own choosing, not the pods'.
       plan.not_running_since = job.not_running_since;
       plan.requeued = true;

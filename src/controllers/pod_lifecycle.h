@@ -69,6 +69,10 @@ struct LifecycleOptions {
   // job for them, and it keeps its id and its place in Slurm's queue). A bare pod's job is
   // cancelled at once: nothing re-creates the pod.
   std::chrono::seconds requeue_grace{120};
+  // How long after its Binding a bound pod with DRA claims may stay Pending without
+  // PodReadyToStartContainers=True before its kubelet is nudged (bridge::kKubeletNudgeAnnotation);
+  // 0: never.
+  std::chrono::seconds kubelet_nudge_after{5};
 };
 
 // This bridge, as job tags name it.
@@ -117,6 +121,19 @@ struct PodVerdict {
 [[nodiscard]] PodVerdict JudgePod(const kube::Pod& pod, const kube::Node* node, bool node_exists,
                                   WallTime now, const LifecycleOptions& options);
 
+// Whether to nudge the kubelet of `pod`, a member of a RUNNING job: bound, not being deleted,
+// with DRA claims (the bridge's extended-resource claim or claims made from its templates),
+// still Pending without PodReadyToStartContainers=True `kubelet_nudge_after` after its Binding
+// (PodScheduled's lastTransitionTime), and not nudged before. While it is too early,
+// `recheck_at` says when to look again.
+struct NudgeVerdict {
+  bool nudge = false;
+  std::optional<WallTime> recheck_at;
+  bool operator==(const NudgeVerdict&) const = default;
+};
+[[nodiscard]] NudgeVerdict JudgeKubeletNudge(const kube::Pod& pod, WallTime now,
+                                             const LifecycleOptions& options);
+
 // A pod to delete, with the Event to write on it first.
 struct PodDeletion {
   const kube::Pod* pod = nullptr;
@@ -142,6 +159,7 @@ struct JobPlan {
   std::vector<PodDeletion> delete_pods;        // bound members, running, the job no longer runs
   std::vector<const kube::Pod*> release_pods;  // drop the finalizer
   std::vector<StrayPod> strays;                // report (never act on the job for them)
+  std::vector<const kube::Pod*> nudge_pods;    // annotate (JudgeKubeletNudge)
   std::optional<WallTime> recheck_at;          // earliest time something may change
   // The job's not-RUNNING record to keep (JobFacts' fields) for the next call.
   std::optional<WallTime> not_running_since;

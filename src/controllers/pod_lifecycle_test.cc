@@ -8,6 +8,7 @@
 
 #include "bridge/names.h"
 #include "bridge/tag.h"
+#include "kube/runtime/time_format.h"
 
 namespace sb::controllers {
 namespace {
@@ -488,6 +489,93 @@ TEST(ForeignLookingJobsTest, NeedsMissingPodsAndMissingNamespaces) {
   auto ns_missing = [](const std::string& ns) { return ns == "gone"; };
   EXPECT_EQ(ForeignLookingJobs(jobs, kOwner, pod_exists, ns_missing),
             (std::vector<std::int64_t>{2}));
+}
+
+}  // namespace
+}  // namespace sb::controllers
+
+namespace sb::controllers {
+namespace {
+
+// A pod bound `ago` before kNow with the bridge's extended-resource claim, Pending, its kubelet
+// silent so far.
+kube::Pod DraPod(std::chrono::seconds ago) {
+  kube::Pod p = MakePod("dra", "Pending");
+  p.metadata.annotations[std::string(bridge::kResourceClaimAnnotation)] = "dra-extended-resources";
+  p.status.conditions.push_back({.type = "PodScheduled",
+                                 .status = "True",
+                                 .last_transition_time = kube::FormatTime(kNow - ago)});
+  return p;
+}
+
+// A kubelet that saw the Binding before the node authorizer is refused the pod's claims and asks
+// again only at its next sync: 5 s after the Binding, a Pending DRA pod without a sandbox is
+// nudged once; any other pod is not.
+TEST(JudgeKubeletNudgeTest, Matrix) {
+  const LifecycleOptions o;
+  ASSERT_EQ(o.kubelet_nudge_after, 5s);
+  EXPECT_EQ(JudgeKubeletNudge(DraPod(6s), kNow, o), (NudgeVerdict{.nudge = true}));
+  EXPECT_EQ(JudgeKubeletNudge(DraPod(5s), kNow, o), (NudgeVerdict{.nudge = true}));
+  // Too early: look again when it is due.
+  EXPECT_EQ(JudgeKubeletNudge(DraPod(2s), kNow, o), (NudgeVerdict{.recheck_at = kNow + 3s}));
+  // Claims made from the pod's own templates count too.
+  kube::Pod templated = DraPod(6s);
+  templated.metadata.annotations.clear();
+  templated.status.resource_claim_statuses["gpu"] = "dra-gpu-x1";
+  EXPECT_TRUE(JudgeKubeletNudge(templated, kNow, o).nudge);
+  // No claim: its kubelet has nothing it could be refused.
+  kube::Pod plain = DraPod(6s);
+  plain.metadata.annotations.clear();
+  EXPECT_EQ(JudgeKubeletNudge(plain, kNow, o), NudgeVerdict{});
+  // Nudged once already.
+  kube::Pod nudged = DraPod(600s);
+  nudged.metadata.annotations[std::string(bridge::kKubeletNudgeAnnotation)] = "x";
+  EXPECT_EQ(JudgeKubeletNudge(nudged, kNow, o), NudgeVerdict{});
+  // The sandbox is up (images may still be pulling): nothing to nudge.
+  kube::Pod started = DraPod(60s);
+  started.status.conditions.push_back({.type = "PodReadyToStartContainers", .status = "True"});
+  EXPECT_EQ(JudgeKubeletNudge(started, kNow, o), NudgeVerdict{});
+  kube::Pod refused = DraPod(60s);
+  refused.status.conditions.push_back({.type = "PodReadyToStartContainers", .status = "False"});
+  EXPECT_TRUE(JudgeKubeletNudge(refused, kNow, o).nudge);
+  // Running, being deleted, not bound, no readable binding time, or nudging off.
+  kube::Pod running = DraPod(60s);
+  running.status.phase = "Running";
+  EXPECT_EQ(JudgeKubeletNudge(running, kNow, o), NudgeVerdict{});
+  kube::Pod deleting = DraPod(60s);
+  deleting.metadata.deletion_timestamp = "2026-11-30T12:00:30Z";
+  EXPECT_EQ(JudgeKubeletNudge(deleting, kNow, o), NudgeVerdict{});
+  kube::Pod unbound = DraPod(60s);
+  unbound.spec.node_name.clear();
+  EXPECT_EQ(JudgeKubeletNudge(unbound, kNow, o), NudgeVerdict{});
+  kube::Pod unreadable = DraPod(60s);
+  unreadable.status.conditions[0].last_transition_time = "soon";
+  EXPECT_EQ(JudgeKubeletNudge(unreadable, kNow, o), NudgeVerdict{});
+  kube::Pod unscheduled = DraPod(60s);
+  unscheduled.status.conditions.clear();
+  EXPECT_EQ(JudgeKubeletNudge(unscheduled, kNow, o), NudgeVerdict{});
+  LifecycleOptions off;
+  off.kubelet_nudge_after = 0s;
+  EXPECT_EQ(JudgeKubeletNudge(DraPod(60s), kNow, off), NudgeVerdict{});
+}
+
+// PlanJob nudges only for a job that runs (a job that does not is the deletion rule's), and asks
+// to be called again when a nudge falls due.
+TEST(PlanJobTest, RunningJobNudgesTheKubeletOfItsStuckDraPod) {
+  kube::Node n1 = ReadyNode("n1");
+  const std::map<std::string, const kube::Node*> nodes{{"n1", &n1}};
+  kube::Pod stuck = DraPod(6s);
+  kube::Pod fresh = DraPod(1s);
+  fresh.metadata.name = "fresh";
+  fresh.metadata.uid = "uid-fresh";
+  kube::Pod plain = MakePod("plain", "Pending");
+  JobPlan plan = Plan("RUNNING", {&stuck, &fresh, &plain}, nodes, kNow);
+  EXPECT_EQ(plan.nudge_pods, (std::vector<const kube::Pod*>{&stuck}));
+  EXPECT_EQ(plan.recheck_at, kNow + 4s);
+  EXPECT_FALSE(plan.Acts());
+  for (std::string_view state : {"PENDING", "SUSPENDED", "COMPLETED", "CANCELLED"}) {
+    EXPECT_TRUE(Plan(state, {&stuck}, nodes, kNow).nudge_pods.empty()) << state;
+  }
 }
 
 }  // namespace
