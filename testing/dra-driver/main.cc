@@ -15,6 +15,8 @@
 //   - NodePrepareResources reads each claim, writes one CDI spec file per (driver, claim) into
 //     --cdi-dir (containerd's cdi_spec_dirs) and answers the CDI device ids;
 //     NodeUnprepareResources removes the file (idempotent). Errors go into the claim's `error`.
+//     A claim owned by a pod annotated `dra.test/fail-first-prepare: "true"` fails its first
+//     prepare on purpose (the kubelet's path after a refused claim, for the e2e tests).
 // `sb-test-dra-driver cpuset-hook <cpus>` is the OCI createRuntime hook of dra.cpu claims: it
 // reads the OCI state on stdin and writes <cpus> into the container's cgroup v1 cpuset.
 //
@@ -38,6 +40,7 @@
 #include <iterator>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -243,10 +246,43 @@ class DraService final : public drapb::DRAPlugin::Service {
   }
 
  private:
+  // Whether the claim's owning pod asks for its first prepare to fail, and this is it.
+  bool FailFirstPrepare(const drapb::Claim& claim, const std::string& claim_json) {
+    boost::system::error_code ec;
+    boost::json::value v = boost::json::parse(claim_json, ec);
+    const boost::json::value* owners =
+        ec ? nullptr : v.find_pointer("/metadata/ownerReferences", ec);
+    if (owners == nullptr || !owners->is_array()) return false;
+    for (const boost::json::value& o : owners->as_array()) {
+      const boost::json::value* kind = o.is_object() ? o.as_object().if_contains("kind") : nullptr;
+      const boost::json::value* name = o.is_object() ? o.as_object().if_contains("name") : nullptr;
+      if (kind == nullptr || name == nullptr || !kind->is_string() || !name->is_string() ||
+          kind->as_string() != "Pod") {
+        continue;
+      }
+      sb::kube::ResourceRef pod{.version = "v1",
+                                .resource = "pods",
+                                .namespace_ = claim.namespace_(),
+                                .name = std::string(name->as_string())};
+      Result<std::string> body = ctx_->kube->Get(pod);
+      if (!body) return false;
+      boost::json::value p = boost::json::parse(*body, ec);
+      const boost::json::value* flag =
+          ec ? nullptr : p.find_pointer("/metadata/annotations/dra.test~1fail-first-prepare", ec);
+      if (flag == nullptr || !flag->is_string() || flag->as_string() != "true") return false;
+      std::lock_guard<std::mutex> lock(failed_mu_);
+      return failed_once_.insert(claim.uid()).second;
+    }
+    return false;
+  }
+
   // Prepares one claim into `r`; the reason when it cannot.
   std::string Prepare(const drapb::Claim& claim, drapb::NodePrepareResourceResponse* r) {
     Result<std::string> body = ctx_->kube->Get(ClaimRef(claim.namespace_(), claim.name()));
     if (!body) return fmt::format("reading the claim: {}", body.error().ToString());
+    if (FailFirstPrepare(claim, *body)) {
+      return "first prepare failed on purpose (annotation dra.test/fail-first-prepare)";
+    }
     auto allocated =
         sb::dra_driver::ClaimDevices(*body, claim.uid(), ctx_->spec.driver, ctx_->node);
     if (!allocated) return allocated.error().message;
@@ -273,6 +309,9 @@ class DraService final : public drapb::DRAPlugin::Service {
                  prepared->cdi_file.empty() ? "" : ", CDI spec " + prepared->cdi_file);
     return "";
   }
+
+  std::mutex failed_mu_;
+  std::set<std::string> failed_once_;  // claim UIDs failed on purpose
 
   DriverContext* ctx_;
 };
