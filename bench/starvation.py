@@ -392,8 +392,8 @@ class Starvation(bench.Bench):
         self.check_sched_params()
         self.register_nodes(self.nodes)
         self.submit_blocker()
-        # bench.py's webhook (where its bench.py has one), for the churn's and the gangs' pods.
-        if self.a.webhook and hasattr(bench.Bench, "start_webhook"):
+        # bench.py's webhook, for the churn's and the gangs' pods.
+        if self.a.webhook:
             self.webhook_namespaces = [f"bench-starve-{p}" for p in PHASES] + [GANG_NS]
             self.start_webhook()
         br = self.start_bridge("starvation")
