@@ -241,6 +241,12 @@ awaitable<Result<void>> PodController::Reconcile(std::int64_t job_id) {
     rec.gone_since = plan.gone_since;
   }
   jobs_[job_id] = rec;
+  // Kept after the job's pods are gone (and the job with them from the polls): the sweep's.
+  if (plan.hold_until) {
+    held_for_group_[job_id] = *plan.hold_until;
+  } else {
+    held_for_group_.erase(job_id);
+  }
   if (rec.state == "GONE" && !plan.delete_pods.empty() && stats_.gone_brake_engaged) {
     HoldGoneDeletions(job_id, plan);
   }
@@ -539,10 +545,14 @@ awaitable<void> PodController::Sweep() {
 }
 
 awaitable<void> PodController::SweepOrphans(const std::vector<slurm::JobInfo>& jobs) {
+  const WallTime now = clock_.WallNow();
   const auto now_s =
-      std::chrono::duration_cast<std::chrono::seconds>(clock_.WallNow().time_since_epoch()).count();
+      std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
+  std::erase_if(held_for_group_, [&](const auto& kv) { return kv.second <= now; });
   for (const slurm::JobInfo& j : jobs) {
     if (!Alive(j.BaseState())) continue;
+    // A requeued group's job waits for the group's new pods (requeue_grace).
+    if (held_for_group_.contains(j.job_id) && j.BaseState() == "PENDING") continue;
     std::optional<bridge::JobTag> tag = bridge::ParseJobTag(j.admin_comment);
     // Only this cluster's scheduler's jobs; anything else is not ours to touch.
     if (!tag || !tag->BelongsTo(config_.cluster_name, config_.scheduler_name)) continue;

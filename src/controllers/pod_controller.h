@@ -14,7 +14,8 @@
 //   - a job whose pods are all done (Succeeded/Failed, or deleted and past their grace period
 //     with their kubelet gone) is cancelled, and the pods' finalizer removed;
 //   - sweep, only while the pod watch is healthy: a job tagged by this cluster's scheduler whose
-//     pods (checked by UID, each confirmed by a GET of the pod) no longer exist is cancelled;
+//     pods (checked by UID, each confirmed by a GET of the pod) no longer exist is cancelled,
+//     unless it is a group's requeued job still waiting for the group's new pods;
 //     a bound pod of this scheduler that no live job of this bridge lists (no job label, or a
 //     label naming an ended, unknown or foreign job) is reported, and deleted (Warning
 //     `NoSlurmJob`) when a later sweep, confirm_after on, still finds it so and a GET agrees.
@@ -179,6 +180,9 @@ class PodController : private slurm::JobWatchSubscriber {
   std::unordered_map<std::int64_t, async::Clock::TimePoint> first_seen_;  // job id -> first label
   std::set<std::int64_t> holding_;  // jobs with a bound, running pod (at the last poll's asking)
   std::set<std::int64_t> settled_;  // ended jobs whose pods all finished and were released
+  // Requeued jobs of groups waiting for the groups' new pods, until when (JobPlan::hold_until):
+  // the orphan sweep leaves them alone.
+  std::unordered_map<std::int64_t, WallTime> held_for_group_;
   std::unordered_map<std::string, WallTime> stray_since_;   // pod UID -> first sweep that found it
   std::set<std::pair<std::string, std::string>> reported_;  // (pod UID, what) reported once
   PodControllerStats stats_;

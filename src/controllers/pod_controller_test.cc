@@ -581,5 +581,35 @@ TEST_F(PodControllerTest, StuckDraPodsKubeletIsNudgedOnce) {
   EXPECT_TRUE(slurm_.cancels().empty());
 }
 
+// A group's job requeued after its pod was bound: the pod goes, and the job waits requeue_grace
+// for the group's new pod (the scheduler adopts it). The orphan sweep, which then finds none of
+// the tag's pods, waits as long (in one CI run a Job's new pod came 10 s after the old one went,
+// and a sweep in between had cancelled the job); after that, the job is cancelled.
+TEST_F(PodControllerTest, RequeuedGroupJobOutlivesItsPodForTheSweepToo) {
+  const std::string uid = NextUid("work-a");
+  api_.AddPod("ns", "work-a", {{std::string(bridge::kJobIdLabel), "1"}}, "n1");
+  const std::string tag = bridge::EncodeJobTag({.pods = {"ns/work-a"},
+                                                .uids = {uid},
+                                                .group = "Job/ns/work",
+                                                .cluster = "kubernetes",
+                                                .scheduler = "slurm-bridge-scheduler"});
+  ASSERT_EQ(slurm_.AddJob("RUNNING", tag), 1);
+  Start();
+  ASSERT_TRUE(RunUntil([&] { return controller_->stats().reconciles >= 1; }));
+  slurm_.SetJobState(1, "PENDING");  // requeued
+  clock_.Advance(500ms);             // the state poll sees it
+  ASSERT_TRUE(RunUntil([&] { return controller_->stats().reconciles >= 2; }));
+  clock_.Advance(LifecycleOptions{}.confirm_after + 1s);
+  ASSERT_TRUE(RunUntil([&] { return !deleted_.empty(); }));
+  api_.DeletePod("ns", "work-a");  // its finalizer released, the pod is gone
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(OneSweep());
+  EXPECT_TRUE(slurm_.cancels().empty()) << "the requeued job waits for the group's new pods";
+  EXPECT_EQ(controller_->stats().orphans_cancelled, 0u);
+  // Nothing came back within requeue_grace: the job goes.
+  clock_.Advance(LifecycleOptions{}.requeue_grace);
+  ASSERT_TRUE(OneSweep());
+  EXPECT_TRUE(RunUntil([&] { return !slurm_.cancels().empty(); }));
+}
+
 }  // namespace
 }  // namespace sb::controllers

@@ -304,6 +304,9 @@ JobPlan PlanJob(std::int64_t job_id, const JobFacts& job, const Owner& owner,
       }
     }
   }
+  if (!ended && ours && group_may_return && plan.not_running_since) {
+    plan.hold_until = *plan.not_running_since + options.requeue_grace;
+  }
   return plan;
 }
 

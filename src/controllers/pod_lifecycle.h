@@ -165,6 +165,10 @@ struct JobPlan {
   std::optional<WallTime> not_running_since;
   bool requeued = false;
   std::optional<WallTime> gone_since;  // JobFacts' gone_since to keep ("GONE" only)
+  // A requeued job of a group (not a bare pod's): it waits for the group's new pods until then
+  // (not_running_since + requeue_grace), and the orphan sweep, which sees no pod of its tag
+  // once the old ones are gone, must leave it alone until then too.
+  std::optional<WallTime> hold_until;
 
   // Whether the plan writes to Slurm or deletes a pod (the caller confirms its facts first).
   [[nodiscard]] bool Acts() const { return cancel_job || !delete_pods.empty(); }

@@ -386,12 +386,16 @@ TEST(PlanJobTest, RequeuedJobWaitsForItsGroupsNewPods) {
   EXPECT_EQ(plan.not_running_since, since);
   EXPECT_FALSE(plan.requeued) << "the pods it was requeued under are gone";
   EXPECT_EQ(plan.recheck_at, since + o.requeue_grace);
+  // The orphan sweep, which finds none of the tag's pods, holds off as long.
+  EXPECT_EQ(plan.hold_until, since + o.requeue_grace);
   // The grace is over: nothing came back for it.
   plan = PlanJob(7, facts, kOwner, {}, nodes, since + o.requeue_grace, o);
   EXPECT_TRUE(plan.cancel_job);
   // A bare pod's job: nothing comes back.
   facts.tag->group = "Pod/ns/old";
   EXPECT_TRUE(PlanJob(7, facts, kOwner, {}, nodes, kNow, o).cancel_job);
+  EXPECT_FALSE(PlanJob(7, facts, kOwner, {}, nodes, kNow, o).hold_until);
+  facts.tag->group = "Job/ns/g";
   // The requeued job's old pod, done: its finalizer goes although the job lives on (it waits
   // for the group's new pods, not for this one).
   kube::Pod old = MakePod("old", "Failed");
@@ -406,6 +410,7 @@ TEST(PlanJobTest, RequeuedJobWaitsForItsGroupsNewPods) {
   plan = PlanJob(7, again, kOwner, {&fresh}, {{"n1", &n1}}, kNow, o);
   EXPECT_FALSE(plan.cancel_job);
   EXPECT_TRUE(plan.delete_pods.empty());
+  EXPECT_FALSE(plan.hold_until);
 }
 
 // Review item 11: bound pods of this scheduler that no live job of this bridge holds.
