@@ -29,9 +29,9 @@ inline constexpr std::string_view kJobGpusAnnotation = "slinky.slurm.net/slurm-j
 // resources (bridge/dra.h), deleted when the pod finishes so that its devices are free again.
 inline constexpr std::string_view kResourceClaimAnnotation = "slinky.slurm.net/resource-claim";
 // Ours: when the pod controller touched a bound DRA pod whose kubelet had not started its
-// sandbox `kubeletNudgeAfter` after the Binding (RFC 3339). A kubelet refused the pod's claims
-// (it saw the Binding before the apiserver's node authorizer did) tries again only at its next
-// sync, a minute on; a change of annotations makes it sync at once.
+// sandbox 5 s (LifecycleOptions::kubelet_nudge_after) after the Binding (RFC 3339). A kubelet
+// refused the pod's claims (it saw the Binding before the apiserver's node authorizer did) tries
+// again only at its next sync, a minute on; a change of annotations makes it sync at once.
 inline constexpr std::string_view kKubeletNudgeAnnotation = "slinky.slurm.net/kubelet-nudged";
 // Pod finalizer: keeps the pod object until its Slurm job is released.
 inline constexpr std::string_view kFinalizer = "scheduler.slinky.slurm.net/finalizer";

@@ -110,10 +110,11 @@ class KubeletE2e : public sb::testing::KubeletE2eBase {
   }
 
   // The container log of `pod`, through the apiserver and the pod's kubelet.
-  std::string Logs(const std::string& pod) {
-    return Shell(fmt::format("KUBECONFIG={} kubectl logs -n {} {} 2>/dev/null",
-                             env_.Get("KUBECONFIG"), ns_, pod));
+  std::string LogsCommand(const std::string& pod) {
+    return fmt::format("KUBECONFIG={} kubectl logs -n {} {} 2>/dev/null", env_.Get("KUBECONFIG"),
+                       ns_, pod);
   }
+  std::string Logs(const std::string& pod) { return Shell(LogsCommand(pod)); }
   // The container log of `pod` once it has one (a failure after `timeout` without).
   std::string WaitForLogs(const std::string& pod,
                           std::chrono::seconds timeout = std::chrono::seconds(30)) {
@@ -121,14 +122,29 @@ class KubeletE2e : public sb::testing::KubeletE2eBase {
     EXPECT_TRUE(WaitFor(
         [&] {
           // (Not Logs(): kubectl fails until the container has started.)
-          return testing::RunCommand(fmt::format("KUBECONFIG={} kubectl logs -n {} {} 2>/dev/null",
-                                                 env_.Get("KUBECONFIG"), ns_, pod),
-                                     &logs) == 0 &&
-                 !logs.empty();
+          return testing::RunCommand(LogsCommand(pod), &logs) == 0 && !logs.empty();
         },
         timeout))
         << pod << ": no log";
     return logs;
+  }
+
+  // A non-exclusive pod on `node` running `command`, asking one device of the DRA extended
+  // resource `resource`; `more_annotations`: further ,"key":"value" pairs.
+  void CreateDraPod(const std::string& name, const std::string& node, const std::string& command,
+                    const std::string& resource, const std::string& more_annotations = "") {
+    const std::string manifest = fmt::format(
+        R"({{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"{}","namespace":"{}",
+        "annotations":{{"slurmjob.slinky.slurm.net/exclusive":"false"{}}}}},
+        "spec":{{"schedulerName":"slurm-bridge-scheduler","restartPolicy":"Never",
+        "terminationGracePeriodSeconds":5,"nodeSelector":{{"kubernetes.io/hostname":"{}"}},
+        "containers":[{{"name":"c","image":"localhost/busybox:1","imagePullPolicy":"Never",
+        "command":["sh","-c",{}],
+        "resources":{{"limits":{{"memory":"64Mi","{}":"1"}}}}}}]}}}})",
+        name, ns_, more_annotations, node, boost::json::serialize(boost::json::string(command)),
+        resource);
+    auto r = RunSync(io_, kube_->Create(kube::PodsRef(ns_), manifest));
+    ASSERT_TRUE(r) << r.error().message;
   }
 };
 
@@ -779,28 +795,14 @@ TEST_F(KubeletE2e, PreStopHookKeepsTheJobUntilTheContainerHasStopped) {
 TEST_F(KubeletE2e, DraPodsSeeExactlyTheDevicesSlurmGaveTheirJobs) {
   ASSERT_FALSE(env_.Get("SB_DRA_DRIVER").empty()) << "the environment runs no DRA driver";
   scheduler_ = StartBridge("all");
-  auto create = [&](const std::string& name, const std::string& node, const std::string& command,
-                    const std::string& resource) {
-    const std::string manifest = fmt::format(
-        R"({{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"{}","namespace":"{}",
-        "annotations":{{"slurmjob.slinky.slurm.net/exclusive":"false"}}}},
-        "spec":{{"schedulerName":"slurm-bridge-scheduler","restartPolicy":"Never",
-        "terminationGracePeriodSeconds":5,"nodeSelector":{{"kubernetes.io/hostname":"{}"}},
-        "containers":[{{"name":"c","image":"localhost/busybox:1","imagePullPolicy":"Never",
-        "command":["sh","-c",{}],
-        "resources":{{"limits":{{"memory":"64Mi","{}":"1"}}}}}}]}}}})",
-        name, ns_, node, boost::json::serialize(boost::json::string(command)), resource);
-    auto r = RunSync(io_, kube_->Create(kube::PodsRef(ns_), manifest));
-    ASSERT_TRUE(r) << r.error().message;
-  };
   const std::string gpu = "deviceclass.resource.kubernetes.io/gpu.example.com";
   for (const std::string name : {"gpu-a", "gpu-b"}) {
-    create(name, "n2", "env | grep ^GPU_DEVICE_ | sort; sleep 30", gpu);
+    CreateDraPod(name, "n2", "env | grep ^GPU_DEVICE_ | sort; sleep 30", gpu);
   }
   // Alone on its node: Slurm gives it the node's first core, which this host has (a 2-CPU
   // machine has no CPU 2 to pin).
-  create("cpus", "n3", "grep Cpus_allowed_list /proc/self/status; sleep 5",
-         "deviceclass.resource.kubernetes.io/dra.cpu");
+  CreateDraPod("cpus", "n3", "grep Cpus_allowed_list /proc/self/status; sleep 5",
+               "deviceclass.resource.kubernetes.io/dra.cpu");
   auto detail = [&](std::int64_t job, const std::string& key) {
     const std::string out = Slurm("scontrol show job -d " + std::to_string(job));
     std::smatch m;
@@ -906,19 +908,10 @@ TEST_F(KubeletE2e, DraPodsSeeExactlyTheDevicesSlurmGaveTheirJobs) {
 TEST_F(KubeletE2e, KubeletRefusedItsClaimIsNudgedAndThePodStarts) {
   ASSERT_FALSE(env_.Get("SB_DRA_DRIVER").empty()) << "the environment runs no DRA driver";
   scheduler_ = StartBridge("all");
-  const std::string manifest = fmt::format(
-      R"({{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"refused","namespace":"{}",
-      "annotations":{{"slurmjob.slinky.slurm.net/exclusive":"false",
-      "dra.test/fail-first-prepare":"true"}}}},
-      "spec":{{"schedulerName":"slurm-bridge-scheduler","restartPolicy":"Never",
-      "terminationGracePeriodSeconds":5,"nodeSelector":{{"kubernetes.io/hostname":"n4"}},
-      "containers":[{{"name":"c","image":"localhost/busybox:1","imagePullPolicy":"Never",
-      "command":["sh","-c","env | grep ^GPU_DEVICE_ | sort; sleep 5"],
-      "resources":{{"limits":{{"memory":"64Mi",
-      "deviceclass.resource.kubernetes.io/gpu.example.com":"1"}}}}}}]}}}})",
-      ns_);
-  auto r = RunSync(io_, kube_->Create(kube::PodsRef(ns_), manifest));
-  ASSERT_TRUE(r) << r.error().message;
+  CreateDraPod("refused", "n4", "env | grep ^GPU_DEVICE_ | sort; sleep 5",
+               "deviceclass.resource.kubernetes.io/gpu.example.com",
+               R"(,"dra.test/fail-first-prepare":"true")");
+  if (HasFatalFailure()) return;
   std::optional<kube::Pod> bound = WaitForPod("refused", IsBound, 120s);
   ASSERT_TRUE(bound) << "not bound";
   EXPECT_TRUE(WaitFor([&] { return HasEvent("refused", "FailedPrepareDynamicResources"); }, 60s))

@@ -58,6 +58,7 @@
 
 #include "dra.grpc.pb.h"
 #include "kube/client.h"
+#include "kube/codec.h"
 #include "kube/config.h"
 #include "pluginregistration.grpc.pb.h"
 #include "testing/dra-driver/driver_logic.h"
@@ -248,28 +249,17 @@ class DraService final : public drapb::DRAPlugin::Service {
  private:
   // Whether the claim's owning pod asks for its first prepare to fail, and this is it.
   bool FailFirstPrepare(const drapb::Claim& claim, const std::string& claim_json) {
-    boost::system::error_code ec;
-    boost::json::value v = boost::json::parse(claim_json, ec);
-    const boost::json::value* owners =
-        ec ? nullptr : v.find_pointer("/metadata/ownerReferences", ec);
-    if (owners == nullptr || !owners->is_array()) return false;
-    for (const boost::json::value& o : owners->as_array()) {
-      const boost::json::value* kind = o.is_object() ? o.as_object().if_contains("kind") : nullptr;
-      const boost::json::value* name = o.is_object() ? o.as_object().if_contains("name") : nullptr;
-      if (kind == nullptr || name == nullptr || !kind->is_string() || !name->is_string() ||
-          kind->as_string() != "Pod") {
-        continue;
-      }
-      sb::kube::ResourceRef pod{.version = "v1",
-                                .resource = "pods",
-                                .namespace_ = claim.namespace_(),
-                                .name = std::string(name->as_string())};
-      Result<std::string> body = ctx_->kube->Get(pod);
+    Result<sb::kube::GenericObject> object = sb::kube::Decode<sb::kube::GenericObject>(claim_json);
+    if (!object) return false;
+    for (const sb::kube::OwnerReference& owner : object->metadata.owner_references) {
+      if (owner.kind != "Pod") continue;
+      Result<std::string> body =
+          ctx_->kube->Get(sb::kube::PodsRef(claim.namespace_()).WithName(owner.name));
       if (!body) return false;
-      boost::json::value p = boost::json::parse(*body, ec);
-      const boost::json::value* flag =
-          ec ? nullptr : p.find_pointer("/metadata/annotations/dra.test~1fail-first-prepare", ec);
-      if (flag == nullptr || !flag->is_string() || flag->as_string() != "true") return false;
+      Result<sb::kube::Pod> pod = sb::kube::Decode<sb::kube::Pod>(*body);
+      if (!pod) return false;
+      auto flag = pod->metadata.annotations.find("dra.test/fail-first-prepare");
+      if (flag == pod->metadata.annotations.end() || flag->second != "true") return false;
       std::lock_guard<std::mutex> lock(failed_mu_);
       return failed_once_.insert(claim.uid()).second;
     }
