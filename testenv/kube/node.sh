@@ -27,7 +27,11 @@
 #   - loopback only: every listener on 127.0.0.1 with a free port, pods get a network namespace
 #     with only `lo` (CNI plugin kube/cni/lo-eth0), and the kubelet's EC2 metadata probe is off.
 # The node's files are in RUN_DIR/nodes/NAME; up.sh writes NAME's kubeconfig (a system:node
-# token) to RUN_DIR/kube/kubeconfig.NAME first.
+# token) to RUN_DIR/kube/kubeconfig.NAME first. Inside the node's namespace that directory is
+# also bound at NODE_DIR (/run/sb-node), and every Unix socket of the node (containerd's, the
+# kubelet's plugin registry and DRA sockets under its --root-dir) is made through that short
+# path: a socket path has at most 107 characters, and RUN_DIR lies wherever the checkout does.
+# From outside the namespace the same sockets are at RUN_DIR/nodes/NAME/... (ctr -a).
 #
 # Usage: node.sh up RUN_DIR NAME [SLURM_NAME [GPUS]]  start (stopping a stale node of that name
 #                                                    first); returns before the node is Ready
@@ -54,6 +58,9 @@ name=${3:-}
 [ -n "$cmd" ] && [ -n "$run_dir" ] && [ -n "$name" ] || die "usage: node.sh up|ready|down|stop-kubelet|start-kubelet RUN_DIR NAME"
 run_dir=$(cd "$run_dir" && pwd -P)
 N="$run_dir/nodes/$name"
+# The node's directory as its own processes see it (bound in `inner`): the short path of its
+# sockets.
+NODE_DIR=/run/sb-node
 K="$run_dir/kube"
 B="$SB_KUBE_DIR/bin"
 # Unique per environment and node: several environments run side by side.
@@ -160,9 +167,9 @@ version = 2
 root = "$N/containerd/root"
 state = "$N/containerd/state"
 [grpc]
-  address = "$N/containerd/containerd.sock"
+  address = "$NODE_DIR/containerd/containerd.sock"
 [ttrpc]
-  address = "$N/containerd/containerd.sock.ttrpc"
+  address = "$NODE_DIR/containerd/containerd.sock.ttrpc"
 [debug]
   address = ""
 [metrics]
@@ -223,9 +230,9 @@ YAML
 --kubeconfig=$K/kubeconfig.$name
 --hostname-override=$name
 $labels
---container-runtime-endpoint=unix://$N/containerd/containerd.sock
+--container-runtime-endpoint=unix://$NODE_DIR/containerd/containerd.sock
 --fail-cgroupv1=false
---root-dir=$N/kubelet
+--root-dir=$NODE_DIR/kubelet
 --volume-plugin-dir=$N/volume-plugins
 --cgroup-driver=cgroupfs
 --cgroup-root=/$cgroup
@@ -318,7 +325,7 @@ case "$cmd" in
       fi
     done
     # Mount points only: the node's mounts over them are private to its namespace.
-    mkdir -p /run/containerd /var/lib/kubelet /var/log/pods /var/log/containers
+    mkdir -p /run/containerd /var/lib/kubelet /var/log/pods /var/log/containers "$NODE_DIR"
     setsid unshare --mount --uts --propagation private --fork -- "$here/kube/node.sh" inner "$run_dir" "$name" \
       >"$N/log/node.log" 2>&1 </dev/null &
     echo $! >"$N/unshare.pid"
@@ -327,6 +334,7 @@ case "$cmd" in
     join_cgroup $$
     hostname "$name"
     mount -t tmpfs -o mode=711 tmpfs /run/containerd
+    mount --bind "$N" "$NODE_DIR"
     mount --bind "$N/var-lib-kubelet" /var/lib/kubelet
     mount --bind "$N/var-log-pods" /var/log/pods
     mount --bind "$N/var-log-containers" /var/log/containers
@@ -341,7 +349,7 @@ case "$cmd" in
     containerd --config "$N/containerd.toml" >"$N/log/containerd.log" 2>&1 </dev/null &
     containerd_pid=$!
     echo "containerd $containerd_pid" >>"$N/pids"
-    sock="$N/containerd/containerd.sock"
+    sock="$NODE_DIR/containerd/containerd.sock"
     wait_for 60 ctr -a "$sock" version || die "containerd of $name not up (log: $N/log/containerd.log)"
     while read -r archive repo; do
       ctr -a "$sock" -n k8s.io images import --base-name "$repo" "$SB_IMAGES_DIR/$archive" >/dev/null ||
@@ -353,7 +361,7 @@ case "$cmd" in
     # publishes them again anyway).
     if [ -n "${SB_DRA_DRIVER_BINARY:-}" ]; then
       setsid "$SB_DRA_DRIVER_BINARY" serve --node-name "$name" --kubeconfig "$K/kubeconfig" \
-        --kubelet-root-dir "$N/kubelet" --cdi-dir "$N/cdi" --gpus "$(cat "$N/gpus")" \
+        --kubelet-root-dir "$NODE_DIR/kubelet" --cdi-dir "$N/cdi" --gpus "$(cat "$N/gpus")" \
         --cpus "${SB_DRA_CPUS:-8}" >>"$N/log/dra-driver.log" 2>&1 </dev/null &
       echo "$DRA_DRIVER $!" >>"$N/pids"
     fi
