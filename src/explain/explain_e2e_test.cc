@@ -118,7 +118,8 @@ TEST_F(ExplainE2e, PendingPodShowsSlurmReasonAndExpectedStartAsScontrol) {
   EXPECT_NE(text.find("expected start " + expected), std::string::npos) << text;
   std::cerr << "--- kubectl slurm explain ---\n" << text;
 
-  // The pod itself carries Slurm's reason and the expected start.
+  // The pod itself carries Slurm's reason and the expected start: the first start at the next
+  // job list (1 s here); a start that moved since is rewritten at most once a minute.
   std::optional<kube::Pod> told = WaitForPod(
       "waiter",
       [&](const kube::Pod& p) {
@@ -126,7 +127,7 @@ TEST_F(ExplainE2e, PendingPodShowsSlurmReasonAndExpectedStartAsScontrol) {
         return c != nullptr &&
                c->message.find("expected to start " + expected) != std::string::npos;
       },
-      30s);
+      75s);
   EXPECT_TRUE(told) << "PodScheduled does not carry the expected start";
 
   // `jobs` lists it with its pod.

@@ -84,6 +84,10 @@ std::string_view WithoutExpectedStart(std::string_view message) {
   return at == std::string_view::npos ? message : message.substr(0, at);
 }
 
+bool HasExpectedStart(std::string_view message) {
+  return message.find(kExpectedStartWords) != std::string_view::npos;
+}
+
 std::string WaitingReason(std::string_view message) {
   constexpr std::string_view kSlurm = "waiting for Slurm job ";
   if (message.starts_with(kSlurm)) {

@@ -241,6 +241,8 @@ inline constexpr std::string_view kExpectedStartWords = "; expected to start ";
 // The message without its expected start (two messages that differ only there are the same news
 // but for the time).
 [[nodiscard]] std::string_view WithoutExpectedStart(std::string_view message);
+// Whether `message` (a WaitingMessage) carries an expected start.
+[[nodiscard]] bool HasExpectedStart(std::string_view message);
 // Why a pod told `message` waits, for the pods_waiting metric: Slurm's reason ("Priority",
 // "Resources", ...; "slurm_pending" when Slurm gave none), "gang_incomplete" (the group lacks
 // pods), "submitting" (a submit failed and is tried again), or "not_described" (the bridge cannot

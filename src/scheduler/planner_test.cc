@@ -931,6 +931,8 @@ TEST(WaitingMessageTest, SlurmReasonAndExpectedStart) {
             "waiting for Slurm job 12 in partition p: Priority; expected to start "
             "2026-12-04T20:09:00Z");
   EXPECT_EQ(WithoutExpectedStart(msg), "waiting for Slurm job 12 in partition p: Priority");
+  EXPECT_TRUE(HasExpectedStart(msg));
+  EXPECT_FALSE(HasExpectedStart(WithoutExpectedStart(msg)));
   j.state = "RUNNING";
   j.reason = "None";
   EXPECT_EQ(WaitingMessage(j), "waiting for Slurm job 12 in partition p: RUNNING")

@@ -834,8 +834,10 @@ awaitable<void> Scheduler::ReportWaiting(const Pod& pod, std::string message) {
   if (!inserted) {
     if (it->second.message == message) co_return;
     // Only Slurm's expected start moved (its planner re-plans every cycle): written at most
-    // once per kStartRewrite, so that a pod costs the apiserver little while it waits.
-    if (WithoutExpectedStart(it->second.message) == WithoutExpectedStart(message) &&
+    // once per kStartRewrite, so that a pod costs the apiserver little while it waits. The first
+    // start the planner gives is news, written at once (the pod was told only the reason).
+    if (HasExpectedStart(it->second.message) && HasExpectedStart(message) &&
+        WithoutExpectedStart(it->second.message) == WithoutExpectedStart(message) &&
         clock_.Now() - it->second.at < kStartRewrite) {
       // Said when the minute is up (nothing else may look at the group before).
       const std::string key = pod.metadata.namespace_ + "/" + pod.metadata.name;

@@ -1050,6 +1050,28 @@ TEST_F(SchedulerFlowTest, ExpectedStartReachesThePodAtABoundedRate) {
   EXPECT_LT(clock_.Now() - moved_at, 45s);
 }
 
+// The first start Slurm's planner gives a job is written as soon as a job list shows it, even
+// when the pod was told the same reason without a start a moment before: only a start that moves
+// waits for the minute (fresh-machine CI: the pod's condition lacked the start for a minute).
+TEST_F(SchedulerFlowTest, FirstExpectedStartIsWrittenAtOnce) {
+  ASSERT_NO_FATAL_FAILURE(StartWithPendingPods(1));
+  const std::int64_t id = JobOf("p0");
+  ASSERT_NE(id, 0);
+  slurm::JobInfo j = *slurm_.Job(id);
+  j.state_reason = "Priority";
+  slurm_.AddJob(j);
+  ASSERT_TRUE(AdvanceUntil([&] { return StatusSays("p0", ": Priority"); }));
+  EXPECT_FALSE(StatusSays("p0", "expected to start"));
+  const std::int64_t wall =
+      std::chrono::duration_cast<std::chrono::seconds>(clock_.WallNow().time_since_epoch()).count();
+  j.start_time = slurm::NoValNumber::Of(wall + 600);
+  slurm_.AddJob(j);
+  const async::Clock::TimePoint planned_at = clock_.Now();
+  const std::string start = "Priority; expected to start " + bridge::FormatUnixTime(wall + 600);
+  ASSERT_TRUE(AdvanceUntil([&] { return StatusSays("p0", start); }));
+  EXPECT_LT(clock_.Now() - planned_at, 45s) << "the first start waited for the minute";
+}
+
 // A submit that does not get through (slurmrestd down: connection refused, or a reply lost) is
 // reported as a failed submit that is tried again, not as Slurm refusing the job; an answer of
 // Slurm's is a refusal (chaos run, issue #14).
