@@ -14,6 +14,13 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 . "$here/lib.sh"
+
+# A complete chroot needs nothing, and no root: the stamps appear only once it is built (the
+# build renames it into place), so this check needs no lock either.
+if [ -f "$SB_CHROOT/$SB_CHROOT_STAMP" ] && [ -f "$SB_CHROOT/$SB_CHROOT_ACCOUNTING_STAMP" ]; then
+  log "slurm chroot ready: $SB_CHROOT"
+  exit 0
+fi
 need_root
 
 mkdir -p "$SB_CACHE_DIR"
