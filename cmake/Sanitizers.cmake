@@ -29,7 +29,7 @@ endif()
 
 if(SB_FUZZ)
   if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
-    message(FATAL_ERROR "SB_FUZZ=ON needs clang (e.g. CC=clang-14 CXX=clang++-14), not "
+    message(FATAL_ERROR "SB_FUZZ=ON needs clang (scripts/sanitize.sh sets CC and CXX to one), not "
                         "${CMAKE_CXX_COMPILER_ID}")
   endif()
   add_compile_options(-fsanitize=fuzzer-no-link)

@@ -3,9 +3,9 @@
 #
 # Runs the libFuzzer targets (fuzz/): scripts/fuzz.sh [seconds per target] [target...]
 # (default 60 s, every target). Builds them in build-asan/ (scripts/sanitize.sh --build-only:
-# clang 14, ASan + UBSan), copies each target's seeds (testing/testdata, fuzz/seeds; listed in
-# build-asan/fuzz/<target>.seeds) into its working corpus build-asan/fuzz/corpus/<target>/, which
-# grows from run to run, and fuzzes it for the given time. Prints a table: executions, exec/s,
+# clang 14 or 19, ASan + UBSan), copies each target's seeds (testing/testdata, fuzz/seeds; listed
+# in build-asan/fuzz/<target>.seeds) into its working corpus build-asan/fuzz/corpus/<target>/,
+# which grows from run to run, and fuzzes it for the given time. Prints a table: executions, exec/s,
 # coverage (libFuzzer's cov: edges and ft: features at the end) and crashes.
 # Exits non-zero when a target crashed, leaked, timed out or ran out of memory; the input is
 # kept as build-asan/fuzz/artifacts/<target>/{crash,leak,timeout,oom}-<sha1> and the log as

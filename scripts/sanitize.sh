@@ -2,8 +2,10 @@
 # SPDX-License-Identifier: Apache-2.0
 #
 # The unit tests under AddressSanitizer and UndefinedBehaviorSanitizer: configures and builds
-# build-asan/ (SB_ASAN_DIR) with clang 14 (SB_ASAN_CC / SB_ASAN_CXX), SB_SANITIZE=ON and SB_FUZZ=ON
-# (the same build holds the fuzz targets of scripts/fuzz.sh), then runs `ctest -L unit` there.
+# build-asan/ (SB_ASAN_DIR) with the clang that scripts/install-deps.sh installs (clang 14 on
+# Debian 12, clang 19 on Debian 13; SB_ASAN_CC / SB_ASAN_CXX for another), SB_SANITIZE=ON and
+# SB_FUZZ=ON (the same build holds the fuzz targets of scripts/fuzz.sh), then runs `ctest -L unit`
+# there.
 # Any sanitizer report fails its test. Arguments go to ctest (e.g. -R slurm).
 # SB_TEST_JOBS (default 2) is ctest's --parallel; --build-only builds and runs nothing.
 set -euo pipefail
@@ -18,7 +20,21 @@ fi
 # except admission_e2e_test (SB_SANITIZED_E2E_TESTS; scripts/test.sh runs it against its own
 # environment); the build of everything else is the unit tests' (and the cli test's binary).
 # Warnings are the gcc build's gate (-Werror there); clang's own extra ones do not fail this one.
-BUILD_DIR=$build CC=${SB_ASAN_CC:-clang-14} CXX=${SB_ASAN_CXX:-clang++-14} \
+cc=${SB_ASAN_CC:-} cxx=${SB_ASAN_CXX:-}
+if [ -z "$cc" ] || [ -z "$cxx" ]; then
+  for v in 14 19; do
+    if command -v "clang++-$v" >/dev/null; then
+      cc=${cc:-clang-$v} cxx=${cxx:-clang++-$v}
+      break
+    fi
+  done
+  if [ -z "$cc" ] || [ -z "$cxx" ]; then
+    echo "sanitize.sh: no clang++-14 or clang++-19: run scripts/install-deps.sh, or name a clang" \
+      "with SB_ASAN_CC and SB_ASAN_CXX" >&2
+    exit 1
+  fi
+fi
+BUILD_DIR=$build CC=$cc CXX=$cxx \
   "$root/scripts/build.sh" -DSB_SANITIZE=ON -DSB_FUZZ=ON -DSB_BUILD_BENCHMARKS=OFF -DSB_E2E_TESTS=OFF \
   -DSB_SANITIZED_E2E_TESTS=admission_e2e_test -DSB_WERROR=OFF
 [ "$build_only" = 1 ] && exit 0
