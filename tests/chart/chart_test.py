@@ -297,7 +297,7 @@ def case_default_values():
     ns = "slurm"
     d, c, vols, mounts = check_component(objs, "slurm-bridge-scheduler", "scheduler", ns)
     eq(c["name"], "scheduler", "scheduler container name")
-    eq(c["image"], f"ghcr.io/slinkyproject/slurm-bridge-scheduler:{VERSION}", "scheduler image")
+    eq(c["image"], f"ghcr.io/slurm-bridge-cpp/slurm-bridge-scheduler:{VERSION}", "scheduler image")
     eq(c["imagePullPolicy"], "IfNotPresent", "scheduler pullPolicy")
     eq(d["spec"]["replicas"], 1, "scheduler replicas")
     eq(args_of(c), ["scheduler", "--config=/etc/slurm-bridge/config.yaml", "--log-level=info",
@@ -314,7 +314,7 @@ def case_default_values():
 
     d, c, vols, mounts = check_component(objs, "slurm-bridge-controllers", "controllers", ns)
     eq(c["name"], "slurm-bridge-controllers", "controllers container name")
-    eq(c["image"], f"ghcr.io/slinkyproject/slurm-bridge-controllers:{VERSION}",
+    eq(c["image"], f"ghcr.io/slurm-bridge-cpp/slurm-bridge-controllers:{VERSION}",
        "controllers image")
     eq(args_of(c)[:3], ["controllers", "--config=/etc/slurm-bridge/config.yaml",
                         "--log-level=info"], "controllers args")
@@ -328,7 +328,7 @@ def case_default_values():
 
     d, c, vols, mounts = check_component(objs, "slurm-bridge-admission", "admission", ns)
     eq(c["name"], "slurm-bridge-admission", "admission container name")
-    eq(c["image"], f"ghcr.io/slinkyproject/slurm-bridge-admission:{VERSION}", "admission image")
+    eq(c["image"], f"ghcr.io/slurm-bridge-cpp/slurm-bridge-admission:{VERSION}", "admission image")
     check("env" not in c, "admission gets no env (no JWT)")
     check("slurm-jwt" not in vols, "admission gets no JWT volume")
     eq(mounts["certificates"]["mountPath"], "/tmp/k8s-webhook-server/serving-certs/", "cert mount")
@@ -570,12 +570,13 @@ def case_upstream_1_2_values_file():
 
 
 def case_upstream_keys_and_defaults():
-    """Every values key of upstream's chart (1.3.0-rc1, 52 leaves) with upstream's default."""
+    """Every values key of upstream's chart (1.3.0-rc1, 52 leaves) with upstream's default, but
+    the image repositories: this project's registry (upstream's images cannot run this chart)."""
     with open(os.path.join(CHART, "values.yaml")) as f:
         values = yaml.safe_load(f)
     want = {
         "nameOverride": "", "fullnameOverride": "", "namespaceOverride": "",
-        "scheduler.image.repository": "ghcr.io/slinkyproject/slurm-bridge-scheduler",
+        "scheduler.image.repository": "ghcr.io/slurm-bridge-cpp/slurm-bridge-scheduler",
         "scheduler.image.tag": "", "scheduler.image.pullPolicy": "IfNotPresent",
         "scheduler.replicaCount": 1, "scheduler.pdb.enabled": False, "scheduler.leaderElect": False,
         "scheduler.priorityClassName": "", "scheduler.resources": {}, "scheduler.nodeSelector": {},
@@ -583,7 +584,7 @@ def case_upstream_keys_and_defaults():
         "schedulerConfig.schedulerName": "slurm-bridge-scheduler",
         "schedulerConfig.mcsLabel": "kubernetes", "schedulerConfig.partition": "slurm-bridge",
         "admission.enabled": True,
-        "admission.image.repository": "ghcr.io/slinkyproject/slurm-bridge-admission",
+        "admission.image.repository": "ghcr.io/slurm-bridge-cpp/slurm-bridge-admission",
         "admission.image.tag": "", "admission.image.pullPolicy": "IfNotPresent",
         "admission.certManager.enabled": True, "admission.certManager.duration": "43800h0m0s",
         "admission.certManager.renewBefore": "8760h0m0s",
@@ -594,7 +595,7 @@ def case_upstream_keys_and_defaults():
         "admission.resources": {}, "admission.nodeSelector": {}, "admission.affinity": {},
         "admission.tolerations": [], "admission.managedNamespaces": ["slurm-bridge"],
         "admission.managedNamespaceSelector": {},
-        "controllers.image.repository": "ghcr.io/slinkyproject/slurm-bridge-controllers",
+        "controllers.image.repository": "ghcr.io/slurm-bridge-cpp/slurm-bridge-controllers",
         "controllers.image.tag": "", "controllers.image.pullPolicy": "IfNotPresent",
         "controllers.replicas": 1, "controllers.leaderElect": False,
         "controllers.pdb.enabled": False, "controllers.pdb.minAvailable": 1,
@@ -649,8 +650,8 @@ def case_trust_at_the_edges():
        ["matchConditions"][0]["expression"],
        "(has(object.spec.schedulerName) && object.spec.schedulerName == 'slurm-bridge-scheduler')"
        " || request.operation == 'CREATE'", "selector: every pod CREATE")
-    # Before 1.30 (or turned off): no matchConditions.
-    for args in (["--kube-version", "v1.29.0"], ["--set", "admission.matchConditions=false"]):
+    # Turned off: no matchConditions (the chart needs >= 1.34, where they are served).
+    for args in (["--set", "admission.matchConditions=false"],):
         old = render(*args)
         for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
             for h in old.get(kind, "slurm-bridge-admission")["webhooks"]:
@@ -703,9 +704,6 @@ def case_upstream_bugs_fixed():
     objs = render("--set", "scheduler.pdb.enabled=true,scheduler.pdb.minAvailable=1")
     eq(objs.get("PodDisruptionBudget", "slurm-bridge-scheduler")["spec"].get("minAvailable"), 1,
        "scheduler PDB minAvailable (ours)")
-    objs = render("--set", "scheduler.pdb.enabled=true", "--kube-version", "1.20.2")
-    eq(objs.get("PodDisruptionBudget", "slurm-bridge-scheduler")["apiVersion"], "policy/v1beta1",
-       "PDB apiVersion before 1.21")
     # An empty schedulerName falls back to the default (upstream printed a broken name).
     objs = render("--set", "schedulerConfig.schedulerName=")
     objs.get("Deployment", "slurm-bridge-scheduler")
@@ -718,7 +716,7 @@ def case_upstream_bugs_fixed():
     # The scheduler repository fallback names the scheduler image.
     objs = render("--set", "scheduler.image.repository=")
     eq(container(objs.get("Deployment", "slurm-bridge-scheduler"))["image"],
-       f"ghcr.io/slinkyproject/slurm-bridge-scheduler:{VERSION}", "scheduler repository fallback")
+       f"ghcr.io/slurm-bridge-cpp/slurm-bridge-scheduler:{VERSION}", "scheduler repository fallback")
 
 
 def case_values_edge_cases():

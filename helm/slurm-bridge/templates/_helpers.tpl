@@ -84,12 +84,13 @@ app.kubernetes.io/component: admission
 {{- end -}}
 
 {{/*
-Image references: repository (falling back to upstream's name for the component) and tag
-(falling back to the chart version, as upstream), quoted.
+Image references: repository (falling back to this project's registry and the component's
+name, as upstream fell back to its own) and tag (falling back to the chart version, as
+upstream), quoted.
 Call with (dict "image" .Values.x.image "component" "scheduler" "ctx" $).
 */}}
 {{- define "slurm-bridge.imageRef" -}}
-{{- $repo := .image.repository | default (printf "ghcr.io/slinkyproject/%s-%s" (include "slurm-bridge.name" .ctx) .component) -}}
+{{- $repo := .image.repository | default (printf "ghcr.io/slurm-bridge-cpp/%s-%s" (include "slurm-bridge.name" .ctx) .component) -}}
 {{- $tag := .image.tag | default .ctx.Chart.Version -}}
 {{- printf "%s:%s" $repo (toString $tag) | quote -}}
 {{- end -}}
@@ -280,4 +281,72 @@ fromYamlArray: the scheduler and the controllers, each only while its metrics po
 {{- $_ = set $l "app.kubernetes.io/instance" .ctx.Release.Name -}}
 {{- $_ = set $l "app.kubernetes.io/component" "monitoring" -}}
 {{- toYaml (merge (dict) (.extra | default dict) $l) -}}
+{{- end -}}
+
+{{/*
+(ours) The pods' imagePullSecrets: global.imagePullSecrets (as umbrella charts pass them) then
+imagePullSecrets, each entry a Secret name or a LocalObjectReference {name: ...}; a name given
+twice appears once. Nothing when both are empty.
+*/}}
+{{- define "slurm-bridge.imagePullSecrets" -}}
+{{- $global := .Values.global | default dict -}}
+{{- $names := list -}}
+{{- range concat ($global.imagePullSecrets | default list) (.Values.imagePullSecrets | default list) -}}
+{{- $n := "" -}}
+{{- if kindIs "map" . }}{{ $n = .name }}{{ else }}{{ $n = . }}{{ end -}}
+{{- if not $n }}{{ fail "imagePullSecrets: an entry without a Secret name; give `- name: <Secret>` or `- <Secret>`" }}{{ end -}}
+{{- $names = append $names (toString $n) -}}
+{{- end -}}
+{{- with uniq $names }}
+imagePullSecrets:
+{{- range . }}
+  - name: {{ . | quote }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/*
+(ours) A pod template's own labels and annotations: <component>.podLabels after the chart's
+labels, <component>.podAnnotations after checksum/config. A key the chart sets itself (the
+selector labels above all: a Deployment's selector is immutable) is refused, never replaced.
+Call with (dict "key" "scheduler" "values" .Values.scheduler "labels" (include "...labels" .)
+"what" "podLabels" or "podAnnotations"); prints the user's entries as YAML, or nothing.
+*/}}
+{{- define "slurm-bridge.podMeta" -}}
+{{- $given := index .values .what | default dict -}}
+{{- $own := .labels | fromYaml -}}
+{{- if eq .what "podAnnotations" }}{{ $own = dict "checksum/config" "" }}{{ end -}}
+{{- range $k, $v := $given -}}
+{{- if hasKey $own $k }}{{ fail (printf "%s.%s.%s: the chart sets this key itself (the Deployment's selector, common labels or config checksum); choose another key" $.key $.what $k) }}{{ end -}}
+{{- end -}}
+{{- with $given }}{{ toYaml . }}{{ end -}}
+{{- end -}}
+
+{{/*
+(ours) Extra volumes, mounts and placement of a pod spec. Call with the component's values.
+extraVolumeMounts goes on the component's container (the caller places it); the rest are
+pod-level and each is rendered only when set.
+*/}}
+{{- define "slurm-bridge.podPlacement" -}}
+{{- with .nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .topologySpreadConstraints }}
+topologySpreadConstraints:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/* (ours) A ServiceAccount's metadata.annotations (<component>.serviceAccount.annotations), or nothing. */}}
+{{- define "slurm-bridge.serviceAccount.annotations" -}}
+{{- $sa := .serviceAccount | default dict -}}
+{{- with $sa.annotations }}
+annotations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
 {{- end -}}
