@@ -122,8 +122,8 @@ take() { # PATH...: copies them and everything they bring
         ln -s "$t" "$dst"
         case $t in /*) ;; *) t="$(dirname "$o")/$t" ;; esac
         t=$(realpath -ms "$t")
-        if [ -d "$t" ]; then # a doc directory's symlink: its target's notice
-          [ ! -f "$t/copyright" ] || next+=("$t/copyright")
+        if [ -d "$t" ]; then # a directory's symlink: a doc directory brings its target's notice
+          [[ $o != /usr/share/doc/* ]] || [ ! -f "$t/copyright" ] || next+=("$t/copyright")
         else
           next+=("$t")
         fi
@@ -146,6 +146,17 @@ chmod 644 "$rootfs$ca"
 # shellcheck disable=SC2086
 take $libs $interp /etc/os-release /etc/debian_version "$(doc_of ca-certificates)"
 files_of[ca-certificates]+="$ca"$'\n'
+# The loader must be at the binary's interpreter path. Where its package lists it on the other
+# side of the /usr merge (Debian 13: /usr/lib64/ld-linux-x86-64.so.2), the host's aliasing
+# symlink comes too (/lib64 -> usr/lib64, which base-files lists there).
+if [ -n "$interp" ] && [ ! -e "$rootfs$interp" ]; then
+  p=
+  IFS=/ read -r -a parts <<<"${interp#/}"
+  for c in "${parts[@]}"; do
+    p=$p/$c
+    if [ -L "$p" ] && [ ! -e "$rootfs$p" ] && [ ! -L "$rootfs$p" ]; then take "$p"; break; fi
+  done
+fi
 [ -z "$interp" ] || [ -e "$rootfs$interp" ] || die "the loader $interp is not at its path in the image"
 
 # The records: status (one stanza per package, dpkg's order: by name), info/PKG.list and
