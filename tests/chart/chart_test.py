@@ -1,24 +1,29 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 #
-# Chart tests for helm/slurm-bridge: renders the chart with testenv/helm-render (built here when
-# needed) and asserts on the rendered objects: names, labels, args, env, mounts, probes, RBAC
-# rules, webhooks, certificates, the monitoring objects (ServiceMonitors, PrometheusRule, the
-# Grafana dashboard; their metrics against the documented metrics table) and values.schema.json
-# (bad values refused with a message naming the key). No snapshots: every assertion names what
-# it checks.
+# Chart tests for helm/slurm-bridge: renders the chart with real Helm (`helm template`, the
+# pinned Helm 4 of testenv/helm/ensure-helm.sh; no cluster: `lookup` answers nothing, as for
+# any `helm template`) and asserts on the rendered objects: names, labels, args, env, mounts,
+# probes, RBAC rules, webhooks, certificates, the monitoring objects (ServiceMonitors,
+# PrometheusRule, the Grafana dashboard; their metrics against the documented metrics table)
+# and values.schema.json (bad values refused by Helm with a message naming the key). No
+# snapshots: every assertion names what it checks. What needs a cluster (`lookup` keeping the
+# webhook's pair across an upgrade, server-side validation, RBAC) is tested against a real
+# apiserver: testenv/helm/apiserver-check.sh and tests/e2e/chart_incluster_test.sh.
 #
-# Usage: chart_test.py [--build-dir DIR] [--binary PATH] [-k NAME]
-#   --build-dir  where helm-render is built (default: $TMPDIR/sb-helm-render)
+# Usage: chart_test.py [--helm PATH] [--binary PATH] [-k NAME]
+#   --helm       the helm binary (default: what testenv/helm/ensure-helm.sh prints; $SB_HELM)
 #   --binary     the slurm-bridge binary: its CLI must take each Deployment's args and the
 #                rendered config.yaml (skipped when not given or not built)
 #   -k NAME      run only the cases whose name contains NAME
 import argparse
+import atexit
 import base64
 import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -30,7 +35,8 @@ import yaml
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CHART = os.path.join(ROOT, "helm", "slurm-bridge")
 TESTDATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "testdata")
-RENDERER = None
+HELM = None
+HELM_ENV = None  # HELM_*_HOME in a temporary directory, no kubeconfig: Helm touches nothing here
 BINARY = None
 
 with open(os.path.join(CHART, "Chart.yaml")) as f:
@@ -55,15 +61,31 @@ def eq(got, want, what):
         raise Failure(f"{what}: got {got!r}, want {want!r}")
 
 
-def render(*args, release="slurm-bridge", namespace="slurm", expect_fail=False):
-    cmd = [RENDERER, "-n", namespace, "-o", "json", *args, release, CHART]
-    p = subprocess.run(cmd, capture_output=True, text=True)
+def helm(*args):
+    return subprocess.run([HELM, *args], capture_output=True, text=True, env=HELM_ENV)
+
+
+def render(*args, release="slurm-bridge", namespace="slurm", expect_fail=False, tests=False):
+    """`helm template RELEASE CHART --namespace NAMESPACE ARGS...` (ARGS: helm template's own
+    flags: --set, --set-string, -f, --kube-version, --api-versions, --is-upgrade, ...): the
+    rendered objects, or with expect_fail Helm's error message (it must fail). The `helm test`
+    hooks only with tests=True (--skip-tests otherwise: what an install applies)."""
+    p = helm("template", release, CHART, "--namespace", namespace,
+             *([] if tests else ["--skip-tests"]), *args)
     if expect_fail:
         check(p.returncode != 0, f"{' '.join(args)}: rendering should fail")
         return p.stderr
     if p.returncode != 0:
-        raise Failure(f"helm-render {' '.join(args)} failed: {p.stderr}")
-    return Objects(json.loads(p.stdout))
+        raise Failure(f"helm template {' '.join(args)} failed: {p.stderr}")
+    return Objects([d for d in yaml.safe_load_all(p.stdout) if d])
+
+
+def notes(*args, release="slurm-bridge", namespace="slurm"):
+    """templates/NOTES.txt as `helm install` prints it (--dry-run=client: no cluster)."""
+    p = helm("install", release, CHART, "--namespace", namespace, "--dry-run=client",
+             "-o", "json", *args)
+    eq(p.returncode, 0, f"helm install --dry-run=client {' '.join(args)}: {p.stderr}")
+    return json.loads(p.stdout)["info"]["notes"]
 
 
 class Objects:
@@ -445,16 +467,9 @@ def case_cert_manager_off():
         p = subprocess.run(["openssl", "x509", "-noout", "-text", "-in", os.path.join(d, "tls.crt")],
                            capture_output=True, text=True)
         check(f"DNS:{adm}.{ns}.svc" in p.stdout, f"SAN {adm}.{ns}.svc in {p.stdout}")
-        # An upgrade keeps the pair that is there (lookup), in the Secret and in caBundle.
-        existing = {"apiVersion": "v1", "kind": "Secret",
-                    "metadata": {"name": adm, "namespace": ns}, "data": secret["data"]}
-        lookup = os.path.join(d, "cluster.yaml")
-        with open(lookup, "w") as f:
-            yaml.safe_dump(existing, f)
-        again = render("--set", "admission.certManager.enabled=false", "--lookup-file", lookup,
-                       "--is-upgrade", namespace=ns)
-        eq(again.get("Secret", adm)["data"], secret["data"], "Secret kept across an upgrade")
-        check_webhooks(again, adm, ns, secret["data"]["ca.crt"])
+    # An upgrade keeps the pair that is there (lookup): `helm template` has no cluster to look
+    # it up in, so that is checked against a real apiserver (testenv/helm/apiserver-check.sh)
+    # and by the real `helm upgrade` of e2e.chart.incluster.
     fresh = render("--set", "admission.certManager.enabled=false", namespace=ns)
     check(fresh.get("Secret", adm)["data"]["ca.crt"] != secret["data"]["ca.crt"],
           "without a Secret to look up, a new CA is minted")
@@ -833,13 +848,41 @@ def case_host_network_ports_env_strategy():
 
 
 def case_notes():
-    p = subprocess.run([RENDERER, "-n", "slinky", "--notes", "--set", "nameOverride=acme",
-                        "slurm-bridge", CHART], capture_output=True, text=True)
-    eq(p.returncode, 0, f"NOTES.txt renders: {p.stderr}")
+    text = notes("--set", "nameOverride=acme", namespace="slinky")
     for want in ["namespace slinky", "Deployment slurm-bridge-scheduler", "Deployment acme-controllers",
                  "Deployment acme-admission", "create secret generic slurm-bridge-token",
                  "--from-literal=auth-token="]:
-        check(want in p.stdout, f"NOTES.txt has {want!r}:\n{p.stdout}")
+        check(want in text, f"NOTES.txt has {want!r}:\n{text}")
+
+
+def case_helm_test_hook():
+    """The `helm test` hook (templates/tests/): a pod for the bridge's scheduler, the chart's own
+    image, restricted securityContext, deleted when it succeeds; no other object is a hook."""
+    objs = render("--set", "nameOverride=acme,schedulerConfig.schedulerName=sched-x",
+                  "--set", "scheduler.image.repository=reg.example/sb,scheduler.image.tag=7",
+                  "--set", "scheduler.image.pullPolicy=Never", namespace="slinky", tests=True)
+    hooks = [o for o in objs.items if "helm.sh/hook" in o["metadata"].get("annotations", {})]
+    eq([(o["kind"], o["metadata"]["name"]) for o in hooks], [("Pod", "acme-test")], "hooks")
+    pod = hooks[0]
+    eq(pod["metadata"]["namespace"], "slinky", "test pod namespace")
+    eq(pod["metadata"]["annotations"]["helm.sh/hook"], "test", "a test hook")
+    eq(set(pod["metadata"]["annotations"]["helm.sh/hook-delete-policy"].split(",")),
+       {"before-hook-creation", "hook-succeeded"}, "delete policy")
+    eq(pod["metadata"]["labels"]["app.kubernetes.io/instance"], "slurm-bridge", "instance label")
+    spec = pod["spec"]
+    eq(spec["schedulerName"], "sched-x", "placed by the bridge's scheduler")
+    eq(spec["restartPolicy"], "Never", "restartPolicy")
+    check("nodeName" not in spec and "tolerations" not in spec,
+          "nothing but the bridge places it (no nodeName, no toleration of its own)")
+    eq(len(spec["containers"]), 1, "one container")
+    c = spec["containers"][0]
+    eq((c["image"], c["imagePullPolicy"], c["command"]),
+       ("reg.example/sb:7", "Never", ["slurm-bridge", "version"]), "the chart's own image")
+    eq(spec["securityContext"], {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+       "pod securityContext")
+    check(c["securityContext"]["runAsNonRoot"] and not c["securityContext"]["allowPrivilegeEscalation"]
+          and c["securityContext"]["capabilities"]["drop"] == ["ALL"], "restricted container")
+    check(not render().has("Pod", "slurm-bridge-test"), "an install's objects do not hold the hook")
 
 
 def case_binary_takes_the_rendered_args():
@@ -1239,7 +1282,7 @@ def schema_props(schema, path):
 
 def case_values_schema():
     """values.schema.json (draft-07) covers every key of values.yaml, leaves free-form maps
-    open, and the renderer (as helm install/template) refuses bad values naming the key."""
+    open, and Helm refuses bad values naming the key."""
     with open(SCHEMA) as f:
         schema = json.load(f)
     eq(schema["$schema"], "http://json-schema.org/draft-07/schema#", "draft-07")
@@ -1271,44 +1314,59 @@ def case_values_schema():
     eq(objs.config()["someNewKey"], "v", "an unknown config key is copied")
 
     header = "values don't meet the specifications of the schema(s) in the following chart(s):"
+    # Helm 4's wording (its JSON-schema library): "- at '/a/b': what is wrong"; a property name
+    # refused by propertyNames is reported at '' with the name.
     bad = [
-        (["--set", "scheduler.replicaCount=two"], "scheduler.replicaCount", "Invalid type. Expected: integer, given: string"),
-        (["--set", "metrics.serviceMonitor.interval=30"], "metrics.serviceMonitor.interval", "Expected: string, given: integer"),
-        (["--set", "config.jobGoneBrake=many"], "config.jobGoneBrake", "Expected: integer"),
-        (["--set", "controllers.verbosity=loud"], "controllers.verbosity", "must be one of the following"),
-        (["--set", "sharedConfig.logFormat=xml"], "sharedConfig.logFormat", "must be one of the following"),
-        (["--set", "scheduler.image.pullPolicy=Sometimes"], "scheduler.image.pullPolicy", "must be one of the following"),
-        (["--set", "config.jobMode=interactive"], "config.jobMode", "must be one of the following"),
-        (["--set", "admission.failurePolicy=Maybe"], "admission.failurePolicy", "must be one of the following"),
-        (["--set", "replicas=3"], "(root)", "Additional property replicas is not allowed"),
-        (["--set", "scheduler.replicas=3"], "scheduler", "Additional property replicas is not allowed"),
-        (["--set", "metrics.serviceMonitor.enable=true"], "metrics.serviceMonitor", "Additional property enable is not allowed"),
+        (["--set", "scheduler.replicaCount=two"], "/scheduler/replicaCount", "got string, want integer"),
+        (["--set", "metrics.serviceMonitor.interval=30"], "/metrics/serviceMonitor/interval", "got number, want string"),
+        (["--set", "config.jobGoneBrake=many"], "/config/jobGoneBrake", "want integer"),
+        (["--set", "controllers.verbosity=loud"], "/controllers/verbosity", "value must be one of"),
+        (["--set", "sharedConfig.logFormat=xml"], "/sharedConfig/logFormat", "value must be one of"),
+        (["--set", "scheduler.image.pullPolicy=Sometimes"], "/scheduler/image/pullPolicy", "value must be one of"),
+        (["--set", "config.jobMode=interactive"], "/config/jobMode", "value must be one of"),
+        (["--set", "admission.failurePolicy=Maybe"], "/admission/failurePolicy", "value must be one of"),
+        (["--set", "replicas=3"], "", "additional properties 'replicas' not allowed"),
+        (["--set", "scheduler.replicas=3"], "/scheduler", "additional properties 'replicas' not allowed"),
+        (["--set", "metrics.serviceMonitor.enable=true"], "/metrics/serviceMonitor", "additional properties 'enable' not allowed"),
         (["--set", "metrics.prometheusRule.rules.SlurmBridgeNoSuchAlert.enabled=false"],
-         "metrics.prometheusRule.rules", "SlurmBridgeNoSuchAlert"),
-        (["--set", "metrics.dashboard.labels.grafana_dashboard=1"], "metrics.dashboard.labels.grafana_dashboard",
-         "Expected: string, given: integer"),
-        (["--set", "scheduler.ports.health=70000"], "scheduler.ports.health", "less than or equal to 65535"),
+         "", "invalid propertyName 'SlurmBridgeNoSuchAlert'"),
+        (["--set", "metrics.dashboard.labels.grafana_dashboard=1"], "/metrics/dashboard/labels/grafana_dashboard",
+         "got number, want string"),
+        (["--set", "scheduler.ports.health=70000"], "/scheduler/ports/health", "maximum: got 70,000, want 65,535"),
     ]
     for args, key, msg in bad:
         err = render(*args, expect_fail=True)
-        check(header in err, f"{args}: Helm's schema message: {err}")
-        check(f"- {key}: " in err and msg in err, f"{args}: the error names {key} ({msg}): {err}")
+        check(header in err and "slurm-bridge:" in err, f"{args}: Helm's schema message: {err}")
+        check(f"- at '{key}': " in err and msg in err, f"{args}: the error names '{key}' ({msg}): {err}")
 
 
 CASES = [(n[len("case_"):], f) for n, f in sorted(globals().items()) if n.startswith("case_")]
 
 
 def main():
-    global RENDERER
+    global HELM, HELM_ENV, BINARY
     ap = argparse.ArgumentParser()
-    ap.add_argument("--build-dir", default=os.path.join(tempfile.gettempdir(), "sb-helm-render"))
+    ap.add_argument("--helm", default="", help="helm binary (default: testenv/helm/ensure-helm.sh)")
     ap.add_argument("-k", default="")
     ap.add_argument("--binary", default="", help="slurm-bridge binary (its case is skipped without)")
     opts = ap.parse_args()
-    global BINARY
     BINARY = opts.binary
-    RENDERER = os.path.join(opts.build_dir, "helm-render")
-    subprocess.run([os.path.join(ROOT, "testenv", "helm-render", "build.sh"), RENDERER], check=True)
+    HELM = opts.helm
+    if not HELM:
+        p = subprocess.run([os.path.join(ROOT, "testenv", "helm", "ensure-helm.sh")],
+                           capture_output=True, text=True)
+        if p.returncode != 0:
+            sys.exit(f"no helm: testenv/helm/ensure-helm.sh failed ({p.stderr.strip()}); "
+                     "run scripts/prepare-testenv.sh, or pass --helm PATH")
+        HELM = p.stdout.strip().splitlines()[-1]
+    home = tempfile.mkdtemp(prefix="sb-chart-helm.")
+    atexit.register(shutil.rmtree, home, ignore_errors=True)
+    HELM_ENV = {**os.environ, "HELM_CONFIG_HOME": os.path.join(home, "config"),
+                "HELM_CACHE_HOME": os.path.join(home, "cache"),
+                "HELM_DATA_HOME": os.path.join(home, "data"),
+                "KUBECONFIG": os.path.join(home, "no-kubeconfig")}
+    version = subprocess.run([HELM, "version", "--short"], capture_output=True, text=True, env=HELM_ENV)
+    print(f"helm {version.stdout.strip()} ({HELM})")
     failed = 0
     ran = 0
     for name, fn in CASES:
