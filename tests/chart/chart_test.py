@@ -1340,6 +1340,353 @@ def case_values_schema():
         check(f"- at '{key}': " in err and msg in err, f"{args}: the error names '{key}' ({msg}): {err}")
 
 
+# ---- the values a real install needs (issue #43): each lands where it should ------------------
+
+COMPONENTS = [("scheduler", "slurm-bridge-scheduler"), ("controllers", "slurm-bridge-controllers"),
+              ("admission", "slurm-bridge-admission")]
+
+
+def pod_spec(objs, deploy):
+    return objs.get("Deployment", deploy)["spec"]["template"]["spec"]
+
+
+def values_file(tmp, values):
+    path = os.path.join(tmp, "values.yaml")
+    with open(path, "w") as f:
+        yaml.safe_dump(values, f)
+    return path
+
+
+def refused_by_schema(args, path, msg):
+    """Helm 4 refuses ARGS by values.schema.json, naming the key's JSON pointer PATH and MSG."""
+    err = render(*args, expect_fail=True)
+    check("values don't meet the specifications of the schema(s)" in err,
+          f"{args}: refused by the schema: {err}")
+    check(f"at '{path}'" in err and msg in err, f"{args}: the error names {path} ({msg}): {err}")
+
+
+def refused_by_template(args, msg):
+    err = render(*args, expect_fail=True)
+    check(msg in err, f"{args}: the error says {msg!r}: {err}")
+
+
+def case_chart_metadata():
+    """Chart.yaml: this project's version (above upstream's 1.3.0: switching is an upgrade),
+    home and sources; the Kubernetes versions that are tested; the version CMake builds."""
+    eq(CHART_META["version"], "1.4.0", "chart version")
+    eq(CHART_META["appVersion"], CHART_META["version"], "appVersion is the chart version")
+    check(tuple(int(x) for x in VERSION.split(".")) > (1, 3, 0), "above upstream's 1.3.0")
+    eq(CHART_META["kubeVersion"], ">= 1.34.0-0", "kubeVersion: what is tested")
+    eq(CHART_META["home"], "https://github.com/slurm-bridge-cpp/slurm-bridge", "home")
+    eq(CHART_META["sources"], ["https://github.com/slurm-bridge-cpp/slurm-bridge"], "sources")
+    check(CHART_META.get("keywords"), "keywords")
+    eq(CHART_META["annotations"]["license"], "Apache-2.0", "license annotation")
+    with open(os.path.join(ROOT, "CMakeLists.txt")) as f:
+        m = re.search(r"^project\(slurm-bridge VERSION ([0-9.]+)", f.read(), re.M)
+    check(m, "CMakeLists.txt has project(slurm-bridge VERSION ...)")
+    # The images' default tag is the chart version; scripts/build-image.sh tags CMake's.
+    eq(m.group(1), VERSION, "CMakeLists.txt's version is the chart's (the images' default tag)")
+    for kv in ("v1.34.2", "v1.36.2"):
+        render("--kube-version", kv)
+    err = render("--kube-version", "v1.33.9", expect_fail=True)
+    check(">= 1.34.0-0" in err, f"1.33 refused with the constraint: {err}")
+
+
+def case_default_images_this_project():
+    """The images default to this project's registry, tag = the chart version."""
+    objs = render()
+    for comp, deploy in COMPONENTS:
+        eq(container(objs.get("Deployment", deploy))["image"],
+           f"ghcr.io/slurm-bridge-cpp/slurm-bridge-{comp}:{VERSION}", f"{comp} default image")
+    objs = render("--set", "scheduler.image.repository=reg.example/sb,scheduler.image.tag=7",
+                  "--set", "admission.image.repository=,controllers.image.repository=",
+                  "--set", "nameOverride=acme")
+    eq(container(objs.get("Deployment", "slurm-bridge-scheduler"))["image"], "reg.example/sb:7",
+       "scheduler image as given")
+    eq(container(objs.get("Deployment", "acme-admission"))["image"],
+       f"ghcr.io/slurm-bridge-cpp/acme-admission:{VERSION}", "empty repository: the fallback")
+
+
+def case_image_pull_secrets():
+    objs = render()
+    for _, deploy in COMPONENTS:
+        check("imagePullSecrets" not in pod_spec(objs, deploy), f"{deploy}: none by default")
+    with tempfile.TemporaryDirectory() as tmp:
+        objs = render("-f", values_file(tmp, {
+            "imagePullSecrets": [{"name": "regcred"}, "mirror"],
+            "global": {"imagePullSecrets": ["umbrella", {"name": "regcred"}]}}))
+    for _, deploy in COMPONENTS:
+        eq(pod_spec(objs, deploy)["imagePullSecrets"],
+           [{"name": "umbrella"}, {"name": "regcred"}, {"name": "mirror"}],
+           f"{deploy}: global's then the chart's, each once")
+    objs = render("--set", "imagePullSecrets[0].name=only", "--set", "admission.enabled=false")
+    for _, deploy in COMPONENTS[:2]:
+        eq(pod_spec(objs, deploy)["imagePullSecrets"], [{"name": "only"}], f"{deploy}: --set")
+    refused_by_schema(["--set", "imagePullSecrets=regcred"], "/imagePullSecrets", "want array")
+    refused_by_schema(["--set", "imagePullSecrets[0].secret=x"], "/imagePullSecrets/0",
+                      "missing property 'name'")
+    refused_by_schema(["--set", "imagePullSecrets[0]=5"], "/imagePullSecrets/0", "got number")
+
+
+def case_extra_volumes_mounts_env():
+    """extraVolumes, extraVolumeMounts and extraEnv per component, on that component only and
+    after the chart's own (upstream's positional volumes and env[0] kept); the CA of
+    config.slurmCaFile mounted as values.yaml documents it."""
+    vals = {"config": {"slurmCaFile": "/etc/slurm-bridge-ca/ca.crt"}}
+    for comp, _ in COMPONENTS:
+        vals[comp] = {
+            "extraVolumes": [{"name": f"{comp}-vol", "configMap": {"name": f"{comp}-cm"}}],
+            "extraVolumeMounts": [{"name": f"{comp}-vol", "mountPath": f"/etc/{comp}",
+                                   "readOnly": True}],
+            "extraEnv": [{"name": f"{comp.upper()}_EXTRA", "value": "1"}]}
+    for comp in ("scheduler", "controllers"):
+        vals[comp]["extraVolumes"].append({"name": "slurm-ca", "secret": {"secretName": "slurm-ca"}})
+        vals[comp]["extraVolumeMounts"].append({"name": "slurm-ca", "readOnly": True,
+                                                "mountPath": "/etc/slurm-bridge-ca"})
+    with tempfile.TemporaryDirectory() as tmp:
+        objs = render("-f", values_file(tmp, vals))
+    eq(objs.config()["slurmCaFile"], "/etc/slurm-bridge-ca/ca.crt", "config slurmCaFile")
+    for comp, deploy in COMPONENTS:
+        spec = pod_spec(objs, deploy)
+        c = container(objs.get("Deployment", deploy))
+        own_vols = 2  # the chart's own: config and JWT, or certificates and config
+        eq(spec["volumes"][own_vols:], vals[comp]["extraVolumes"], f"{deploy}: extra volumes last")
+        eq(c["volumeMounts"][own_vols:], vals[comp]["extraVolumeMounts"],
+           f"{deploy}: extra mounts on its container, last")
+        env = c["env"]
+        eq(env[-1], {"name": f"{comp.upper()}_EXTRA", "value": "1"}, f"{deploy}: extraEnv")
+        if comp != "admission":
+            eq(env[0]["name"], "SLURM_JWT_FILE", f"{deploy}: env[0] stays the JWT file")
+            eq(spec["volumes"][1]["name"], "slurm-jwt", f"{deploy}: volumes[1] stays the JWT")
+        others = {v["name"] for _, d in COMPONENTS if d != deploy for v in pod_spec(objs, d)["volumes"]}
+        check(f"{comp}-vol" not in others, f"{comp}-vol only on {deploy}")
+    check(not any(m["name"] == "slurm-ca" for m in
+                  container(objs.get("Deployment", "slurm-bridge-admission"))["volumeMounts"]),
+          "the CA only where Slurm is called")
+    objs = render()
+    for comp, deploy in COMPONENTS:
+        eq(len(pod_spec(objs, deploy)["volumes"]), 2, f"{deploy}: no extra volume by default")
+    refused_by_schema(["--set", "scheduler.extraVolumes=x"], "/scheduler/extraVolumes", "want array")
+    refused_by_schema(["--set", "controllers.extraVolumeMounts[0].name=x"],
+                      "/controllers/extraVolumeMounts/0", "missing property 'mountPath'")
+    refused_by_schema(["--set", "admission.extraVolumes[0].secret.secretName=x"],
+                      "/admission/extraVolumes/0", "missing property 'name'")
+    refused_by_schema(["--set", "admission.extraEnv=x"], "/admission/extraEnv", "want array")
+
+
+def case_pod_annotations_labels():
+    """podAnnotations and podLabels on the pod template; the selector and the chart's labels and
+    checksum stay, and a value that would replace one of them is refused."""
+    args = []
+    for comp, _ in COMPONENTS:
+        args += ["--set", f"{comp}.podLabels.team=hpc,{comp}.podLabels.tier={comp}",
+                 "--set-string", f"{comp}.podAnnotations.example\\.com/owner={comp}"]
+    objs = render(*args)
+    for comp, deploy in COMPONENTS:
+        d = objs.get("Deployment", deploy)
+        meta = d["spec"]["template"]["metadata"]
+        eq(meta["labels"], {**labels(deploy, comp), "team": "hpc", "tier": comp}, f"{deploy}: pod labels")
+        eq(d["spec"]["selector"]["matchLabels"], selector(deploy), f"{deploy}: selector unchanged")
+        eq(d["metadata"]["labels"], labels(deploy, comp), f"{deploy}: Deployment labels unchanged")
+        eq(set(meta["annotations"]), {"checksum/config", "example.com/owner"}, f"{deploy}: annotations")
+        eq(meta["annotations"]["example.com/owner"], comp, f"{deploy}: annotation value")
+    base = render()
+    for _, deploy in COMPONENTS:
+        eq(set(base.get("Deployment", deploy)["spec"]["template"]["metadata"]["annotations"]),
+           {"checksum/config"}, f"{deploy}: only the checksum by default")
+    for key in ("app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/component"):
+        esc = key.replace(".", "\\.")
+        refused_by_template(["--set", f"controllers.podLabels.{esc}=x"],
+                            f"controllers.podLabels.{key}: the chart sets this key itself")
+    refused_by_template(["--set", "admission.podAnnotations.checksum/config=x"],
+                        "admission.podAnnotations.checksum/config: the chart sets this key itself")
+    refused_by_schema(["--set", "scheduler.podLabels.team=1"], "/scheduler/podLabels/team",
+                      "got number, want string")
+    refused_by_schema(["--set", "admission.podAnnotations=x"], "/admission/podAnnotations",
+                      "want object")
+
+
+def case_placement_per_component():
+    """nodeSelector, tolerations, affinity, topologySpreadConstraints and priorityClassName land on
+    their own component's pod spec only."""
+    placement = {}
+    for i, (comp, deploy) in enumerate(COMPONENTS):
+        placement[comp] = {
+            "nodeSelector": {"pool": f"infra-{comp}"},
+            "tolerations": [{"key": f"dedicated-{comp}", "operator": "Exists", "effect": "NoSchedule"}],
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": "zone", "operator": "In", "values": [f"z{i}"]}]}]}}},
+            "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+                                           "whenUnsatisfiable": "ScheduleAnyway",
+                                           "labelSelector": {"matchLabels": selector(deploy)}}],
+            "priorityClassName": f"prio-{comp}"}
+    with tempfile.TemporaryDirectory() as tmp:
+        objs = render("-f", values_file(tmp, placement))
+    for comp, deploy in COMPONENTS:
+        spec = pod_spec(objs, deploy)
+        for k, v in placement[comp].items():
+            eq(spec[k], v, f"{deploy}: {k}")
+    objs = render()
+    for comp, deploy in COMPONENTS:
+        spec = pod_spec(objs, deploy)
+        for k in ("nodeSelector", "tolerations", "topologySpreadConstraints", "priorityClassName"):
+            check(k not in spec, f"{deploy}: no {k} by default")
+    refused_by_schema(["--set", "controllers.topologySpreadConstraints=x"],
+                      "/controllers/topologySpreadConstraints", "want array")
+    refused_by_schema(["--set", "scheduler.tolerations=x"], "/scheduler/tolerations", "want array")
+    refused_by_schema(["--set", "admission.nodeSelector.pool=1"], "/admission/nodeSelector/pool",
+                      "got number, want string")
+    refused_by_schema(["--set", "controllers.affinity=x"], "/controllers/affinity", "want object")
+    refused_by_schema(["--set", "scheduler.priorityClassName=5"], "/scheduler/priorityClassName",
+                      "got number, want string")
+
+
+def case_service_account_annotations():
+    args = []
+    for comp, _ in COMPONENTS:
+        args += ["--set-string", f"{comp}.serviceAccount.annotations.iam\\.gke\\.io/gcp-service-account={comp}@p.iam"]
+    objs = render(*args)
+    for comp, deploy in COMPONENTS:
+        sa = objs.get("ServiceAccount", deploy)
+        eq(sa["metadata"]["annotations"], {"iam.gke.io/gcp-service-account": f"{comp}@p.iam"},
+           f"{deploy}: ServiceAccount annotations")
+        eq(sa["metadata"]["labels"], labels(deploy, comp), f"{deploy}: ServiceAccount labels")
+    objs = render()
+    for _, deploy in COMPONENTS:
+        check("annotations" not in objs.get("ServiceAccount", deploy)["metadata"],
+              f"{deploy}: no ServiceAccount annotations by default")
+    refused_by_schema(["--set", "admission.serviceAccount.annotations=x"],
+                      "/admission/serviceAccount/annotations", "want object")
+    refused_by_schema(["--set", "scheduler.serviceAccount.create=false"], "/scheduler/serviceAccount",
+                      "additional properties 'create' not allowed")
+
+
+def case_network_policy():
+    """admission.networkPolicy: off by default; on, only the given apiserver sources reach the
+    webhook's container port, the health port stays open, egress is left alone."""
+    check(not any(o["kind"] == "NetworkPolicy" for o in render().items), "none by default")
+    peer = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+            "podSelector": {"matchLabels": {"k8s-app": "konnectivity-agent"}}}
+    with tempfile.TemporaryDirectory() as tmp:
+        objs = render("-f", values_file(tmp, {"admission": {"networkPolicy": {
+            "enabled": True, "apiserverCIDRs": ["10.0.0.5/32", "fd00::5/128"],
+            "apiserverPeers": [peer]}}}))
+        np = objs.get("NetworkPolicy", "slurm-bridge-admission")
+        eq(np["apiVersion"], "networking.k8s.io/v1", "apiVersion")
+        eq(np["metadata"]["namespace"], "slurm", "namespace")
+        eq(np["metadata"]["labels"], labels("slurm-bridge-admission", "admission"), "labels")
+        eq(np["spec"]["podSelector"], {"matchLabels": selector("slurm-bridge-admission")},
+           "selects the admission pods (their selector labels)")
+        eq(np["spec"]["policyTypes"], ["Ingress"], "ingress only")
+        eq(np["spec"]["ingress"], [
+            {"ports": [{"protocol": "TCP", "port": 9443}],
+             "from": [{"ipBlock": {"cidr": "10.0.0.5/32"}}, {"ipBlock": {"cidr": "fd00::5/128"}}, peer]},
+            {"ports": [{"protocol": "TCP", "port": 8081}]}], "ingress rules")
+        # The ports follow admission.ports; no health rule when the health port is off.
+        objs = render("--set", "admission.networkPolicy.enabled=true",
+                      "--set", "admission.networkPolicy.apiserverCIDRs={192.168.1.0/24}",
+                      "--set", "admission.ports.webhook=10250,admission.ports.health=0")
+        eq(objs.get("NetworkPolicy", "slurm-bridge-admission")["spec"]["ingress"],
+           [{"ports": [{"protocol": "TCP", "port": 10250}],
+             "from": [{"ipBlock": {"cidr": "192.168.1.0/24"}}]}], "custom ports")
+        objs = render("-f", values_file(tmp, {"admission": {"networkPolicy": {
+            "enabled": True, "apiserverPeers": [peer]}}}))
+        eq(objs.get("NetworkPolicy", "slurm-bridge-admission")["spec"]["ingress"][0]["from"],
+           [peer], "peers alone")
+    objs = render("--set", "admission.enabled=false,admission.networkPolicy.enabled=true")
+    check(not any(o["kind"] == "NetworkPolicy" for o in objs.items), "none without admission")
+    refused_by_template(["--set", "admission.networkPolicy.enabled=true"],
+                        "admission.networkPolicy.enabled needs admission.networkPolicy.apiserverCIDRs")
+    refused_by_template(["--set", "admission.networkPolicy.enabled=true,admission.hostNetwork=true",
+                         "--set", "admission.networkPolicy.apiserverCIDRs={10.0.0.5/32}"],
+                        "a NetworkPolicy does not apply to hostNetwork pods")
+    refused_by_schema(["--set", "admission.networkPolicy.enabled=yes"],
+                      "/admission/networkPolicy/enabled", "want boolean")
+    refused_by_schema(["--set", "admission.networkPolicy.apiserverCIDRs={10.0.0.5}"],
+                      "/admission/networkPolicy/apiserverCIDRs/0", "does not match pattern")
+    refused_by_schema(["--set", "admission.networkPolicy.apiserverPeers[0].ports=x"],
+                      "/admission/networkPolicy/apiserverPeers/0", "additional properties 'ports'")
+
+
+def case_pdbs_per_component():
+    """A PodDisruptionBudget per component, each opt-in (the admission's on by default), valid:
+    one of minAvailable and maxUnavailable, never both (upstream rendered both)."""
+    objs = render()
+    eq(sorted(o["metadata"]["name"] for o in objs.items if o["kind"] == "PodDisruptionBudget"),
+       ["slurm-bridge-admission"], "default: the webhook's only")
+    objs = render("--set", "admission.pdb.enabled=false")
+    check(not any(o["kind"] == "PodDisruptionBudget" for o in objs.items), "all off")
+    budgets = [({"minAvailable": 1, "maxUnavailable": 1}, {"maxUnavailable": 1}),
+               ({"minAvailable": "50%"}, {"minAvailable": "50%"}),
+               ({"maxUnavailable": "25%"}, {"maxUnavailable": "25%"})]
+    for given, want in budgets:
+        vals = {c: {"pdb": {"enabled": True, **given}} for c, _ in COMPONENTS}
+        with tempfile.TemporaryDirectory() as tmp:
+            objs = render("-f", values_file(tmp, vals))
+        for comp, deploy in COMPONENTS:
+            pdb = objs.get("PodDisruptionBudget", deploy)
+            eq(pdb["apiVersion"], "policy/v1", f"{deploy} PDB apiVersion")
+            eq(pdb["spec"]["selector"], {"matchLabels": selector(deploy)}, f"{deploy} PDB selector")
+            eq({k: v for k, v in pdb["spec"].items() if k != "selector"}, want,
+               f"{deploy} PDB budget for {given}")
+    # Upstream's scheduler PDB (enabled only): maxUnavailable 0.
+    objs = render("--set", "scheduler.pdb.enabled=true")
+    eq({k: v for k, v in objs.get("PodDisruptionBudget", "slurm-bridge-scheduler")["spec"].items()
+        if k != "selector"}, {"maxUnavailable": 0}, "scheduler: upstream's budget")
+    refused_by_schema(["--set", "controllers.pdb.minAvailable=half"],
+                      "/controllers/pdb/minAvailable", "does not match pattern")
+
+
+def case_every_new_value_file():
+    """testdata/every-new-value.yaml (every value of this kind set at once, for the server-side
+    check too) renders, each value where it belongs."""
+    with open(os.path.join(TESTDATA, "every-new-value.yaml")) as f:
+        vals = yaml.safe_load(f)
+    objs = render("-f", os.path.join(TESTDATA, "every-new-value.yaml"))
+    for comp, deploy in COMPONENTS:
+        spec = pod_spec(objs, deploy)
+        c = container(objs.get("Deployment", deploy))
+        eq(spec["imagePullSecrets"], [{"name": "umbrella"}, {"name": "regcred"}, {"name": "mirror"}],
+           f"{deploy}: imagePullSecrets")
+        eq(spec["volumes"][2:], vals[comp]["extraVolumes"], f"{deploy}: extraVolumes")
+        eq(c["volumeMounts"][2:], vals[comp]["extraVolumeMounts"], f"{deploy}: extraVolumeMounts")
+        eq(c["env"][-1], {"name": "TZ", "value": "UTC"}, f"{deploy}: extraEnv")
+        meta = objs.get("Deployment", deploy)["spec"]["template"]["metadata"]
+        eq(meta["labels"]["team"], "hpc", f"{deploy}: podLabels")
+        eq(meta["annotations"]["example.com/owner"], "hpc", f"{deploy}: podAnnotations")
+        for k in ("nodeSelector", "tolerations", "topologySpreadConstraints", "priorityClassName"):
+            eq(spec[k], vals[comp][k], f"{deploy}: {k}")
+        eq(objs.get("ServiceAccount", deploy)["metadata"]["annotations"],
+           vals[comp]["serviceAccount"]["annotations"], f"{deploy}: ServiceAccount annotations")
+        pdb = objs.get("PodDisruptionBudget", deploy)["spec"]
+        check(("minAvailable" in pdb) != ("maxUnavailable" in pdb), f"{deploy}: one budget: {pdb}")
+    eq(pod_spec(objs, "slurm-bridge-scheduler")["affinity"], vals["scheduler"]["affinity"], "affinity")
+    eq(objs.config()["slurmCaFile"], "/etc/slurm-bridge-ca/ca.crt", "slurmCaFile")
+    objs.get("NetworkPolicy", "slurm-bridge-admission")
+
+
+def case_notes_prerequisites():
+    """NOTES.txt names the managed namespaces to create and, with cert-manager on, that
+    prerequisite and the alternatives."""
+    text = notes(namespace="slinky")
+    for want in ["kubectl create namespace slurm-bridge", "cert-manager",
+                 "crds.enabled=true", "admission.certManager.enabled=false",
+                 "admission.tls.existingSecret"]:
+        check(want in text, f"NOTES.txt has {want!r}:\n{text}")
+    text = notes("--set", "admission.certManager.enabled=false",
+                         "--set", "admission.managedNamespaces={team-a,team-b}")
+    for want in ["kubectl create namespace team-a", "kubectl create namespace team-b"]:
+        check(want in text, f"NOTES.txt has {want!r}:\n{text}")
+    check("cert-manager" not in text, f"no cert-manager without it:\n{text}")
+    text = notes("--set", "admission.managedNamespaceSelector.matchLabels.team=ml")
+    check('{"matchLabels":{"team":"ml"}}' in text and "create namespace" not in text,
+          f"the selector instead of namespaces:\n{text}")
+    text = notes("--set", "admission.enabled=false")
+    check("managed namespaces" not in text and "cert-manager" not in text,
+          f"neither without the webhook:\n{text}")
+
+
 CASES = [(n[len("case_"):], f) for n, f in sorted(globals().items()) if n.startswith("case_")]
 
 
