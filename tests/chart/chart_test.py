@@ -1685,6 +1685,13 @@ def case_notes_prerequisites():
     text = notes("--set", "admission.enabled=false")
     check("managed namespaces" not in text and "cert-manager" not in text,
           f"neither without the webhook:\n{text}")
+    # An upstream user's values file naming upstream's images (no slurm-bridge binary): a warning.
+    check("WARNING" not in notes(), "no warning with this project's images")
+    text = notes("-f", os.path.join(TESTDATA, "upstream-1.3-values.yaml"),
+                 "--set", "controllers.image.repository=reg.example/slurm-bridge-controllers")
+    for comp, want in (("scheduler", True), ("controllers", False), ("admission", True)):
+        eq(f"WARNING: {comp}.image.repository names upstream's image" in text, want,
+           f"NOTES.txt warns about {comp}'s upstream image:\n{text}")
 
 
 CASES = [(n[len("case_"):], f) for n, f in sorted(globals().items()) if n.startswith("case_")]
