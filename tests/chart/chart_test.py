@@ -1426,6 +1426,8 @@ def case_image_pull_secrets():
     refused_by_schema(["--set", "imagePullSecrets[0].secret=x"], "/imagePullSecrets/0",
                       "missing property 'name'")
     refused_by_schema(["--set", "imagePullSecrets[0]=5"], "/imagePullSecrets/0", "got number")
+    refused_by_schema(["--set", "global.imagePullSecrets=regcred"], "/global/imagePullSecrets",
+                      "want array")
 
 
 def case_extra_volumes_mounts_env():
