@@ -6,8 +6,9 @@
 SB_CACHE_DIR="${SB_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/slurm-bridge}"
 SB_CHROOT="${SB_CHROOT:-$SB_CACHE_DIR/slurm-sid-chroot}"
 # The Kubernetes the environment runs (testenv/kube/build.sh builds it from the source tarball in
-# SB_VENDOR_DIR, or takes official release binaries from SB_KUBE_BIN_DIR): 1.36.2 by default;
-# scripts/compat.sh sets 1.34.2.
+# SB_VENDOR_DIR, takes official release binaries from SB_KUBE_BIN_DIR, or else downloads the
+# official server tarball from SB_KUBE_RELEASE_URL): 1.36.2 by default; scripts/compat.sh sets
+# 1.34.2.
 SB_KUBE_VERSION="${SB_KUBE_VERSION:-1.36.2}"
 SB_KUBE_DIR="${SB_KUBE_DIR:-$SB_CACHE_DIR/kube-$SB_KUBE_VERSION}"
 # The source tarballs of Kubernetes (kubernetes-<version>-openshift-min.tar.xz): the workplace's
