@@ -1,15 +1,23 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 #
-# Checks the chart against a real kube-apiserver (the test environment's; RBAC on):
-#   1. `kubectl apply --dry-run=server` of every object the chart renders, for several value
-#      sets (defaults with cert-manager off, leader election with 2 replicas and PDBs, the
-#      upstream 1.2 values file). cert-manager objects only when its CRDs are served.
-#   2. RBAC, enforced by the apiserver's authorizer: the chart's ServiceAccounts, roles and
+# Checks the chart against a real kube-apiserver (the test environment's; RBAC on), rendered by
+# real Helm (the pinned Helm 4 of testenv/helm/ensure-helm.sh) with `helm template
+# --dry-run=server`: the server's version and API groups as .Capabilities, `lookup` answered by
+# the server.
+#   1. `kubectl apply --dry-run=server` of every object the chart renders, the `helm test` pod
+#      included, for several value sets (defaults with cert-manager off, leader election with 2
+#      replicas and PDBs, the values files of upstream 1.2 and 1.3 users). cert-manager objects
+#      only when its CRDs are served.
+#   2. `lookup`: with the webhook's Secret in the namespace (as an install leaves it), an
+#      upgrade's render (--is-upgrade) keeps its pair, in the Secret and in both webhooks'
+#      caBundle (upstream minted a new CA on every upgrade).
+#   3. RBAC, enforced by the apiserver's authorizer: the chart's ServiceAccounts, roles and
 #      bindings are applied for real, then `kubectl auth can-i --as=<each ServiceAccount>` must
 #      answer yes for every rule each component needs and no for requests outside its role.
 # Everything it creates has a unique name (nameOverride, schedulerName, namespace) and is
-# deleted at the end.
+# deleted at the end. It installs no release: no webhook of it is ever registered in the shared
+# environment (tests/e2e/chart_incluster_test.sh installs one in a cluster of its own).
 #
 # Usage: apiserver-check.sh ENV_FILE     (ENV_FILE: the `env` that testenv/up.sh writes)
 set -euo pipefail
@@ -33,7 +41,8 @@ trap cleanup EXIT
 fails=0
 fail() { echo "FAIL $*"; fails=$((fails + 1)); }
 
-"$here/build.sh" "$work/helm-render"
+helm=$("$here/ensure-helm.sh") || exit 1
+export HELM_CONFIG_HOME=$work/helm/config HELM_CACHE_HOME=$work/helm/cache HELM_DATA_HOME=$work/helm/data
 server=$(kubectl version -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["serverVersion"]["gitVersion"])')
 echo "kube-apiserver $server"
 kubectl create namespace "$ns" >/dev/null
@@ -42,7 +51,7 @@ kubectl create namespace "$ns" >/dev/null
   fail "namespace $ns lacks its kubernetes.io/metadata.name label"
 
 names=(--set "nameOverride=$id" --set "schedulerConfig.schedulerName=$id-scheduler")
-render() { "$work/helm-render" -n "$ns" --kube-version "$server" "${names[@]}" "$@" "$id" "$root/helm/slurm-bridge"; }
+render() { "$helm" template "$id" "$root/helm/slurm-bridge" --namespace "$ns" --dry-run=server "${names[@]}" "$@"; }
 have_cm=0
 kubectl api-resources --api-group=cert-manager.io -o name 2>/dev/null | grep -q . && have_cm=1
 
@@ -74,6 +83,42 @@ dry_run leader-election --set admission.certManager.enabled=false \
   --set admission.pdb.enabled=true --set admission.pdb.maxUnavailable=1
 dry_run upstream-1.2 -f "$root/tests/chart/testdata/upstream-1.2-values.yaml" \
   --set namespaceOverride="$ns"
+dry_run upstream-1.3 -f "$root/tests/chart/testdata/upstream-1.3-values.yaml" \
+  --set admission.certManager.enabled=false
+
+# lookup, for real: the Secret an install made is kept by an upgrade's render.
+adm="$id-admission"
+secret_of() { python3 -c '
+import json, sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+s = [d for d in docs if d["kind"] == "Secret" and d["metadata"]["name"] == sys.argv[2]]
+hooks = [w["clientConfig"]["caBundle"] for d in docs if d["kind"].endswith("WebhookConfiguration")
+         for w in d["webhooks"]]
+print(json.dumps({"secret": s[0] if s else None, "caBundles": sorted(set(hooks))}))
+' "$@"; }
+render --set admission.certManager.enabled=false --show-only templates/admission/webhook.yaml >"$work/first.yaml"
+secret_of "$work/first.yaml" "$adm" | jq '.secret' >"$work/secret.json"
+if jq -e '.data["ca.crt"] | length > 100' "$work/secret.json" >/dev/null; then
+  # As an install leaves it: Helm's ownership annotations (an upgrade adopts only objects of the
+  # release; helm template --dry-run=server checks that too).
+  jq --arg r "$id" --arg n "$ns" '.metadata.annotations = {"meta.helm.sh/release-name": $r,
+    "meta.helm.sh/release-namespace": $n}' "$work/secret.json" | kubectl apply -f - >/dev/null
+  render --set admission.certManager.enabled=false --is-upgrade \
+    --show-only templates/admission/webhook.yaml >"$work/upgrade.yaml"
+  got=$(secret_of "$work/upgrade.yaml" "$adm")
+  if jq -e --slurpfile s "$work/secret.json" '.secret.data == $s[0].data' <<<"$got" >/dev/null; then
+    echo "ok   lookup: an upgrade's render keeps the webhook's Secret $adm"
+  else
+    fail "lookup: an upgrade's render minted a new pair for Secret $adm"
+  fi
+  if jq -e --slurpfile s "$work/secret.json" '.caBundles == [$s[0].data["ca.crt"]]' <<<"$got" >/dev/null; then
+    echo "ok   lookup: both webhooks' caBundle is the kept CA"
+  else
+    fail "lookup: the webhooks' caBundle is not the kept CA ($(jq -c .caBundles <<<"$got"))"
+  fi
+else
+  fail "lookup: no Secret $adm rendered with admission.certManager.enabled=false"
+fi
 
 # RBAC for real, then ask the authorizer as each ServiceAccount.
 render --set admission.certManager.enabled=false --set scheduler.leaderElect=true \
