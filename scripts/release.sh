@@ -88,6 +88,11 @@ for v in ("2", "3"):
     SPDX[f"lgpl-{v}"], SPDX[f"lgpl-{v}+"] = f"LGPL-{v}.0-only", f"LGPL-{v}.0-or-later"
     SPDX[f"agpl-{v}"], SPDX[f"agpl-{v}+"] = f"AGPL-{v}.0-only", f"AGPL-{v}.0-or-later"
 SPDX["lgpl-2.1"], SPDX["lgpl-2.1+"] = "LGPL-2.1-only", "LGPL-2.1-or-later"
+SPDX["python"] = "Python-2.0"
+for k, v in list(SPDX.items()):  # GPL-2.0+, LGPL-2.1-or-later: the SPDX spellings too
+    SPDX[v.lower()] = v
+    if v.endswith("-or-later"):
+        SPDX[v[:-len("-or-later")].lower() + "+"] = v
 
 def licence(text):
     """(SPDX expression or NOASSERTION, the copyright file's licence names)"""
@@ -95,12 +100,15 @@ def licence(text):
         return "NOASSERTION", []
     names = sorted({m.strip() for m in re.findall(r"^License: *(\S.*)$", text, re.M)})
     ids = set()
-    for n in names:
-        alts = re.split(r"\s+or\s+", n, flags=re.I)
-        mapped = [SPDX.get(a.strip().lower()) for a in alts]
+    for n in names:  # "A or B", "A and B"; anything else (an exception, a name of its own) is unknown
+        words = re.split(r"\s+(or|and)\s+", n, flags=re.I)
+        mapped = [SPDX.get(w.strip().lower()) for w in words[::2]]
         if not all(mapped):
             return "NOASSERTION", names
-        ids.add(mapped[0] if len(mapped) == 1 else "(" + " OR ".join(mapped) + ")")
+        expr = mapped[0]
+        for op, m in zip(words[1::2], mapped[1:]):
+            expr += f" {op.upper()} {m}"
+        ids.add(expr if len(mapped) == 1 else f"({expr})")
     return (" AND ".join(sorted(ids)) if ids else "NOASSERTION"), names
 
 with tarfile.open(archive) as t:
