@@ -60,8 +60,10 @@ ready=.slurm-bridge-check-trixie-ready
 if [ "${SB_TRIXIE_NAMESPACE:-}" != "$$" ]; then
   command -v debootstrap >/dev/null || die "debootstrap missing: run scripts/install-deps.sh"
   command -v unshare >/dev/null || die "unshare missing (util-linux)"
-  git -C "$root" rev-parse --verify -q "$rev^{commit}" >/dev/null ||
-    die "SB_TRIXIE_REV=$rev is not a commit of $root"
+  # The commit itself, so that a commit made meanwhile changes nothing.
+  rev=$(git -C "$root" rev-parse --verify -q "$rev^{commit}") ||
+    die "SB_TRIXIE_REV=${SB_TRIXIE_REV:-HEAD} is not a commit of $root"
+  export SB_TRIXIE_REV=$rev
   args=()
   [ $keep = 1 ] && args+=(--keep)
   [ $reuse = 1 ] && args+=(--reuse)
@@ -98,7 +100,7 @@ remove_dir() {
   rm -rf --one-file-system "$dir"
 }
 
-names=() secs=() results=() versions=
+names=() secs=() results=() versions="" failed=""
 total_start=$SECONDS
 summary() {
   local i
@@ -115,7 +117,11 @@ on_exit() {
   unmount_all
   if [ $keep = 0 ]; then remove_dir || rc=1; fi
   summary
-  if [ $rc = 0 ]; then echo "check-trixie: PASS"; else echo "check-trixie: FAIL"; fi
+  if [ $rc = 0 ]; then
+    echo "check-trixie: PASS"
+  else
+    echo "check-trixie: FAIL${failed:+ ($failed)}"
+  fi
   exit $rc
 }
 trap on_exit EXIT
@@ -139,6 +145,7 @@ stage() {
   secs+=($((SECONDS - start)))
   if [ $rc != 0 ]; then
     results+=("FAILED (exit $rc)")
+    failed=$name
     tail -40 "$logs/$name.log" >&2
     exit 1
   fi
@@ -205,7 +212,12 @@ format() {
   files=$(git -C "$root" ls-tree -r --name-only "$rev" | grep -E '\.(h|cc|h\.in)$' | tr '\n' ' ')
   [ -n "$files" ] || die "no C++ files in $rev"
   in_chroot "clang-format --version && clang-format --dry-run -Werror $files &&
-    echo \"clang-format: $(wc -w <<<"$files") files clean\""
+    echo \"clang-format: $(wc -w <<<"$files") files clean\"" || {
+    echo "clang-format: $(grep -c 'error: code should be clang-formatted' "$logs/format.log")" \
+      "places in $(grep 'error: code should be clang-formatted' "$logs/format.log" |
+        cut -d: -f1 | sort -u | wc -l) files differ from trixie's clang-format"
+    return 1
+  }
 }
 
 if [ -e "$dir" ] && [ ! -f "$dir/$marker" ]; then
@@ -214,7 +226,7 @@ if [ -e "$dir" ] && [ ! -f "$dir/$marker" ]; then
 fi
 mkdir -p "$logs"
 rm -f "$logs"/*.log
-echo "check-trixie: DIR $dir; source $rev ($(git -C "$root" rev-parse --short "$rev"))"
+echo "check-trixie: DIR $dir; source $(git -C "$root" log -1 --format='%h %s' "$rev" | cut -c1-80)"
 if [ -n "$(git -C "$root" status --porcelain --untracked-files=no)" ]; then
   echo "check-trixie: note: uncommitted changes in the checkout are not part of the check"
 fi
@@ -233,7 +245,8 @@ versions=$(versions 2>&1 | tail -1) || versions="versions unknown"
 stage build build
 stage unit unit_tests
 # ctest's summary line: "100% tests passed, 0 tests failed out of N"
-results[${#results[@]} - 1]="ok: $(grep -E 'tests passed, [0-9]+ tests failed out of' \
-  "$logs/unit.log" | tail -1)"
+summary_line=$(grep -E 'tests passed, [0-9]+ tests failed out of' "$logs/unit.log" | tail -1) ||
+  summary_line="(no ctest summary in the log)"
+results[${#results[@]} - 1]="ok: $summary_line"
 stage format format
-results[${#results[@]} - 1]="ok: $(tail -1 "$logs/format.log")"
+results[${#results[@]} - 1]="ok: $(tail -n 1 "$logs/format.log")"
