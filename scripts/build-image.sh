@@ -34,7 +34,8 @@
 # ghcr.io/slinkyproject). VERSION is the project's (CMakeLists.txt). The image config's Labels,
 # each manifest's and the index's annotations carry org.opencontainers.image.{title,
 # description,version,revision,source,url,licenses,created}: revision is the git commit of this
-# tree (SB_IMAGE_REVISION overrides it), created is SOURCE_DATE_EPOCH or else that commit's date.
+# tree (SB_IMAGE_REVISION overrides it; "unknown" without git), created is SOURCE_DATE_EPOCH or
+# else that commit's date (1970 without git).
 # The tar also holds a docker-style manifest.json (as `docker save` since 25 writes), so both
 #   ctr -n k8s.io images import OUT        and        podman load -i OUT / docker load -i OUT
 # accept it. Reproducible: fixed owners, mtimes and order; the same binary, commit and host
@@ -57,8 +58,9 @@ done
 ca=/etc/ssl/certs/ca-certificates.crt
 [ -f "$ca" ] || die "$ca missing (apt-get install ca-certificates)"
 
-revision=${SB_IMAGE_REVISION:-$(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)}
-epoch=${SOURCE_DATE_EPOCH:-$(git -C "$root" log -1 --format=%ct 2>/dev/null || echo 0)}
+git_head() { [ -e "$root/.git" ] && git -C "$root" "$@" 2>/dev/null; }
+revision=${SB_IMAGE_REVISION:-$(git_head rev-parse HEAD || echo unknown)}
+epoch=${SOURCE_DATE_EPOCH:-$(git_head log -1 --format=%ct || echo 0)}
 created=$(date -u -d "@$epoch" +%Y-%m-%dT%H:%M:%SZ) || die "SOURCE_DATE_EPOCH=$epoch is not a number of seconds"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/sb-image.XXXXXX")

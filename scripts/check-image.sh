@@ -6,7 +6,8 @@
 #      diff_ids match the layers, the docker-style manifest.json names existing blobs;
 #   2. the org.opencontainers.image.* labels: the same in every config, manifest and the index;
 #      title, version (CMakeLists.txt), source, url, licenses (Apache-2.0), a description, a
-#      revision that is a commit of this repository, created in RFC 3339;
+#      revision that is a commit of this repository ("unknown" in a tree without git), created
+#      in RFC 3339;
 #   3. every file accounted for: each regular file or symlink in the layer is the project's own
 #      (the binary, /etc/passwd, /etc/group, /etc/nsswitch.conf, the dpkg records) or listed by a
 #      Debian package recorded in /var/lib/dpkg/status (its info/PKG.list in the image, which the
@@ -98,9 +99,12 @@ if not labels.get("org.opencontainers.image.description"):
 if not re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", labels.get("org.opencontainers.image.created", "")):
     problems.append(f"label org.opencontainers.image.created {labels.get('org.opencontainers.image.created')!r} is not RFC 3339 UTC")
 rev = labels.get("org.opencontainers.image.revision", "")
-if not re.fullmatch(r"[0-9a-f]{40}", rev):
+git = os.path.exists(os.path.join(root, ".git"))  # a source tree without git (git archive): "unknown"
+if not git and rev == "unknown":
+    pass
+elif not re.fullmatch(r"[0-9a-f]{40}", rev):
     problems.append(f"label org.opencontainers.image.revision {rev!r} is not a git commit")
-elif os.path.isdir(os.path.join(root, ".git")) and subprocess.run(
+elif git and subprocess.run(
         ["git", "-C", root, "cat-file", "-e", rev + "^{commit}"], capture_output=True).returncode:
     problems.append(f"label org.opencontainers.image.revision {rev} is no commit of this repository")
 

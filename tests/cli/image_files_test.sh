@@ -19,10 +19,11 @@ ok() { echo "ok: $*"; }
 bad() { echo "FAIL: $*"; fail=1; }
 
 export SOURCE_DATE_EPOCH=1767225600 # 2026-01-01T00:00:00Z
-head_before=$(git -C "$root" rev-parse HEAD)
+git_head() { if [ -e "$root/.git" ]; then git -C "$root" rev-parse HEAD; else echo unknown; fi; } # git archive: no .git
+head_before=$(git_head)
 "$root/scripts/build-image.sh" "$bin" "$dir/a.tar" >"$dir/build.log" 2>&1 || { cat "$dir/build.log"; exit 1; }
 "$root/scripts/build-image.sh" "$bin" "$dir/b.tar" >/dev/null 2>&1
-head_after=$(git -C "$root" rev-parse HEAD)
+head_after=$(git_head)
 if cmp -s "$dir/a.tar" "$dir/b.tar"; then ok "two builds give the same archive"; else bad "two builds differ"; fi
 
 if out=$("$root/scripts/check-image.sh" --no-run "$dir/a.tar" 2>&1); then
