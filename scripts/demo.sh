@@ -3,10 +3,11 @@
 #
 # The demo: the seed's flow for real. Installs what is missing, builds, starts a test environment
 # with converged nodes (a real Slurm 26.05 and kube-apiserver on loopback; every Slurm node also
-# runs a real kubelet with its own containerd), installs the bridge with its Helm chart
-# (helm/slurm-bridge, rendered offline by testenv/helm-render with the seed's --set line, applied
-# with kubectl; the image from scripts/build-image.sh imported into the nodes), sees the three
-# Deployments Running in namespace slinky, applies the seed's YOLO GPU pod as its offline
+# runs a real kubelet with its own containerd), installs the bridge with its Helm chart as a user
+# does (`helm install` of helm/slurm-bridge with the seed's --set line, real Helm 4 from
+# testenv/helm/ensure-helm.sh, plus what this environment needs: testenv/kube/chart-lib.sh; the
+# image from scripts/build-image.sh imported into the nodes), sees the three Deployments Running in
+# namespace slinky, applies the seed's YOLO GPU pod as its offline
 # stand-in (examples/yolo-benchmark-standin.yaml: the seed's name, labels, scheduler, restart
 # policy and GPU request; an image that exists here) in the managed namespace slurm-bridge, and
 # shows: the Slurm job Slurm made for it, the pod bound to that job's node, the kubelet starting
@@ -54,16 +55,20 @@ env_file=$BASE/env/env
 slurm() { "$root/testenv/slurm/exec.sh" "$BASE/env" "$@"; }
 
 echo
-echo "== slurm-bridge: $("$bin" version), image ghcr.io/slinkyproject/slurm-bridge:$version"
+echo "== slurm-bridge: $("$bin" version), images ${image_repo[scheduler]%-scheduler}-{scheduler,controllers,admission}:$image_tag"
 echo "== Slurm: slurmrestd $SLURM_REST_URL ($SLURM_REST_API)"
 slurm sinfo -N -o '%N %T %c CPUs %m MB %G' | indent
 echo "== Kubernetes: kube-apiserver $KUBE_APISERVER_URL, nodes (a kubelet beside each slurmd)"
 kubectl get nodes -L slinky.slurm.net/slurm-nodename | indent
-echo "== helm install slurm-bridge helm/slurm-bridge --namespace slinky --set config.slurmRestApi=$SLURM_REST_URL --set config.partition=$SLURM_PARTITION"
-echo "   (rendered by testenv/helm-render, applied with kubectl; plus what this environment needs:"
-echo "   hostNetwork, free ports, the apiserver's address: testenv/kube/chart-lib.sh)"
-render "$run_dir/install.yaml" || die "rendering the chart failed"
-apply "$run_dir/install.yaml" || die "applying the chart failed"
+echo "== helm install slurm-bridge helm/slurm-bridge --namespace slinky --create-namespace --set config.slurmRestApi=$SLURM_REST_URL --set config.partition=$SLURM_PARTITION"
+echo "   ($("$helm" version --short); plus what this environment needs, -f values.yaml: hostNetwork,"
+echo "   free ports, the apiserver's address, the imported image: testenv/kube/chart-lib.sh)"
+chart_helm install --create-namespace >"$run_dir/helm.out" 2>&1 || { cat "$run_dir/helm.out"; die "helm install failed"; }
+sed -n '/^NAME:\|^NAMESPACE:\|^STATUS:\|^REVISION:/p' "$run_dir/helm.out" | indent
+echo "== kubectl -n slinky create secret generic slurm-bridge-token --from-literal=auth-token=<the environment's JWT>"
+jwt_secret || die "creating the JWT Secret failed"
+echo "== kubectl create namespace slurm-bridge   (the managed namespace: its pods go to the bridge)"
+kubectl create namespace slurm-bridge >/dev/null || die "creating namespace slurm-bridge failed"
 wait_for 300 all_rolled_out || { kubectl -n slinky get pods -o wide; die "the bridge's pods did not get Ready"; }
 echo "== kubectl get pods -n slinky"
 kubectl -n slinky get pods -o wide | indent
@@ -122,5 +127,6 @@ if [ $keep = 1 ]; then
   echo
   echo "The environment and the bridge (pods in namespace slinky) stay up."
   echo "Use it with:  set -a; . $env_file; set +a; PATH=\$KUBE_BIN_DIR:\$PATH   (its kubectl)"
+  echo "Its Helm:     $helm -n slinky list     (then helm upgrade, helm test slurm-bridge, ...)"
   echo "Stop it with: kill $binder_pid; $root/testenv/down.sh $run_dir/env"
 fi

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 #
-# The bridge installed by its Helm chart and running as pods (issue #12, part 5), on a test
-# environment of its own (testenv/up.sh --kubelets --in-cluster, in a temporary run dir, stopped
-# by the EXIT trap whatever happens):
+# The bridge installed by real Helm (the pinned Helm 4 of testenv/helm/ensure-helm.sh) from its
+# chart and running as pods (issue #12, part 5; issue #43), on a test environment of its own
+# (testenv/up.sh --kubelets --in-cluster, in a temporary run dir, stopped by the EXIT trap
+# whatever happens). The release is an upstream user's: release slurm-bridge in namespace slurm
+# (upstream's since 1.2), installed with the values file of an upstream 1.3 user
+# (tests/chart/testdata/upstream-1.3-values.yaml), then upgraded, rolled back, tested and
+# uninstalled with Helm:
 #   1. the image (scripts/build-image.sh from BINARY) is imported into every node's containerd;
-#      namespace slinky, the JWT Secret (the environment's SLURM_JWT_FILE), the chart rendered by
-#      testenv/helm-render with the seed's settings (config.slurmRestApi, config.partition) plus
-#      what this environment needs (values below) and applied with kubectl;
+#      `helm install --create-namespace` with that values file, the seed's settings and what this
+#      environment needs (testenv/kube/chart-lib.sh); the JWT Secret once Helm made the namespace;
 #   2. the three Deployments' pods Running and Ready (their probes answered), leader election
 #      on (Lease holders are the running pods), the webhook configurations registered, each
 #      pod with its ServiceAccount's token and no other credential;
@@ -17,14 +20,19 @@
 #      offline stand-in localhost/slurm-bridge-demo:1, schedulerName removed) in the managed
 #      namespace slurm-bridge: mutated by the in-cluster webhook (schedulerName set), scheduled
 #      through Slurm by the in-cluster scheduler, runs on its Slurm job's node, and its
-#      completion ends the job (in-cluster controllers);
-#   5. upgrade-equivalent: re-render with a changed config value (the webhook's Secret looked
-#      up as helm upgrade does), apply: checksum/config changes, every Deployment gets a new
-#      ReplicaSet whose pods are Ready;
-#   6. 2 scheduler replicas: one leads (the Lease's holder), the other stands by; deleting the
-#      leader hands the Lease to the other;
-#   7. uninstall-equivalent (kubectl delete of the rendered objects) leaves no chart object and
-#      no bridge pod.
+#      completion ends the job (in-cluster controllers); what the webhooks refuse;
+#   5. `helm upgrade` with the same values file and a changed config value: revision 2, the
+#      webhook's certificate kept (Helm's `lookup`), checksum/config changes, every Deployment
+#      gets a new ReplicaSet whose pods are Ready;
+#   6. `helm upgrade --reuse-values` to 2 scheduler replicas: one leads (the Lease's holder), the
+#      other stands by; deleting the leader hands the Lease to the other;
+#   7. `helm rollback` to revision 2: one scheduler replica with its probes again, the config of
+#      revision 2, Ready;
+#   8. `helm test`: the chart's test pod (templates/tests/) is placed by the bridge through a
+#      Slurm job and succeeds;
+#   9. `helm uninstall` leaves nothing of the release (no object with its labels, no webhook
+#      configuration, ClusterRole or ClusterRoleBinding, no bridge pod), only what
+#      docs/install.md says it keeps.
 # What this environment needs and a real cluster does not: testenv/kube/chart-lib.sh.
 #
 # Usage: chart_incluster_test.sh [BINARY]   (default: $SB_BINARY, else build/slurm-bridge)
@@ -36,11 +44,18 @@ binary=${1:-${SB_BINARY:-$root/build/slurm-bridge}}
 [ -x "$binary" ] || { echo "no slurm-bridge binary at $binary" >&2; exit 1; }
 binary=$(cd "$(dirname "$binary")" && pwd)/$(basename "$binary")
 base=$(mktemp -d "${TMPDIR:-/tmp}/sb-incluster.XXXXXX")
-ROOT=$root BASE=$base BINARY=$binary
+ROOT=$root BASE=$base BINARY=$binary CHART_NS=slurm
 . "$here/kube/chart-lib.sh"
+ns=$CHART_NS
+upstream_values=$root/tests/chart/testdata/upstream-1.3-values.yaml
 need_root
 
 fails=0
+# helm_ok CMD...: runs a helm command, its output in $base/helm.out, shown when it fails.
+helm_ok() { "$@" >"$base/helm.out" 2>&1 || { sed 's/^/  | /' "$base/helm.out" >&2; return 1; }; }
+# same A B: A is not empty and is B; changed A B: A is not empty and is not B.
+same() { [ -n "$1" ] && [ "$1" = "$2" ]; }
+changed() { [ -n "$1" ] && [ "$1" != "$2" ]; }
 check() {
   local name=$1; shift
   if "$@" >/dev/null; then echo "ok   $name"; else echo "FAIL $name"; fails=$((fails + 1)); fi
@@ -61,12 +76,21 @@ step "environment"
 chart_env
 check "image imported into ${#nodes[@]} nodes" [ "$(for n in "${nodes[@]}"; do
   ctr -a "$SB_ENV_DIR/nodes/$n/containerd/containerd.sock" -n k8s.io images ls -q |
-    grep -c "^ghcr.io/slinkyproject/slurm-bridge-.*:$version\$"; done | awk '{s += $1} END {print s}')" = $((3 * ${#nodes[@]})) ]
-check "JWT Secret created" k -n slinky get secret slurm-bridge-token
+    grep -c "/slurm-bridge-[a-z]*:$image_tag\$"; done | awk '{s += $1} END {print s}')" -ge $((3 * ${#nodes[@]})) ]
 
-step "install"
-render "$base/install.yaml" || die "rendering failed"
-check "rendered $(grep -c '^kind:' "$base/install.yaml") objects, applied" apply "$base/install.yaml"
+check "the managed namespace slurm-bridge created" k create namespace slurm-bridge
+step "helm install (an upstream 1.3 user's values file, release slurm-bridge in namespace $ns)"
+check "namespace $ns does not exist yet" sh -c "! kubectl get namespace $ns 2>/dev/null"
+check "helm install --create-namespace" helm_ok chart_helm install --create-namespace -f "$upstream_values"
+check "Helm made namespace $ns" k get namespace "$ns"
+check "JWT Secret created" jwt_secret
+release_is() { # REVISION STATUS
+  "$helm" status slurm-bridge -n "$ns" -o json | jq -e --argjson r "$1" --arg s "$2" '.version == $r and .info.status == $s'
+}
+check "release slurm-bridge revision 1 deployed" release_is 1 deployed
+check "the Deployments are the release's (Helm's ownership annotations)" sh -c "kubectl -n $ns get deploy -o json | jq -e '
+  .items | length == 3 and all(.[]; .metadata.annotations[\"meta.helm.sh/release-name\"] == \"slurm-bridge\"
+  and .metadata.annotations[\"meta.helm.sh/release-namespace\"] == \"$ns\")' >/dev/null"
 # A pod of the old ReplicaSet can take a while to be removed by its kubelet (~2 min seen on 1.20).
 wait_for 300 all_rolled_out
 for d in "${deploys[@]}"; do
@@ -81,7 +105,7 @@ for d in "${deploys[@]}"; do
       ([.spec.volumes[] | select(.projected.sources[]?.serviceAccountToken)] | length == 1) and
       ([.spec.containers[0].env[]?.name] | index("KUBECONFIG") == null))' <<<"$j"
 done
-holder() { k -n slinky get lease "$1" -o jsonpath='{.spec.holderIdentity}'; }
+holder() { k -n "$ns" get lease "$1" -o jsonpath='{.spec.holderIdentity}'; }
 # The binary's identity is <hostname>_<random>; a hostNetwork pod's hostname is its node's.
 leader_on_pod_node() { # LEASE DEPLOY
   local h
@@ -98,13 +122,13 @@ for kind in validatingwebhookconfiguration mutatingwebhookconfiguration; do
 done
 # In its EndpointSlice (discovery.k8s.io/v1; v1 Endpoints are deprecated since 1.33).
 check "admission Service has the pod's endpoint (hostNetwork: the node's address)" \
-  sh -c "kubectl -n slinky get endpointslices -l kubernetes.io/service-name=slurm-bridge-admission -o json |
+  sh -c "kubectl -n $ns get endpointslices -l kubernetes.io/service-name=slurm-bridge-admission -o json |
     jq -e '[.items[].endpoints[]? | select(.conditions.ready)] | length == 1' >/dev/null"
 
 # --- 3. RBAC with the real tokens -------------------------------------------------------------
 step "RBAC with the ServiceAccounts' tokens"
 token_of() { # SA: a token of it from the TokenRequest API (what the kubelet projects into its pods)
-  k -n slinky create token "$1" --duration 10m
+  k -n "$ns" create token "$1" --duration 10m
 }
 # as SA METHOD PATH -> HTTP status
 as() {
@@ -112,8 +136,8 @@ as() {
     -H "Authorization: Bearer $(token_of "$1")" "$KUBE_APISERVER_URL$3"
 }
 check "scheduler token: list pods allowed (200)" [ "$(as slurm-bridge-scheduler GET /api/v1/pods?limit=1)" = 200 ]
-check "scheduler token: read Secrets refused (403)" [ "$(as slurm-bridge-scheduler GET /api/v1/namespaces/slinky/secrets)" = 403 ]
-check "the refusal names the ServiceAccount" grep -q 'system:serviceaccount:slinky:slurm-bridge-scheduler' "$base/as.out"
+check "scheduler token: read Secrets refused (403)" [ "$(as slurm-bridge-scheduler GET /api/v1/namespaces/$ns/secrets)" = 403 ]
+check "the refusal names the ServiceAccount" grep -q "system:serviceaccount:$ns:slurm-bridge-scheduler" "$base/as.out"
 check "controllers token: list nodes allowed (200)" [ "$(as slurm-bridge-controllers GET /api/v1/nodes?limit=1)" = 200 ]
 check "controllers token: delete a node refused (403)" [ "$(as slurm-bridge-controllers DELETE /api/v1/nodes/n1)" = 403 ]
 check "admission token: list namespaces allowed (200)" [ "$(as slurm-bridge-admission GET /api/v1/namespaces?limit=1)" = 200 ]
@@ -190,60 +214,64 @@ plain='{"apiVersion":"v1","kind":"Pod","metadata":{"name":"plain","namespace":"d
   "spec":{"containers":[{"name":"c","image":"busybox"}]}}'
 check "an unrelated pod is admitted" admitted "$plain"
 # N-7: with the webhook down, only the writes it judges fail; other pods are not sent to it.
-k -n slinky scale deploy slurm-bridge-admission --replicas=0 >/dev/null
-no_admission_pods() { [ "$(k -n slinky get pods -l app.kubernetes.io/name=slurm-bridge-admission -o name | wc -l)" = 0 ]; }
+k -n "$ns" scale deploy slurm-bridge-admission --replicas=0 >/dev/null
+no_admission_pods() { [ "$(k -n "$ns" get pods -l app.kubernetes.io/name=slurm-bridge-admission -o name | wc -l)" = 0 ]; }
 wait_for 90 no_admission_pods
 check "webhook down: an unrelated pod is still admitted (matchConditions)" admitted "$plain"
 check "webhook down: a pod for the bridge fails closed" \
   refused 'failed calling webhook' "${bridge_pod/2000000000/1}"
-k -n slinky scale deploy slurm-bridge-admission --replicas=1 >/dev/null
+k -n "$ns" scale deploy slurm-bridge-admission --replicas=1 >/dev/null
 wait_for 120 rolled_out slurm-bridge-admission
 check "webhook back: Ready" rolled_out slurm-bridge-admission
 webhook_answers() { refused 'is not allowed in namespace' "$bridge_pod" 2>/dev/null; }
 wait_for 60 webhook_answers
 
-# --- 5. upgrade-equivalent ----------------------------------------------------------------------
-step "upgrade: re-render with config.jobPollInterval=1s, apply"
+# --- 5. helm upgrade ---------------------------------------------------------------------------
+step "helm upgrade: the same values file, config.jobPollInterval=1s"
 declare -A sum_before rs_before
 for d in "${deploys[@]}"; do
-  sum_before[$d]=$(k -n slinky get deploy "$d" -o jsonpath='{.spec.template.metadata.annotations.checksum/config}')
-  rs_before[$d]=$(k -n slinky get rs -l "app.kubernetes.io/name=$d" -o json | jq -r '[.items[] | select(.spec.replicas > 0) | .metadata.name] | join(",")')
+  sum_before[$d]=$(k -n "$ns" get deploy "$d" -o jsonpath='{.spec.template.metadata.annotations.checksum/config}')
+  rs_before[$d]=$(k -n "$ns" get rs -l "app.kubernetes.io/name=$d" -o json | jq -r '[.items[] | select(.spec.replicas > 0) | .metadata.name] | join(",")')
 done
-# helm upgrade looks the webhook's Secret up and keeps the pair: so does the renderer, from a file.
-k -n slinky get secret slurm-bridge-admission -o yaml >"$base/lookup.yaml"
-render "$base/upgrade.yaml" --set config.jobPollInterval=1s --lookup-file "$base/lookup.yaml" || die "rendering failed"
-check "the webhook's certificate is kept" \
-  [ "$(grep -c "$(k -n slinky get secret slurm-bridge-admission -o jsonpath='{.data.tls\.crt}' | cut -c1-60)" "$base/upgrade.yaml")" -ge 1 ]
-check "applied" apply "$base/upgrade.yaml"
-check "config.yaml has the new value" sh -c "kubectl -n slinky get cm slurm-bridge-config -o jsonpath='{.data.config\.yaml}' | grep -q 'jobPollInterval: \"\\?1s'"
+pair() { k -n "$ns" get secret slurm-bridge-admission -o json | jq -c '.data'; }
+ca_bundles() { # the distinct caBundles of both webhook configurations
+  kubectl get validatingwebhookconfiguration,mutatingwebhookconfiguration slurm-bridge-admission -o json |
+    jq -c '[.items[].webhooks[].clientConfig.caBundle] | unique'
+}
+pair_before=$(pair)
+check "helm upgrade" helm_ok chart_helm upgrade -f "$upstream_values" --set config.jobPollInterval=1s
+check "release revision 2 deployed" release_is 2 deployed
+check "the webhook's certificate is kept (lookup)" same "$(pair)" "$pair_before"
+check "both webhooks' caBundle is the kept CA" [ "$(ca_bundles)" = "$(jq -c '[.["ca.crt"]]' <<<"$pair_before")" ]
+check "config.yaml has the new value" sh -c "kubectl -n $ns get cm slurm-bridge-config -o jsonpath='{.data.config\.yaml}' | grep -q 'jobPollInterval: \"\\?1s'"
 wait_for 300 all_rolled_out
 for d in "${deploys[@]}"; do
-  sum=$(k -n slinky get deploy "$d" -o jsonpath='{.spec.template.metadata.annotations.checksum/config}')
-  check "$d: checksum/config changed" [ -n "$sum" ] && [ "$sum" != "${sum_before[$d]}" ]
-  rs=$(k -n slinky get rs -l "app.kubernetes.io/name=$d" -o json | jq -r '[.items[] | select(.spec.replicas > 0) | .metadata.name] | join(",")')
-  check "$d: a new ReplicaSet ($rs, was ${rs_before[$d]})" [ -n "$rs" ] && [ "$rs" != "${rs_before[$d]}" ]
+  sum=$(k -n "$ns" get deploy "$d" -o jsonpath='{.spec.template.metadata.annotations.checksum/config}')
+  check "$d: checksum/config changed" changed "$sum" "${sum_before[$d]}"
+  rs=$(k -n "$ns" get rs -l "app.kubernetes.io/name=$d" -o json | jq -r '[.items[] | select(.spec.replicas > 0) | .metadata.name] | join(",")')
+  check "$d: a new ReplicaSet ($rs, was ${rs_before[$d]})" changed "$rs" "${rs_before[$d]}"
   check "$d: rolled, Ready" rolled_out "$d"
 done
-check "the pods have the new checksum" sh -c "kubectl -n slinky get pods -o json | jq -e '[.items[].metadata.annotations[\"checksum/config\"]] | unique | length == 1' >/dev/null"
+check "the pods have the new checksum" sh -c "kubectl -n $ns get pods -o json | jq -e '[.items[].metadata.annotations[\"checksum/config\"]] | unique | length == 1' >/dev/null"
 
 # --- 6. two scheduler replicas ---------------------------------------------------------------
 # All nodes share one network namespace here: two replicas cannot both listen on one port, so
 # their health and metrics listeners are off (scheduler.ports.*=0: no probes) for this step.
 step "2 scheduler replicas with leader election"
-render "$base/two.yaml" --set config.jobPollInterval=1s --lookup-file "$base/lookup.yaml" \
-  --set scheduler.replicaCount=2 --set scheduler.ports.health=0 --set scheduler.ports.metrics=0 || die "rendering failed"
-check "applied" apply "$base/two.yaml"
+check "helm upgrade --reuse-values" helm_ok chart_helm upgrade --reuse-values \
+  --set scheduler.replicaCount=2 --set scheduler.ports.health=0 --set scheduler.ports.metrics=0
+check "release revision 3 deployed" release_is 3 deployed
 wait_for 300 rolled_out slurm-bridge-scheduler
 check "2 scheduler pods Running and Ready" rolled_out slurm-bridge-scheduler
 leading_pods() { # names of the scheduler pods, not being deleted, whose log says they lead
   local p
   # A pod of the old ReplicaSet still terminating is left out: its log says it led, and counting
   # it let the check below run before a new pod led (seen once in CI).
-  for p in $(k -n slinky get pods -l app.kubernetes.io/name=slurm-bridge-scheduler -o json |
+  for p in $(k -n "$ns" get pods -l app.kubernetes.io/name=slurm-bridge-scheduler -o json |
                jq -r '.items[] | select(.metadata.deletionTimestamp == null) | .metadata.name'); do
     # grep reads the whole log (not -q): with pipefail, -q stopping at the first match made
     # kubectl die of SIGPIPE on a long log and the pod look as if it did not lead (seen in CI).
-    k -n slinky logs "pod/$p" | grep 'leading (slinky/slurm-bridge-scheduler)' >/dev/null && echo "$p"
+    k -n "$ns" logs "pod/$p" | grep "leading ($ns/slurm-bridge-scheduler)" >/dev/null && echo "$p"
   done
 }
 # Until a new pod's log says it leads: the Lease may still name the old pod, and an old holder
@@ -251,27 +279,67 @@ leading_pods() { # names of the scheduler pods, not being deleted, whose log say
 one_leads() { [ "$(leading_pods | wc -w)" = 1 ] && leader_on_pod_node slurm-bridge-scheduler slurm-bridge-scheduler; }
 wait_for 120 one_leads
 leaders=$(leading_pods)
-check "exactly one replica leads ($leaders), holding the Lease ($(holder slurm-bridge-scheduler))" \
-  [ "$(wc -w <<<"$leaders")" = 1 ] && leader_on_pod_node slurm-bridge-scheduler slurm-bridge-scheduler
+one_leader() { [ "$(wc -w <<<"$leaders")" = 1 ] && leader_on_pod_node slurm-bridge-scheduler slurm-bridge-scheduler; }
+check "exactly one replica leads ($leaders), holding the Lease ($(holder slurm-bridge-scheduler))" one_leader
 old_holder=$(holder slurm-bridge-scheduler)
 if [ "$(wc -w <<<"$leaders")" = 1 ]; then
-  k -n slinky delete pod "$leaders" --wait=false >/dev/null
+  k -n "$ns" delete pod "$leaders" --wait=false >/dev/null
   new_leader() { local h; h=$(holder slurm-bridge-scheduler); [ -n "$h" ] && [ "$h" != "$old_holder" ]; }
   wait_for 120 new_leader
   check "the standby takes over when the leader goes ($old_holder -> $(holder slurm-bridge-scheduler))" new_leader
 fi
 
-# --- 7. uninstall-equivalent --------------------------------------------------------------------
-step "uninstall: kubectl delete of the rendered objects"
-check "deleted" sh -c "kubectl delete -f '$base/two.yaml' --wait=true >/dev/null"
-no_pods() { [ -z "$(k -n slinky get pods -o name)" ]; }
+# --- 7. helm rollback ----------------------------------------------------------------------------
+step "helm rollback to revision 2"
+check "helm rollback slurm-bridge 2" helm_ok "$helm" rollback slurm-bridge 2 -n "$ns"
+check "release revision 4 deployed, a rollback to 2" sh -c "'$helm' history slurm-bridge -n $ns -o json |
+  jq -e '.[-1] | .revision == 4 and .status == \"deployed\" and .description == \"Rollback to 2\"' >/dev/null"
+check "revision 4 has revision 2's values" [ "$("$helm" get values slurm-bridge -n "$ns" --revision 4 -o json)" = \
+  "$("$helm" get values slurm-bridge -n "$ns" --revision 2 -o json)" ]
+wait_for 300 all_rolled_out
+check "one scheduler replica again, Ready" rolled_out slurm-bridge-scheduler
+check "its readiness probe is back" sh -c "kubectl -n $ns get deploy slurm-bridge-scheduler -o json |
+  jq -e '.spec.replicas == 1 and .spec.template.spec.containers[0].readinessProbe.httpGet.path == \"/readyz\"' >/dev/null"
+check "the config is revision 2's (jobPollInterval 1s)" sh -c "kubectl -n $ns get cm slurm-bridge-config -o jsonpath='{.data.config\.yaml}' | grep -q 'jobPollInterval: \"\\?1s'"
+check "the webhook's certificate is still the first one" same "$(pair)" "$pair_before"
+for d in "${deploys[@]}"; do check "$d: rolled, Ready" rolled_out "$d"; done
+
+# --- 8. helm test ---------------------------------------------------------------------------------
+step "helm test: the chart's test pod, placed by the bridge"
+check "helm test slurm-bridge" helm_ok "$helm" test slurm-bridge -n "$ns" --timeout 3m --logs
+sed 's/^/  | /' "$base/helm.out"
+check "the test pod ran the chart's image: slurm-bridge version says $image_tag" \
+  grep -q "slurm-bridge.*$image_tag" "$base/helm.out"
+test_job=$(kubectl -n "$ns" get events --field-selector involvedObject.name=slurm-bridge-test,reason=Scheduled -o json |
+  jq -r '[.items[] | select(.source.component == "slurm-bridge-scheduler") | .message | capture("Slurm job (?<j>[0-9]+)").j] | last // ""')
+check "the test pod was Scheduled by the bridge through Slurm job ${test_job:-?}" [ -n "$test_job" ]
+test_pod_gone() { ! k -n "$ns" get pod slurm-bridge-test; }
+wait_for 60 test_pod_gone
+check "the test pod is deleted after it succeeded (hook-delete-policy)" test_pod_gone
+
+# --- 9. helm uninstall --------------------------------------------------------------------------
+step "helm uninstall"
+check "helm uninstall slurm-bridge" helm_ok "$helm" uninstall slurm-bridge -n "$ns" --wait --timeout 5m
+no_pods() { [ -z "$(k -n "$ns" get pods -o name)" ]; }
 wait_for 300 no_pods
 check "no bridge pod left" no_pods
-check "no rendered object left" [ -z "$(k get -f "$base/two.yaml" -o name --ignore-not-found)" ]
-left=$(k get clusterrole,clusterrolebinding,validatingwebhookconfiguration,mutatingwebhookconfiguration -o name | grep slurm-bridge)
-left+=$(k -n slinky get all,sa,cm,role,rolebinding,secret -l app.kubernetes.io/instance=slurm-bridge -o name)
-check "nothing labelled with the release left ($left)" [ -z "$left" ]
-echo "  left by design (not chart objects, as with helm uninstall): $(k -n slinky get lease -o name | paste -sd' '), Secret slurm-bridge-token, the nodes' managed-node taint"
+check "no release left (helm list -A)" [ -z "$("$helm" list -A -q)" ]
+listable=$(k api-resources --verbs=list -o name | grep -v '^events' | paste -sd,)
+labelled_objects() { k get "$listable" -A -l app.kubernetes.io/instance=slurm-bridge -o name; }
+none_labelled() { [ -z "$(labelled_objects)" ]; }
+wait_for 120 none_labelled
+labelled=$(labelled_objects)
+check "no object with the release's label left (${labelled//$'\n'/ })" [ -z "$labelled" ]
+left=$(k get clusterrole,clusterrolebinding -o name | grep slurm-bridge)
+check "no ClusterRole or ClusterRoleBinding of the chart left (${left//$'\n'/ })" [ -z "$left" ]
+left=$(k get validatingwebhookconfiguration,mutatingwebhookconfiguration -o name)
+check "no webhook configuration left (${left//$'\n'/ })" [ -z "$left" ]
+# (What the cluster puts in every namespace stays: its default ServiceAccount, its CA bundles.)
+left=$(k -n "$ns" get all,cm,secret,sa,role,rolebinding,pdb -o name | grep -v -e '^configmap/kube-root-ca.crt$' \
+  -e '^configmap/openshift-service-ca.crt$' -e '^serviceaccount/default$' -e '^secret/slurm-bridge-token$')
+check "namespace $ns holds nothing but the JWT Secret (${left//$'\n'/ })" [ -z "$left" ]
+echo "  kept, as docs/install.md says: namespaces $ns and slurm-bridge, Secret slurm-bridge-token," \
+  "$(k -n "$ns" get lease -o name | paste -sd' '), the nodes' managed-node taint"
 
 echo "$((SECONDS - t0)) s"
 [ $fails = 0 ] && echo "PASS" || echo "$fails FAILED"

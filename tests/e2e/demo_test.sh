@@ -3,9 +3,9 @@
 #
 # The README's demo command, so that it cannot rot: scripts/demo.sh (setup skipped: the test
 # command has installed, prepared and built) in an environment of its own, and the seed's flow in
-# its output: the bridge installed by its chart and running as pods, the Slurm job, the kubelet
-# starting the container, the container's own report of its Slurm job and GPUs, and the job ended
-# after the pod completed.
+# its output: the bridge installed by its chart with real Helm (`helm install`) and running as
+# pods, the Slurm job, the kubelet starting the container, the container's own report of its
+# Slurm job and GPUs, and the job ended after the pod completed.
 # Usage: demo_test.sh SLURM_BRIDGE_BINARY
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -29,6 +29,7 @@ check "the container knows its Slurm job" grep -qE "SLURM_JOB_ID: +$job\$" "$out
 check "the container knows its GPUs" grep -qE "SLURM_JOB_GPUS: +[0-9]" "$out"
 check "the benchmark ran" grep -qE "rate: +[0-9]+ rounds/s" "$out"
 check "the job ended after the pod" grep -q "JobState=CANCELLED" "$out"
+check "installed by helm install" grep -qE "^ +STATUS: deployed$" "$out"
 check "the bridge ran as pods (helm chart)" grep -qE "slurm-bridge-scheduler-[a-z0-9-]+ +1/1 +Running" "$out"
 check "the seed's pod in the managed namespace" grep -q "pod/yolo-benchmark-slurm-bridge created" "$out"
 [ $fails = 0 ] || cat "$out"
