@@ -5,20 +5,42 @@
 # (unit, then e2e against a real Slurm and kube-apiserver that ctest starts and stops), then the
 # unit tests under ASan + UBSan and a short run of each fuzz target (scripts/sanitize.sh,
 # scripts/fuzz.sh; SB_SANITIZE=0 skips them). The sanitized build runs beside the tests.
-# Arguments go to ctest, e.g. scripts/test.sh -L unit, or scripts/test.sh -R slurm.
+# Arguments go to ctest, e.g. scripts/test.sh -R slurm.
 # SB_TEST_JOBS (default 2) is ctest's --parallel.
+#
+# The quick unit run: scripts/test.sh --unit [ctest arguments] (or the first two arguments
+# `-L unit`) checks the packages, builds, checks formatting and runs `ctest -L unit` only: no
+# test environment (no Slurm chroot, no Kubernetes, no Helm: nothing fetched, no root), no e2e
+# test, no sanitized build, no fuzzing (scripts/sanitize.sh and scripts/fuzz.sh run those on
+# their own, also without root). As a user other than root it needs the Debian packages of
+# scripts/install-deps.sh installed already.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+unit_only=0
+if [ "${1:-}" = --unit ]; then
+  unit_only=1
+  shift
+elif [ "${1:-}" = -L ] && [ "${2:-}" = unit ]; then
+  unit_only=1
+  shift 2
+fi
 t0=$SECONDS
 "$root/scripts/install-deps.sh"
 t1=$SECONDS
-"$root/scripts/prepare-testenv.sh"
+[ $unit_only = 1 ] || "$root/scripts/prepare-testenv.sh"
 t2=$SECONDS
 "$root/scripts/build.sh"
 t3=$SECONDS
 "$root/scripts/check-format.sh"
 build=${BUILD_DIR:-$root/build}
 status=0
+if [ $unit_only = 1 ]; then
+  cd "$build"
+  ctest -L unit --output-on-failure --timeout 900 --parallel "${SB_TEST_JOBS:-2}" "$@" || status=$?
+  echo "test.sh --unit: deps $((t1 - t0)) s, build $((t3 - t2)) s, unit tests $((SECONDS - t3)) s," \
+    "total $((SECONDS - t0)) s"
+  exit $status
+fi
 # The sanitized build (build-asan/) goes on beside the tests at the lowest CPU priority: the e2e
 # tests spend much of their time waiting on the daemons, and the build takes the CPU they leave
 # (nice 19 yields to them whenever they want it). Its output: build/sanitize-build.log.
