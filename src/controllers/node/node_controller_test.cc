@@ -748,7 +748,8 @@ TEST_F(NodeControllerTest, GresConditionFollowsTheResourceSlices) {
   })) << api_.NodeJson("n1");
   EXPECT_NE(api_.NodeJson("n1").find("IncompatibleSlurmGRES"), std::string::npos);
   ASSERT_TRUE(RunUntil([&] { return EventsWith("IncompatibleSlurmGRES") == 1; }));
-  ASSERT_TRUE(slice_watch_);
+  // The slices' watch opens after their list; on a loaded machine later than the events.
+  ASSERT_TRUE(RunUntil([&] { return slice_watch_ != nullptr; }));
   PushSliceEvent("MODIFIED", SliceJson("n1", {0, 1, 2, 3}, "2"));
   ASSERT_TRUE(RunUntil([&] { return GresStatus("n1") == "True"; })) << api_.NodeJson("n1");
   // The counter moves after the patch's reply, which the test may see first.
