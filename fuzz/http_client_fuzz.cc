@@ -84,12 +84,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   h.peer->SetReply({std::string(sb::fuzz::AsText(data, size))});
   auto out = std::make_shared<Outcome>();
   asio::co_spawn(h.io, Exchange(h, out), asio::detached);
-  if (!sb::fuzz::RunUntil(
-          h.io, [&] { return out->done; }, std::chrono::seconds(8))) {
+  if (!sb::fuzz::RunUntil(h.io, [&] { return out->done; }, std::chrono::seconds(8))) {
     Finding("Send and Stream did not finish within 8 s");
   }
-  if (!sb::fuzz::RunUntil(
-          h.io, [&] { return h.peer->active() == 0; }, std::chrono::seconds(3))) {
+  if (!sb::fuzz::RunUntil(h.io, [&] { return h.peer->active() == 0; }, std::chrono::seconds(3))) {
     Finding("the client kept a connection open after the call returned");
   }
   const sb::Result<sb::net::HttpResponse>& sent = *out->sent;

@@ -193,8 +193,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   asio::co_spawn(
       h.io, Exchange(c, tcp::endpoint(asio::ip::make_address_v4("127.0.0.1"), h.server->port())),
       asio::detached);
-  if (!sb::fuzz::RunUntil(
-          h.io, [&] { return c->read && c->wrote; }, std::chrono::seconds(5))) {
+  if (!sb::fuzz::RunUntil(h.io, [&] { return c->read && c->wrote; }, std::chrono::seconds(5))) {
     Finding("the server did not close the connection within 5 s");
   }
   sb::fuzz::AbortiveClose(c->socket);

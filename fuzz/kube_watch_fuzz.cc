@@ -158,12 +158,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::unique_ptr<sb::kube::Client> client = sb::kube::MakeClient(*h.client, nullptr, ko);
   auto out = std::make_shared<Outcome>();
   asio::co_spawn(h.io, Watch(*client, limit, stop_after, out), asio::detached);
-  if (!sb::fuzz::RunUntil(
-          h.io, [&] { return out->done; }, std::chrono::seconds(8))) {
+  if (!sb::fuzz::RunUntil(h.io, [&] { return out->done; }, std::chrono::seconds(8))) {
     Finding("Watch did not finish within 8 s");
   }
-  if (!sb::fuzz::RunUntil(
-          h.io, [&] { return h.peer->active() == 0; }, std::chrono::seconds(3))) {
+  if (!sb::fuzz::RunUntil(h.io, [&] { return h.peer->active() == 0; }, std::chrono::seconds(3))) {
     Finding("the client kept the watch connection open after Watch returned");
   }
 

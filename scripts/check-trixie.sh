@@ -10,7 +10,7 @@
 #   install-deps  scripts/install-deps.sh inside the chroot (the trixie branch of its list)
 #   build         scripts/build.sh inside the chroot (SB_CCACHE=0: a cold build, every target)
 #   unit          ctest -L unit inside the chroot
-#   format        trixie's clang-format on the C++ files, as scripts/check-format.sh runs it
+#   format        clang-format-19 on the C++ files, as scripts/check-format.sh runs it
 # and prints each stage's result and time, the compiler and library versions, and the unit tests'
 # count. Not run in CI (a cold build of everything takes 15-25 minutes on 2 cores): run it by hand
 # after changing dependencies or before declaring a new compiler supported.
@@ -193,7 +193,7 @@ versions() {
   in_chroot 'printf "g++ %s, cmake %s, " "$(g++ -dumpfullversion)" \
       "$(cmake --version | sed -n "1s/.* //p")"
     dpkg-query -W -f "\${Package} \${Version}\n" libboost1.83-dev libyaml-cpp-dev libfmt-dev \
-      libspdlog-dev libsimdjson-dev libcli11-dev libgtest-dev libssl-dev clang-format |
+      libspdlog-dev libsimdjson-dev libcli11-dev libgtest-dev libssl-dev clang-format-19 |
       paste -sd, - | sed "s/,/, /g"'
 }
 
@@ -211,7 +211,7 @@ format() {
   local files
   files=$(git -C "$root" ls-tree -r --name-only "$rev" | grep -E '\.(h|cc|h\.in)$' | tr '\n' ' ')
   [ -n "$files" ] || die "no C++ files in $rev"
-  in_chroot "clang-format --version && clang-format --dry-run -Werror $files &&
+  in_chroot "clang-format-19 --version && clang-format-19 --dry-run -Werror $files &&
     echo \"clang-format: $(wc -w <<<"$files") files clean\"" || {
     echo "clang-format: $(grep -c 'error: code should be clang-formatted' "$logs/format.log")" \
       "places in $(grep 'error: code should be clang-formatted' "$logs/format.log" |

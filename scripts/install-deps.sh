@@ -31,23 +31,22 @@ esac
 
 # The packages whose names differ between releases: Boost (with Boost.JSON and Boost.URL), the
 # clang of the ASan/UBSan build and the fuzz targets (scripts/sanitize.sh, scripts/fuzz.sh) with
-# its sanitizer and libFuzzer runtimes, and Debian's Go (for the chart renderer, below).
+# its sanitizer and libFuzzer runtimes.
 case "$release" in
   bookworm)
     boost=(libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev)
     clang=(clang-14 libclang-rt-14-dev)
-    go=(golang-1.19-go)
     ;;
   trixie)
     boost=(libboost1.83-dev libboost-json1.83-dev libboost-url1.83-dev)
     clang=(clang-19 libclang-rt-19-dev)
-    go=(golang-go)
     ;;
 esac
 
 PACKAGES=(
-  # build
-  build-essential cmake ninja-build pkg-config clang-format ccache
+  # build; clang-format 19 on both releases (bookworm's archive has it too), so that
+  # scripts/check-format.sh judges the same on either
+  build-essential cmake ninja-build pkg-config clang-format-19 ccache
   "${boost[@]}" libssl-dev
   libsimdjson-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev
   prometheus-cpp-dev libexpected-dev libgtest-dev libgmock-dev libbenchmark-dev
@@ -65,11 +64,6 @@ PACKAGES=(
   containerd runc containernetworking-plugins busybox-static
   # the test DRA driver the kubelets' nodes run (testing/dra-driver: the kubelet's gRPC APIs)
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  # Only for the chart tests' renderer (testenv/helm-render, built offline in GOPATH mode): Debian's
-  # Go, sprig v3 and yaml.v3 as Helm uses them, and gojsonschema, with which Helm checks
-  # values.schema.json. Nothing else needs this group: it goes when the renderer retires.
-  "${go[@]}" golang-github-masterminds-sprig-dev golang-gopkg-yaml.v3-dev
-  golang-github-xeipuuv-gojsonschema-dev
 )
 
 missing=()

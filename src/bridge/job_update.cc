@@ -10,7 +10,7 @@ namespace {
 template <typename T>
 struct Field {
   const char* name;
-  T slurm::JobDescription::*member;
+  T slurm::JobDescription::* member;
   bool clearable;  // Slurm takes an empty value as "none" for this field
 };
 

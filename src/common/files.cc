@@ -17,7 +17,7 @@ std::optional<std::string> ReadWholeFile(const std::string& path) {
 }
 
 FileStamp StatFile(const std::string& path) {
-  struct stat st {};
+  struct stat st{};
   if (::stat(path.c_str(), &st) != 0) return {};
   return FileStamp{true, st.st_dev, st.st_ino, st.st_size,
                    static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};

@@ -94,8 +94,8 @@ TEST_F(EpilogE2e, ScancelHoldsTheNodeUntilThePodIsGone) {
       ns_, boost::json::serialize(boost::json::string(script)));
   auto created = RunSync(io_, kube_->Create(kube::PodsRef(ns_), manifest));
   ASSERT_TRUE(created) << created.error().message;
-  std::optional<kube::Pod> running = WaitForPod(
-      "gpu", [](const kube::Pod& p) { return p.status.phase == "Running"; }, 120s);
+  std::optional<kube::Pod> running =
+      WaitForPod("gpu", [](const kube::Pod& p) { return p.status.phase == "Running"; }, 120s);
   ASSERT_TRUE(running) << "not running";
   const std::int64_t job = JobId(*running);
   ASSERT_GT(job, 0);

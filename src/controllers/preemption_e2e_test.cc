@@ -125,8 +125,8 @@ TEST_F(PreemptionE2e, SlurmJobPreemptsARunningPodWhichIsGoneWithinItsGracePeriod
   ASSERT_TRUE(WaitFor([&] { return JobState(job) == "PREEMPTED"; }, 30s)) << JobState(job);
   const auto preempted_at = std::chrono::steady_clock::now();
   // The condition comes before the deletion: seen while the pod still terminates.
-  std::optional<kube::Pod> marked = WaitForPod(
-      "victim", [](const kube::Pod& p) { return Disruption(p) != nullptr; }, 20s);
+  std::optional<kube::Pod> marked =
+      WaitForPod("victim", [](const kube::Pod& p) { return Disruption(p) != nullptr; }, 20s);
   ASSERT_TRUE(marked) << "no DisruptionTarget condition (or the pod is gone already)";
   const kube::Condition* c = Disruption(*marked);
   EXPECT_EQ(c->status, "True");

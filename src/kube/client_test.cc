@@ -474,12 +474,9 @@ TEST_F(ClientTest, AWatchLineThatNeverEndsFailsTheWatch) {
   for (int i = 0; i < 64; ++i) {  // 256 KiB, four times the limit below
     chunk(filler);
   }
-  Start(
-      [&](const FakeRequest&) {
-        return FakeReply{out, false, {}};
-      },
-      std::make_shared<TokenSource>(TokenSource::Static("tok-123")),
-      {.watch_idle_timeout = std::chrono::seconds(30), .max_watch_line = 64 * 1024});
+  Start([&](const FakeRequest&) { return FakeReply{out, false, {}}; },
+        std::make_shared<TokenSource>(TokenSource::Static("tok-123")),
+        {.watch_idle_timeout = std::chrono::seconds(30), .max_watch_line = 64 * 1024});
   std::vector<std::string> lines;
   Result<void> r = RunSync(io_, client_->Watch(PodsRef(), {}, [&](std::string_view l) {
     lines.emplace_back(l);

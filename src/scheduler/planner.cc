@@ -152,8 +152,8 @@ GroupPlan PlanGroup(const GroupInput& in, const PlannerOptions& options) {
     // since. Read it again before adopting or submitting (issue #29: a Job's new pod takes
     // over its requeued job, which keeps its id and its place in the queue).
     if (in.group_since && in.jobs_listed_at && *in.jobs_listed_at < *in.group_since &&
-        std::ranges::any_of(in.tagged,
-                            [](const JobView& j) { return !bridge::JobEnded(j.state); })) {
+        std::ranges::any_of(
+            in.tagged, [](const JobView& j) { return !bridge::JobEnded(j.state); })) {
       plan.list_jobs = true;
       return plan;
     }

@@ -95,15 +95,11 @@ TEST(PlanGroupTest, Table) {
   };
   std::vector<GroupRow> rows = {
       {.name = "complete group, no job: submit",
-       .in = with([&](GroupInput& in) {
-         in.pods = {&b, &a};
-       }),
+       .in = with([&](GroupInput& in) { in.pods = {&b, &a}; }),
        .submit = {"a", "b"}},
       // Item 4: pods beyond the group size wait for a job of their own.
       {.name = "more pods than the size: submit the first size",
-       .in = with([&](GroupInput& in) {
-         in.pods = {&c, &b, &a};
-       }),
+       .in = with([&](GroupInput& in) { in.pods = {&c, &b, &a}; }),
        .submit = {"a", "b"}},
       {.name = "short of pods, within the fill grace: quiet recheck",
        .in = with([&](GroupInput& in) {
@@ -286,9 +282,7 @@ TEST(PlanGroupTest, Table) {
        .recheck = true,
        .event_prefix = "Slurm job 7 ended (CANCELLED) before the pods were bound"},
       {.name = "pods gone: cancel the tracked job",
-       .in = with([&](GroupInput& in) {
-         in.tracked = Job(7, "PENDING", {"uid-a", "uid-b"});
-       }),
+       .in = with([&](GroupInput& in) { in.tracked = Job(7, "PENDING", {"uid-a", "uid-b"}); }),
        .cancel = {{7, "its pods are gone"}},
        .forget = true},
       {.name = "single pod re-created: its old job is cancelled, a new one submitted",
@@ -464,9 +458,7 @@ TEST(PlanBindTest, Table) {
   };
   std::vector<Row> rows = {
       {.name = "whole gang: one pod per node",
-       .in = with([&](BindInput& in) {
-         in.pods = {&b, &a};
-       }),
+       .in = with([&](BindInput& in) { in.pods = {&b, &a}; }),
        .assign = {{"a", "n1"}, {"b", "n2"}},
        .done = true},
       {.name = "gang not complete and never bound: wait, bind nothing",
@@ -475,9 +467,7 @@ TEST(PlanBindTest, Table) {
                  "bind them all at once"},
       // Item 4: a pod beyond the job's pods is not bound or labelled.
       {.name = "extra pod: only the job's pods bind",
-       .in = with([&](BindInput& in) {
-         in.pods = {&c, &b, &a};
-       }),
+       .in = with([&](BindInput& in) { in.pods = {&c, &b, &a}; }),
        .assign = {{"a", "n1"}, {"b", "n2"}},
        .done = true},
       // Item 3: a member re-created after binding takes its predecessor's node.

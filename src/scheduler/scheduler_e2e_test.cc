@@ -518,8 +518,8 @@ TEST_F(SchedulerE2e, JobEndingBeforeBindingIsReplaced) {
   ASSERT_TRUE(pod);
   const std::int64_t first = JobId(*pod);
   ASSERT_TRUE(RunSync(io_, slurm_->CancelJob(first, {})));
-  pod = WaitForPod(
-      "again", [&](const kube::Pod& p) { return HasJob(p) && JobId(p) != first; }, 30s);
+  pod =
+      WaitForPod("again", [&](const kube::Pod& p) { return HasJob(p) && JobId(p) != first; }, 30s);
   ASSERT_TRUE(pod) << "no second job";
   ResumeAllNodes();
   ASSERT_TRUE(WaitForPod("again", IsBound));

@@ -489,17 +489,13 @@ TEST(DesiredExternalNodeTest, FromLabelsAnnotationsAndCapacity) {
        [](kube::Node& n) { n.metadata.annotations.clear(); },
        [](ExternalNodeSpec& w) { w.partitions.clear(); }},
       {"memory rounds down to MiB, quantities in any unit",
-       [](kube::Node& n) {
-         n.capacity = {{"cpu", "16000m"}, {"memory", "16G"}};
-       },
+       [](kube::Node& n) { n.capacity = {{"cpu", "16000m"}, {"memory", "16G"}}; },
        [](ExternalNodeSpec& w) {
          w.cpus = 16;
          w.real_memory = 15258;  // 16e9 / 2^20
        }},
       {"no InternalIP: the node's name, said",
-       [](kube::Node& n) {
-         n.addresses = {{"Hostname", "ext-1"}};
-       },
+       [](kube::Node& n) { n.addresses = {{"Hostname", "ext-1"}}; },
        [](ExternalNodeSpec& w) {
          w.address = "ext-1";
          w.address_is_name = true;
@@ -508,9 +504,7 @@ TEST(DesiredExternalNodeTest, FromLabelsAnnotationsAndCapacity) {
              "must resolve"};
        }},
       {"an InternalIP that would inject parameters is not used",
-       [](kube::Node& n) {
-         n.addresses = {{"InternalIP", "1.2.3.4 State=Down"}};
-       },
+       [](kube::Node& n) { n.addresses = {{"InternalIP", "1.2.3.4 State=Down"}}; },
        [](ExternalNodeSpec& w) {
          w.address = "ext-1";
          w.address_is_name = true;
@@ -726,9 +720,7 @@ TEST(PlanRegistrationTest, Decisions) {
        with([](kube::Node& n) {
          n.metadata.annotations[std::string(kExternalNodePartitionsAnnotation)] = "b,a";
        }),
-       slurm_with([](slurm::NodeInfo& n) {
-         n.features = {"a", "b"};
-       }),
+       slurm_with([](slurm::NodeInfo& n) { n.features = {"a", "b"}; }),
        {}},
       {"labelled, registered as wanted but drained by this step earlier: undrained",
        ExternalNode(),
