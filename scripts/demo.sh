@@ -24,7 +24,8 @@ keep=0
 if [ "${SB_DEMO_SKIP_SETUP:-0}" != 1 ]; then
   "$root/scripts/install-deps.sh" >/dev/null
   "$root/scripts/prepare-testenv.sh"
-  "$root/scripts/build.sh" >/dev/null
+  # Only the binary the demo runs (not the tests and benchmarks: a first run's build is a third).
+  SB_BUILD_TARGETS=${SB_BUILD_TARGETS:-slurm-bridge} "$root/scripts/build.sh" >/dev/null
 fi
 bin=${SB_BINARY:-$root/build/slurm-bridge}
 run_dir=${SB_DEMO_DIR:-$root/.testenv/demo}
