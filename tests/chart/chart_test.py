@@ -883,6 +883,9 @@ def case_helm_test_hook():
     check(c["securityContext"]["runAsNonRoot"] and not c["securityContext"]["allowPrivilegeEscalation"]
           and c["securityContext"]["capabilities"]["drop"] == ["ALL"], "restricted container")
     check(not render().has("Pod", "slurm-bridge-test"), "an install's objects do not hold the hook")
+    off = render("--set", "tests.enabled=false", tests=True)
+    check(not any("helm.sh/hook" in o["metadata"].get("annotations", {}) for o in off.items),
+          "tests.enabled=false: no test pod")
 
 
 def case_binary_takes_the_rendered_args():

@@ -121,10 +121,8 @@ Log level: klog-style integers (scheduler.verbosity) and zap-style names or inte
 {{- if kindIs "invalid" . -}}1{{- else -}}{{ int . }}{{- end -}}
 {{- end -}}
 
-{{/* PodDisruptionBudget apiVersion: policy/v1 where served (1.21+), else v1beta1. */}}
-{{- define "slurm-bridge.pdb.apiVersion" -}}
-{{- if .Capabilities.APIVersions.Has "policy/v1" -}}policy/v1{{- else -}}policy/v1beta1{{- end -}}
-{{- end -}}
+{{/* PodDisruptionBudget apiVersion: policy/v1 (served since 1.21; the chart needs 1.34). */}}
+{{- define "slurm-bridge.pdb.apiVersion" -}}policy/v1{{- end -}}
 
 {{/*
 A PDB's budget: maxUnavailable instead of minAvailable when it is set (the values comment
