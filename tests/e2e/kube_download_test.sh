@@ -3,8 +3,9 @@
 #
 # testenv/kube/build.sh's download path (no source tarball in SB_VENDOR_DIR, no SB_KUBE_BIN_DIR),
 # against a loopback HTTP server (python3 -m http.server on 127.0.0.1) that serves
-# kubernetes-server-linux-amd64.tar.gz assembled from the cache's own Kubernetes binaries (layout
-# kubernetes/server/bin/<name>, standing in for the official release) and its .sha512:
+# kubernetes-server-linux-amd64.tar.gz assembled from five small stand-ins for the release's
+# binaries (layout kubernetes/server/bin/<name>; each prints the version as the real one does, which
+# is all build.sh asks of them: the test is of the download, not of Kubernetes) and its .sha512:
 #   - SB_KUBE_RELEASE_SHA512 right: the five binaries cached, identical, stamped, no tarball left;
 #   - no pinned sum, no override: the site's .sha512 checks it, with a warning that says so;
 #   - a corrupted tarball (bytes flipped), a missing .sha512 (HTTP 404), an unreachable site (a
@@ -12,7 +13,7 @@
 #     does not match (a version pinned in testenv/kube/release-sha512, its site's .sha512
 #     matching): each refused with a message that names SB_KUBE_BIN_DIR, SB_VENDOR_DIR and
 #     SB_KUBE_RELEASE_URL, nothing cached.
-# Each run uses an empty cache of its own; etcd is the real cache's. Needs the cached Kubernetes.
+# Each run uses an empty cache of its own; etcd is the real cache's.
 # Usage: tests/e2e/kube_download_test.sh
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -22,10 +23,8 @@ check() {
   local name=$1; shift
   if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fails=$((fails + 1)); fi
 }
-[ -f "$SB_KUBE_DIR/$SB_KUBE_STAMP" ] || { echo "no Kubernetes in $SB_KUBE_DIR: run scripts/prepare-testenv.sh"; exit 1; }
 [ -x "$SB_ETCD" ] || { echo "no etcd in $SB_ETCD_DIR: run scripts/prepare-testenv.sh"; exit 1; }
 command -v python3 >/dev/null || { echo "python3 missing: run scripts/install-deps.sh"; exit 1; }
-real_bin=$SB_KUBE_DIR/bin
 commands=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl)
 tgz=kubernetes-server-linux-amd64.tar.gz
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/sb-kube-download.XXXXXX")
@@ -36,7 +35,15 @@ trap '[ -z "$server" ] || kill "$server" 2>/dev/null; rm -rf "$tmp"' EXIT
 # .sha512), nosum/ (no .sha512), lacking/ (a tarball without kubectl).
 site=$tmp/site
 mkdir -p "$tmp/tree/kubernetes/server/bin" "$site/good" "$site/corrupt" "$site/nosum" "$site/lacking"
-for c in "${commands[@]}"; do cp "$real_bin/$c" "$tmp/tree/kubernetes/server/bin/$c"; done
+# The stand-ins, in stand/ (what `installed` compares against) and in the tarball's tree.
+mkdir -p "$tmp/stand"
+for c in "${commands[@]}"; do
+  printf '#!/bin/sh\n# stand-in for %s\necho "Kubernetes v%s"\n' "$c" "$SB_KUBE_VERSION" >"$tmp/stand/$c"
+  chmod 755 "$tmp/stand/$c"
+  cp "$tmp/stand/$c" "$tmp/tree/kubernetes/server/bin/$c"
+done
+# 64 KiB that gzip cannot shrink, so that the bytes flipped at offset 4096 lie inside the archive.
+head -c 65536 /dev/urandom >"$tmp/tree/kubernetes/server/bin/padding"
 tar -C "$tmp/tree" -cf - kubernetes | gzip -1 >"$site/good/$tgz"
 sum=$(sha512sum "$site/good/$tgz" | cut -d' ' -f1)
 echo "$sum" >"$site/good/$tgz.sha512"
@@ -80,7 +87,7 @@ nothing_cached() { # CACHE_NAME [VERSION]: no binaries, no stamp, no tarball lef
 }
 installed() { # CACHE_NAME: the five binaries identical to the cache's, stamped, nothing left over
   local cache=$tmp/$1 c
-  for c in "${commands[@]}"; do cmp -s "$real_bin/$c" "$cache/kube-$SB_KUBE_VERSION/bin/$c" || return 1; done
+  for c in "${commands[@]}"; do cmp -s "$tmp/stand/$c" "$cache/kube-$SB_KUBE_VERSION/bin/$c" || return 1; done
   [ -f "$cache/kube-$SB_KUBE_VERSION/$SB_KUBE_STAMP" ] && [ ! -e "$cache/kube-build-$SB_KUBE_VERSION" ] &&
     [ -z "$(find "$cache" -name "$tgz" 2>/dev/null)" ]
 }
