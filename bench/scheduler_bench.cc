@@ -30,6 +30,7 @@
 #include "kube/config.h"
 #include "slurm/client.h"
 #include "testing/child_process.h"
+#include "testing/paths.h"
 #include "testing/run.h"
 #include "testing/testenv.h"
 
@@ -49,7 +50,8 @@ double Percentile(std::vector<double> v, double p) {
 std::string Slurm(const sb::testing::TestEnv& env, const std::string& cmd) {
   std::string out;
   sb::testing::RunCommand(
-      fmt::format("{}/testenv/slurm/exec.sh {} {} 2>&1", SB_SOURCE_DIR, env.dir(), cmd), &out);
+      fmt::format("{}/testenv/slurm/exec.sh {} {} 2>&1", sb::testing::SourceDir(), env.dir(), cmd),
+      &out);
   return out;
 }
 

@@ -77,22 +77,19 @@ option(SB_E2E_TESTS "Build the end-to-end test binaries" ON)
 set(SB_SANITIZED_E2E_TESTS "" CACHE STRING "e2e test binaries built although SB_E2E_TESTS is off")
 
 # sb_e2e_gtest(<name> SOURCES ... LIBS ... [FIXTURE testenv|testenv-kubelets|testenv-policy]
-#              [TEST_PREFIX p] [SOURCE_DIR] [BRIDGE]): a GoogleTest binary against the real
-# daemons of the fixture's environment (default testenv). SOURCE_DIR defines SB_SOURCE_DIR (the
-# checkout); BRIDGE also SB_BINARY (the slurm-bridge binary, built first).
+#              [TEST_PREFIX p] [BRIDGE]): a GoogleTest binary against the real daemons of the
+# fixture's environment (default testenv). BRIDGE: it starts the slurm-bridge binary, which is
+# built first. The tests find the checkout and the binary at run time (testing/paths.h): no
+# absolute path is compiled in, so that ccache shares the objects between clones.
 function(sb_e2e_gtest name)
-  cmake_parse_arguments(ARG "SOURCE_DIR;BRIDGE" "FIXTURE;TEST_PREFIX" "SOURCES;LIBS" ${ARGN})
+  cmake_parse_arguments(ARG "BRIDGE" "FIXTURE;TEST_PREFIX" "SOURCES;LIBS" ${ARGN})
   if(NOT SB_E2E_TESTS AND NOT name IN_LIST SB_SANITIZED_E2E_TESTS)
     return()
   endif()
   add_executable(${name} ${ARG_SOURCES})
   sb_set_warnings(${name})
   target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gmock GTest::gtest_main)
-  if(ARG_SOURCE_DIR OR ARG_BRIDGE)
-    target_compile_definitions(${name} PRIVATE SB_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
-  endif()
   if(ARG_BRIDGE)
-    target_compile_definitions(${name} PRIVATE SB_BINARY="$<TARGET_FILE:slurm-bridge>")
     add_dependencies(${name} slurm-bridge)
   endif()
   if(ARG_FIXTURE STREQUAL "testenv-kubelets")

@@ -47,6 +47,9 @@ PACKAGES=(
   # build; clang-format 19 on both releases (bookworm's archive has it too), so that
   # scripts/check-format.sh judges the same on either
   build-essential cmake ninja-build pkg-config clang-format-19 ccache
+  # the linker (CMakeLists.txt SB_LINKER): lld links the debug-info-heavy test binaries six times
+  # faster than ld.bfd
+  lld
   "${boost[@]}" libssl-dev
   libsimdjson-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev
   prometheus-cpp-dev libexpected-dev libgtest-dev libgmock-dev libbenchmark-dev

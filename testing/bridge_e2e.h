@@ -17,7 +17,7 @@
 // The e2e tests share n1..n4 (ctest RESOURCE_LOCK testenv-nodes): a test that changes a node
 // restores it with a guard (Restore, DrainAllNodes) so that a failed assertion does not leak
 // the change. Bridge processes die with the test process.
-// Needs SB_SOURCE_DIR and SB_BINARY defined by the build.
+// The checkout and this build's binary are found at run time (testing/paths.h).
 #pragma once
 
 #include <algorithm>
@@ -48,6 +48,7 @@
 #include "slurm/client.h"
 #include "testing/child_process.h"
 #include "testing/e2e_env.h"
+#include "testing/paths.h"
 #include "testing/run.h"
 #include "testing/testenv.h"
 
@@ -60,7 +61,8 @@ class BridgeE2e : public ::testing::Test, protected E2eEnv {
     std::string why;
     std::optional<TestEnv> env = TestEnv::Load(&why);
     ASSERT_TRUE(env) << why;
-    Shell(fmt::format("{}/testenv/kube/register-nodes.sh {}/env 2>&1", SB_SOURCE_DIR, env->dir()));
+    Shell(fmt::format("{}/testenv/kube/register-nodes.sh {}/env 2>&1", sb::testing::SourceDir(),
+                      env->dir()));
   }
 
   void SetUp() override {
@@ -268,12 +270,13 @@ class BridgeE2e : public ::testing::Test, protected E2eEnv {
                                             const std::string& log = "scheduler") {
     // SB_BRIDGE_BINARY: another build of the binary (the sanitized one), else this build's.
     const char* other = std::getenv("SB_BRIDGE_BINARY");
-    std::vector<std::string> argv = {other != nullptr ? other : SB_BINARY,
-                                     subcommand,
-                                     "--config",
-                                     config_path_,
-                                     "--log-level",
-                                     "debug"};
+    std::vector<std::string> argv = {
+        other != nullptr ? std::string(other) : sb::testing::BridgeBinary(),
+        subcommand,
+        "--config",
+        config_path_,
+        "--log-level",
+        "debug"};
     if (std::ranges::find(extra, "--metrics-bind-address") == extra.end()) {
       extra.insert(extra.end(), {"--metrics-bind-address", "0"});
     }

@@ -5,7 +5,7 @@
 // E2eEnv: what every end-to-end fixture needs of the test environment — its env file, a
 // Kubernetes client (through its KUBECONFIG) and a Slurm client (SlurmUser's token) on the
 // fixture's own io_context, and scontrol & co. in the Slurm chroot. Shell and WaitFor are the
-// fixtures' common helpers. Needs SB_SOURCE_DIR defined by the build.
+// fixtures' common helpers. The checkout is found at run time (testing/paths.h).
 #pragma once
 
 #include <chrono>
@@ -24,6 +24,7 @@
 #include "kube/client.h"
 #include "kube/config.h"
 #include "slurm/client.h"
+#include "testing/paths.h"
 #include "testing/run.h"
 #include "testing/testenv.h"
 
@@ -63,7 +64,8 @@ class E2eEnv {
   // `cmd` (scontrol, squeue, ...) in the Slurm chroot; its output, errors included.
   std::string Slurm(const std::string& cmd) {
     std::string out;
-    RunCommand(fmt::format("{}/testenv/slurm/exec.sh {} {} 2>&1", SB_SOURCE_DIR, env_.dir(), cmd),
+    RunCommand(fmt::format("{}/testenv/slurm/exec.sh {} {} 2>&1", sb::testing::SourceDir(),
+                           env_.dir(), cmd),
                &out);
     return out;
   }

@@ -2,17 +2,19 @@
 //
 // testing/testdata.h
 //
-// Reads a file under testing/testdata/ (the directory is compiled in as SB_TESTDATA_DIR).
+// Reads a file under testing/testdata/ (found at run time: testing/paths.h).
 #pragma once
 
 #include <fstream>
 #include <sstream>
 #include <string>
 
+#include "testing/paths.h"
+
 namespace sb::testing {
 
 inline std::string ReadTestData(const std::string& relative) {
-  std::ifstream in(std::string(SB_TESTDATA_DIR) + "/" + relative, std::ios::binary);
+  std::ifstream in(sb::testing::TestdataDir() + "/" + relative, std::ios::binary);
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();

@@ -4,7 +4,7 @@
 //
 // The metrics docs/operations.md's "Health and metrics" table lists, read at run time, so that
 // the tests check the table against what is served (metrics_test: the rendering; serve_e2e_test:
-// each process's /metrics). Needs SB_SOURCE_DIR (the source tree) defined by the test target.
+// each process's /metrics). The checkout is found at run time (testing/paths.h).
 #pragma once
 
 #include <fstream>
@@ -12,6 +12,8 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include "testing/paths.h"
 
 namespace sb::app {
 
@@ -27,7 +29,7 @@ struct ListedMetric {
 // ("slurm_bridge_jobs_submitted_total", "_adopted_total" -> "slurm_bridge_jobs_adopted_total");
 // "{a,b}" gives the label keys.
 inline std::vector<ListedMetric> DocumentedMetrics() {
-  std::ifstream in(std::string(SB_SOURCE_DIR) + "/docs/operations.md");
+  std::ifstream in(sb::testing::SourceDir() + "/docs/operations.md");
   std::string line;
   bool in_table = false;
   std::vector<ListedMetric> out;

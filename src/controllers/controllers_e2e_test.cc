@@ -8,6 +8,7 @@
 
 #include "controllers/pod_lifecycle.h"
 #include "testing/bridge_e2e.h"
+#include "testing/paths.h"
 
 namespace sb::controllers {
 namespace {
@@ -160,8 +161,8 @@ TEST_F(ControllersE2e, NodeDeletedUnderATerminatingPodReleasesTheJob) {
   auto d = RunSync(io_, kube::DeletePod(*kube_, ns_, "stranded", {.grace_period_seconds = 2}));
   ASSERT_TRUE(d) << d.error().message;
   Restore reregister{[this] {
-    Shell(
-        fmt::format("{}/testenv/kube/register-nodes.sh {}/env n4 2>&1", SB_SOURCE_DIR, env_.dir()));
+    Shell(fmt::format("{}/testenv/kube/register-nodes.sh {}/env n4 2>&1", sb::testing::SourceDir(),
+                      env_.dir()));
   }};
   auto n = RunSync(io_, kube_->Delete(kube::NodesRef().WithName("n4"), {}));
   ASSERT_TRUE(n) << n.error().message;
@@ -267,7 +268,8 @@ TEST_F(ControllersE2e, CheckCommandReportsViolations) {
   ASSERT_GT(orphan, 0);
   const std::string check =
       fmt::format("SLURM_JWT_FILE={} KUBECONFIG={} {} check --config {} -n {} --settle 0 2>&1",
-                  env_.Get("SLURM_JWT_FILE"), env_.Get("KUBECONFIG"), SB_BINARY, config_path_, ns_);
+                  env_.Get("SLURM_JWT_FILE"), env_.Get("KUBECONFIG"), sb::testing::BridgeBinary(),
+                  config_path_, ns_);
   std::string out;
   int rc = sb::testing::RunCommand(check, &out);
   EXPECT_NE(rc, 0) << out;

@@ -21,6 +21,7 @@
 #include "bridge/names.h"
 #include "kube/codec.h"
 #include "testing/kubelet_e2e.h"
+#include "testing/paths.h"
 
 namespace sb::controllers {
 namespace {
@@ -358,8 +359,8 @@ TEST_F(KubeletE2e, StoppedKubeletReleasesTheJobOnlyAfterTheGracePeriod) {
   const std::int64_t job = JobId(*running);
   const std::string node = running->spec.node_name;
   auto node_sh = [&](const std::string& what) {
-    return fmt::format("{}/testenv/kube/node.sh {} {} {} 2>&1", SB_SOURCE_DIR, what, env_.dir(),
-                       node);
+    return fmt::format("{}/testenv/kube/node.sh {} {} {} 2>&1", sb::testing::SourceDir(), what,
+                       env_.dir(), node);
   };
   Shell(node_sh("stop-kubelet"));
   Restore restart([&] { Shell(node_sh("start-kubelet")); });

@@ -14,6 +14,7 @@
 #include <boost/json.hpp>
 
 #include "testing/bridge_e2e.h"
+#include "testing/paths.h"
 
 namespace sb::testing {
 namespace {
@@ -25,7 +26,8 @@ class ExplainE2e : public BridgeE2e {
   // `kubectl slurm <args>` with this build's kubectl-slurm and the environment's kubectl first on
   // PATH; its exit status, and stdout+stderr in `out`.
   int KubectlSlurm(const std::string& args, std::string* out) {
-    const std::string bin = std::filesystem::path(SB_BINARY).parent_path().string();
+    const std::string bin =
+        std::filesystem::path(sb::testing::BridgeBinary()).parent_path().string();
     return RunCommand(fmt::format("PATH={}:{}:$PATH KUBECONFIG={} SLURM_JWT_FILE={} kubectl slurm "
                                   "{} --config {} 2>&1",
                                   bin, env_.Get("KUBE_BIN_DIR"), env_.Get("KUBECONFIG"),

@@ -27,6 +27,7 @@
 #include <boost/json.hpp>
 
 #include "scheduler/planner.h"
+#include "testing/paths.h"
 #include "testing/policy_e2e.h"
 
 namespace sb::scheduler {
@@ -51,8 +52,9 @@ class PolicyE2e : public sb::testing::PolicyE2eBase {
 
   // `cmd` in the Slurm chroot: its exit status, its output (errors included) in `out`.
   int SlurmRc(const std::string& cmd, std::string* out) {
-    return sb::testing::RunCommand(
-        fmt::format("{}/testenv/slurm/exec.sh {} {} 2>&1", SB_SOURCE_DIR, env_.dir(), cmd), out);
+    return sb::testing::RunCommand(fmt::format("{}/testenv/slurm/exec.sh {} {} 2>&1",
+                                               sb::testing::SourceDir(), env_.dir(), cmd),
+                                   out);
   }
   // `cmd` in the Slurm chroot, which must succeed (else a test failure with its output).
   std::string SlurmOk(const std::string& cmd) {
@@ -323,8 +325,8 @@ TEST_F(PolicyE2e, IdentityPolicyRunsJobsAsTheMappedUserAndAccount) {
     ASSERT_EQ(sb::testing::RunCommand(
                   fmt::format("KUBECONFIG={} SLURM_JWT_FILE={} {} explain {} -n {} -o json "
                               "--config {} 2>&1",
-                              env_.Get("KUBECONFIG"), env_.Get("SLURM_JWT_FILE"), SB_BINARY, name,
-                              ns_, config_path_),
+                              env_.Get("KUBECONFIG"), env_.Get("SLURM_JWT_FILE"),
+                              sb::testing::BridgeBinary(), name, ns_, config_path_),
                   &out),
               0)
         << out;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "testing/bridge_e2e.h"
+#include "testing/paths.h"
 #include "testing/slurm_proxy.h"
 
 namespace sb::scheduler {
@@ -24,7 +25,7 @@ TEST_F(SchedulerE2e, SeedYoloPodIsBoundToTheNodeOfItsSlurmJob) {
   // The seed's manifest, unchanged, applied with kubectl as a user would.
   Shell(fmt::format(
       "KUBECONFIG={} kubectl apply -n {} -f {}/examples/yolo-benchmark-slurm-bridge.yaml",
-      env_.Get("KUBECONFIG"), ns_, SB_SOURCE_DIR));
+      env_.Get("KUBECONFIG"), ns_, sb::testing::SourceDir()));
   std::optional<kube::Pod> bound = WaitForPod("yolo-benchmark-slurm-bridge", IsBound);
   ASSERT_TRUE(bound) << "yolo-benchmark-slurm-bridge not bound";
   kube::Pod pod = *bound;

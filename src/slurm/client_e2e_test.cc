@@ -18,6 +18,7 @@
 
 #include "slurm/client.h"
 #include "testing/fake_http_server.h"
+#include "testing/paths.h"
 #include "testing/run.h"
 #include "testing/testenv.h"
 
@@ -101,7 +102,7 @@ class SlurmE2e : public ::testing::Test {
   std::string Exec(const std::string& args) {
     std::string out;
     int rc = sb::testing::RunCommand(
-        std::string(SB_SOURCE_DIR) + "/testenv/slurm/exec.sh " + env_.dir() + " " + args + " 2>&1",
+        sb::testing::SourceDir() + "/testenv/slurm/exec.sh " + env_.dir() + " " + args + " 2>&1",
         &out);
     EXPECT_EQ(rc, 0) << out;
     return out;

@@ -29,6 +29,7 @@
 #include "kube/runtime/time_format.h"
 #include "slurm/client.h"
 #include "testing/e2e_env.h"
+#include "testing/paths.h"
 #include "testing/run.h"
 #include "testing/testenv.h"
 
@@ -107,7 +108,8 @@ class NodeControllerE2e : public ::testing::Test, protected sb::testing::E2eEnv 
   void SetUp() override {
     Connect();
     if (HasFatalFailure()) return;
-    Shell(fmt::format("{}/testenv/kube/register-nodes.sh {}/env 2>&1", SB_SOURCE_DIR, env_.dir()));
+    Shell(fmt::format("{}/testenv/kube/register-nodes.sh {}/env 2>&1", sb::testing::SourceDir(),
+                      env_.dir()));
     // Other e2e tests (the controllers') leave the bridge's taints: start from clean nodes.
     Restore();
     config_.node_list_interval = 500ms;
@@ -289,7 +291,7 @@ class NodeControllerE2e : public ::testing::Test, protected sb::testing::E2eEnv 
 TEST_F(NodeControllerE2e, TaintsFollowSlurmMembership) {
   // A Kubernetes-only node with a stale bridge taint, and a renamed node mapped to n1.
   Shell(fmt::format("{}/testenv/kube/register-nodes.sh {}/env k8s-only k8s-n1=n1 2>&1",
-                    SB_SOURCE_DIR, env_.dir()));
+                    sb::testing::SourceDir(), env_.dir()));
   Patch("k8s-only",
         fmt::format(R"({{"spec":{{"taints":[{{"key":"{}","value":"{}",)"
                     R"("effect":"NoExecute"}},{{"key":"{}","value":"down",)"
