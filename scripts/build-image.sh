@@ -45,8 +45,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 binary=${1:-$root/build/slurm-bridge}
-version=$(sed -n 's/^project(slurm-bridge VERSION \([0-9][0-9.]*\).*/\1/p' "$root/CMakeLists.txt")
-[ -n "$version" ] || { echo "build-image: no project VERSION in CMakeLists.txt" >&2; exit 1; }
+version=$("$root/scripts/version.sh")
 out=${2:-$root/build/slurm-bridge-image-$version.tar}
 prefix=${REPO_PREFIX:-ghcr.io/slurm-bridge-cpp}
 home=https://github.com/slurm-bridge-cpp/slurm-bridge

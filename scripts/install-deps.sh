@@ -62,6 +62,8 @@ PACKAGES=(
   # testenv/kube/build.sh, not installed.
   debootstrap python3-yaml
   curl jq openssl ca-certificates util-linux procps psmisc iproute2 xz-utils
+  # the in-cluster chart test's TLS-terminating proxy in front of slurmrestd (a private CA)
+  socat
   # the kubelets' nodes (testenv/up.sh --kubelets): a containerd per node, runc, the CNI
   # loopback plugin, and busybox for the test images (built offline, statically linked)
   containerd runc containernetworking-plugins busybox-static

@@ -44,8 +44,7 @@ if [ -n "$(git status --porcelain)" ]; then
   [ $allow_dirty = 1 ] || die "the tree has uncommitted changes (git status): commit them, or pass --allow-dirty for a trial release"
   echo "release: warning: uncommitted changes; the image's revision label names HEAD, which lacks them" >&2
 fi
-version=$(sed -n 's/^project(slurm-bridge VERSION \([0-9][0-9.]*\).*/\1/p' CMakeLists.txt)
-[ -n "$version" ] || die "no project VERSION in CMakeLists.txt"
+version=$(scripts/version.sh) || die "no project VERSION in CMakeLists.txt"
 chart_version=$(sed -n 's/^version: *"\{0,1\}\([^"]*\)"\{0,1\} *$/\1/p' helm/slurm-bridge/Chart.yaml)
 chart_app=$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\} *$/\1/p' helm/slurm-bridge/Chart.yaml)
 [ "$chart_version" = "$version" ] && [ "$chart_app" = "$version" ] ||

@@ -127,9 +127,10 @@ YAML
 }
 
 # The environment's part of a helm install/upgrade command line: its values, then where its
-# slurmrestd is (--set outranks every values file, as for a user's own --set).
+# slurmrestd is (--set outranks every values file, as for a user's own --set): CHART_REST_URL
+# where set (the in-cluster test's https proxy), else the environment's own URL.
 env_helm_args() {
-  printf '%s\n' -f "$BASE/values.yaml" --set "config.slurmRestApi=$SLURM_REST_URL" \
+  printf '%s\n' -f "$BASE/values.yaml" --set "config.slurmRestApi=${CHART_REST_URL:-$SLURM_REST_URL}" \
     --set "config.partition=$SLURM_PARTITION"
 }
 

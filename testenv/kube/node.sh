@@ -297,7 +297,16 @@ start_kubelet_here() {
   date -u +%FT%TZ >"$N/kubelet.started"
   # The kubelet's built-in ECR credential provider would probe the EC2 metadata address.
   AWS_EC2_METADATA_DISABLED=true setsid "$B/kubelet" "${args[@]}" >>"$N/log/kubelet.log" 2>&1 </dev/null &
-  echo "kubelet $!" >>"$N/pids"
+  local p=$! i
+  echo "kubelet $p" >>"$N/pids"
+  # Until the child has exec'd the kubelet: before that its comm is the shell's or setsid's, and
+  # daemon_pid (which checks the comm against pid reuse) took it for a kubelet that had exited
+  # (KubeletE2e.StoppedKubeletReleasesTheJobOnlyAfterTheGracePeriod failed so on a loaded CI).
+  for ((i = 0; i < 100; i++)); do
+    [ "$(cat "/proc/$p/comm" 2>/dev/null)" = kubelet ] && return 0
+    kill -0 "$p" 2>/dev/null || return 0 # it died: node_ready says so with the log
+    sleep 0.05
+  done
 }
 
 case "$cmd" in

@@ -17,7 +17,7 @@ trap 'rm -rf "$dir"' EXIT
 fail=0
 ok() { echo "ok: $*"; }
 bad() { echo "FAIL: $*"; fail=1; }
-version=$(sed -n 's/^project(slurm-bridge VERSION \([0-9][0-9.]*\).*/\1/p' "$root/CMakeLists.txt")
+version=$("$root/scripts/version.sh")
 
 # refused NAME WANT ARGS: release.sh in the clone exits non-zero, WANT in its message.
 refused() {

@@ -21,9 +21,12 @@
 #      namespace slurm-bridge: mutated by the in-cluster webhook (schedulerName set), scheduled
 #      through Slurm by the in-cluster scheduler, runs on its Slurm job's node, and its
 #      completion ends the job (in-cluster controllers); what the webhooks refuse;
-#   5. `helm upgrade` with the same values file and a changed config value: revision 2, the
-#      webhook's certificate kept (Helm's `lookup`), checksum/config changes, every Deployment
-#      gets a new ReplicaSet whose pods are Ready;
+#   5. `helm upgrade` with the same values file, a changed config value, and slurmrestd over
+#      https behind a private CA (a TLS-terminating socat on loopback; the CA in a Secret mounted
+#      with extraVolumes/extraVolumeMounts, config.slurmCaFile, no slurmInsecureSkipVerify; the
+#      local binary refuses another CA): revision 2, the webhook's certificate kept (Helm's
+#      `lookup`), checksum/config changes, every Deployment gets a new ReplicaSet whose pods are
+#      Ready, and the bridge talks to Slurm through the proxy from then on;
 #   6. `helm upgrade --reuse-values` to 2 scheduler replicas: one leads (the Lease's holder), the
 #      other stands by; deleting the leader hands the Lease to the other;
 #   7. `helm rollback` to revision 2: one scheduler replica with its probes again, the config of
@@ -61,6 +64,8 @@ check() {
   if "$@" >/dev/null; then echo "ok   $name"; else echo "FAIL $name"; fails=$((fails + 1)); fi
 }
 cleanup() {
+  # socat forks one child per connection: those first, then the listener.
+  [ -z "${socat_pid:-}" ] || { pkill -P "$socat_pid" socat; kill "$socat_pid"; } 2>/dev/null
   chart_stop
   [ -n "${SB_KEEP_LOGS:-}" ] || rm -rf "$base"
 }
@@ -226,8 +231,65 @@ check "webhook back: Ready" rolled_out slurm-bridge-admission
 webhook_answers() { refused 'is not allowed in namespace' "$bridge_pod" 2>/dev/null; }
 wait_for 60 webhook_answers
 
-# --- 5. helm upgrade ---------------------------------------------------------------------------
-step "helm upgrade: the same values file, config.jobPollInterval=1s"
+# --- 5. helm upgrade, and slurmrestd over https behind a private CA ----------------------------
+# A TLS-terminating proxy from Debian (socat) on loopback in front of the environment's
+# slurmrestd, with a server certificate for IP 127.0.0.1 signed by a CA of this test's own that
+# no system trust store holds. The upgrade points the release at it as docs/install.md and
+# values.yaml tell an admin to: the CA in a Secret, mounted into the scheduler and the controllers
+# with extraVolumes/extraVolumeMounts, config.slurmCaFile naming it, no slurmInsecureSkipVerify.
+# Every later step (the second upgrade, the rollback, helm test) talks to Slurm through it.
+step "a private CA and an https proxy in front of slurmrestd"
+tls=$base/tls
+mkdir -p "$tls"
+openssl_ok() { openssl "$@" >>"$tls/openssl.log" 2>&1; }
+check "a private CA" openssl_ok req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=sb-test-private-ca \
+  -keyout "$tls/ca.key" -out "$tls/ca.crt"
+check "another CA (for the refusal below)" openssl_ok req -x509 -newkey rsa:2048 -nodes -days 1 \
+  -subj /CN=sb-test-other-ca -keyout "$tls/other-ca.key" -out "$tls/other-ca.crt"
+printf 'subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n' >"$tls/ext"
+check "the proxy's certificate (IP:127.0.0.1), signed by the private CA" sh -c "
+  openssl req -newkey rsa:2048 -nodes -subj /CN=slurmrestd-proxy -keyout '$tls/server.key' \
+    -out '$tls/server.csr' && openssl x509 -req -in '$tls/server.csr' -CA '$tls/ca.crt' \
+    -CAkey '$tls/ca.key' -CAcreateserial -days 1 -extfile '$tls/ext' -out '$tls/server.crt'" 2>>"$tls/openssl.log"
+tls_port=$(free_port)
+rest_hostport=${SLURM_REST_URL#*://}
+rest_hostport=${rest_hostport%%/*}
+# -d -d: a line "accepting connection" for each client; fork: each connection its own process.
+socat -d -d "OPENSSL-LISTEN:$tls_port,bind=127.0.0.1,reuseaddr,fork,cert=$tls/server.crt,key=$tls/server.key,verify=0" \
+  "TCP:$rest_hostport" 2>"$tls/socat.log" &
+socat_pid=$!
+proxy_url=https://127.0.0.1:$tls_port
+proxy_up() { curl -s -o /dev/null --cacert "$tls/ca.crt" "$proxy_url/"; }
+wait_for 30 proxy_up
+check "the proxy answers https with the private CA ($proxy_url)" proxy_up
+check "a client trusting only the system's CAs is refused" sh -c "! curl -s -o /dev/null '$proxy_url/'"
+accepted() { grep -c 'accepting connection' "$tls/socat.log"; }
+# The local binary through the proxy: the right CA works, another CA is a clear error.
+local_jobs() { # CA_FILE
+  printf 'slurmRestApi: %s\npartition: %s\nslurmCaFile: %s\n' "$proxy_url" "$SLURM_PARTITION" "$1" \
+    >"$tls/local-config.yaml"
+  "$binary" jobs --config "$tls/local-config.yaml" >"$tls/local.out" 2>&1
+}
+check "slurm-bridge jobs through the proxy with slurmCaFile: the private CA" local_jobs "$tls/ca.crt"
+fails_() { ! "$@"; }
+check "slurm-bridge jobs with another CA fails" fails_ local_jobs "$tls/other-ca.crt"
+check "... and says the certificate is not trusted" grep -qi 'certificate' "$tls/local.out"
+sed 's/^/  | /' "$tls/local.out"
+check "the CA as a Secret in $ns" k -n "$ns" create secret generic slurm-ca --from-file=ca.crt="$tls/ca.crt"
+cat >"$tls/values.yaml" <<'EOF_VALUES'
+config:
+  slurmCaFile: /etc/slurm-bridge-ca/ca.crt
+scheduler:
+  extraVolumes: [{name: slurm-ca, secret: {secretName: slurm-ca}}]
+  extraVolumeMounts: [{name: slurm-ca, mountPath: /etc/slurm-bridge-ca, readOnly: true}]
+controllers:
+  extraVolumes: [{name: slurm-ca, secret: {secretName: slurm-ca}}]
+  extraVolumeMounts: [{name: slurm-ca, mountPath: /etc/slurm-bridge-ca, readOnly: true}]
+EOF_VALUES
+export CHART_REST_URL=$proxy_url
+accepted_before=$(accepted)
+
+step "helm upgrade: the same values file, config.jobPollInterval=1s, slurmrestd through the https proxy"
 declare -A sum_before rs_before
 for d in "${deploys[@]}"; do
   sum_before[$d]=$(k -n "$ns" get deploy "$d" -o jsonpath='{.spec.template.metadata.annotations.checksum/config}')
@@ -239,7 +301,8 @@ ca_bundles() { # the distinct caBundles of both webhook configurations
     jq -c '[.items[].webhooks[].clientConfig.caBundle] | unique'
 }
 pair_before=$(pair)
-check "helm upgrade" helm_ok chart_helm upgrade -f "$upstream_values" --set config.jobPollInterval=1s
+check "helm upgrade" helm_ok chart_helm upgrade -f "$upstream_values" -f "$tls/values.yaml" \
+  --set config.jobPollInterval=1s
 check "release revision 2 deployed" release_is 2 deployed
 check "the webhook's certificate is kept (lookup)" same "$(pair)" "$pair_before"
 check "both webhooks' caBundle is the kept CA" [ "$(ca_bundles)" = "$(jq -c '[.["ca.crt"]]' <<<"$pair_before")" ]
@@ -253,6 +316,30 @@ for d in "${deploys[@]}"; do
   check "$d: rolled, Ready" rolled_out "$d"
 done
 check "the pods have the new checksum" sh -c "kubectl -n $ns get pods -o json | jq -e '[.items[].metadata.annotations[\"checksum/config\"]] | unique | length == 1' >/dev/null"
+tls_config() {
+  local c
+  c=$(kubectl -n "$ns" get cm slurm-bridge-config -o jsonpath='{.data.config\.yaml}')
+  grep -q "slurmRestApi: \"\\?$proxy_url" <<<"$c" && grep -q 'slurmCaFile: "\?/etc/slurm-bridge-ca/ca.crt' <<<"$c" &&
+    ! grep -q 'slurmInsecureSkipVerify: true' <<<"$c"
+}
+check "config.yaml: the https URL and slurmCaFile, no slurmInsecureSkipVerify" tls_config
+for d in slurm-bridge-scheduler slurm-bridge-controllers; do
+  check "$d: the CA Secret mounted at /etc/slurm-bridge-ca" jq -e '.items | length > 0 and all(.[];
+      ([.spec.volumes[] | select(.secret.secretName == "slurm-ca")] | length == 1) and
+      ([.spec.containers[0].volumeMounts[] | select(.mountPath == "/etc/slurm-bridge-ca")] | length == 1))' \
+    <<<"$(pods_of "$d")"
+done
+more_accepted() { [ "$(accepted)" -gt "$accepted_before" ]; }
+wait_for 60 more_accepted
+check "the in-cluster bridge talks to Slurm through the proxy ($(($(accepted) - accepted_before)) connections)" more_accepted
+no_tls_errors() {
+  local d
+  for d in slurm-bridge-scheduler slurm-bridge-controllers; do
+    k -n "$ns" logs "deploy/$d" | grep -i 'certificate\|handshake' && return 1
+  done
+  return 0
+}
+check "no TLS error in the scheduler's and the controllers' logs" no_tls_errors
 
 # --- 6. two scheduler replicas ---------------------------------------------------------------
 # All nodes share one network namespace here: two replicas cannot both listen on one port, so
@@ -336,8 +423,9 @@ left=$(k get validatingwebhookconfiguration,mutatingwebhookconfiguration -o name
 check "no webhook configuration left (${left//$'\n'/ })" [ -z "$left" ]
 # (What the cluster puts in every namespace stays: its default ServiceAccount, its CA bundles.)
 left=$(k -n "$ns" get all,cm,secret,sa,role,rolebinding,pdb -o name | grep -v -e '^configmap/kube-root-ca.crt$' \
-  -e '^configmap/openshift-service-ca.crt$' -e '^serviceaccount/default$' -e '^secret/slurm-bridge-token$')
-check "namespace $ns holds nothing but the JWT Secret (${left//$'\n'/ })" [ -z "$left" ]
+  -e '^configmap/openshift-service-ca.crt$' -e '^serviceaccount/default$' -e '^secret/slurm-bridge-token$' \
+  -e '^secret/slurm-ca$')
+check "namespace $ns holds nothing but the JWT and CA Secrets (${left//$'\n'/ })" [ -z "$left" ]
 echo "  kept, as docs/install.md says: namespaces $ns and slurm-bridge, Secret slurm-bridge-token," \
   "$(k -n "$ns" get lease -o name | paste -sd' '), the nodes' managed-node taint"
 
