@@ -252,8 +252,11 @@ start_replica() {
   local r=$1 role=${1%-*}
   rgen[$r]=$((${rgen[$r]:-0} + 1))
   rkilled[$r]=0
-  SLURM_JWT_FILE=$run/jwt "$binary" "$role" --config "$run/config.yaml" --kubeconfig "$KUBECONFIG" \
-    --leader-elect --leader-election-namespace default --metrics-bind-address 0 \
+  # Each role with the chart's ServiceAccount and its leader-election Role in the chart's
+  # namespace (testenv/kube/chart-identities.sh), not the admin's kubeconfig (issue #44).
+  local kc=KUBECONFIG_${role^^}
+  SLURM_JWT_FILE=$run/jwt "$binary" "$role" --config "$run/config.yaml" --kubeconfig "${!kc}" \
+    --leader-elect --leader-election-namespace "$LEADER_ELECTION_NAMESPACE" --metrics-bind-address 0 \
     --health-probe-bind-address 0 >"$run/logs/$r.${rgen[$r]}.log" 2>&1 &
   rpid[$r]=$!
 }
@@ -267,12 +270,12 @@ lease_of() {
 # running replica (in between, or the Lease could not be read).
 leader_of() {
   local i holder
-  holder=$(kcurl -f "$api/apis/coordination.k8s.io/v1/namespaces/default/leases/$(lease_of "$1")" 2>/dev/null |
+  holder=$(kcurl -f "$api/apis/coordination.k8s.io/v1/namespaces/$LEADER_ELECTION_NAMESPACE/leases/$(lease_of "$1")" 2>/dev/null |
     jq -r '.spec.holderIdentity // empty' 2>/dev/null) || return 1
   [ -n "$holder" ] || return 1
   for i in 0 1; do
     [ -n "${rpid[$1-$i]:-}" ] && running "${rpid[$1-$i]}" &&
-      grep -qF "leader election: Lease default/$(lease_of "$1") as $holder" "$(log_of "$1-$i")" &&
+      grep -qF "leader election: Lease $LEADER_ELECTION_NAMESPACE/$(lease_of "$1") as $holder" "$(log_of "$1-$i")" &&
       { echo "$i"; return 0; }
   done
   return 1

@@ -443,6 +443,17 @@ CONF
   KUBECONFIG="$K/kubeconfig" "$B/kubectl" wait --for condition=established --timeout=60s \
     -f "$here/kube/crds/" >/dev/null || die "the CRDs of testenv/kube/crds were not established"
 
+  # The chart's ServiceAccounts and RBAC, applied as helm renders them, and a kubeconfig with a
+  # token of each (KUBECONFIG_SCHEDULER, _CONTROLLERS, _ADMISSION, _ALL): the e2e tests run the
+  # bridge with these, never with the admin's (issue #44). Not with --in-cluster, where the
+  # tests install the chart itself with Helm (its objects would collide with these).
+  if [ $in_cluster = 0 ]; then
+    log "the chart's ServiceAccounts and RBAC (testenv/kube/chart-identities.sh)"
+    "$here/kube/chart-identities.sh" "$run_dir" >"$K/chart-identities.env" ||
+      die "the chart's identities failed (testenv/kube/chart-identities.sh)"
+    cat "$K/chart-identities.env" >>"$env_file"
+  fi
+
   if [ $with_kcm = 1 ]; then
     # The node lifecycle controller only with kubelets: it would mark the registered Nodes of
     # the other mode, which no kubelet heartbeats, NotReady.

@@ -283,13 +283,59 @@ class BridgeE2e : public ::testing::Test, protected E2eEnv {
     if (std::ranges::find(extra, "--health-probe-bind-address") == extra.end()) {
       extra.insert(extra.end(), {"--health-probe-bind-address", "0"});
     }
+    GrantLeaseFor(subcommand, extra);
     argv.insert(argv.end(), extra.begin(), extra.end());
     logs_.insert(log);
     return std::make_unique<ChildProcess>(
         argv,
         std::map<std::string, std::string>{{"SLURM_JWT_FILE", env_.Get("SLURM_JWT_FILE")},
-                                           {"KUBECONFIG", env_.Get("KUBECONFIG")}},
+                                           {"KUBECONFIG", BridgeKubeconfig(subcommand)}},
         dir_ + "/" + log + ".log");
+  }
+  // With --leader-election-namespace N --leader-election-id L: the admin who installs the chart
+  // with these settings gives the component's ServiceAccount the chart's leader-election Role in
+  // N (create Leases; get and update L only), as the chart does in its own namespace.
+  void GrantLeaseFor(const std::string& subcommand, const std::vector<std::string>& args) {
+    auto value = [&](const std::string& flag) -> std::string {
+      const auto it = std::ranges::find(args, flag);
+      return it == args.end() || it + 1 == args.end() ? std::string() : *(it + 1);
+    };
+    const std::string ns = value("--leader-election-namespace");
+    const std::string lease = value("--leader-election-id");
+    if (ns.empty() || lease.empty() || BridgeKubeconfig(subcommand) == env_.Get("KUBECONFIG")) {
+      return;
+    }
+    const std::string name = "e2e-leader-election-" + subcommand + "-" + lease;
+    const std::string sa = "slurm-bridge-" + subcommand;
+    const std::string manifest = fmt::format(
+        R"({{"apiVersion":"v1","kind":"List","items":[
+{{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{{"name":"{0}","namespace":"{1}"}},
+ "rules":[{{"apiGroups":["coordination.k8s.io"],"resources":["leases"],"verbs":["create"]}},
+          {{"apiGroups":["coordination.k8s.io"],"resources":["leases"],"resourceNames":["{2}"],
+            "verbs":["get","update"]}}]}},
+{{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","metadata":{{"name":"{0}","namespace":"{1}"}},
+ "roleRef":{{"apiGroup":"rbac.authorization.k8s.io","kind":"Role","name":"{0}"}},
+ "subjects":[{{"kind":"ServiceAccount","name":"{3}","namespace":"{4}"}}]}}]}})",
+        name, ns, lease, sa, env_.Get("LEADER_ELECTION_NAMESPACE"));
+    Shell(fmt::format("KUBECONFIG={} {}/kubectl apply -f - 2>&1 <<'EOF'\n{}\nEOF",
+                      env_.Get("KUBECONFIG"), env_.Get("KUBE_BIN_DIR"), manifest));
+  }
+  // The kubeconfig `slurm-bridge <subcommand>` runs with: a token of the chart's ServiceAccount
+  // of that component, bound to the ClusterRoles helm/slurm-bridge renders
+  // (testenv/kube/chart-identities.sh; `all`: the union of the three), never the admin's (issue
+  // #44). The read-only tools an operator runs (check, explain, jobs, nodes) keep the admin's.
+  std::string BridgeKubeconfig(const std::string& subcommand) const {
+    static const std::map<std::string, std::string> kKeys = {
+        {"scheduler", "KUBECONFIG_SCHEDULER"},
+        {"controllers", "KUBECONFIG_CONTROLLERS"},
+        {"admission", "KUBECONFIG_ADMISSION"},
+        {"all", "KUBECONFIG_ALL"}};
+    const auto it = kKeys.find(subcommand);
+    if (it == kKeys.end()) return env_.Get("KUBECONFIG");
+    std::string path = env_.Get(it->second);
+    EXPECT_FALSE(path.empty()) << "the environment has no " << it->second
+                               << " (testenv/kube/chart-identities.sh)";
+    return path;
   }
   void StartScheduler() { scheduler_ = StartBridge("scheduler"); }
   // The bridge talks to Slurm at `url` (a proxy, testing/slurm_proxy.h): the config rewritten.

@@ -374,7 +374,7 @@ TEST_F(ServeE2e, LeaderThatStoppedRenewingFailsHealthz) {
   PausableTcpProxy proxy(env_.Get("KUBE_APISERVER_URL"));
   std::string kubeconfig;
   {
-    std::ifstream in(env_.Get("KUBECONFIG"));
+    std::ifstream in(BridgeKubeconfig("controllers"));
     std::stringstream text;
     text << in.rdbuf();
     kubeconfig = text.str();

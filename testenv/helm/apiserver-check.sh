@@ -147,7 +147,7 @@ can yes "$s" list nodes
 can yes "$s" watch nodes
 can yes "$s" create events -n default
 can yes "$s" patch events -n default
-for r in replicasets.apps statefulsets.apps jobs.batch jobsets.jobset.x-k8s.io \
+for r in deployments.apps replicasets.apps statefulsets.apps jobs.batch jobsets.jobset.x-k8s.io \
   leaderworkersets.leaderworkerset.x-k8s.io podgroups.scheduling.x-k8s.io; do
   can yes "$s" get "$r" -n default
 done
@@ -159,6 +159,9 @@ for v in get list watch create patch update delete; do
 done
 can yes "$s" patch resourceclaims.resource.k8s.io --subresource=status -n default
 can yes "$s" update resourceclaims.resource.k8s.io --subresource=status -n default
+# 1.36's granular status authorization: allocation and reservedFor as resourceclaims/binding.
+can yes "$s" patch resourceclaims.resource.k8s.io --subresource=binding -n default
+can yes "$s" update resourceclaims.resource.k8s.io --subresource=binding -n default
 can yes "$s" get "leases.coordination.k8s.io/$s" -n "$ns"
 can yes "$s" update "leases.coordination.k8s.io/$s" -n "$ns"
 can yes "$s" create leases.coordination.k8s.io -n "$ns"
@@ -166,7 +169,7 @@ can yes "$s" create leases.coordination.k8s.io -n "$ns"
 can no "$s" delete pods -n default
 can no "$s" create pods -n default
 can no "$s" get secrets -n "$ns"
-can no "$s" get deployments.apps -n default
+can no "$s" list deployments.apps -n default
 can no "$s" patch nodes
 can no "$s" update "leases.coordination.k8s.io/$id-controllers" -n "$ns"
 can no "$s" get leases.coordination.k8s.io/other -n "$ns"

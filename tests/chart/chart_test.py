@@ -144,7 +144,7 @@ SCHEDULER_RULES = expand([
     ("", "events", "create,patch"),
     ("", "persistentvolumeclaims,persistentvolumes", "get"),
     ("storage.k8s.io", "storageclasses", "get"),
-    ("apps", "replicasets,statefulsets", "get"),
+    ("apps", "deployments,replicasets,statefulsets", "get"),
     ("batch", "jobs", "get"),
     ("jobset.x-k8s.io", "jobsets", "get"),
     ("leaderworkerset.x-k8s.io", "leaderworkersets", "get"),
@@ -154,6 +154,7 @@ SCHEDULER_RULES = expand([
     ("resource.k8s.io", "resourceslices,deviceclasses,resourceclaimtemplates", "get,list,watch"),
     ("resource.k8s.io", "resourceclaims", "get,list,watch,create,patch,update,delete"),
     ("resource.k8s.io", "resourceclaims/status", "patch,update"),
+    ("resource.k8s.io", "resourceclaims/binding", "patch,update"),
 ])
 CONTROLLERS_RULES = expand([
     ("", "pods", "get,list,watch,patch,delete"),

@@ -214,8 +214,11 @@ class NodeControllerE2e : public ::testing::Test, protected sb::testing::E2eEnv 
         15s);
   }
 
+  // The controller runs with the chart's controllers ServiceAccount (issue #44), not the admin's.
   void StartController() {
-    controller_ = std::make_unique<RunningController>(env_, kube_config_, config_);
+    auto cfg = kube::LoadConfig({.kubeconfig_path = env_.Get("KUBECONFIG_CONTROLLERS")});
+    ASSERT_TRUE(cfg) << "KUBECONFIG_CONTROLLERS: " << cfg.error().message;
+    controller_ = std::make_unique<RunningController>(env_, *cfg, config_);
     ASSERT_TRUE(WaitFor([&] { return controller_->Ready(); }, 15s)) << "controller not ready";
   }
 
