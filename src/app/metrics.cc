@@ -75,6 +75,7 @@ std::string RenderMetrics(const MetricsSnapshot& s) {
            ss.unmapped_cancelled);
   m.Sample("slurm_bridge_jobs_cancelled_total", "reason=\"pods_done\"", ps.jobs_cancelled);
   m.Sample("slurm_bridge_jobs_cancelled_total", "reason=\"orphan\"", ps.orphans_cancelled);
+  m.Sample("slurm_bridge_jobs_cancelled_total", "reason=\"resubmitted\"", ss.jobs_resubmitted);
   m.Family("slurm_bridge_jobs_replaced_total", "Jobs that ended before binding and were replaced",
            "counter");
   m.Sample("slurm_bridge_jobs_replaced_total", "", ss.jobs_replaced);

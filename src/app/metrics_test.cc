@@ -21,6 +21,7 @@ TEST(RenderMetricsTest, EachStatIsServedUnderItsName) {
   s.scheduler.jobs_adopted = 5;
   s.scheduler.duplicates_cancelled = 12;
   s.scheduler.unmapped_cancelled = 13;
+  s.scheduler.jobs_resubmitted = 23;
   s.pods.strays_deleted = 6;
   s.pods.sweeps_skipped = 7;
   s.pods.foreign_looking_jobs = 8;
@@ -53,6 +54,7 @@ TEST(RenderMetricsTest, EachStatIsServedUnderItsName) {
       {"slurm_bridge_tracked_jobs 11", "gauge"},
       {R"(slurm_bridge_jobs_cancelled_total{reason="duplicate"} 12)", "counter"},
       {R"(slurm_bridge_jobs_cancelled_total{reason="node_not_in_kubernetes"} 13)", "counter"},
+      {R"(slurm_bridge_jobs_cancelled_total{reason="resubmitted"} 23)", "counter"},
       {R"(slurm_bridge_events_dropped_total{component="scheduler"} 14)", "counter"},
       {R"(slurm_bridge_events_pending{component="scheduler"} 15)", "gauge"},
       {R"(slurm_bridge_events_dropped_total{component="nodes"} 16)", "counter"},

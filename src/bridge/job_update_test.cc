@@ -41,24 +41,67 @@ TEST(PendingJobUpdate, UnchangedJobSendsNothing) {
 TEST(PendingJobUpdate, OnlyChangedFieldsAreSent) {
   JobDescription wanted = Submitted();
   wanted.comment = "second";
-  wanted.cpus_per_task = 4;
-  wanted.time_limit = NoValNumber::Of(30);
   wanted.excluded_nodes = {"n2", "n3"};
-  wanted.tres_per_node = "gres/gpu=1";
+  wanted.constraints = "fast";
+  wanted.priority = NoValNumber::Of(10);
   JobUpdate u = PendingJobUpdate(Submitted(), wanted);
-  EXPECT_EQ(u.changed,
-            (Names{"comment", "cpus_per_task", "time_limit", "tres_per_node", "excluded_nodes"}));
+  EXPECT_EQ(u.changed, (Names{"constraints", "comment", "priority", "excluded_nodes"}));
   EXPECT_EQ(u.changes.comment, "second");
-  EXPECT_EQ(u.changes.cpus_per_task, 4);
-  EXPECT_EQ(u.changes.time_limit, NoValNumber::Of(30));
   EXPECT_EQ(u.changes.excluded_nodes, (Names{"n2", "n3"}));
-  EXPECT_EQ(u.changes.tres_per_node, "gres/gpu=1");
+  EXPECT_EQ(u.changes.constraints, "fast");
+  EXPECT_EQ(u.changes.priority, NoValNumber::Of(10));
   // Unchanged fields are not sent.
   EXPECT_EQ(u.changes.name, "");
   EXPECT_EQ(u.changes.partition, "");
   EXPECT_FALSE(u.changes.memory_per_node.set);
+  EXPECT_FALSE(u.changes.cpus_per_task.has_value());
   EXPECT_TRUE(u.changes.shared.empty());
   EXPECT_TRUE(u.kept.empty());
+  EXPECT_TRUE(u.resubmit.empty());
+}
+
+// Review R-1: Slurm takes an operator's update of a pending job's time limit or TRES as set by
+// an admin, past the partition's MaxTime and the QOS's MaxTRESPerJob. A change of any field a
+// limit looks at is never sent: the job is to be submitted anew, and Slurm checks it then.
+TEST(PendingJobUpdate, ChangesThatLimitsLookAtAreResubmittedNotSent) {
+  struct Case {
+    const char* name;
+    void (*change)(JobDescription&);
+  };
+  const Case cases[] = {
+      {"time_limit", [](JobDescription& j) { j.time_limit = NoValNumber::Of(525600); }},
+      {"time_limit", [](JobDescription& j) { j.time_limit = NoValNumber::Of(5); }},
+      {"cpus_per_task", [](JobDescription& j) { j.cpus_per_task = 64; }},
+      {"memory_per_node", [](JobDescription& j) { j.memory_per_node = NoValNumber::Of(1 << 20); }},
+      {"tres_per_node", [](JobDescription& j) { j.tres_per_node = "gres/gpu=8"; }},
+      {"tres_per_job", [](JobDescription& j) { j.tres_per_job = "gres/gpu=8"; }},
+      {"licenses", [](JobDescription& j) { j.licenses = "matlab:50"; }},
+      {"partition", [](JobDescription& j) { j.partition = "long"; }},
+      {"account", [](JobDescription& j) { j.account = "rich"; }},
+      {"qos", [](JobDescription& j) { j.qos = "high"; }},
+      {"reservation", [](JobDescription& j) { j.reservation = "theirs"; }},
+      {"wckey", [](JobDescription& j) { j.wckey = "w"; }},
+      {"mcs_label", [](JobDescription& j) { j.mcs_label = "other"; }},
+      {"nodes", [](JobDescription& j) { j.nodes = "64"; }},
+      {"minimum_nodes", [](JobDescription& j) { j.minimum_nodes = 64; }},
+      {"tasks", [](JobDescription& j) { j.tasks = 64; }},
+      {"tasks_per_node", [](JobDescription& j) { j.tasks_per_node = 64; }},
+      {"shared", [](JobDescription& j) { j.shared = {}; }},
+      // Removed: Slurm cannot be told to forget it in place, a new job goes without it.
+      {"time_limit", [](JobDescription& j) { j.time_limit = NoValNumber::Unset(); }},
+  };
+  for (const Case& c : cases) {
+    JobDescription wanted = Submitted();
+    wanted.comment = "also changed";
+    c.change(wanted);
+    JobUpdate u = PendingJobUpdate(Submitted(), wanted);
+    EXPECT_EQ(u.resubmit, Names{c.name}) << c.name;
+    EXPECT_TRUE(u.changed.empty()) << c.name << ": nothing is sent to a job submitted anew";
+    EXPECT_TRUE(u.changes.clear.empty()) << c.name;
+    EXPECT_FALSE(u.changes.time_limit.set) << c.name;
+    EXPECT_FALSE(u.changes.cpus_per_task.has_value()) << c.name;
+    EXPECT_EQ(u.changes.comment, "") << c.name;
+  }
 }
 
 TEST(PendingJobUpdate, FieldsSlurmFixesAtSubmitAreNeverSent) {
@@ -75,26 +118,35 @@ TEST(PendingJobUpdate, FieldsSlurmFixesAtSubmitAreNeverSent) {
 }
 
 TEST(PendingJobUpdate, RemovedValuesAreClearedWhereSlurmAllowsIt) {
-  JobDescription wanted = Submitted();
+  JobDescription submitted = Submitted();
+  submitted.priority = NoValNumber::Of(5);
+  submitted.constraints = "fast";
+  JobDescription wanted = submitted;
   wanted.comment.clear();
   wanted.excluded_nodes.clear();
-  wanted.time_limit = NoValNumber::Unset();
-  wanted.partition.clear();
-  JobUpdate u = PendingJobUpdate(Submitted(), wanted);
-  EXPECT_EQ(u.changes.clear, (Names{"comment", "excluded_nodes"}));
-  EXPECT_EQ(u.changed, (Names{"comment", "excluded_nodes"}));
-  // No way to tell Slurm "no time limit annotation" or "default partition": it keeps them.
-  EXPECT_EQ(u.kept, (Names{"partition", "time_limit"}));
+  wanted.constraints.clear();
+  wanted.priority = NoValNumber::Unset();
+  JobUpdate u = PendingJobUpdate(submitted, wanted);
+  EXPECT_EQ(u.changes.clear, (Names{"constraints", "comment", "excluded_nodes"}));
+  EXPECT_EQ(u.changed, (Names{"constraints", "comment", "excluded_nodes"}));
+  // No way to tell Slurm "no priority annotation": it keeps the one it has.
+  EXPECT_EQ(u.kept, (Names{"priority"}));
+  EXPECT_TRUE(u.resubmit.empty());
 }
 
-TEST(PendingJobUpdate, FromNothingSendsEveryUpdatableField) {
-  // An adopted job: what it was submitted with is not known.
-  JobUpdate u = PendingJobUpdate(JobDescription{}, Submitted());
-  EXPECT_EQ(u.changed, (Names{"name", "partition", "comment", "admin_comment", "nodes",
-                              "minimum_nodes", "maximum_nodes", "tasks_per_node", "cpus_per_task",
-                              "memory_per_node", "time_limit", "excluded_nodes", "shared"}));
+TEST(PendingJobUpdate, FromNothingSendsEveryFieldUpdatedInPlace) {
+  // An adopted job: what it was submitted with is not known. The fields updated in place are
+  // sent once; those that limits look at are taken to be as submitted (never sent: review R-1).
+  JobDescription wanted = Submitted();
+  wanted.constraints = "fast";
+  JobUpdate u = PendingJobUpdate(std::nullopt, wanted);
+  EXPECT_EQ(u.changed, (Names{"name", "constraints", "comment", "admin_comment", "excluded_nodes"}));
+  EXPECT_TRUE(u.resubmit.empty());
   EXPECT_TRUE(u.changes.flags.empty());
   EXPECT_EQ(u.changes.user_id, "");
+  EXPECT_FALSE(u.changes.time_limit.set);
+  EXPECT_FALSE(u.changes.cpus_per_task.has_value());
+  EXPECT_EQ(u.changes.partition, "");
 }
 
 }  // namespace

@@ -103,6 +103,8 @@ struct Stats {
   std::uint64_t duplicates_cancelled = 0;  // a second job of a group
   std::uint64_t unmapped_cancelled = 0;    // allocated a node Kubernetes lacks
   std::uint64_t jobs_updated = 0;          // pending jobs sent a changed description
+  // Pending jobs cancelled to be submitted anew: a change their limits look at (review R-1).
+  std::uint64_t jobs_resubmitted = 0;
   std::uint64_t submit_errors = 0;
   std::uint64_t pods_bound = 0;
   std::uint64_t bind_errors = 0;
@@ -220,6 +222,11 @@ class Scheduler : private slurm::JobWatchSubscriber {
   // problem instead.
   boost::asio::awaitable<bool> UpdatePending(const bridge::GroupSpec& spec,
                                              std::vector<const kube::Pod*> pods);
+  // Cancels pending job `id`, whose `fields` changed where Slurm's limits look, and looks at the
+  // group again (which submits its new job); false (the pods were told, or it is tried again).
+  boost::asio::awaitable<bool> Resubmit(const bridge::GroupSpec& spec,
+                                        const std::vector<const kube::Pod*>& pods, std::int64_t id,
+                                        const std::vector<std::string>& fields);
   void OnNodeChanged(const kube::Node* before, const kube::Node& after);
   // Looks at the group again after `after`, reading the pod and its owners anew.
   void RetryLater(const std::string& group_key, const std::vector<const kube::Pod*>& pods,

@@ -296,9 +296,10 @@ awaitable<bool> Scheduler::UpdatePending(const GroupSpec& spec, std::vector<cons
     RetryLater(spec.key, pods, wanted.retry);
     co_return false;
   }
-  // Adopted jobs: what they were submitted with is unknown, so every field is sent once.
-  bridge::JobUpdate update =
-      bridge::PendingJobUpdate(it->second.sent.value_or(slurm::JobDescription{}), wanted.job);
+  // Adopted jobs: what they were submitted with is unknown, so every field updated in place is
+  // sent once (and the others are taken to be as submitted).
+  bridge::JobUpdate update = bridge::PendingJobUpdate(it->second.sent, wanted.job);
+  if (!update.resubmit.empty()) co_return co_await Resubmit(spec, pods, id, update.resubmit);
   // The pods the job is for from now on (its tag follows its members: a re-created one).
   auto follow = [&](TrackedJob& t) {
     t.uids.clear();
@@ -344,6 +345,33 @@ awaitable<bool> Scheduler::UpdatePending(const GroupSpec& spec, std::vector<cons
                    "SlurmJobUpdateFailed", msg);
   }
   co_return true;
+}
+
+awaitable<bool> Scheduler::Resubmit(const GroupSpec& spec, const std::vector<const Pod*>& pods,
+                                    std::int64_t id, const std::vector<std::string>& fields) {
+  // Review R-1: the bridge's token is an operator's, and Slurm takes an operator's update of a
+  // pending job's time limit or TRES as set by an admin, past partition and QOS limits. The job
+  // is cancelled and submitted anew instead, which Slurm checks as it does any submit; it goes
+  // to the back of the queue, as a job its user cancelled and submitted again would.
+  const slurm::CancelOptions opts;  // named: no braced temporary inside a co_await (gcc 12)
+  Result<bool> r = co_await slurm_.CancelJob(id, opts);
+  if (!r && r.error().code != ErrorCode::kNotFound) {
+    spdlog::warn("{}: cancelling pending Slurm job {} to submit it anew failed: {}", spec.key, id,
+                 r.error().ToString());
+    RetryLater(spec.key, pods, std::chrono::seconds(5));
+    co_return false;
+  }
+  Unlist(id);
+  if (auto it = jobs_.find(spec.key); it != jobs_.end() && it->second.id == id) jobs_.erase(it);
+  ++stats_.jobs_resubmitted;
+  const std::string msg = fmt::format(
+      "{} changed: pending Slurm job {} cancelled, a new job is submitted (Slurm checks a job "
+      "against its partition, QOS and association limits when it is submitted)",
+      fmt::join(fields, ", "), id);
+  spdlog::info("{}: {}", spec.key, msg);
+  Emit(pods, "SlurmJobResubmitted", msg);
+  queue_.Add(std::string(kGroupItem) + spec.key);
+  co_return false;
 }
 
 awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const Pod*> pods,

@@ -1091,9 +1091,11 @@ TEST_F(SchedulerFlowTest, SubmitThatDidNotGetThroughIsNotReportedAsARefusal) {
   ASSERT_TRUE(AdvanceUntil([&] { return StatusSays("refused", "Slurm refused the job: bad"); }));
 }
 
-// Test audit #4: a job adopted after a restart is sent its whole description once (what it was
-// submitted with is unknown to the new process), then nothing while nothing changes.
-TEST_F(SchedulerFlowTest, AdoptedJobIsSentItsWholeDescriptionOnce) {
+// Test audit #4: a job adopted after a restart is sent the fields updated in place once (what it
+// was submitted with is unknown to the new process), then nothing while nothing changes. The
+// fields Slurm's limits look at are taken to be as submitted: never sent (review R-1), and the
+// job is not submitted anew for them.
+TEST_F(SchedulerFlowTest, AdoptedJobIsSentItsInPlaceFieldsOnce) {
   ASSERT_NO_FATAL_FAILURE(StartWithPendingPods(1));
   const std::int64_t id = JobOf("p0");
   ASSERT_EQ(slurm_.submitted().size(), 1u);
@@ -1104,19 +1106,18 @@ TEST_F(SchedulerFlowTest, AdoptedJobIsSentItsWholeDescriptionOnce) {
   ASSERT_TRUE(AdvanceUntil([&] { return slurm_.calls("UpdateJob") >= 1; }));
   EXPECT_EQ(scheduler_->stats().jobs_adopted, 1u);
   EXPECT_EQ(slurm_.calls("SubmitJob"), 1) << "adopted, not submitted again";
+  EXPECT_TRUE(slurm_.cancels().empty());
   ASSERT_EQ(slurm_.updates().size(), 1u);
   const auto& [updated, changes] = slurm_.updates().front();
   EXPECT_EQ(updated, id);
   EXPECT_EQ(changes.name, submitted.name);
-  EXPECT_EQ(changes.partition, submitted.partition);
   EXPECT_EQ(changes.admin_comment, submitted.admin_comment);
-  EXPECT_EQ(changes.minimum_nodes, submitted.minimum_nodes);
-  EXPECT_EQ(changes.maximum_nodes, submitted.maximum_nodes);
-  EXPECT_EQ(changes.tasks, submitted.tasks);
-  EXPECT_EQ(changes.cpus_per_task, submitted.cpus_per_task);
-  EXPECT_EQ(changes.memory_per_node, submitted.memory_per_node);
-  EXPECT_EQ(changes.shared, submitted.shared);
-  EXPECT_TRUE(changes.minimum_nodes.has_value()) << "not the whole description";
+  EXPECT_EQ(changes.partition, "");
+  EXPECT_FALSE(changes.minimum_nodes.has_value());
+  EXPECT_FALSE(changes.cpus_per_task.has_value());
+  EXPECT_FALSE(changes.memory_per_node.set);
+  EXPECT_FALSE(changes.time_limit.set);
+  EXPECT_TRUE(changes.shared.empty());
 
   // Looked at again (Slurm gives a reason, seen by the next job list): nothing more is sent.
   slurm::JobInfo j = *slurm_.Job(id);
@@ -1125,6 +1126,68 @@ TEST_F(SchedulerFlowTest, AdoptedJobIsSentItsWholeDescriptionOnce) {
   ASSERT_TRUE(AdvanceUntil([&] { return StatusSays("p0", "Priority"); }, 500ms));
   EXPECT_EQ(slurm_.calls("UpdateJob"), 1);
   EXPECT_EQ(scheduler_->stats().jobs_updated, 1u);
+  EXPECT_EQ(scheduler_->stats().jobs_resubmitted, 0u);
+}
+
+// Review R-1: a tenant's edit of a pending pod's time limit or CPUs is never sent to Slurm as an
+// update (the bridge's operator token would set it past the partition's MaxTime and the QOS's
+// MaxTRESPerJob): the job is cancelled and a new one submitted with the new description, which
+// Slurm checks at submit. The pod is told, and follows the new job; a comment still goes in place.
+TEST_F(SchedulerFlowTest, RaisedTimeLimitOfAPendingPodIsSubmittedAnewNotUpdated) {
+  ASSERT_NO_FATAL_FAILURE(StartWithPendingPods(1));
+  const std::int64_t first = JobOf("p0");
+  ASSERT_NE(first, 0);
+  const std::string prefix(bridge::kJobAnnotationPrefix);
+  api_.PatchPod("ns", "p0",
+                fmt::format(R"({{"metadata":{{"annotations":{{"{0}timelimit":"525600",)"
+                            R"("{0}cpu-per-task":"64"}}}}}})",
+                            prefix));
+  ASSERT_TRUE(AdvanceUntil([&] { return slurm_.calls("SubmitJob") == 2; }));
+  EXPECT_EQ(slurm_.calls("UpdateJob"), 0) << "a limit was raised with the operator's token";
+  EXPECT_EQ(slurm_.Job(first)->BaseState(), "CANCELLED");
+  const slurm::JobDescription& again = slurm_.submitted().back();
+  EXPECT_EQ(again.time_limit, slurm::NoValNumber::Of(525600));
+  EXPECT_EQ(again.cpus_per_task, 64);
+  const std::int64_t second = slurm_.JobIds().back();
+  ASSERT_NE(second, first);
+  EXPECT_NE(slurm_.Job(second)->admin_comment.find("ns/p0\""), std::string::npos);
+  // The pod follows its new job (Slurm's reason reaches it with the new id).
+  slurm::JobInfo j = *slurm_.Job(second);
+  j.state_reason = "Priority";
+  slurm_.AddJob(j);
+  ASSERT_TRUE(AdvanceUntil(
+      [&] { return StatusSays("p0", fmt::format("waiting for Slurm job {} in", second)); }));
+  EXPECT_TRUE(HasEvent(
+      "SlurmJobResubmitted",
+      fmt::format("cpus_per_task, time_limit changed: pending Slurm job {} cancelled", first)));
+  EXPECT_EQ(scheduler_->stats().jobs_resubmitted, 1u);
+  EXPECT_EQ(scheduler_->stats().jobs_replaced, 0u) << "told twice: resubmitted and replaced";
+
+  // A comment is no limit's business: sent in place to the new job, nothing resubmitted.
+  api_.PatchPod("ns", "p0",
+                fmt::format(R"({{"metadata":{{"annotations":{{"{}comment":"hello"}}}}}})", prefix));
+  ASSERT_TRUE(AdvanceUntil([&] { return slurm_.calls("UpdateJob") == 1; }));
+  EXPECT_EQ(slurm_.updates().back().first, second);
+  EXPECT_EQ(slurm_.Job(second)->comment, "hello");
+  EXPECT_EQ(slurm_.calls("SubmitJob"), 2);
+  EXPECT_EQ(scheduler_->stats().jobs_resubmitted, 1u);
+}
+
+// A cancel that does not get through leaves the job as it is (tracked, not submitted twice) and
+// is tried again.
+TEST_F(SchedulerFlowTest, ResubmitWaitsForItsCancelToGetThrough) {
+  ASSERT_NO_FATAL_FAILURE(StartWithPendingPods(1));
+  const std::int64_t first = JobOf("p0");
+  ASSERT_NE(first, 0);
+  slurm_.FailNext("CancelJob", Error{.code = ErrorCode::kUnavailable, .message = "down"});
+  api_.PatchPod("ns", "p0",
+                fmt::format(R"({{"metadata":{{"annotations":{{"{}timelimit":"30"}}}}}})",
+                            bridge::kJobAnnotationPrefix));
+  ASSERT_TRUE(AdvanceUntil([&] { return slurm_.calls("SubmitJob") == 2; }));
+  EXPECT_GE(slurm_.calls("CancelJob"), 2);
+  EXPECT_EQ(slurm_.Job(first)->BaseState(), "CANCELLED");
+  EXPECT_EQ(slurm_.submitted().back().time_limit, slurm::NoValNumber::Of(30));
+  EXPECT_EQ(slurm_.calls("UpdateJob"), 0);
 }
 
 // Test audit #5: a gang whose pods all go before binding has its job cancelled (the scheduler's
