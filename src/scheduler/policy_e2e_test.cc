@@ -26,6 +26,7 @@
 
 #include <boost/json.hpp>
 
+#include "bridge/pods.h"
 #include "scheduler/planner.h"
 #include "testing/paths.h"
 #include "testing/policy_e2e.h"
@@ -747,6 +748,105 @@ TEST_F(PolicyE2e, TimeLimitsEndJobsAndTheirPods) {
   // The words of the pod controller's event (issue #29: "Slurm job N reached its time limit
   // (TIMEOUT)").
   EXPECT_TRUE(HasEventWith(ns_, "limited", "SlurmJobEnded", "time limit"));
+}
+
+// Review R-1: a tenant's edit of a pending pod never takes its job past Slurm's limits. The
+// bridge's token is SlurmUser's, and Slurm takes an operator's update of a pending job's time
+// limit or CPUs as an admin's, past the partition's MaxTime and the QOS's MaxTRESPerJob; so the
+// bridge cancels the job and submits a new one, which Slurm checks as any user's submit.
+// Partition polr (MaxTime 10 minutes, down: the job waits while it is edited) and QOS polcap
+// (MaxTRESPerJob cpu=4); the test Slurm has EnforcePartLimits=ALL, so a submit past MaxTime is
+// refused and one past the QOS waits with QOSMaxCpuPerJobLimit.
+TEST_F(PolicyE2e, EditsOfAPendingPodStayInsideThePartitionAndQosLimits) {
+  Slurm("scontrol delete PartitionName=polr");  // one of an earlier run
+  SlurmOk("scontrol create PartitionName=polr Nodes=ALL MaxTime=10 State=DOWN");
+  cleanup_.push_back("scontrol delete PartitionName=polr");
+  AddQos("polcap", "MaxTRESPerJob=cpu=4");
+  AddAccount("polra");
+  AddK8sTo("polra", "QOS=normal,polcap");
+  if (HasFailure()) return;
+  AddConfig(fmt::format(
+      "identityPolicy:\n- namespaces: [{}]\n  user: k8s\n  accounts: [polra]\n  qos: [polcap]\n"
+      "  partitions: [polr]\n",
+      ns_));
+  scheduler_ = StartBridge("all");
+  CreateBusyPod(ns_, "r0", kUntilReleased, R"({"slurmjob.slinky.slurm.net/partition":"polr",
+      "slurmjob.slinky.slurm.net/account":"polra","slurmjob.slinky.slurm.net/qos":"polcap",
+      "slurmjob.slinky.slurm.net/timelimit":"5","slurmjob.slinky.slurm.net/cpu-per-task":"1",
+      "slurmjob.slinky.slurm.net/exclusive":"false"})");
+  if (HasFatalFailure()) return;
+  std::optional<kube::Pod> r0 = WaitForPodIn(ns_, "r0", HasJob, 60s);
+  ASSERT_TRUE(r0) << "r0 got no Slurm job";
+  const std::int64_t first = JobId(*r0);
+  EXPECT_EQ(JobState(first), "PENDING");
+  const std::string kubectl = "KUBECONFIG=" + env_.Get("KUBECONFIG") + " kubectl -n " + ns_ + " ";
+  // Every job of r0's that Slurm has not ended: id -> "TimeLimit CPUs state".
+  auto live = [&] {
+    std::map<std::int64_t, std::string> out;
+    const std::map<std::string, std::vector<std::int64_t>> jobs = JobsByUid();
+    auto mine = jobs.find(r0->metadata.uid);
+    if (mine == jobs.end()) return out;
+    for (std::int64_t id : mine->second) {
+      std::optional<slurm::JobInfo> j = SlurmJob(id);
+      if (!j || bridge::JobEnded(j->BaseState())) continue;
+      out[id] = fmt::format("{} {} {}", j->time_limit.Value().value_or(-1), j->cpus,
+                            j->BaseState());
+    }
+    return out;
+  };
+
+  // A year: past the partition's MaxTime. The pending job is cancelled, and Slurm refuses the
+  // new one; no job of r0's has the year.
+  Shell(kubectl + "annotate pod r0 --overwrite slurmjob.slinky.slurm.net/timelimit=525600");
+  EXPECT_TRUE(WaitFor([&] { return JobState(first) == "CANCELLED"; }, 60s))
+      << "Slurm job " << first << " is " << JobState(first) << ": updated in place?";
+  EXPECT_TRUE(HasEventWith(ns_, "r0", "SlurmJobResubmitted",
+                           fmt::format("time_limit changed: pending Slurm job {} cancelled", first)));
+  // The pod's PodScheduled message once it is `want` (within 90 s); else the last one seen.
+  auto told = [&](const std::function<bool(const std::string&)>& want) {
+    std::string message;
+    WaitFor(
+        [&] {
+          std::optional<kube::Pod> p = GetPodIn(ns_, "r0");
+          message = p ? std::string(scheduler::WithoutExpectedStart(WaitingCondition(*p))) : "";
+          return want(message);
+        },
+        90s);
+    return message;
+  };
+  const std::string refused =
+      told([](const std::string& m) { return m.starts_with("Slurm refused the job"); });
+  EXPECT_TRUE(refused.starts_with("Slurm refused the job")) << refused;
+  EXPECT_EQ(live(), (std::map<std::int64_t, std::string>{}));
+
+  // Back within MaxTime, 6 CPUs: past the QOS's 4. The new job waits for the QOS, and keeps
+  // waiting once the partition is up.
+  Shell(kubectl + "annotate pod r0 --overwrite slurmjob.slinky.slurm.net/timelimit=5 "
+                  "slurmjob.slinky.slurm.net/cpu-per-task=6");
+  std::int64_t capped = 0;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        std::optional<kube::Pod> p = GetPodIn(ns_, "r0");
+        if (p && HasJob(*p) && JobId(*p) != first) capped = JobId(*p);
+        return capped != 0;
+      },
+      90s))
+      << "r0 got no new job";
+  SlurmOk("scontrol update PartitionName=polr State=UP");
+  const std::string waiting =
+      fmt::format("waiting for Slurm job {} in partition polr: QOSMaxCpuPerJobLimit", capped);
+  EXPECT_EQ(told([&](const std::string& m) { return m == waiting; }), waiting);
+  EXPECT_EQ(live(), (std::map<std::int64_t, std::string>{{capped, "5 6 PENDING"}}));
+
+  // 2 CPUs: within the QOS. A new job, which runs the pod.
+  Shell(kubectl + "annotate pod r0 --overwrite slurmjob.slinky.slurm.net/cpu-per-task=2");
+  std::optional<kube::Pod> running = WaitForPodIn(ns_, "r0", IsRunning, 120s);
+  ASSERT_TRUE(running) << "r0 does not run within the limits";
+  const std::int64_t last = JobId(*running);
+  EXPECT_NE(last, capped);
+  EXPECT_EQ(JobState(capped), "CANCELLED");
+  EXPECT_EQ(live(), (std::map<std::int64_t, std::string>{{last, "5 2 RUNNING"}}));
+  Release(ns_, "r0");
 }
 
 }  // namespace

@@ -181,14 +181,17 @@ TEST_F(SchedulerE2e, PodsBeyondCapacityWaitWithSlurmsReasonThenBind) {
 
 // nodeSharing coResident: a pod's job is not exclusive, and the scheduler warns when the
 // partition's OverSubscribe (as the real slurmrestd reports it) lets jobs share cores, and says
-// so when it is safe again.
+// so when it is safe again. A pod that is not Guaranteed (no limits: it could take the whole
+// node while Slurm gives the rest to other jobs) gets no job (review R-2).
 TEST_F(SchedulerE2e, CoResidentJobsShareAndUnsafeOverSubscribeIsReported) {
   AddConfig("nodeSharing: coResident\n");
   const std::string part = env_.Get("SLURM_PARTITION");
   Restore restore([&] { Slurm("scontrol update partitionname=" + part + " oversubscribe=no"); });
   StartScheduler();
   const std::string on_n1 = R"(,"nodeSelector":{"kubernetes.io/hostname":"n1"})";
-  const std::string small = R"({"requests":{"cpu":"1","memory":"64Mi"}})";
+  const std::string small =
+      R"({"requests":{"cpu":"1","memory":"64Mi"},"limits":{"cpu":"1","memory":"64Mi"}})";
+  CreatePod("unlimited", R"({"requests":{"cpu":"1","memory":"64Mi"}})", "{}", on_n1);
   CreatePod("a", small, "{}", on_n1);
   CreatePod("a2", small, "{}", on_n1);
   auto bound = [](const kube::Pod& p) { return !p.spec.node_name.empty(); };
@@ -197,6 +200,16 @@ TEST_F(SchedulerE2e, CoResidentJobsShareAndUnsafeOverSubscribeIsReported) {
   ASSERT_TRUE(a && a2);
   EXPECT_EQ(a->spec.node_name, "n1");
   EXPECT_EQ(a2->spec.node_name, "n1") << "two coResident jobs share n1";
+  const std::string refused = WaitForEvent("unlimited");
+  EXPECT_NE(refused.find("must be Guaranteed for cpu and memory (limits equal to requests in "
+                         "every container): container c has no cpu limit"),
+            std::string::npos)
+      << refused;
+  const kube::Pod unlimited =
+      RunSync(io_, kube::GetPod(*kube_, ns_, "unlimited")).value_or(kube::Pod{});
+  EXPECT_EQ(unlimited.metadata.name, "unlimited");
+  EXPECT_FALSE(HasJob(unlimited));
+  EXPECT_FALSE(IsBound(unlimited));
   // The exclusive annotation still takes a whole node: n1 is not free, so its job waits.
   CreatePod("b", small, R"({"slurmjob.slinky.slurm.net/exclusive":"true"})", on_n1);
   std::int64_t b_job = 0;
@@ -532,6 +545,9 @@ TEST_F(SchedulerE2e, JobEndingBeforeBindingIsReplaced) {
   EXPECT_TRUE(ended_event);
 }
 
+// A pending job follows its pod and the nodes: a comment and the exclusions in place; a time
+// limit (which Slurm checks against the partition's MaxTime at submit only) by a new job, the
+// old one cancelled (review R-1). Each new job is checked by Slurm as a user's submit.
 TEST_F(SchedulerE2e, PendingJobFollowsEditsOfItsPodAndNodes) {
   // Drained nodes keep the job pending while the pod and the nodes change.
   auto drained = DrainAllNodes();
@@ -541,7 +557,7 @@ TEST_F(SchedulerE2e, PendingJobFollowsEditsOfItsPodAndNodes) {
                 "slurmjob.slinky.slurm.net/timelimit":"30"})");
   std::optional<kube::Pod> submitted = WaitForPod("edited", HasJob, 30s);
   ASSERT_TRUE(submitted);
-  const std::int64_t job = JobId(*submitted);
+  std::int64_t job = JobId(*submitted);
   const std::string kubectl = "KUBECONFIG=" + env_.Get("KUBECONFIG") + " kubectl ";
   auto show = [&] { return Slurm(fmt::format("scontrol show job -o {}", job)); };
   auto shows = [&](const std::vector<std::string>& wants, const std::string& absent) {
@@ -558,11 +574,31 @@ TEST_F(SchedulerE2e, PendingJobFollowsEditsOfItsPodAndNodes) {
     EXPECT_TRUE(ok) << text;
     return ok;
   };
-  // Annotations edited on the pod reach the pending job.
+  // The pod's job once it is another than `before` (the old one cancelled): 0 when none came.
+  auto next_job = [&](std::int64_t before) -> std::int64_t {
+    std::optional<kube::Pod> p =
+        WaitForPod("edited", [&](const kube::Pod& q) { return HasJob(q) && JobId(q) != before; },
+                   30s);
+    EXPECT_TRUE(p) << "no new job after Slurm job " << before;
+    if (!p) return 0;
+    EXPECT_TRUE(WaitFor([&] { return JobState(before) == "CANCELLED"; }, 30s))
+        << "Slurm job " << before << " is " << JobState(before);
+    return JobId(*p);
+  };
+  // A comment edited on the pod reaches the pending job in place.
   Shell(kubectl + "annotate pod edited -n " + ns_ +
-        " --overwrite slurmjob.slinky.slurm.net/comment=after "
-        "slurmjob.slinky.slurm.net/timelimit=20");
+        " --overwrite slurmjob.slinky.slurm.net/comment=after");
+  ASSERT_TRUE(shows({"Comment=after", "TimeLimit=00:30:00"}, ""));
+  // A time limit edited: a new job, never an operator's update of the pending one.
+  Shell(kubectl + "annotate pod edited -n " + ns_ +
+        " --overwrite slurmjob.slinky.slurm.net/timelimit=20");
+  const std::int64_t first = job;
+  job = next_job(first);
+  ASSERT_NE(job, 0);
   ASSERT_TRUE(shows({"Comment=after", "TimeLimit=00:20:00"}, ""));
+  EXPECT_NE(WaitForEvent("edited", "SlurmJobResubmitted")
+                .find(fmt::format("time_limit changed: pending Slurm job {} cancelled", first)),
+            std::string::npos);
   // A bad edit is reported and the job keeps what it had.
   Shell(kubectl + "annotate pod edited -n " + ns_ +
         " --overwrite slurmjob.slinky.slurm.net/timelimit=soon");
@@ -582,12 +618,16 @@ TEST_F(SchedulerE2e, PendingJobFollowsEditsOfItsPodAndNodes) {
   // Upstream 1.3's forms: a duration, a Slurm --time string.
   Shell(kubectl + "annotate pod edited -n " + ns_ +
         " --overwrite slurmjob.slinky.slurm.net/timelimit=25m");
+  job = next_job(job);
+  ASSERT_NE(job, 0);
   ASSERT_TRUE(shows({"TimeLimit=00:25:00"}, ""));
   Shell(kubectl + "annotate pod edited -n " + ns_ +
         " --overwrite slurmjob.slinky.slurm.net/timelimit=1-2:30");
+  job = next_job(job);
+  ASSERT_NE(job, 0);
   ASSERT_TRUE(shows({"TimeLimit=1-02:30:00"}, ""));
   // A node tainted in Kubernetes is excluded, and no longer when the taint goes; a removed
-  // comment is cleared.
+  // comment is cleared: in place, the same job.
   Shell(kubectl + "taint node n2 e2e-edit=x:NoSchedule");
   struct Untaint {
     std::string cmd;
@@ -597,13 +637,19 @@ TEST_F(SchedulerE2e, PendingJobFollowsEditsOfItsPodAndNodes) {
   Shell(kubectl + "taint node n2 e2e-edit-");
   Shell(kubectl + "annotate pod edited -n " + ns_ + " slurmjob.slinky.slurm.net/comment-");
   ASSERT_TRUE(shows({"ExcNodeList=(null)", "TimeLimit=1-02:30:00"}, "Comment=after"));
-  // The same job runs the pod: updated, never replaced.
+  // The last job runs the pod; the others were cancelled before they started.
   ResumeAllNodes();
   std::optional<kube::Pod> bound = WaitForPod("edited", IsBound);
   ASSERT_TRUE(bound) << "edited not bound";
   kube::Pod pod = *bound;
   EXPECT_EQ(JobId(pod), job);
-  EXPECT_EQ(JobsByUid()[pod.metadata.uid].size(), 1u);
+  const std::map<std::string, std::vector<std::int64_t>> jobs = JobsByUid();
+  ASSERT_TRUE(jobs.contains(pod.metadata.uid));
+  for (std::int64_t id : jobs.at(pod.metadata.uid)) {
+    if (id != job) {
+      EXPECT_EQ(JobState(id), "CANCELLED") << "Slurm job " << id;
+    }
+  }
 }
 
 TEST_F(SchedulerE2e, KilledAndRestartedSchedulerMakesNoDuplicateJobs) {
