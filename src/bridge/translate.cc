@@ -300,6 +300,83 @@ std::string CoResidentSharingRisk(const slurm::PartitionInfo& partition) {
       partition.oversubscribe_jobs);
 }
 
+namespace {
+
+// Review R-2: a pod that shares its node with other jobs (nodeSharing coResident) is held to
+// what Slurm gave it by its limits alone, so it must be Guaranteed for cpu and memory: limits in
+// every container (or at pod level), and requests, where given, equal to them. "" when it is.
+std::string NotGuaranteed(const kube::Pod& pod) {
+  auto same = [](const std::string& name, const std::string& a, const std::string& b) {
+    Result<std::int64_t> x =
+        name == "cpu" ? kube::ParseQuantityMilli(a) : kube::ParseQuantityValue(a);
+    Result<std::int64_t> y =
+        name == "cpu" ? kube::ParseQuantityMilli(b) : kube::ParseQuantityValue(b);
+    return x && y ? *x == *y : a == b;
+  };
+  auto check = [&](const kube::ResourceRequirements& r, const std::string& what) -> std::string {
+    for (const std::string name : {"cpu", "memory"}) {
+      auto limit = r.limits.find(name);
+      if (limit == r.limits.end()) return fmt::format("{} has no {} limit", what, name);
+      auto request = r.requests.find(name);
+      if (request != r.requests.end() && !same(name, request->second, limit->second)) {
+        return fmt::format("{} requests {} {} but its limit is {}", what, request->second, name,
+                           limit->second);
+      }
+    }
+    return "";
+  };
+  if (pod.spec.resources.limits.contains("cpu") && pod.spec.resources.limits.contains("memory")) {
+    return check(pod.spec.resources, "the pod");
+  }
+  for (const kube::Container& c : pod.spec.init_containers) {
+    if (std::string why = check(c.resources, "init container " + c.name); !why.empty()) return why;
+  }
+  for (const kube::Container& c : pod.spec.containers) {
+    if (std::string why = check(c.resources, "container " + c.name); !why.empty()) return why;
+  }
+  return "";
+}
+
+// The count of TRES `tres` (such as gres/gpu) in a tres_per_node string, typed ones included:
+// gres/gpu=2, gres/gpu:2, gres/gpu:a100=2, gres/gpu:a100:2 and gpu:2 each count 2 for
+// gres/gpu, and gres/gpu alone 1 (Slurm's forms); an entry whose count does not parse counts
+// nothing.
+std::int64_t TresCount(std::string_view per_node, std::string_view tres) {
+  auto number = [](std::string_view digits) -> std::optional<std::int64_t> {
+    std::int64_t n = 0;
+    auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
+    if (digits.empty() || ec != std::errc() || p != digits.data() + digits.size()) {
+      return std::nullopt;
+    }
+    return n;
+  };
+  std::int64_t total = 0;
+  for (std::string_view rest = per_node; !rest.empty();) {
+    const std::size_t comma = rest.find(',');
+    const std::string_view entry = rest.substr(0, comma);
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    std::string_view name = entry;
+    std::optional<std::int64_t> count = 1;
+    if (const std::size_t eq = entry.find('='); eq != std::string_view::npos) {
+      name = entry.substr(0, eq);
+      count = number(entry.substr(eq + 1));
+    } else if (const std::size_t colon = entry.rfind(':'); colon != std::string_view::npos) {
+      if (std::optional<std::int64_t> n = number(entry.substr(colon + 1))) {
+        name = entry.substr(0, colon);
+        count = n;
+      }
+    }
+    std::string full(name);
+    if (full.find('/') == std::string::npos) full = "gres/" + full;
+    const bool match = full == tres || (full.starts_with(tres) && full.size() > tres.size() &&
+                                        full[tres.size()] == ':');
+    if (match && count && *count > 0) total += *count;
+  }
+  return total;
+}
+
+}  // namespace
+
 Result<slurm::JobDescription> Translate(const GroupSpec& group,
                                         const std::vector<const kube::Pod*>& pods,
                                         const TranslateOptions& options) {
@@ -411,6 +488,10 @@ Result<slurm::JobDescription> Translate(const GroupSpec& group,
   }
   job.tres_per_node = tres_str;
   job.admin_comment = EncodeJobTag(tag);
+  // What the pods can take, which the annotations below may raise but not lower (review R-2:
+  // Slurm would give the rest of the node to other jobs while the pod uses it).
+  const std::optional<std::int32_t> derived_cpus = job.cpus_per_task;
+  const slurm::NoValNumber derived_memory = job.memory_per_node;
 
   // Annotations win over derived values, within the namespace's identity policy.
   const std::map<std::string, std::string> annotations = JobAnnotations(group.annotations);
@@ -436,11 +517,23 @@ Result<slurm::JobDescription> Translate(const GroupSpec& group,
       if (!v || *v < 1 || *v > INT32_MAX) {
         return tl::unexpected(AnnotationError(key, raw, "is not a positive CPU quantity"));
       }
+      if (derived_cpus && *v < *derived_cpus) {
+        return tl::unexpected(AnnotationError(
+            key, raw,
+            fmt::format("is less than the pod's {} CPU(s) (its containers' requests and limits)",
+                        *derived_cpus)));
+      }
       job.cpus_per_task = static_cast<std::int32_t>(*v);
     } else if (key == "exclusive") {
       job.shared =
           Lower(value) == "false" ? std::vector<std::string>{} : std::vector<std::string>{"none"};
     } else if (key == "gres") {
+      for (const auto& [t, v] : tres) {
+        if (v > 0 && TresCount(value, t) < v) {
+          return tl::unexpected(AnnotationError(
+              key, raw, fmt::format("asks for fewer {} than the pod's {}", t, v)));
+        }
+      }
       job.tres_per_node = value;
     } else if (key == "job-name") {
       job.name = value;
@@ -458,6 +551,12 @@ Result<slurm::JobDescription> Translate(const GroupSpec& group,
       Result<std::int64_t> v = kube::ParseQuantityValue(value);
       if (!v || *v < kMiB) {
         return tl::unexpected(AnnotationError(key, raw, "is not a memory quantity of 1Mi or more"));
+      }
+      if (derived_memory.set && *v / kMiB < derived_memory.number) {
+        return tl::unexpected(AnnotationError(
+            key, raw,
+            fmt::format("is less than the pod's {}Mi (its containers' requests and limits)",
+                        derived_memory.number)));
       }
       job.memory_per_node = slurm::NoValNumber::Of(*v / kMiB);
     } else if (key == "partition") {
@@ -480,6 +579,18 @@ Result<slurm::JobDescription> Translate(const GroupSpec& group,
     }
     // Unknown suffixes are ignored, as upstream does (and slinky.slurm.net/slurm-node is not a
     // job annotation).
+  }
+  if (options.node_sharing == NodeSharing::kCoResident && job.shared.empty()) {
+    for (const kube::Pod* pod : pods) {
+      if (std::string why = NotGuaranteed(*pod); !why.empty()) {
+        return tl::unexpected(Error{
+            ErrorCode::kInvalidArgument,
+            fmt::format("pod {}/{}: with nodeSharing coResident a pod shares its node with other "
+                        "jobs and must be Guaranteed for cpu and memory (limits equal to requests "
+                        "in every container): {}",
+                        pod->metadata.namespace_, pod->metadata.name, why)});
+      }
+    }
   }
   if (job.minimum_nodes && job.maximum_nodes && *job.minimum_nodes > *job.maximum_nodes) {
     return tl::unexpected(Error{

@@ -73,7 +73,8 @@ TranslateOptions AllowAll() {
 // a partition with OverSubscribe=NO; the pod's CPU and memory requests are what Slurm gives it.
 // The `exclusive` annotation still takes a whole node.
 TEST(TranslateTest, CoResidentJobsAreNotExclusive) {
-  kube::Pod pod = MakePod("share", {{"cpu", "1500m"}, {"memory", "100Mi"}});
+  kube::Pod pod = MakePod("share", {{"cpu", "1500m"}, {"memory", "100Mi"}},
+                          {{"cpu", "1.5"}, {"memory", "100Mi"}});
   TranslateOptions o = Options();
   o.node_sharing = NodeSharing::kCoResident;
   Result<slurm::JobDescription> job = Translate(Single(pod), {&pod}, o);
@@ -85,6 +86,97 @@ TEST(TranslateTest, CoResidentJobsAreNotExclusive) {
   job = Translate(Single(pod), {&pod}, o);
   ASSERT_TRUE(job) << job.error().message;
   EXPECT_EQ(job->shared, std::vector<std::string>{"none"});
+}
+
+// Review R-2: beside other jobs, only its limits hold a pod to what Slurm gave it. In
+// coResident mode a pod that is not Guaranteed for cpu and memory is refused, with the reason;
+// one whose job takes the whole node (the exclusive annotation) is not held to it.
+TEST(TranslateTest, CoResidentPodsMustBeGuaranteed) {
+  TranslateOptions o = Options();
+  o.node_sharing = NodeSharing::kCoResident;
+  struct Case {
+    kube::Pod pod;
+    std::string why;  // "" when accepted
+  };
+  kube::Pod init = MakePod("init", {}, {{"cpu", "1"}, {"memory", "1Gi"}});
+  init.spec.init_containers.push_back(kube::Container{.name = "setup"});
+  kube::Pod pod_level = MakePod("podlevel");
+  pod_level.spec.resources.limits = {{"cpu", "2"}, {"memory", "1Gi"}};
+  const Case cases[] = {
+      {MakePod("requests-only", {{"cpu", "1"}, {"memory", "1Gi"}}),
+       "container main has no cpu limit"},
+      {MakePod("no-memory-limit", {}, {{"cpu", "1"}}), "container main has no memory limit"},
+      {MakePod("burstable", {{"cpu", "1"}, {"memory", "1Gi"}}, {{"cpu", "4"}, {"memory", "1Gi"}}),
+       "container main requests 1 cpu but its limit is 4"},
+      {init, "init container setup has no cpu limit"},
+      // Limits only: the apiserver sets the requests to them.
+      {MakePod("limits-only", {}, {{"cpu", "1"}, {"memory", "1Gi"}}), ""},
+      {MakePod("same-value", {{"cpu", "1000m"}, {"memory", "1024Mi"}},
+               {{"cpu", "1"}, {"memory", "1Gi"}}),
+       ""},
+      {pod_level, ""},
+  };
+  for (const Case& c : cases) {
+    Result<slurm::JobDescription> job = Translate(Single(c.pod), {&c.pod}, o);
+    if (c.why.empty()) {
+      EXPECT_TRUE(job) << c.pod.metadata.name << ": " << job.error().message;
+      continue;
+    }
+    ASSERT_FALSE(job) << c.pod.metadata.name;
+    EXPECT_EQ(job.error().code, ErrorCode::kInvalidArgument);
+    EXPECT_NE(job.error().message.find("must be Guaranteed for cpu and memory"), std::string::npos)
+        << job.error().message;
+    EXPECT_TRUE(job.error().message.ends_with(": " + c.why)) << job.error().message;
+    // Exclusive, or in the default mode: the node is the job's alone.
+    kube::Pod whole = c.pod;
+    whole.metadata.annotations["slurmjob.slinky.slurm.net/exclusive"] = "true";
+    EXPECT_TRUE(Translate(Single(whole), {&whole}, o)) << c.pod.metadata.name;
+    EXPECT_TRUE(Translate(Single(c.pod), {&c.pod}, Options())) << c.pod.metadata.name;
+  }
+}
+
+// Review R-2: the resource annotations may ask Slurm for more than the pod's containers can
+// take, never for less (Slurm would give the rest to other jobs while the pod uses it).
+TEST(TranslateTest, ResourceAnnotationsCannotAskForLessThanThePodTakes) {
+  TranslateOptions o = Options();
+  o.resource_tres = {{"nvidia.com/gpu", "gres/gpu"}};
+  const kube::Pod base = MakePod("p", {{"cpu", "2"}, {"memory", "1Gi"}},
+                                 {{"cpu", "4"}, {"memory", "2Gi"}, {"nvidia.com/gpu", "8"}});
+  struct Case {
+    std::string key;
+    std::string value;
+    std::string refused;  // "" when accepted
+  };
+  const Case cases[] = {
+      {"cpu-per-task", "1", "is less than the pod's 4 CPU(s)"},
+      {"cpu-per-task", "3", "is less than the pod's 4 CPU(s)"},
+      {"cpu-per-task", "4", ""},
+      {"cpu-per-task", "16", ""},
+      {"mem-per-node", "1Gi", "is less than the pod's 2048Mi"},
+      {"mem-per-node", "2Gi", ""},
+      {"mem-per-node", "8Gi", ""},
+      {"gres", "gres/gpu=1", "asks for fewer gres/gpu than the pod's 8"},
+      {"gres", "gres/shard=8", "asks for fewer gres/gpu than the pod's 8"},
+      {"gres", "gres/gpu:a100=4,gres/gpu:h100=4", ""},
+      {"gres", "gres/gpu=8", ""},
+      {"gres", "gres/gpu:8", ""},
+      {"gres", "gpu:8", ""},
+      {"gres", "gres/gpu:a100:8", ""},
+      {"gres", "gres/gpu:a100:7", "asks for fewer gres/gpu than the pod's 8"},
+      {"gres", "gres/gpu", "asks for fewer gres/gpu than the pod's 8"},
+      {"gres", "gres/gpu=lots", "asks for fewer gres/gpu than the pod's 8"},
+  };
+  for (const Case& c : cases) {
+    kube::Pod pod = base;
+    pod.metadata.annotations["slurmjob.slinky.slurm.net/" + c.key] = c.value;
+    Result<slurm::JobDescription> job = Translate(Single(pod), {&pod}, o);
+    if (c.refused.empty()) {
+      EXPECT_TRUE(job) << c.key << "=" << c.value << ": " << job.error().message;
+      continue;
+    }
+    ASSERT_FALSE(job) << c.key << "=" << c.value;
+    EXPECT_NE(job.error().message.find(c.refused), std::string::npos) << job.error().message;
+  }
 }
 
 TEST(TranslateTest, CoResidentSharingRiskNamesUnsafeOverSubscribe) {
