@@ -218,6 +218,10 @@ SchedulerType=sched/backfill
 # Heterogeneous jobs are started by the backfill scheduler only: every 2 s here (default 30).
 SchedulerParameters=$sched_params
 EnforcePartLimits=ALL
+# Time-only sharing (issue #44, as upstream's fix of its #53): the bridge's non-exclusive jobs
+# ask for --exclusive=mcs with its MCS label, so a node holds either pods or native jobs.
+MCSPlugin=mcs/label
+MCSParameters=ondemand,ondemandselect
 MaxJobCount=100000
 MaxNodeCount=3000
 MinJobAge=60

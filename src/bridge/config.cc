@@ -398,6 +398,10 @@ Result<Config> ParseConfig(std::string_view yaml) {
       (k == "podslurmenv"               ? c.pod_slurm_env
        : k == "podnvidiavisibledevices" ? c.pod_nvidia_visible_devices
                                         : c.slurm_insecure_skip_verify) = *b;
+    } else if (k == "mcssharing") {
+      Result<bool> b = Bool(v, key);
+      if (!b) return tl::unexpected(b.error());
+      c.mcs_sharing = *b;
     } else if (k == "nodesharing") {
       std::string sharing;
       r = set_string(sharing);

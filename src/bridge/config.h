@@ -25,6 +25,10 @@
 //   nodeSharing              "exclusive" (default: a pod's job holds its whole node) or
 //                            "coResident" (upstream 1.3: jobs are non-exclusive and share nodes
 //                            core by core with native Slurm jobs and other pods)
+//   mcsSharing               with nodeSharing exclusive, a job the exclusive annotation makes
+//                            non-exclusive asks for shared=mcs and the MCS label (mcsLabel, else
+//                            "kubernetes"): with MCSPlugin=mcs/label it shares nodes with the
+//                            bridge's jobs only, never with native ones (default true)
 //   maxTerminationGracePeriodSeconds  with placeholder batch, the webhook lowers a pod's
 //                            terminationGracePeriodSeconds to this (default 300, as upstream;
 //                            0: no cap)
@@ -137,6 +141,9 @@ struct Config {
   std::chrono::milliseconds slurm_request_timeout{30000};
   JobMode job_mode = JobMode::kExternal;
   NodeSharing node_sharing = NodeSharing::kExclusive;
+  // With kExclusive: a non-exclusive job (annotation exclusive "false") asks for MCS sharing
+  // (shared=mcs and the MCS label), so it shares nodes with the bridge's jobs only (issue #44).
+  bool mcs_sharing = true;
   // With JobMode::kBatch, the webhook caps pods' terminationGracePeriodSeconds at this; 0: none.
   std::int64_t max_termination_grace_seconds = 300;
   std::chrono::milliseconds job_poll_interval{500};

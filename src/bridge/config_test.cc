@@ -128,13 +128,15 @@ TEST(ConfigTest, NodeSharingPlaceholderAndGraceCap) {
   EXPECT_EQ(c->node_sharing, NodeSharing::kExclusive);
   EXPECT_EQ(c->job_mode, JobMode::kExternal);
   EXPECT_EQ(c->max_termination_grace_seconds, 300);
+  EXPECT_TRUE(c->mcs_sharing);
   c = ParseConfig(
       "nodeSharing: coResident\nplaceholder: batch\n"
-      "maxTerminationGracePeriodSeconds: 60\n");
+      "maxTerminationGracePeriodSeconds: 60\nmcsSharing: false\n");
   ASSERT_TRUE(c) << c.error().message;
   EXPECT_EQ(c->node_sharing, NodeSharing::kCoResident);
   EXPECT_EQ(c->job_mode, JobMode::kBatch);
   EXPECT_EQ(c->max_termination_grace_seconds, 60);
+  EXPECT_FALSE(c->mcs_sharing);
   EXPECT_TRUE(c->warnings.empty());
   c = ParseConfig(
       "nodeSharing: exclusive\nplaceholder: external\n"
@@ -145,7 +147,7 @@ TEST(ConfigTest, NodeSharingPlaceholderAndGraceCap) {
   EXPECT_EQ(c->max_termination_grace_seconds, 0);
   for (const char* bad :
        {"nodeSharing: shared\n", "placeholder: script\n", "maxTerminationGracePeriodSeconds: -1\n",
-        "maxTerminationGracePeriodSeconds: long\n"}) {
+        "maxTerminationGracePeriodSeconds: long\n", "mcsSharing: sometimes\n"}) {
     Result<Config> b = ParseConfig(bad);
     ASSERT_FALSE(b) << bad;
     const std::string key = std::string(bad).substr(0, std::string(bad).find(':'));

@@ -580,6 +580,11 @@ Result<slurm::JobDescription> Translate(const GroupSpec& group,
     // Unknown suffixes are ignored, as upstream does (and slinky.slurm.net/slurm-node is not a
     // job annotation).
   }
+  if (job.shared.empty() && options.node_sharing == NodeSharing::kExclusive &&
+      options.mcs_sharing) {
+    job.shared = {"mcs"};
+    if (job.mcs_label.empty()) job.mcs_label = std::string(kDefaultMcsLabel);
+  }
   if (options.node_sharing == NodeSharing::kCoResident && job.shared.empty()) {
     for (const kube::Pod* pod : pods) {
       if (std::string why = NotGuaranteed(*pod); !why.empty()) {

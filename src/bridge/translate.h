@@ -58,6 +58,9 @@ struct GroupSpec {
   bool operator==(const GroupSpec&) const = default;
 };
 
+// The MCS label of MCS-shared jobs when config mcsLabel is empty (upstream's default mcsLabel).
+inline constexpr std::string_view kDefaultMcsLabel = "kubernetes";
+
 struct TranslateOptions {
   std::string partition;  // default partition
   std::string mcs_label;
@@ -67,6 +70,11 @@ struct TranslateOptions {
   // kCoResident (config nodeSharing): jobs are non-exclusive (no `shared` value), so Slurm packs
   // them core by core beside native jobs; the `exclusive` annotation still decides per workload.
   NodeSharing node_sharing = NodeSharing::kExclusive;
+  // With kExclusive (config mcsSharing): a job the `exclusive` annotation makes non-exclusive is
+  // submitted with shared=mcs and the MCS label (mcs_label, else kDefaultMcsLabel), so that with
+  // slurm.conf's MCSPlugin=mcs/label it shares nodes only with jobs of that label: never with
+  // native jobs (upstream's fix of its #53, time-only sharing).
+  bool mcs_sharing = true;
   std::map<std::string, std::string> resource_tres;
   // When neither the group nor an annotation gives one (config defaultTimeLimit); 0: none.
   std::int64_t default_time_limit_minutes = 0;

@@ -88,6 +88,42 @@ TEST(TranslateTest, CoResidentJobsAreNotExclusive) {
   EXPECT_EQ(job->shared, std::vector<std::string>{"none"});
 }
 
+// Time-only sharing (issue #44, as upstream's fix of its #53): in the default mode a job the
+// exclusive annotation makes non-exclusive asks for MCS sharing with the bridge's label, so that
+// with MCSPlugin=mcs/label it shares its nodes with the bridge's jobs only, never with native
+// ones. mcsSharing false gives the old sharing with anything; coResident shares with native jobs
+// on purpose, and an exclusive job holds the node alone.
+TEST(TranslateTest, NonExclusiveJobsShareNodesOnlyUnderTheBridgesMcsLabel) {
+  kube::Pod pod = MakePod("p", {{"cpu", "1"}, {"memory", "1Gi"}}, {{"cpu", "1"}, {"memory", "1Gi"}});
+  pod.metadata.annotations["slurmjob.slinky.slurm.net/exclusive"] = "false";
+  TranslateOptions o = Options();
+  Result<slurm::JobDescription> job = Translate(Single(pod), {&pod}, o);
+  ASSERT_TRUE(job) << job.error().message;
+  EXPECT_EQ(job->shared, std::vector<std::string>{"mcs"});
+  EXPECT_EQ(job->mcs_label, "kubernetes");
+  o.mcs_label = "k8s-prod";
+  job = Translate(Single(pod), {&pod}, o);
+  ASSERT_TRUE(job);
+  EXPECT_EQ(job->shared, std::vector<std::string>{"mcs"});
+  EXPECT_EQ(job->mcs_label, "k8s-prod");
+  o.mcs_sharing = false;
+  job = Translate(Single(pod), {&pod}, o);
+  ASSERT_TRUE(job);
+  EXPECT_TRUE(job->shared.empty());
+  o.mcs_sharing = true;
+  o.node_sharing = NodeSharing::kCoResident;
+  job = Translate(Single(pod), {&pod}, o);
+  ASSERT_TRUE(job);
+  EXPECT_TRUE(job->shared.empty()) << "coResident shares with native jobs";
+  pod.metadata.annotations["slurmjob.slinky.slurm.net/exclusive"] = "true";
+  for (NodeSharing mode : {NodeSharing::kExclusive, NodeSharing::kCoResident}) {
+    o.node_sharing = mode;
+    job = Translate(Single(pod), {&pod}, o);
+    ASSERT_TRUE(job);
+    EXPECT_EQ(job->shared, std::vector<std::string>{"none"});
+  }
+}
+
 // Review R-2: beside other jobs, only its limits hold a pod to what Slurm gave it. In
 // coResident mode a pod that is not Guaranteed for cpu and memory is refused, with the reason;
 // one whose job takes the whole node (the exclusive annotation) is not held to it.
@@ -425,7 +461,7 @@ TEST(TranslateTest, EveryAnnotationReachesTheJob) {
   EXPECT_EQ(job->account, "physics");
   EXPECT_EQ(job->constraints, "a100&ib");
   EXPECT_EQ(job->cpus_per_task, 8);
-  EXPECT_TRUE(job->shared.empty());
+  EXPECT_EQ(job->shared, std::vector<std::string>{"mcs"});  // not exclusive: the bridge's nodes
   EXPECT_EQ(job->tres_per_node, "gres/gpu:a100=2");
   EXPECT_EQ(job->group_id, "1000");
   EXPECT_EQ(job->name, "train");

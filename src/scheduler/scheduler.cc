@@ -93,6 +93,7 @@ Scheduler::Scheduler(asio::any_io_executor executor, kube::Client& kube, slurm::
                 .scheduler_name = config_.scheduler_name,
                 .mode = config_.job_mode,
                 .node_sharing = config_.node_sharing,
+                .mcs_sharing = config_.mcs_sharing,
                 .resource_tres = config_.resource_tres,
                 .default_time_limit_minutes = config_.default_time_limit.count(),
                 .identity = config_.identity_policy,
