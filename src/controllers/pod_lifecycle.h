@@ -134,6 +134,16 @@ struct NudgeVerdict {
 [[nodiscard]] NudgeVerdict JudgeKubeletNudge(const kube::Pod& pod, WallTime now,
                                              const LifecycleOptions& options);
 
+// Why the ResourceClaim `claim`, which `pod`'s annotation bridge::kResourceClaimAnnotation
+// names, is not the one the binder made for the pod's extended resources
+// (bridge::PlanExtendedResourceClaim), so that releasing the pod must leave it alone; "" when it
+// is: an owner reference of kind Pod with the pod's UID as controller, and the annotation
+// bridge::kExtendedResourceClaimAnnotation "true". The pod's annotation is its author's to write
+// (the Binding overwrites it only for pods that get a claim): without this, the controllers
+// deleted any claim of the namespace a pod named (review R-4).
+[[nodiscard]] std::string WhyClaimNotReleased(const kube::GenericObject& claim,
+                                              const kube::Pod& pod);
+
 // A pod to delete, with the Event to write on it first.
 struct PodDeletion {
   const kube::Pod* pod = nullptr;

@@ -414,6 +414,47 @@ TEST(PlanJobTest, RequeuedJobWaitsForItsGroupsNewPods) {
 }
 
 // Review item 11: bound pods of this scheduler that no live job of this bridge holds.
+// only the claim the binder made for the pod is released with it.
+TEST(WhyClaimNotReleasedTest, OwnedByThePodAndMarked) {
+  const kube::Pod pod = MakePod("p", "Succeeded");
+  auto claim = [](std::string owner_kind, std::string owner_uid, bool controller,
+                  std::optional<std::string> mark) {
+    kube::GenericObject c;
+    c.metadata.name = "c";
+    c.metadata.uid = "claim-uid";
+    c.metadata.owner_references.push_back({.api_version = "v1",
+                                           .kind = std::move(owner_kind),
+                                           .name = "p",
+                                           .uid = std::move(owner_uid),
+                                           .controller = controller});
+    if (mark) {
+      c.metadata.annotations["resource.kubernetes.io/extended-resource-claim"] = *mark;
+    }
+    return c;
+  };
+  EXPECT_EQ(WhyClaimNotReleased(claim("Pod", "uid-p", true, "true"), pod), "");
+  struct Case {
+    std::string name;
+    kube::GenericObject claim;
+  };
+  const std::vector<Case> refused = {
+      {"another pod's", claim("Pod", "uid-other", true, "true")},
+      {"owned, not as controller", claim("Pod", "uid-p", false, "true")},
+      {"owned by a ReplicaSet of the same UID", claim("ReplicaSet", "uid-p", true, "true")},
+      {"the pod's template claim (no mark)", claim("Pod", "uid-p", true, std::nullopt)},
+      {"a mark that is not true", claim("Pod", "uid-p", true, "false")},
+      {"no owner", kube::GenericObject{}},
+  };
+  for (const Case& c : refused) {
+    SCOPED_TRACE(c.name);
+    EXPECT_NE(WhyClaimNotReleased(c.claim, pod), "");
+  }
+  kube::Pod no_uid = pod;
+  no_uid.metadata.uid.clear();
+  kube::GenericObject empty_owner = claim("Pod", "", true, "true");
+  EXPECT_NE(WhyClaimNotReleased(empty_owner, no_uid), "") << "an empty UID matches nothing";
+}
+
 TEST(JudgeBoundPodTest, Matrix) {
   kube::Pod pod = MakePod("p", "Running");
   pod.metadata.labels[std::string(bridge::kJobIdLabel)] = "5";

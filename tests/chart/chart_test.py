@@ -164,7 +164,7 @@ CONTROLLERS_RULES = expand([
     ("", "namespaces", "get"),
     ("", "events", "create,patch"),
     ("resource.k8s.io", "resourceslices", "get,list,watch"),
-    ("resource.k8s.io", "resourceclaims", "delete"),
+    ("resource.k8s.io", "resourceclaims", "get,delete"),
 ])
 ADMISSION_RULES = expand([
     ("", "namespaces", "get,list,watch"),
