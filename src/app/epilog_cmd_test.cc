@@ -116,8 +116,8 @@ TEST_F(EpilogCmdTest, AFinishedPodOrOneOnAnotherNodeDoesNotHold) {
 // and an unbound bridge pod annotated so, held the node for the max wait. Neither holds now, and
 // the native job still costs one LIST.
 TEST_F(EpilogCmdTest, AnotherSchedulersPodOrAnUnboundOneDoesNotHold) {
-  const std::string annotated = fmt::format(R"({{"metadata":{{"annotations":{{"{}":"n1"}}}}}})",
-                                            bridge::kNodeAnnotation);
+  const std::string annotated =
+      fmt::format(R"({{"metadata":{{"annotations":{{"{}":"n1"}}}}}})", bridge::kNodeAnnotation);
   api_->pod_scheduler_name = "nobody";
   api_->AddPod("team-b", "hold", {{kJobLabel, "42"}});
   api_->PatchPod("team-b", "hold", annotated);

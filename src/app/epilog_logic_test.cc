@@ -66,7 +66,8 @@ TEST(PodsHoldingNode, OnlyUnfinishedPodsOnThisNodeHold) {
 TEST(PodsHoldingNode, BeingDeletedStillHolds) {
   kube::Pod p = PodOn("going", "n1", "n1");
   p.metadata.deletion_timestamp = "2026-12-01T10:00:00Z";
-  EXPECT_EQ(PodsHoldingNode({p}, "n1", {}, kScheduler).holding, std::vector<std::string>{"ns/going"});
+  EXPECT_EQ(PodsHoldingNode({p}, "n1", {}, kScheduler).holding,
+            std::vector<std::string>{"ns/going"});
 }
 
 TEST(PodsHoldingNode, KubernetesNamesDifferingFromSlurmNamesAreMapped) {
@@ -80,7 +81,8 @@ TEST(PodsHoldingNode, KubernetesNamesDifferingFromSlurmNamesAreMapped) {
             std::vector<std::string>{"ns/p"});
   EXPECT_TRUE(PodsHoldingNode(pods, "n1", {{"kube-n5", "n5"}}, kScheduler).Released());
   // A Kubernetes node named as another Slurm node than its own label says.
-  EXPECT_TRUE(PodsHoldingNode({PodOn("q", "n1", "n1")}, "n1", {{"n1", "n7"}}, kScheduler).Released());
+  EXPECT_TRUE(
+      PodsHoldingNode({PodOn("q", "n1", "n1")}, "n1", {{"n1", "n7"}}, kScheduler).Released());
 }
 
 TEST(PodsHoldingNode, NodeNameServesWhenTheAnnotationIsMissing) {
@@ -103,8 +105,8 @@ TEST(PodsHoldingNode, OnlyBoundPodsOfTheBridgesSchedulerHold) {
   EXPECT_TRUE(h.Released()) << ::testing::PrintToString(h.holding);
   EXPECT_TRUE(h.unknown_nodes.empty());
   // Annotated with this node, bound elsewhere: where it is bound counts.
-  EXPECT_TRUE(PodsHoldingNode({PodOn("moved", "n1", "n2")}, "n1", {{"n2", "n2"}}, kScheduler)
-                  .Released());
+  EXPECT_TRUE(
+      PodsHoldingNode({PodOn("moved", "n1", "n2")}, "n1", {{"n2", "n2"}}, kScheduler).Released());
   EXPECT_EQ(PodsHoldingNode({PodOn("moved", "n1", "n2")}, "n2", {}, kScheduler).holding,
             std::vector<std::string>{"ns/moved"});
   // Another scheduler name configured: its pods count, the default's do not.

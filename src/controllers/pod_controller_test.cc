@@ -191,8 +191,8 @@ class PodControllerTest : public ::testing::Test {
   int broken_answers_ = 0;
   std::vector<std::string> events_;
   std::vector<std::string> deleted_;
-  std::map<std::string, std::string> hidden_;             // pods only a GET shows
-  std::map<std::string, std::string> claims_;             // ResourceClaims of ns, by name
+  std::map<std::string, std::string> hidden_;                       // pods only a GET shows
+  std::map<std::string, std::string> claims_;                       // ResourceClaims of ns, by name
   std::vector<std::pair<std::string, std::string>> claim_deletes_;  // name, body
   std::function<void(const std::string&)> before_patch_;  // runs before the fake sees a PATCH
 };

@@ -166,17 +166,17 @@ std::string WhyNotMember(std::int64_t job_id, const JobFacts& job, const kube::P
 }
 
 std::string WhyClaimNotReleased(const kube::GenericObject& claim, const kube::Pod& pod) {
-  const bool owned = !pod.metadata.uid.empty() &&
-                     std::ranges::any_of(claim.metadata.owner_references,
-                                         [&](const kube::OwnerReference& o) {
-                                           return o.kind == "Pod" && o.controller &&
-                                                  o.uid == pod.metadata.uid;
-                                         });
+  const bool owned =
+      !pod.metadata.uid.empty() &&
+      std::ranges::any_of(claim.metadata.owner_references, [&](const kube::OwnerReference& o) {
+        return o.kind == "Pod" && o.controller && o.uid == pod.metadata.uid;
+      });
   if (!owned) {
     return fmt::format("it is not owned by the pod (no controller owner reference to UID {})",
                        pod.metadata.uid);
   }
-  auto mark = claim.metadata.annotations.find(std::string(bridge::kExtendedResourceClaimAnnotation));
+  auto mark =
+      claim.metadata.annotations.find(std::string(bridge::kExtendedResourceClaimAnnotation));
   if (mark == claim.metadata.annotations.end() || mark->second != "true") {
     return fmt::format("it lacks the annotation {}=true of the claims made for extended resources",
                        bridge::kExtendedResourceClaimAnnotation);
