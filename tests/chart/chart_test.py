@@ -656,6 +656,17 @@ def case_trust_at_the_edges():
        "mutating webhook: the managed namespaces and the bridge's pods")
     val = {h["name"]: h for h in objs.get("ValidatingWebhookConfiguration",
                                           "slurm-bridge-admission")["webhooks"]}
+    # (ours, reviews) pods of any scheduler that carry a key only the bridge writes
+    # are sent too (bridge::kBridgeKeyPrefix, kBridgePodAnnotations in src/bridge/names.h).
+    pods = val["pods.slinky.slurm.net"]["matchConditions"][0]["expression"]
+    for part in ("object.metadata.labels.exists(k, k.startsWith('scheduler.slinky.slurm.net/')",
+                 "object.metadata.annotations.exists(k, k.startsWith('scheduler.slinky.slurm.net/')",
+                 "'slinky.slurm.net/slurm-node'", "'slinky.slurm.net/slurm-job-gpus'",
+                 "'slinky.slurm.net/resource-claim'", "'slinky.slurm.net/kubelet-nudged'",
+                 "object.spec.tolerations"):
+        check(part in pods, f"pods matchCondition has {part}: {pods}")
+    check("k.startsWith('slinky.slurm.net/')" not in pods,
+          f"pods matchCondition leaves slurm-operator's slinky.slurm.net/ keys alone: {pods}")
     wl = val["workloads.slinky.slurm.net"]["matchConditions"][0]["expression"]
     for part in ("k.startsWith('slurmjob.slinky.slurm.net/')", "k.startsWith('slinky.slurm.net/')",
                  "request.kind.kind == 'DaemonSet'", "object.spec.template.spec.tolerations"):
