@@ -305,6 +305,15 @@ Result<Request> DecodeReview(std::string_view body) {
   if (const json::value* v = req->if_contains("dryRun"); v && v->is_bool()) {
     out.dry_run = v->get_bool();
   }
+  if (const json::object* options = ObjectAt(*req, "options")) {
+    if (const json::value* v = options->if_contains("gracePeriodSeconds")) {
+      if (v->is_int64()) {
+        out.grace_period_seconds = v->get_int64();
+      } else if (v->is_uint64() && v->get_uint64() <= INT64_MAX) {
+        out.grace_period_seconds = static_cast<std::int64_t>(v->get_uint64());
+      }
+    }
+  }
   for (auto [key, slot] : {std::pair{"object", &out.object}, {"oldObject", &out.old_object}}) {
     const json::value* v = req->if_contains(key);
     if (v == nullptr || v->is_null()) {
@@ -779,9 +788,36 @@ Decision ValidateObject(const Request& request, const Policy& policy) {
   return Decision::Deny(Join(problems));
 }
 
+// A DELETE of a bridge pod: a grace period above the cap. Mutate caps the pod's own
+// terminationGracePeriodSeconds at CREATE; DeleteOptions.gracePeriodSeconds overrides it, and a
+// terminating pod holds its node after its job ended only as long as the epilog waits
+// (maxTerminationGracePeriodSeconds + 30 s): longer, its containers would run on beside the
+// next job on the node. A DELETE without a grace period uses the pod's own.
+Decision ValidateDelete(const Request& request, const Policy& policy) {
+  const std::int64_t cap = policy.max_termination_grace_seconds;
+  if (request.kind != "Pod" || !request.old_object || cap <= 0 || !request.grace_period_seconds ||
+      *request.grace_period_seconds <= cap) {
+    return Decision::Allow();
+  }
+  const PodFacts& pod = *request.old_object;
+  if (!pod.scheduler_name || *pod.scheduler_name != policy.scheduler_name ||
+      IsPrivileged(request, policy)) {
+    return Decision::Allow();
+  }
+  return Decision::Deny(
+      "DeleteOptions.gracePeriodSeconds " + std::to_string(*request.grace_period_seconds) +
+      " is above " + std::to_string(cap) + ", the most a pod scheduled by " +
+      Quote(policy.scheduler_name) +
+      " may have (config maxTerminationGracePeriodSeconds): its Slurm job's node is held only "
+      "that long after the job ends; delete it with a grace period of " +
+      std::to_string(cap) + " s or less (kubectl delete --grace-period=" + std::to_string(cap) +
+      "), or none");
+}
+
 }  // namespace
 
 Decision Validate(const Request& request, const Policy& policy, const DraObjects& dra) {
+  if (request.operation == "DELETE") return ValidateDelete(request, policy);
   if ((request.operation != "CREATE" && request.operation != "UPDATE") || !request.object) {
     return Decision::Allow();
   }

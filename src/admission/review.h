@@ -57,7 +57,9 @@
 //            DaemonSet: CREATE, and UPDATE that adds it, reject a pod template that tolerates the
 //            managed-node taint (as for its pods, which the DaemonSet controller could not
 //            create) outside system_namespaces.
-//            DELETE and CONNECT are always allowed.
+//            DELETE of a bridge pod: a DeleteOptions.gracePeriodSeconds above
+//            max_termination_grace_seconds is refused (R-5: the pod would outlive the node's
+//            hold), except for privileged users; other DELETEs and CONNECT are allowed.
 //
 // The pod is read from the raw JSON of the review, so fields the kube::Pod struct does not hold
 // (topologySpreadConstraints, resourceClaims, pod-level resources) count too; a pod with DRA
@@ -200,6 +202,8 @@ struct Request {
   std::string username;             // request.userInfo.username
   std::vector<std::string> groups;  // request.userInfo.groups
   bool dry_run = false;
+  // request.options.gracePeriodSeconds: a DELETE's DeleteOptions (nullopt: not given).
+  std::optional<std::int64_t> grace_period_seconds;
   // The object (a pod, or any kind: its metadata is read the same way).
   std::optional<PodFacts> object;      // absent on DELETE
   std::optional<PodFacts> old_object;  // UPDATE and DELETE

@@ -913,6 +913,58 @@ TEST(Validate, ResizeIsRejectedDeleteAllowed) {
           .allowed);
 }
 
+// R-5: `kubectl delete --grace-period=86400` let a pod outlive its job by a day: the cap that
+// CREATE puts on terminationGracePeriodSeconds holds for a DELETE's DeleteOptions too.
+TEST(Validate, DeleteGracePeriodAboveTheCapIsRefused) {
+  Policy p = ListPolicy();
+  p.privileged_users = {"bridge"};
+  p.max_termination_grace_seconds = 300;
+  // A DELETE review: no object, the pod as oldObject, DeleteOptions as options ("" for none).
+  auto review = [](std::string_view scheduler, std::string_view options, std::string_view user) {
+    std::string r = ReviewJson("DELETE", "hpc", "null", PodJson("hpc", scheduler, "n1"), user);
+    if (!options.empty()) {
+      r.insert(r.size() - 2,  // inside request ("...,"dryRun":false}}")
+               fmt::format(R"(,"options":{{"kind":"DeleteOptions","apiVersion":"meta.k8s.io/v1",)"
+                           R"("propagationPolicy":"Background"{}}})",
+                           options));
+    }
+    return Decoded(r);
+  };
+  const std::string ours(kOurs);
+  struct Case {
+    std::string name;
+    std::string scheduler, options, user;
+    std::int64_t cap;
+    bool allowed;
+  };
+  const std::vector<Case> cases = {
+      {"a day", ours, R"(,"gracePeriodSeconds":86400)", "alice", 300, false},
+      {"one second above", ours, R"(,"gracePeriodSeconds":301)", "alice", 300, false},
+      {"the cap", ours, R"(,"gracePeriodSeconds":300)", "alice", 300, true},
+      {"force", ours, R"(,"gracePeriodSeconds":0)", "alice", 300, true},
+      {"no grace period: the pod's own (capped at CREATE)", ours, "", "alice", 300, true},
+      {"no options", ours, "-", "alice", 300, true},
+      {"the bridge's own", ours, R"(,"gracePeriodSeconds":86400)", "bridge", 300, true},
+      {"another scheduler's pod", "default-scheduler", R"(,"gracePeriodSeconds":86400)", "alice",
+       300, true},
+      {"no cap (external jobs)", ours, R"(,"gracePeriodSeconds":86400)", "alice", 0, true},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    p.max_termination_grace_seconds = c.cap;
+    Request req = review(c.scheduler, c.options == "-" ? "" : c.options, c.user);
+    Decision d = Validate(req, p);
+    EXPECT_EQ(d.allowed, c.allowed) << d.message;
+    if (!c.allowed) {
+      EXPECT_NE(d.message.find("gracePeriodSeconds"), std::string::npos) << d.message;
+      EXPECT_NE(d.message.find("300"), std::string::npos) << d.message;
+    }
+  }
+  // The options are read from the review.
+  EXPECT_EQ(review(ours, R"(,"gracePeriodSeconds":86400)", "alice").grace_period_seconds, 86400);
+  EXPECT_FALSE(review(ours, "", "alice").grace_period_seconds);
+}
+
 TEST(DecodeReview, BadBodiesAreErrorsWithAReason) {
   const std::string pod = PodJson("hpc", kOurs);
   struct Case {

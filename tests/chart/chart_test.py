@@ -711,6 +711,42 @@ def case_trust_at_the_edges():
     check("identityPolicy" not in objs.config(), "no identityPolicy key by default")
 
 
+def case_delete_grace_cap():
+    """(ours, review R-5) with batch placeholders a third validating webhook takes DELETEs of
+    the bridge's pods that ask for a grace period above maxTerminationGracePeriodSeconds."""
+    def deletes(*args):
+        hooks = {h["name"]: h for h in render(*args).get(
+            "ValidatingWebhookConfiguration", "slurm-bridge-admission")["webhooks"]}
+        return hooks.get("pod-deletes.slinky.slurm.net")
+    check(deletes() is None, "jobMode external (default): no DELETE webhook")
+    check(deletes("--set", "config.maxTerminationGracePeriodSeconds=0",
+                  "--set", "config.jobMode=batch") is None, "batch without a cap: none")
+    for args, cap in [(["--set", "config.jobMode=batch"], 300),
+                      (["--set", "config.placeholder=batch"], 300),
+                      (["--set", "config.jobMode=batch",
+                        "--set", "config.maxTerminationGracePeriodSeconds=60"], 60),
+                      (["--set", "config.jobMode=batch",
+                        "--set", "config.maxTerminationGracePeriodSeconds=null"], 300)]:
+        h = deletes(*args)
+        check(h is not None, f"{args}: DELETE webhook")
+        eq(h["rules"], [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["DELETE"],
+                         "resources": ["pods"], "scope": "Namespaced"}], f"{args}: rules")
+        eq(h["clientConfig"]["service"]["path"], "/validate--v1-pod", f"{args}: path")
+        eq(h["failurePolicy"], "Fail", f"{args}: failurePolicy")
+        eq(h["namespaceSelector"]["matchExpressions"][0]["values"], ["kube-system", "slurm"],
+           f"{args}: namespaceSelector")
+        eq(h["matchConditions"][0]["expression"],
+           "has(oldObject.spec.schedulerName) && oldObject.spec.schedulerName == "
+           "'slurm-bridge-scheduler' && has(request.options) && "
+           f"has(request.options.gracePeriodSeconds) && request.options.gracePeriodSeconds > {cap}",
+           f"{args}: only deletes of the bridge's pods above the cap")
+    # The placeholder wins over jobMode, as in the binary.
+    check(deletes("--set", "config.jobMode=batch", "--set", "config.placeholder=external") is None,
+          "placeholder external wins")
+    h = deletes("--set", "config.jobMode=batch", "--set", "admission.matchConditions=false")
+    check("matchConditions" not in h, "unscoped: every DELETE of a pod")
+
+
 def case_upstream_bugs_fixed():
     # controllers.resources is honoured (upstream used admission.resources).
     objs = render("--set", "controllers.resources.limits.cpu=2",
