@@ -298,6 +298,7 @@ awaitable<Result<void>> PodController::Reconcile(std::int64_t job_id) {
     if (!d.disruption.empty()) co_await MarkDisrupted(*pod, d.disruption, d.message);
     kube::DeleteOptions del;
     del.uid = pod->metadata.uid;
+    del.grace_period_seconds = d.grace_period_seconds;
     Result<void> r =
         co_await kube::DeletePod(kube_, pod->metadata.namespace_, pod->metadata.name, del);
     if (!r && r.error().code != ErrorCode::kNotFound && r.error().code != ErrorCode::kConflict) {

@@ -106,6 +106,7 @@ class PodControllerTest : public ::testing::Test {
       if (req.method == "PATCH" && before_patch_) before_patch_(name);  // then the fake answers
       if (req.method == "DELETE") {
         deleted_.push_back(name);
+        delete_bodies_.push_back(req.body);
         return HttpReply(200, R"({"kind":"Status","status":"Success"})");
       }
       if (req.method == "GET") {
@@ -191,8 +192,9 @@ class PodControllerTest : public ::testing::Test {
   int broken_answers_ = 0;
   std::vector<std::string> events_;
   std::vector<std::string> deleted_;
-  std::map<std::string, std::string> hidden_;                       // pods only a GET shows
-  std::map<std::string, std::string> claims_;                       // ResourceClaims of ns, by name
+  std::vector<std::string> delete_bodies_;     // the DeleteOptions of each of deleted_
+  std::map<std::string, std::string> hidden_;  // pods only a GET shows
+  std::map<std::string, std::string> claims_;  // ResourceClaims of ns, by name
   std::vector<std::pair<std::string, std::string>> claim_deletes_;  // name, body
   std::function<void(const std::string&)> before_patch_;  // runs before the fake sees a PATCH
 };
@@ -666,6 +668,34 @@ TEST_F(PodControllerTest, ReleasingAFinishedPodDeletesOnlyTheClaimMadeForIt) {
   EXPECT_NE(claim_deletes_[0].second.find(R"("preconditions":{"uid":"claim-1"})"),
             std::string::npos)
       << claim_deletes_[0].second;
+}
+
+// R-5: a pod deleted with a day's grace period while its job ran is deleted again when the job
+// ends, with maxTerminationGracePeriodSeconds (batch placeholders) and its UID as precondition.
+TEST_F(PodControllerTest, EndedJobsTerminatingPodIsDeletedAgainWithTheCap) {
+  const std::string uid = NextUid("slow");
+  api_.AddPod("ns", "slow", {{std::string(bridge::kJobIdLabel), "1"}}, "n1");
+  ASSERT_EQ(slurm_.AddJob("RUNNING", TagFor("slow", uid)), 1);
+  api_.PatchPod(
+      "ns", "slow",
+      fmt::format(R"({{"metadata":{{"deletionTimestamp":"{}",)"
+                  R"("deletionGracePeriodSeconds":86400}},"status":{{"phase":"Running"}}}})",
+                  kube::FormatTime(clock_.WallNow() + 86340s)));
+  PodControllerOptions o;
+  o.lifecycle.max_termination_grace_seconds = 300;
+  Start(o);
+  ASSERT_TRUE(RunUntil([&] { return controller_->stats().reconciles >= 1; }));
+  EXPECT_TRUE(deleted_.empty()) << "the running job holds the node itself";
+  slurm_.SetJobState(1, "TIMEOUT");
+  clock_.Advance(500ms);  // the state poll sees it
+  ASSERT_TRUE(RunUntil([&] { return !deleted_.empty(); }));
+  EXPECT_EQ(deleted_.front(), "slow");
+  EXPECT_NE(delete_bodies_.front().find(R"("gracePeriodSeconds":300)"), std::string::npos)
+      << delete_bodies_.front();
+  EXPECT_NE(delete_bodies_.front().find(fmt::format(R"("uid":"{}")", uid)), std::string::npos)
+      << delete_bodies_.front();
+  EXPECT_TRUE(RunUntil([&] { return EventsWith("SlurmJobEnded") >= 1; }));
+  EXPECT_TRUE(slurm_.cancels().empty());
 }
 
 // A group's job requeued after its pod was bound: the pod goes, and the job waits requeue_grace
