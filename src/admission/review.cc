@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 #include <utility>
 
 #include <boost/json.hpp>
@@ -304,6 +305,15 @@ Result<Request> DecodeReview(std::string_view body) {
   if (const json::value* v = req->if_contains("dryRun"); v && v->is_bool()) {
     out.dry_run = v->get_bool();
   }
+  if (const json::object* options = ObjectAt(*req, "options")) {
+    if (const json::value* v = options->if_contains("gracePeriodSeconds")) {
+      if (v->is_int64()) {
+        out.grace_period_seconds = v->get_int64();
+      } else if (v->is_uint64() && v->get_uint64() <= INT64_MAX) {
+        out.grace_period_seconds = static_cast<std::int64_t>(v->get_uint64());
+      }
+    }
+  }
   for (auto [key, slot] : {std::pair{"object", &out.object}, {"oldObject", &out.old_object}}) {
     const json::value* v = req->if_contains(key);
     if (v == nullptr || v->is_null()) {
@@ -582,9 +592,67 @@ std::string JoinComma(const std::vector<std::string>& parts) {
   return out.empty() ? "none" : out;
 }
 
+// Whether label (`label`) or annotation `key` of a pod is the bridge's to write (Validate):
+// on any pod, the keys under bridge::kBridgeKeyPrefix and bridge::kBridgePodAnnotations; on a
+// bridge pod, every other key under slinky.slurm.net/ too, but for the legacy spelling of the
+// job options (annotations, tenants'). Other pods keep the rest of slinky.slurm.net/: SchedMD's
+// slurm-operator writes its own keys there on its NodeSet pods (slinky.slurm.net/pod-cordon, ...).
+bool ReservedKey(std::string_view key, bool label, bool bridge_pod) {
+  if (key.starts_with(bridge::kBridgeKeyPrefix) ||
+      std::ranges::find(bridge::kBridgePodAnnotations, key) !=
+          bridge::kBridgePodAnnotations.end()) {
+    return true;
+  }
+  if (!bridge_pod || !key.starts_with(bridge::kLegacyJobAnnotationPrefix)) return false;
+  const std::string_view option = key.substr(bridge::kLegacyJobAnnotationPrefix.size());
+  return label || std::ranges::find(bridge::kJobOptionKeys, option) == bridge::kJobOptionKeys.end();
+}
+
+// The bridge's keys (ReservedKey) a request that is not privileged sets at CREATE or changes
+// (adds, removes or alters) at UPDATE, in every phase and through every subresource (pods/status
+// may change labels too). A user who can point a pod at another job id or node, another
+// ResourceClaim or another het-job part makes the bridge act on it.
+void CheckReservedKeys(const Request& request, const Policy& policy, bool bridge_pod,
+                       std::vector<std::string>& problems) {
+  if (IsPrivileged(request, policy)) return;
+  static const PodFacts kNone;
+  const bool create = request.operation == "CREATE";
+  const PodFacts& pod = *request.object;
+  const PodFacts& old = !create && request.old_object ? *request.old_object : kNone;
+  for (auto [what, before, after] : {std::tuple{"label", &old.labels, &pod.labels},
+                                     {"annotation", &old.annotations, &pod.annotations}}) {
+    const bool label = std::string_view(what) == "label";
+    std::set<std::string> keys;
+    for (const Labels* m : {before, after}) {
+      for (const auto& [k, v] : *m) {
+        if (ReservedKey(k, label, bridge_pod)) keys.insert(k);
+      }
+    }
+    for (const std::string& k : keys) {
+      if (!create && !Changed(*before, *after, k)) continue;
+      std::string m = std::string(what) + " " + Quote(k) +
+                      " is set by slurm-bridge and cannot be " +
+                      (create ? "set on a new pod" : "changed");
+      if (k.starts_with(bridge::kLegacyJobAnnotationPrefix) &&
+          std::ranges::find(bridge::kBridgePodAnnotations, k) ==
+              bridge::kBridgePodAnnotations.end()) {
+        m += " (on pods scheduled by " + Quote(policy.scheduler_name) + ", the keys under " +
+             Quote(bridge::kLegacyJobAnnotationPrefix) +
+             " are the bridge's but for the job options' old spelling as annotations; job "
+             "options go under " +
+             Quote(bridge::kJobAnnotationPrefix) + ")";
+      }
+      problems.push_back(std::move(m));
+    }
+  }
+}
+
 // A pod that is not the bridge's: it must not tolerate the managed-node taint, or it could run on
-// a Slurm node without a Slurm allocation.
+// a Slurm node without a Slurm allocation; and it must not carry the bridge's own keys, which
+// the bridge's readers of labels (the node epilog, the binder's holders) would take for its own.
 Decision ValidateOtherPod(const Request& request, const PodFacts& pod, const Policy& policy) {
+  std::vector<std::string> problems;
+  CheckReservedKeys(request, policy, /*bridge_pod=*/false, problems);
   std::string_view ns = request.namespace_.empty() ? pod.namespace_ : request.namespace_;
   // A mirror pod counts only when a kubelet writes it: anyone may put the annotation on a pod.
   const bool from_kubelet = std::string_view(request.username).starts_with("system:node:") &&
@@ -592,15 +660,15 @@ Decision ValidateOtherPod(const Request& request, const PodFacts& pod, const Pol
                                       "system:nodes") != request.groups.end();
   // DaemonSet pods get no exception (N-3): anyone with the `edit` role may own a DaemonSet, so
   // only those of the system namespaces may tolerate the taint, as any pod there.
-  if (!ToleratesManagedNode(pod, policy.scheduler_name) || (pod.mirror_pod && from_kubelet) ||
-      Contains(policy.system_namespaces, ns) || IsPrivileged(request, policy)) {
-    return Decision::Allow();
-  }
-  if (request.operation == "UPDATE" && request.old_object &&
-      ToleratesManagedNode(*request.old_object, policy.scheduler_name)) {
-    return Decision::Allow();  // not added by this update (a pod from before the webhook)
-  }
-  return Decision::Deny(TolerationRefusal(policy));
+  const bool may_tolerate = !ToleratesManagedNode(pod, policy.scheduler_name) ||
+                            (pod.mirror_pod && from_kubelet) ||
+                            Contains(policy.system_namespaces, ns) || IsPrivileged(request, policy);
+  // A pod from before the webhook keeps a toleration an UPDATE does not add.
+  const bool had = request.operation == "UPDATE" && request.old_object &&
+                   ToleratesManagedNode(*request.old_object, policy.scheduler_name);
+  if (!may_tolerate && !had) problems.push_back(TolerationRefusal(policy));
+  if (problems.empty()) return Decision::Allow();
+  return Decision::Deny(Join(problems));
 }
 
 // Identity-policy problems of the object's job annotations: at CREATE, and at UPDATE when they
@@ -720,9 +788,36 @@ Decision ValidateObject(const Request& request, const Policy& policy) {
   return Decision::Deny(Join(problems));
 }
 
+// A DELETE of a bridge pod: a grace period above the cap. Mutate caps the pod's own
+// terminationGracePeriodSeconds at CREATE; DeleteOptions.gracePeriodSeconds overrides it, and a
+// terminating pod holds its node after its job ended only as long as the epilog waits
+// (maxTerminationGracePeriodSeconds + 30 s): longer, its containers would run on beside the
+// next job on the node. A DELETE without a grace period uses the pod's own.
+Decision ValidateDelete(const Request& request, const Policy& policy) {
+  const std::int64_t cap = policy.max_termination_grace_seconds;
+  if (request.kind != "Pod" || !request.old_object || cap <= 0 || !request.grace_period_seconds ||
+      *request.grace_period_seconds <= cap) {
+    return Decision::Allow();
+  }
+  const PodFacts& pod = *request.old_object;
+  if (!pod.scheduler_name || *pod.scheduler_name != policy.scheduler_name ||
+      IsPrivileged(request, policy)) {
+    return Decision::Allow();
+  }
+  return Decision::Deny(
+      "DeleteOptions.gracePeriodSeconds " + std::to_string(*request.grace_period_seconds) +
+      " is above " + std::to_string(cap) + ", the most a pod scheduled by " +
+      Quote(policy.scheduler_name) +
+      " may have (config maxTerminationGracePeriodSeconds): its Slurm job's node is held only "
+      "that long after the job ends; delete it with a grace period of " +
+      std::to_string(cap) + " s or less (kubectl delete --grace-period=" + std::to_string(cap) +
+      "), or none");
+}
+
 }  // namespace
 
 Decision Validate(const Request& request, const Policy& policy, const DraObjects& dra) {
+  if (request.operation == "DELETE") return ValidateDelete(request, policy);
   if ((request.operation != "CREATE" && request.operation != "UPDATE") || !request.object) {
     return Decision::Allow();
   }
@@ -731,20 +826,9 @@ Decision Validate(const Request& request, const Policy& policy, const DraObjects
   if (!pod.scheduler_name || *pod.scheduler_name != policy.scheduler_name) {
     return ValidateOtherPod(request, pod, policy);
   }
-  const bool privileged = IsPrivileged(request, policy);
-  const std::string label = Quote(bridge::kJobIdLabel);
   std::vector<std::string> problems;
+  CheckReservedKeys(request, policy, /*bridge_pod=*/true, problems);
   if (request.operation == "CREATE") {
-    if (!privileged && pod.labels.contains(std::string(bridge::kJobIdLabel))) {
-      problems.push_back("label " + label +
-                         " is set by slurm-bridge and cannot be set on a new pod");
-    }
-    for (std::string_view a : {bridge::kNodeAnnotation, bridge::kJobGpusAnnotation}) {
-      if (!privileged && pod.annotations.contains(std::string(a))) {
-        problems.push_back("annotation " + Quote(a) +
-                           " is set by slurm-bridge and cannot be set on a new pod");
-      }
-    }
     if (pod.node_name && !pod.node_name->empty()) {
       problems.push_back("spec.nodeName cannot be set on a pod scheduled by " +
                          Quote(policy.scheduler_name) + ": Slurm chooses the node");
@@ -771,21 +855,6 @@ Decision Validate(const Request& request, const Policy& policy, const DraObjects
           Quote(policy.scheduler_name) +
           ": the pod's Slurm job keeps the CPUs and memory it was submitted with; delete and "
           "re-create the pod to change them");
-    }
-    // Every phase and every subresource (pods/status may change labels too): a user who can
-    // point a pod at another job id could make the bridge act on someone else's Slurm job.
-    if (!privileged) {
-      static const PodFacts kNone;
-      const PodFacts& old = request.old_object ? *request.old_object : kNone;
-      if (Changed(old.labels, pod.labels, bridge::kJobIdLabel)) {
-        problems.push_back("label " + label + " is set by slurm-bridge and cannot be changed");
-      }
-      for (std::string_view a : {bridge::kNodeAnnotation, bridge::kJobGpusAnnotation}) {
-        if (Changed(old.annotations, pod.annotations, a)) {
-          problems.push_back("annotation " + Quote(a) +
-                             " is set by slurm-bridge and cannot be changed");
-        }
-      }
     }
   }
   CheckDra(request, dra, policy, problems);

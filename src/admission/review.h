@@ -15,12 +15,21 @@
 //            `managed_namespaces` (or, when a namespace selector is set, its namespace's labels
 //            match the selector instead) or its schedulerName already is the bridge's.
 //   validate (/validate--v1-pod)
-//            for a pod whose schedulerName is the bridge's ("bridge pod"):
-//            CREATE rejects the job-id label, the node annotation, spec.nodeName,
-//            topologySpreadConstraints, required pod (anti-)affinity;
-//            UPDATE (any subresource) rejects a
-//            change of the job-id label or the node annotation in every phase, and the resize
-//            subresource. DRA (resource.k8s.io/v1): CREATE rejects what
+//            for every pod: the bridge's keys are reserved for privileged users (below):
+//            CREATE rejects them, UPDATE (any subresource, every phase) rejects adding,
+//            changing or removing one. On every pod, the labels and annotations under
+//            scheduler.slinky.slurm.net/ (the job-id and het-job labels) and the annotations
+//            bridge::kBridgePodAnnotations (node, GPUs, ResourceClaim, kubelet nudge); on a
+//            bridge pod, every other key under slinky.slurm.net/ too, but for the annotations
+//            that spell a job option the pre-1.0 way (slinky.slurm.net/timelimit, ...:
+//            bridge::kJobOptionKeys), which are the tenant's (slurmjob.slinky.slurm.net/ is
+//            the tenant's throughout). The rest of slinky.slurm.net/ on other pods is left
+//            alone: SchedMD's slurm-operator writes slinky.slurm.net/pod-cordon and others on
+//            its NodeSet pods. (Reviews; the list is in docs/security.md.)
+//            For a pod whose schedulerName is the bridge's ("bridge pod"):
+//            CREATE rejects spec.nodeName, topologySpreadConstraints, required pod
+//            (anti-)affinity; UPDATE rejects the resize subresource.
+//            DRA (resource.k8s.io/v1): CREATE rejects what
 //            bridge::DraAdmissionProblems refuses with the policy's device profiles (an extended
 //            resource deviceclass.resource.kubernetes.io/<class> of a class no profile covers,
 //            cpu together with the core-bitmap class, the cpu-per-task / gres annotations
@@ -29,7 +38,7 @@
 //            does not exist; UPDATE rejects only the problems it adds (a job annotation added).
 //            The DeviceClasses and templates come in DraObjects (read by server.cc; absent
 //            ones were not read). Privileged users (the bridge's own
-//            service accounts, see Policy) may set and change the label and the annotation.
+//            service accounts, see Policy) may set and change the bridge's keys.
 //            For any other pod: a toleration of the managed-node taint
 //            (slinky.slurm.net/managed-node=<schedulerName>:NoExecute, also matched by an
 //            Exists toleration with an empty key) is rejected on CREATE, and when an UPDATE adds
@@ -48,7 +57,9 @@
 //            DaemonSet: CREATE, and UPDATE that adds it, reject a pod template that tolerates the
 //            managed-node taint (as for its pods, which the DaemonSet controller could not
 //            create) outside system_namespaces.
-//            DELETE and CONNECT are always allowed.
+//            DELETE of a bridge pod: a DeleteOptions.gracePeriodSeconds above
+//            max_termination_grace_seconds is refused (R-5: the pod would outlive the node's
+//            hold), except for privileged users; other DELETEs and CONNECT are allowed.
 //
 // The pod is read from the raw JSON of the review, so fields the kube::Pod struct does not hold
 // (topologySpreadConstraints, resourceClaims, pod-level resources) count too; a pod with DRA
@@ -86,14 +97,14 @@ inline constexpr std::string_view kValidatePodPath = "/validate--v1-pod";
 
 using Labels = std::map<std::string, std::string>;
 
-// Whose pods the webhook handles and who may write the bridge's own label and annotation.
+// Whose pods the webhook handles and who may write the bridge's own labels and annotations.
 struct Policy {
   std::string scheduler_name{"slurm-bridge-scheduler"};
   std::vector<std::string> managed_namespaces;
   // When set, a namespace is managed when its labels match; managed_namespaces is then ignored.
   std::optional<bridge::LabelSelector> namespace_selector;
   // Usernames (as the apiserver reports them, "system:serviceaccount:<ns>:<name>") allowed to
-  // set the job-id label and the node annotation. An entry ending in '*' matches every
+  // set the bridge's labels and annotations (Validate). An entry ending in '*' matches every
   // username that starts with the part before it ("system:serviceaccount:slinky:slurm-bridge-*").
   std::vector<std::string> privileged_users;
   // The same for the user's groups (request.userInfo.groups), exact names.
@@ -191,6 +202,8 @@ struct Request {
   std::string username;             // request.userInfo.username
   std::vector<std::string> groups;  // request.userInfo.groups
   bool dry_run = false;
+  // request.options.gracePeriodSeconds: a DELETE's DeleteOptions (nullopt: not given).
+  std::optional<std::int64_t> grace_period_seconds;
   // The object (a pod, or any kind: its metadata is read the same way).
   std::optional<PodFacts> object;      // absent on DELETE
   std::optional<PodFacts> old_object;  // UPDATE and DELETE

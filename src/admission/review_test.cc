@@ -436,10 +436,12 @@ TEST(Validate, CreateRejections) {
       EXPECT_EQ(d.reason, "Forbidden");
       EXPECT_NE(d.message.find(c.want), std::string::npos) << d.message;
     }
-    // Pods of other schedulers are none of the webhook's business.
+    // Pods of other schedulers are none of the webhook's business, but for the bridge's own
+    // label and annotations (R-3: the node epilog and the binder read them).
+    const bool bridge_key = c.name == "job-id label" || c.name == "node annotation";
     Request other = Decoded(
         ReviewJson("CREATE", "hpc", PodJson("hpc", "default-scheduler", "", c.meta, c.spec)));
-    EXPECT_TRUE(Validate(other, p).allowed);
+    EXPECT_EQ(Validate(other, p).allowed, !bridge_key);
   }
 }
 
@@ -663,6 +665,114 @@ TEST(Validate, UpdatesOfTheLabelAndAnnotationAreLockedInEveryPhase) {
   }
 }
 
+// R-4, R-7 (and R-3 for other schedulers' pods): the bridge's keys are the bridge's to write. On
+// its pods, every label and annotation under slinky.slurm.net/ and scheduler.slinky.slurm.net/
+// but the legacy spelling of the job options (slinky.slurm.net/<option>, annotations); on other
+// pods, the keys the bridge writes on its own (scheduler.slinky.slurm.net/*, the node, GPU, claim
+// and nudge annotations), not the other keys of the slinky.slurm.net/ prefix, which
+// SchedMD's slurm-operator writes on its NodeSet pods (slinky.slurm.net/pod-cordon, ...).
+TEST(Validate, BridgeKeysAreReservedForTheBridge) {
+  Policy p = ListPolicy();
+  p.privileged_users = {"bridge"};
+  const std::string offset(bridge::kHetJobOffsetLabel);
+  const std::string het_id(bridge::kHetJobIdLabel);
+  const std::string job_id(bridge::kJobIdLabel);
+  const std::string claim(bridge::kResourceClaimAnnotation);
+  const std::string nudged(bridge::kKubeletNudgeAnnotation);
+  const std::string node(bridge::kNodeAnnotation);
+  auto labels = [](const std::string& k, const std::string& v) {
+    return fmt::format(R"("labels":{{"{}":"{}"}})", k, v);
+  };
+  auto annotations = [](const std::string& k, const std::string& v) {
+    return fmt::format(R"("annotations":{{"{}":"{}"}})", k, v);
+  };
+  const std::string other = "default-scheduler";
+  const std::string ours(kOurs);
+  struct Case {
+    std::string name;
+    std::string scheduler;
+    std::string old_meta;  // "-": CREATE
+    std::string new_meta;
+    std::string user;
+    std::string want;  // "" = allowed; else a part of the message
+  };
+  const std::vector<Case> cases = {
+      // R-4: a claim to have the controllers delete.
+      {"claim annotation at create", ours, "-", annotations(claim, "shared-gpu"), "alice", claim},
+      {"claim annotation added", ours, "", annotations(claim, "shared-gpu"), "alice", claim},
+      {"claim annotation changed", ours, annotations(claim, "a"), annotations(claim, "b"), "alice",
+       claim},
+      {"claim annotation written by the bridge", ours, "", annotations(claim, "a"), "bridge", ""},
+      {"nudge annotation added", ours, "", annotations(nudged, "2026-01-01T00:00:00Z"), "alice",
+       nudged},
+      // R-7: a refill binds two pods to one node.
+      {"het offset relabelled", ours, labels(offset, "0"), labels(offset, "1"), "alice", offset},
+      {"het offset added", ours, "", labels(offset, "1"), "alice", offset},
+      {"het offset removed", ours, labels(offset, "0"), "", "alice", offset},
+      {"het job id at create", ours, "-", labels(het_id, "5"), "alice", het_id},
+      {"het offset unchanged", ours, labels(offset, "1"), labels(offset, "1"), "alice", ""},
+      {"het offset set by the bridge", ours, labels(offset, "0"), labels(offset, "1"), "bridge",
+       ""},
+      // The whole prefixes on the bridge's pods.
+      {"any scheduler.slinky.slurm.net/ label", ours, "-",
+       labels("scheduler.slinky.slurm.net/new", "x"), "alice", "scheduler.slinky.slurm.net/new"},
+      {"any scheduler.slinky.slurm.net/ annotation", ours, "",
+       annotations("scheduler.slinky.slurm.net/new", "x"), "alice",
+       "scheduler.slinky.slurm.net/new"},
+      {"a slinky.slurm.net/ annotation not a job option", ours, "-",
+       annotations("slinky.slurm.net/whatever", "x"), "alice", "slurmjob.slinky.slurm.net/"},
+      {"a job option's legacy spelling as a label", ours, "-",
+       labels("slinky.slurm.net/timelimit", "5"), "alice", "slinky.slurm.net/timelimit"},
+      // Tenants' job options stay theirs, in both spellings.
+      {"legacy timelimit annotation", ours, "-", annotations("slinky.slurm.net/timelimit", "5"),
+       "alice", ""},
+      {"legacy timelimit changed", ours, annotations("slinky.slurm.net/timelimit", "5"),
+       annotations("slinky.slurm.net/timelimit", "9"), "alice", ""},
+      {"legacy job-name annotation", ours, "", annotations("slinky.slurm.net/job-name", "x"),
+       "alice", ""},
+      {"job option annotation", ours, "-", annotations("slurmjob.slinky.slurm.net/timelimit", "5"),
+       "alice", ""},
+      {"unknown job option annotation", ours, "",
+       annotations("slurmjob.slinky.slurm.net/unknown", "5"), "alice", ""},
+      // R-3: other schedulers' pods, which the epilog and the binder's holder list read.
+      {"other pod labelled with a job and annotated with a node", other, "-",
+       R"("labels":{")" + job_id + R"(":"4242"},"annotations":{")" + node + R"(":"n1"})", "alice",
+       job_id},
+      {"other pod: job id added", other, "", labels(job_id, "4242"), "alice", job_id},
+      {"other pod: het offset", other, "-", labels(offset, "1"), "alice", offset},
+      {"other pod: claim annotation", other, "-", annotations(claim, "x"), "alice", claim},
+      {"other pod: job id kept from before", other, labels(job_id, "4"), labels(job_id, "4"),
+       "alice", ""},
+      {"other pod: job id by the bridge", other, "-", labels(job_id, "4"), "bridge", ""},
+      // slurm-operator's keys on its NodeSet pods, and the legacy options, stay allowed there.
+      {"other pod: slurm-operator's cordon", other, "",
+       annotations("slinky.slurm.net/pod-cordon", "true"), "alice", ""},
+      {"other pod: slurm-operator's deletion cost", other, "-",
+       annotations("slinky.slurm.net/pod-deletion-cost", "5"), "alice", ""},
+      {"other pod: a slinky.slurm.net/ label", other, "-", labels("slinky.slurm.net/cluster", "s"),
+       "alice", ""},
+      {"other pod: legacy account", other, "-", annotations("slinky.slurm.net/account", "a"),
+       "alice", ""},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string now = PodJson("hpc", c.scheduler, "n1", c.new_meta, "", "Running");
+    const bool create = c.old_meta == "-";
+    const std::string before = create ? "null" : PodJson("hpc", c.scheduler, "n1", c.old_meta);
+    Decision d =
+        Validate(Decoded(ReviewJson(create ? "CREATE" : "UPDATE", "hpc",
+                                    create ? PodJson("hpc", c.scheduler, "", c.new_meta) : now,
+                                    before, c.user)),
+                 p);
+    if (c.want.empty()) {
+      EXPECT_TRUE(d.allowed) << d.message;
+    } else {
+      EXPECT_FALSE(d.allowed);
+      EXPECT_NE(d.message.find(c.want), std::string::npos) << d.message;
+    }
+  }
+}
+
 TEST(Validate, PrivilegedUsersByPatternAndGroup) {
   Policy p = ListPolicy();
   p.privileged_users = DefaultPrivilegedUsers("slinky");
@@ -801,6 +911,58 @@ TEST(Validate, ResizeIsRejectedDeleteAllowed) {
   EXPECT_TRUE(
       Validate(Decoded(ReviewJson("UPDATE", "hpc", labelled, labelled, "kubelet", "status")), p)
           .allowed);
+}
+
+// R-5: `kubectl delete --grace-period=86400` let a pod outlive its job by a day: the cap that
+// CREATE puts on terminationGracePeriodSeconds holds for a DELETE's DeleteOptions too.
+TEST(Validate, DeleteGracePeriodAboveTheCapIsRefused) {
+  Policy p = ListPolicy();
+  p.privileged_users = {"bridge"};
+  p.max_termination_grace_seconds = 300;
+  // A DELETE review: no object, the pod as oldObject, DeleteOptions as options ("" for none).
+  auto review = [](std::string_view scheduler, std::string_view options, std::string_view user) {
+    std::string r = ReviewJson("DELETE", "hpc", "null", PodJson("hpc", scheduler, "n1"), user);
+    if (!options.empty()) {
+      r.insert(r.size() - 2,  // inside request ("...,"dryRun":false}}")
+               fmt::format(R"(,"options":{{"kind":"DeleteOptions","apiVersion":"meta.k8s.io/v1",)"
+                           R"("propagationPolicy":"Background"{}}})",
+                           options));
+    }
+    return Decoded(r);
+  };
+  const std::string ours(kOurs);
+  struct Case {
+    std::string name;
+    std::string scheduler, options, user;
+    std::int64_t cap;
+    bool allowed;
+  };
+  const std::vector<Case> cases = {
+      {"a day", ours, R"(,"gracePeriodSeconds":86400)", "alice", 300, false},
+      {"one second above", ours, R"(,"gracePeriodSeconds":301)", "alice", 300, false},
+      {"the cap", ours, R"(,"gracePeriodSeconds":300)", "alice", 300, true},
+      {"force", ours, R"(,"gracePeriodSeconds":0)", "alice", 300, true},
+      {"no grace period: the pod's own (capped at CREATE)", ours, "", "alice", 300, true},
+      {"no options", ours, "-", "alice", 300, true},
+      {"the bridge's own", ours, R"(,"gracePeriodSeconds":86400)", "bridge", 300, true},
+      {"another scheduler's pod", "default-scheduler", R"(,"gracePeriodSeconds":86400)", "alice",
+       300, true},
+      {"no cap (external jobs)", ours, R"(,"gracePeriodSeconds":86400)", "alice", 0, true},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    p.max_termination_grace_seconds = c.cap;
+    Request req = review(c.scheduler, c.options == "-" ? "" : c.options, c.user);
+    Decision d = Validate(req, p);
+    EXPECT_EQ(d.allowed, c.allowed) << d.message;
+    if (!c.allowed) {
+      EXPECT_NE(d.message.find("gracePeriodSeconds"), std::string::npos) << d.message;
+      EXPECT_NE(d.message.find("300"), std::string::npos) << d.message;
+    }
+  }
+  // The options are read from the review.
+  EXPECT_EQ(review(ours, R"(,"gracePeriodSeconds":86400)", "alice").grace_period_seconds, 86400);
+  EXPECT_FALSE(review(ours, "", "alice").grace_period_seconds);
 }
 
 TEST(DecodeReview, BadBodiesAreErrorsWithAReason) {

@@ -50,12 +50,16 @@ struct Outcome {
   std::string why;  // the log line's reason
 };
 
-// Polls the job's pods until none holds `slurm_node` or `deadline` passes.
+// Polls the job's pods (of scheduler `scheduler_name`) until none holds `slurm_node` or
+// `deadline` passes.
 asio::awaitable<void> Hold(kube::Client& kube, std::int64_t job_id, std::string slurm_node,
-                           Clock::time_point deadline, Outcome& out) {
+                           std::string scheduler_name, Clock::time_point deadline, Outcome& out) {
   const Clock::time_point start = Clock::now();
   kube::ListOptions list;
   list.label_selector = fmt::format("{}={}", bridge::kJobIdLabel, job_id);
+  // Other schedulers' pods never hold the node (PodsHoldingNode): not even listed, so that a
+  // native job whose id a tenant's pod carries still costs one LIST.
+  list.field_selector = "spec.schedulerName=" + scheduler_name;
   const kube::ResourceRef pods_ref = kube::PodsRef();
   std::map<std::string, std::string> slurm_name_of;  // Kubernetes node -> Slurm node
   std::vector<std::string> last_holding;
@@ -81,7 +85,7 @@ asio::awaitable<void> Hold(kube::Client& kube, std::int64_t job_id, std::string 
       }
       const bool first = !listed;
       listed = true;
-      NodeHold hold = PodsHoldingNode(pods->items, slurm_node, slurm_name_of);
+      NodeHold hold = PodsHoldingNode(pods->items, slurm_node, slurm_name_of, scheduler_name);
       for (const std::string& name : hold.unknown_nodes) {
         Result<kube::Node> node = co_await kube::GetNode(kube, name);
         if (node) {
@@ -94,7 +98,7 @@ asio::awaitable<void> Hold(kube::Client& kube, std::int64_t job_id, std::string 
         }
       }
       if (!hold.unknown_nodes.empty())
-        hold = PodsHoldingNode(pods->items, slurm_node, slurm_name_of);
+        hold = PodsHoldingNode(pods->items, slurm_node, slurm_name_of, scheduler_name);
       if (hold.Released()) {
         out.released = true;
         out.why = first ? "no pod of the job runs on this node"
@@ -143,13 +147,15 @@ int RunEpilog(const EpilogOptions& options) {
   }
 
   std::optional<std::int64_t> grace;
+  std::string scheduler_name(bridge::kDefaultSchedulerName);
   if (!options.config_path.empty()) {
     Result<bridge::Config> config = bridge::LoadConfig(options.config_path);
     if (config) {
       grace = config->max_termination_grace_seconds;
+      scheduler_name = config->scheduler_name;
     } else {
-      spdlog::warn("epilog: job {}: {}; waiting at most the default", *job_id,
-                   config.error().message);
+      spdlog::warn("epilog: job {}: {}; waiting at most the default, for pods of {}", *job_id,
+                   config.error().message, scheduler_name);
     }
   }
   std::chrono::milliseconds max_wait = DefaultEpilogMaxWait(grace);
@@ -189,7 +195,7 @@ int RunEpilog(const EpilogOptions& options) {
 
   Outcome outcome;
   bool finished = false;
-  asio::co_spawn(io, Hold(*kube, *job_id, slurm_node, deadline, outcome),
+  asio::co_spawn(io, Hold(*kube, *job_id, slurm_node, scheduler_name, deadline, outcome),
                  [&](const std::exception_ptr& e) {
                    finished = true;
                    if (e) outcome.why = "an internal error";

@@ -11,8 +11,10 @@
 // scancel, time limit, preemption; upstream's #16 and #49).
 //
 // It reads SLURM_JOB_ID and SLURMD_NODENAME from the environment (Slurm sets both for the
-// epilog), lists the pods labelled scheduler.slinky.slurm.net/slurm-jobid=<job> in every
-// namespace and keeps those on this Slurm node (app/epilog_logic.h PodsHoldingNode). It polls
+// epilog), lists the pods of the bridge's scheduler (config schedulerName, else
+// slurm-bridge-scheduler) labelled scheduler.slinky.slurm.net/slurm-jobid=<job> in every
+// namespace and keeps those bound to this Slurm node (app/epilog_logic.h PodsHoldingNode: other
+// schedulers' pods and unbound pods, which any tenant can label, never hold it). It polls
 // every second until none is left, or gives up after the max wait (--max-wait, default
 // DefaultEpilogMaxWait of the config's maxTerminationGracePeriodSeconds). A job no pod lists (a
 // native job) returns after that one LIST. An apiserver that cannot be reached is asked again

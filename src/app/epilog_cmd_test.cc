@@ -12,6 +12,7 @@
 #include <memory>
 #include <thread>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
@@ -37,6 +38,7 @@ class EpilogCmdTest : public ::testing::Test {
             ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::create_directories(dir_);
     api_ = std::make_unique<sb::testing::FakeApiServer>(io_);
+    api_->pod_scheduler_name = std::string(bridge::kDefaultSchedulerName);  // the bridge's pods
     WriteKubeconfig(dir_ / "kubeconfig", api_->url());
     ::setenv("SLURM_JOB_ID", "42", 1);
     ::setenv("SLURMD_NODENAME", "n1", 1);
@@ -108,6 +110,28 @@ TEST_F(EpilogCmdTest, AFinishedPodOrOneOnAnotherNodeDoesNotHold) {
   StopServer();
   EXPECT_EQ(status, 0);
   EXPECT_LT(took, 2.0);
+}
+
+// R-3: a tenant's pod of another scheduler, labelled with the job and annotated with the node,
+// and an unbound bridge pod annotated so, held the node for the max wait. Neither holds now, and
+// the native job still costs one LIST.
+TEST_F(EpilogCmdTest, AnotherSchedulersPodOrAnUnboundOneDoesNotHold) {
+  const std::string annotated =
+      fmt::format(R"({{"metadata":{{"annotations":{{"{}":"n1"}}}}}})", bridge::kNodeAnnotation);
+  api_->pod_scheduler_name = "nobody";
+  api_->AddPod("team-b", "hold", {{kJobLabel, "42"}});
+  api_->PatchPod("team-b", "hold", annotated);
+  api_->AddPod("team-b", "bound-hold", {{kJobLabel, "42"}}, "n1");
+  api_->pod_scheduler_name = std::string(bridge::kDefaultSchedulerName);
+  api_->AddPod("ns", "unbound", {{kJobLabel, "42"}});
+  api_->PatchPod("ns", "unbound", annotated);
+  int status = -1;
+  StartServer();
+  const double took = Timed(Options(), &status);
+  StopServer();
+  EXPECT_EQ(status, 0);
+  EXPECT_LT(took, 2.0);
+  EXPECT_EQ(api_->lists(), 1);
 }
 
 TEST_F(EpilogCmdTest, WaitsUntilThePodOnItsNodeIsGone) {

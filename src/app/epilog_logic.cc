@@ -4,8 +4,6 @@
 #include <algorithm>
 #include <set>
 
-#include "bridge/names.h"
-
 namespace sb::app {
 
 std::optional<std::int64_t> ParseEpilogJobId(std::string_view text) {
@@ -19,22 +17,19 @@ std::optional<std::int64_t> ParseEpilogJobId(std::string_view text) {
   return id;
 }
 
-std::string KubeNodeOfPod(const kube::Pod& pod) {
-  auto a = pod.metadata.annotations.find(std::string(bridge::kNodeAnnotation));
-  if (a != pod.metadata.annotations.end() && !a->second.empty()) return a->second;
-  return pod.spec.node_name;
-}
+std::string KubeNodeOfPod(const kube::Pod& pod) { return pod.spec.node_name; }
 
 bool PodFinished(const kube::Pod& pod) {
   return pod.status.phase == "Succeeded" || pod.status.phase == "Failed";
 }
 
 NodeHold PodsHoldingNode(const std::vector<kube::Pod>& pods, std::string_view slurm_node,
-                         const std::map<std::string, std::string>& slurm_name_of) {
+                         const std::map<std::string, std::string>& slurm_name_of,
+                         std::string_view scheduler_name) {
   NodeHold out;
   std::set<std::string> unknown;
   for (const kube::Pod& pod : pods) {
-    if (PodFinished(pod)) continue;
+    if (pod.spec.scheduler_name != scheduler_name || PodFinished(pod)) continue;
     const std::string node = KubeNodeOfPod(pod);
     if (node.empty()) continue;
     bool here = false;

@@ -6,6 +6,7 @@
 // slurm-bridge spells them, so that its users can switch without touching manifests.
 #pragma once
 
+#include <array>
 #include <string_view>
 
 namespace sb::bridge {
@@ -45,6 +46,19 @@ inline constexpr std::string_view kSlurmNodeNameLabel = "slinky.slurm.net/slurm-
 inline constexpr std::string_view kJobAnnotationPrefix = "slurmjob.slinky.slurm.net/";
 // Pre-1.0 prefix, still read.
 inline constexpr std::string_view kLegacyJobAnnotationPrefix = "slinky.slurm.net/";
+// The job options: the suffixes of kJobAnnotationPrefix that Translate (translate.cc) and the
+// identity policy (identity.h) read. Spelled with kLegacyJobAnnotationPrefix they are the only
+// keys of that prefix a tenant may write on a bridge pod (admission/review.h); a new option needs
+// no entry here (new ones are spelled with kJobAnnotationPrefix only).
+inline constexpr std::array<std::string_view, 19> kJobOptionKeys = {
+    "account",  "comment",     "constraints", "cpu-per-task", "exclusive", "gres",      "group-id",
+    "job-name", "licenses",    "max-nodes",   "mem-per-node", "min-nodes", "partition", "priority",
+    "qos",      "reservation", "timelimit",   "user-id",      "wckey"};
+// The pods' keys only the bridge writes, whatever the pod's scheduler (admission/review.h): every
+// key under kBridgeKeyPrefix (kJobIdLabel, the het-job labels), and these annotations.
+inline constexpr std::string_view kBridgeKeyPrefix = "scheduler.slinky.slurm.net/";
+inline constexpr std::array<std::string_view, 4> kBridgePodAnnotations = {
+    kNodeAnnotation, kJobGpusAnnotation, kResourceClaimAnnotation, kKubeletNudgeAnnotation};
 
 // Grouping labels.
 inline constexpr std::string_view kPodGroupLabel = "scheduling.x-k8s.io/pod-group";

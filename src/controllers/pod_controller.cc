@@ -298,6 +298,7 @@ awaitable<Result<void>> PodController::Reconcile(std::int64_t job_id) {
     if (!d.disruption.empty()) co_await MarkDisrupted(*pod, d.disruption, d.message);
     kube::DeleteOptions del;
     del.uid = pod->metadata.uid;
+    del.grace_period_seconds = d.grace_period_seconds;
     Result<void> r =
         co_await kube::DeletePod(kube_, pod->metadata.namespace_, pod->metadata.name, del);
     if (!r && r.error().code != ErrorCode::kNotFound && r.error().code != ErrorCode::kConflict) {
@@ -365,19 +366,37 @@ awaitable<Result<void>> PodController::ReleaseFinalizer(const Pod& pod) {
   std::optional<std::string> patch = bridge::FinalizerRemovalPatch(pod);
   if (!patch) co_return Result<void>{};
   // The DRA claim the scheduler made for the pod (upstream #36): its devices are free once the
-  // job is, never held by a finished pod's claim while Slurm gives them to the next job.
+  // job is, never held by a finished pod's claim while Slurm gives them to the next job. Only
+  // that claim (R-4: the annotation is the pod author's to write), and only the object read
+  // (its UID as precondition: a claim re-created under the name since is not ours to delete).
   if (auto claim = pod.metadata.annotations.find(std::string(bridge::kResourceClaimAnnotation));
       claim != pod.metadata.annotations.end() && !claim->second.empty()) {
-    kube::ResourceRef ref = kube::DraRef("resourceclaims", pod.metadata.namespace_, claim->second);
-    kube::DeleteOptions options;
-    Result<std::string> deleted = co_await kube_.Delete(ref, options);
-    if (!deleted && deleted.error().code != ErrorCode::kNotFound) {
-      co_return tl::unexpected(deleted.error());
+    const kube::ObjectMeta& m = pod.metadata;
+    kube::ResourceRef ref = kube::DraRef("resourceclaims", m.namespace_, claim->second);
+    Result<kube::GenericObject> found = co_await kube::GetAs<kube::GenericObject>(kube_, ref);
+    if (!found && found.error().code != ErrorCode::kNotFound) {
+      co_return tl::unexpected(found.error());
     }
-    if (deleted) {
-      ++stats_.claims_released;
-      spdlog::info("{}/{}: ResourceClaim {} released", pod.metadata.namespace_, pod.metadata.name,
-                   claim->second);
+    std::string why = found ? WhyClaimNotReleased(*found, pod) : "";
+    if (found && why.empty()) {
+      kube::DeleteOptions options;
+      options.uid = found->metadata.uid;
+      Result<std::string> deleted = co_await kube_.Delete(ref, options);
+      if (!deleted && deleted.error().code != ErrorCode::kNotFound &&
+          deleted.error().code != ErrorCode::kConflict) {
+        co_return tl::unexpected(deleted.error());
+      }
+      if (deleted) {
+        ++stats_.claims_released;
+        spdlog::info("{}/{}: ResourceClaim {} released", m.namespace_, m.name, claim->second);
+      } else if (deleted.error().code == ErrorCode::kConflict) {
+        why = "it was replaced since it was read (another UID)";
+      }
+    }
+    if (!why.empty()) {
+      ReportOnce(pod, "claim", "ResourceClaimKept",
+                 fmt::format("ResourceClaim {} named by annotation {} left alone: {}",
+                             claim->second, bridge::kResourceClaimAnnotation, why));
     }
   }
   Result<Pod> r = co_await kube::PatchAs<Pod>(

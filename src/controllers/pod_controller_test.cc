@@ -85,12 +85,28 @@ class PodControllerTest : public ::testing::Test {
       ++broken_answers_;
       return HttpReply(500, R"({"kind":"Status","code":500,"message":"etcd is away"})");
     }
+    // ResourceClaims of namespace ns: claims_ (GET), claim_deletes_ (DELETE).
+    const std::string claims = "/apis/resource.k8s.io/v1/namespaces/ns/resourceclaims/";
+    if (path.starts_with(claims)) {
+      const std::string name = path.substr(claims.size());
+      auto it = claims_.find(name);
+      if (req.method == "DELETE") claim_deletes_.push_back({name, req.body});
+      if (it == claims_.end()) {
+        return HttpReply(404, R"({"kind":"Status","code":404,"reason":"NotFound"})");
+      }
+      if (req.method == "GET") return HttpReply(200, it->second);
+      if (req.method == "DELETE") {
+        claims_.erase(it);
+        return HttpReply(200, R"({"kind":"Status","status":"Success"})");
+      }
+    }
     const std::string prefix = "/api/v1/namespaces/ns/pods/";
     if (path.starts_with(prefix)) {
       const std::string name = path.substr(prefix.size());
       if (req.method == "PATCH" && before_patch_) before_patch_(name);  // then the fake answers
       if (req.method == "DELETE") {
         deleted_.push_back(name);
+        delete_bodies_.push_back(req.body);
         return HttpReply(200, R"({"kind":"Status","status":"Success"})");
       }
       if (req.method == "GET") {
@@ -176,7 +192,10 @@ class PodControllerTest : public ::testing::Test {
   int broken_answers_ = 0;
   std::vector<std::string> events_;
   std::vector<std::string> deleted_;
-  std::map<std::string, std::string> hidden_;             // pods only a GET shows
+  std::vector<std::string> delete_bodies_;     // the DeleteOptions of each of deleted_
+  std::map<std::string, std::string> hidden_;  // pods only a GET shows
+  std::map<std::string, std::string> claims_;  // ResourceClaims of ns, by name
+  std::vector<std::pair<std::string, std::string>> claim_deletes_;  // name, body
   std::function<void(const std::string&)> before_patch_;  // runs before the fake sees a PATCH
 };
 
@@ -583,6 +602,99 @@ TEST_F(PodControllerTest, StuckDraPodsKubeletIsNudgedOnce) {
   EXPECT_EQ(controller_->stats().kubelets_nudged, 1u);
   EXPECT_EQ(EventsWith("KubeletNudged"), 1);
   EXPECT_TRUE(deleted_.empty());
+  EXPECT_TRUE(slurm_.cancels().empty());
+}
+
+// A ResourceClaim as the binder makes it for pod `owner_uid` (bridge::PlanExtendedResourceClaim),
+// or, unmarked, as anyone may.
+std::string ClaimJson(const std::string& name, const std::string& uid, const std::string& owner_uid,
+                      bool marked = true) {
+  return fmt::format(
+      R"({{"kind":"ResourceClaim","apiVersion":"resource.k8s.io/v1","metadata":{{"name":"{}",)"
+      R"("namespace":"ns","uid":"{}",{}"ownerReferences":[{{"apiVersion":"v1","kind":"Pod",)"
+      R"("name":"x","uid":"{}","controller":true,"blockOwnerDeletion":true}}]}},"spec":{{}}}})",
+      name, uid,
+      marked ? R"("annotations":{"resource.kubernetes.io/extended-resource-claim":"true"},)" : "",
+      owner_uid);
+}
+
+// R-4: the claim named by a finished pod's annotation slinky.slurm.net/resource-claim was deleted
+// whoever's it was (the annotation is the pod's author's to write). Only the claim the binder made
+// for the pod goes (owned by the pod's UID, the extended-resource mark), with its UID as
+// precondition; another's stays.
+TEST_F(PodControllerTest, ReleasingAFinishedPodDeletesOnlyTheClaimMadeForIt) {
+  api_.pod_merge_patch = fmt::format(R"({{"metadata":{{"finalizers":["{}"]}},)"
+                                     R"("status":{{"phase":"Succeeded"}}}})",
+                                     bridge::kFinalizer);
+  auto annotate = [&](const std::string& pod, const std::string& claim) {
+    api_.PatchPod("ns", pod,
+                  fmt::format(R"({{"metadata":{{"annotations":{{"{}":"{}"}}}}}})",
+                              bridge::kResourceClaimAnnotation, claim));
+  };
+  const std::string mine_uid = NextUid("mine");
+  api_.AddPod("ns", "mine", {{std::string(bridge::kJobIdLabel), "1"}}, "n1");
+  annotate("mine", "mine-extended-resources");
+  ASSERT_EQ(slurm_.AddJob("RUNNING", TagFor("mine", mine_uid)), 1);
+  const std::string thief_uid = NextUid("thief");
+  api_.AddPod("ns", "thief", {{std::string(bridge::kJobIdLabel), "2"}}, "n1");
+  annotate("thief", "shared-gpu");
+  ASSERT_EQ(slurm_.AddJob("RUNNING", TagFor("thief", thief_uid)), 2);
+  const std::string sly_uid = NextUid("sly");
+  api_.AddPod("ns", "sly", {{std::string(bridge::kJobIdLabel), "3"}}, "n1");
+  annotate("sly", "sly-own");
+  ASSERT_EQ(slurm_.AddJob("RUNNING", TagFor("sly", sly_uid)), 3);
+  claims_["mine-extended-resources"] = ClaimJson("mine-extended-resources", "claim-1", mine_uid);
+  claims_["shared-gpu"] = ClaimJson("shared-gpu", "claim-2", "uid-someone-else");
+  // Owned by the pod (a template claim of its own), but not the bridge's: not the bridge's to
+  // delete either.
+  claims_["sly-own"] = ClaimJson("sly-own", "claim-3", sly_uid, /*marked=*/false);
+  Start();
+  ASSERT_TRUE(sb::testing::RunLoopUntil(
+      io_,
+      [&] {
+        for (const char* pod : {"mine", "thief", "sly"}) {
+          if (api_.PodJson("ns", pod).find(bridge::kFinalizer) != std::string::npos) return false;
+        }
+        return true;
+      },
+      10s, [&] { clock_.Advance(100ms); }));
+  EXPECT_EQ(controller_->stats().claims_released, 1u);
+  EXPECT_FALSE(claims_.contains("mine-extended-resources"));
+  EXPECT_TRUE(claims_.contains("shared-gpu"));
+  EXPECT_TRUE(claims_.contains("sly-own"));
+  EXPECT_TRUE(RunUntil([&] { return EventsWith("ResourceClaimKept") == 2; }));
+  ASSERT_EQ(claim_deletes_.size(), 1u);
+  EXPECT_EQ(claim_deletes_[0].first, "mine-extended-resources");
+  EXPECT_NE(claim_deletes_[0].second.find(R"("preconditions":{"uid":"claim-1"})"),
+            std::string::npos)
+      << claim_deletes_[0].second;
+}
+
+// R-5: a pod deleted with a day's grace period while its job ran is deleted again when the job
+// ends, with maxTerminationGracePeriodSeconds (batch placeholders) and its UID as precondition.
+TEST_F(PodControllerTest, EndedJobsTerminatingPodIsDeletedAgainWithTheCap) {
+  const std::string uid = NextUid("slow");
+  api_.AddPod("ns", "slow", {{std::string(bridge::kJobIdLabel), "1"}}, "n1");
+  ASSERT_EQ(slurm_.AddJob("RUNNING", TagFor("slow", uid)), 1);
+  api_.PatchPod(
+      "ns", "slow",
+      fmt::format(R"({{"metadata":{{"deletionTimestamp":"{}",)"
+                  R"("deletionGracePeriodSeconds":86400}},"status":{{"phase":"Running"}}}})",
+                  kube::FormatTime(clock_.WallNow() + 86340s)));
+  PodControllerOptions o;
+  o.lifecycle.max_termination_grace_seconds = 300;
+  Start(o);
+  ASSERT_TRUE(RunUntil([&] { return controller_->stats().reconciles >= 1; }));
+  EXPECT_TRUE(deleted_.empty()) << "the running job holds the node itself";
+  slurm_.SetJobState(1, "TIMEOUT");
+  clock_.Advance(500ms);  // the state poll sees it
+  ASSERT_TRUE(RunUntil([&] { return !deleted_.empty(); }));
+  EXPECT_EQ(deleted_.front(), "slow");
+  EXPECT_NE(delete_bodies_.front().find(R"("gracePeriodSeconds":300)"), std::string::npos)
+      << delete_bodies_.front();
+  EXPECT_NE(delete_bodies_.front().find(fmt::format(R"("uid":"{}")", uid)), std::string::npos)
+      << delete_bodies_.front();
+  EXPECT_TRUE(RunUntil([&] { return EventsWith("SlurmJobEnded") >= 1; }));
   EXPECT_TRUE(slurm_.cancels().empty());
 }
 

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "bridge/dra.h"
 #include "bridge/names.h"
 #include "bridge/pods.h"
 #include "bridge/translate.h"
@@ -138,6 +139,30 @@ PodDeletion EndedDeletion(std::int64_t job_id, const JobFacts& job, const kube::
           fmt::format("Slurm job {} ended: {}; deleting the pod", job_id, Words(job))};
 }
 
+// A bound member of an ended job that is terminating within a grace period longer than the
+// cap, still running: to be deleted again with the cap.
+std::optional<PodDeletion> GraceCut(std::int64_t job_id, const JobFacts& job, const kube::Pod* pod,
+                                    WallTime now, const LifecycleOptions& options) {
+  const std::int64_t cap = options.max_termination_grace_seconds;
+  const std::optional<std::int64_t> grace = pod->metadata.deletion_grace_period_seconds;
+  if (cap <= 0 || !grace || *grace <= cap || pod->spec.node_name.empty() ||
+      bridge::PodFinished(*pod)) {
+    return std::nullopt;
+  }
+  // deletionTimestamp is the end of the grace period: once over, the kubelet has killed it.
+  const std::optional<WallTime> deadline = ParseTime(pod->metadata.deletion_timestamp);
+  if (!deadline || now >= *deadline) return std::nullopt;
+  return PodDeletion{
+      .pod = pod,
+      .reason = "SlurmJobEnded",
+      .message = fmt::format(
+          "Slurm job {} ended ({}) while the pod was being deleted with a grace period of {}s, "
+          "above maxTerminationGracePeriodSeconds ({}s, as long as the node is held for it): "
+          "deleting it again with {}s",
+          job_id, Words(job), *grace, cap, cap),
+      .grace_period_seconds = cap};
+}
+
 }  // namespace
 
 std::string WhyNotMember(std::int64_t job_id, const JobFacts& job, const kube::Pod& pod,
@@ -162,6 +187,25 @@ std::string WhyNotMember(std::int64_t job_id, const JobFacts& job, const kube::P
   }
   return fmt::format("Slurm job {} was not submitted for this pod (its tag does not list UID {})",
                      job_id, pod.metadata.uid);
+}
+
+std::string WhyClaimNotReleased(const kube::GenericObject& claim, const kube::Pod& pod) {
+  const bool owned =
+      !pod.metadata.uid.empty() &&
+      std::ranges::any_of(claim.metadata.owner_references, [&](const kube::OwnerReference& o) {
+        return o.kind == "Pod" && o.controller && o.uid == pod.metadata.uid;
+      });
+  if (!owned) {
+    return fmt::format("it is not owned by the pod (no controller owner reference to UID {})",
+                       pod.metadata.uid);
+  }
+  auto mark =
+      claim.metadata.annotations.find(std::string(bridge::kExtendedResourceClaimAnnotation));
+  if (mark == claim.metadata.annotations.end() || mark->second != "true") {
+    return fmt::format("it lacks the annotation {}=true of the claims made for extended resources",
+                       bridge::kExtendedResourceClaimAnnotation);
+  }
+  return "";
 }
 
 JobPlan PlanJob(std::int64_t job_id, const JobFacts& job, const Owner& owner,
@@ -218,6 +262,8 @@ JobPlan PlanJob(std::int64_t job_id, const JobFacts& job, const Owner& owner,
     if (ended) {
       if (v.state == PodState::kActive && !pod->spec.node_name.empty()) {
         plan.delete_pods.push_back(EndedDeletion(job_id, job, pod));
+      } else if (std::optional<PodDeletion> d = GraceCut(job_id, job, pod, now, options)) {
+        plan.delete_pods.push_back(std::move(*d));
       }
       // The job is over: nothing left to hold the pod for.
       if (has_finalizer && (v.state != PodState::kActive || !pod->spec.node_name.empty())) {

@@ -17,7 +17,10 @@
 //   - The job ended (COMPLETED, CANCELLED, FAILED, TIMEOUT, NODE_FAIL, PREEMPTED, BOOT_FAIL,
 //     DEADLINE, OUT_OF_MEMORY) or Slurm no longer knows it: every bound member still running is
 //     deleted (its allocation is gone: scancel, preemption, time limit, node failure); members
-//     not bound yet are left to the scheduler, which submits a new job.
+//     not bound yet are left to the scheduler, which submits a new job. A bound member already
+//     being deleted, within a grace period longer than max_termination_grace_seconds (a
+//     `kubectl delete --grace-period=86400` while the job ran), is deleted again with that cap
+//     (review R-5): it would run on after the node epilog let the node go.
 //   - The job is alive but not RUNNING (PENDING after a requeue, SUSPENDED, ...): its bound
 //     members are deleted once a fresh read has shown it so for `confirm_after` (upstream deleted
 //     a bound pod whose job was not RUNNING). A job seen PENDING after its pods were bound was
@@ -73,6 +76,11 @@ struct LifecycleOptions {
   // PodReadyToStartContainers=True before its kubelet is nudged (bridge::kKubeletNudgeAnnotation);
   // 0: never.
   std::chrono::seconds kubelet_nudge_after{5};
+  // With batch placeholders, config maxTerminationGracePeriodSeconds (0: none): the longest grace
+  // period a member of an ended job may still run for (the node epilog holds the node this long,
+  // and 30 s more). The webhook caps it at CREATE and on DELETE, but not for every writer
+  // (privileged users, a webhook that was off): see PlanJob.
+  std::int64_t max_termination_grace_seconds = 0;
 };
 
 // This bridge, as job tags name it.
@@ -134,6 +142,16 @@ struct NudgeVerdict {
 [[nodiscard]] NudgeVerdict JudgeKubeletNudge(const kube::Pod& pod, WallTime now,
                                              const LifecycleOptions& options);
 
+// Why the ResourceClaim `claim`, which `pod`'s annotation bridge::kResourceClaimAnnotation
+// names, is not the one the binder made for the pod's extended resources
+// (bridge::PlanExtendedResourceClaim), so that releasing the pod must leave it alone; "" when it
+// is: an owner reference of kind Pod with the pod's UID as controller, and the annotation
+// bridge::kExtendedResourceClaimAnnotation "true". The pod's annotation is its author's to write
+// (the Binding overwrites it only for pods that get a claim): without this, the controllers
+// deleted any claim of the namespace a pod named (review R-4).
+[[nodiscard]] std::string WhyClaimNotReleased(const kube::GenericObject& claim,
+                                              const kube::Pod& pod);
+
 // A pod to delete, with the Event to write on it first.
 struct PodDeletion {
   const kube::Pod* pod = nullptr;
@@ -143,6 +161,10 @@ struct PodDeletion {
   // before it is deleted, as Kubernetes' own preemption and eviction do (a Job's
   // podFailurePolicy can then tell a preempted pod from a failed one).
   std::string disruption;
+  // Set: the pod is being deleted already, with a longer grace period; delete it again with this
+  // one (the apiserver shortens a terminating pod's grace period, never lengthens it). Unset:
+  // the pod's own (spec.terminationGracePeriodSeconds).
+  std::optional<std::int64_t> grace_period_seconds;
   bool operator==(const PodDeletion&) const = default;
 };
 

@@ -133,6 +133,53 @@ TEST(PlanJobTest, EndedJobDeletesBoundRunningPodsOnly) {
   }
 }
 
+// `kubectl delete --grace-period=86400` before the job ends: at its end the pod is deleted
+// again with the cap (the apiserver shortens a grace period, never lengthens it), or it would run
+// on after the node epilog released the node.
+TEST(PlanJobTest, EndedJobCutsATerminatingMembersGracePeriodToTheCap) {
+  kube::Node n1 = ReadyNode("n1");
+  std::map<std::string, const kube::Node*> nodes = {{"n1", &n1}};
+  // Deleted 60 s ago with a day's grace period.
+  auto terminating = [](std::string name, std::int64_t grace, std::string node = "n1") {
+    kube::Pod p = MakePod(std::move(name), "Running", std::move(node));
+    p.metadata.deletion_grace_period_seconds = grace;
+    p.metadata.deletion_timestamp = kube::FormatTime(kNow - 60s + std::chrono::seconds(grace));
+    return p;
+  };
+  kube::Pod day = terminating("day", 86400);
+  kube::Pod short_grace = terminating("short", 200);  // within the cap
+  kube::Pod unbound = terminating("unbound", 86400, "");
+  kube::Pod over = terminating("over", 30);  // grace period over, kubelet still at it
+  LifecycleOptions o;
+  o.max_termination_grace_seconds = 300;
+  auto plan = [&](std::string_view state, const LifecycleOptions& options) {
+    std::vector<const kube::Pod*> pods = {&day, &short_grace, &unbound, &over};
+    JobFacts facts{.state = std::string(state), .tag = OurTag(pods)};
+    return PlanJob(7, facts, kOwner, pods, nodes, kNow, options);
+  };
+  for (const char* state : {"TIMEOUT", "CANCELLED", "PREEMPTED", "NODE_FAIL"}) {
+    SCOPED_TRACE(state);
+    JobPlan p = plan(state, o);
+    ASSERT_EQ(p.delete_pods.size(), 1u);
+    const PodDeletion& d = p.delete_pods[0];
+    EXPECT_EQ(d.pod, &day);
+    EXPECT_EQ(d.grace_period_seconds, 300);
+    EXPECT_EQ(d.reason, "SlurmJobEnded");
+    EXPECT_NE(d.message.find("86400"), std::string::npos) << d.message;
+    EXPECT_TRUE(p.Acts()) << "the job is read again before";
+  }
+  // No cap (external jobs), or a job that still runs (it holds the node itself): nothing.
+  EXPECT_TRUE(plan("TIMEOUT", {}).delete_pods.empty());
+  EXPECT_TRUE(plan("RUNNING", o).delete_pods.empty());
+  // Running members of an ended job are deleted as before, without a grace period of the
+  // bridge's (the pod's own, capped at CREATE).
+  kube::Pod running = MakePod("running", "Running");
+  JobFacts facts{.state = "TIMEOUT", .tag = OurTag({&running})};
+  JobPlan p = PlanJob(7, facts, kOwner, {&running}, nodes, kNow, o);
+  ASSERT_EQ(p.delete_pods.size(), 1u);
+  EXPECT_FALSE(p.delete_pods[0].grace_period_seconds);
+}
+
 TEST(PlanJobTest, LiveJobCancelledOnlyWhenEveryPodIsDone) {
   kube::Node n1 = ReadyNode("n1");
   std::map<std::string, const kube::Node*> nodes = {{"n1", &n1}};
@@ -414,6 +461,47 @@ TEST(PlanJobTest, RequeuedJobWaitsForItsGroupsNewPods) {
 }
 
 // Review item 11: bound pods of this scheduler that no live job of this bridge holds.
+// only the claim the binder made for the pod is released with it.
+TEST(WhyClaimNotReleasedTest, OwnedByThePodAndMarked) {
+  const kube::Pod pod = MakePod("p", "Succeeded");
+  auto claim = [](std::string owner_kind, std::string owner_uid, bool controller,
+                  std::optional<std::string> mark) {
+    kube::GenericObject c;
+    c.metadata.name = "c";
+    c.metadata.uid = "claim-uid";
+    c.metadata.owner_references.push_back({.api_version = "v1",
+                                           .kind = std::move(owner_kind),
+                                           .name = "p",
+                                           .uid = std::move(owner_uid),
+                                           .controller = controller});
+    if (mark) {
+      c.metadata.annotations["resource.kubernetes.io/extended-resource-claim"] = *mark;
+    }
+    return c;
+  };
+  EXPECT_EQ(WhyClaimNotReleased(claim("Pod", "uid-p", true, "true"), pod), "");
+  struct Case {
+    std::string name;
+    kube::GenericObject claim;
+  };
+  const std::vector<Case> refused = {
+      {"another pod's", claim("Pod", "uid-other", true, "true")},
+      {"owned, not as controller", claim("Pod", "uid-p", false, "true")},
+      {"owned by a ReplicaSet of the same UID", claim("ReplicaSet", "uid-p", true, "true")},
+      {"the pod's template claim (no mark)", claim("Pod", "uid-p", true, std::nullopt)},
+      {"a mark that is not true", claim("Pod", "uid-p", true, "false")},
+      {"no owner", kube::GenericObject{}},
+  };
+  for (const Case& c : refused) {
+    SCOPED_TRACE(c.name);
+    EXPECT_NE(WhyClaimNotReleased(c.claim, pod), "");
+  }
+  kube::Pod no_uid = pod;
+  no_uid.metadata.uid.clear();
+  kube::GenericObject empty_owner = claim("Pod", "", true, "true");
+  EXPECT_NE(WhyClaimNotReleased(empty_owner, no_uid), "") << "an empty UID matches nothing";
+}
+
 TEST(JudgeBoundPodTest, Matrix) {
   kube::Pod pod = MakePod("p", "Running");
   pod.metadata.labels[std::string(bridge::kJobIdLabel)] = "5";

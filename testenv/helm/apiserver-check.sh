@@ -180,6 +180,7 @@ for v in list watch patch; do can yes "$c" "$v" nodes; done
 can yes "$c" patch nodes --subresource=status
 can yes "$c" get namespaces
 for v in get list watch; do can yes "$c" "$v" resourceslices.resource.k8s.io; done
+for v in get delete; do can yes "$c" "$v" resourceclaims.resource.k8s.io -n default; done
 can yes "$c" create events -n default
 can yes "$c" patch events -n default
 can yes "$c" get leases.coordination.k8s.io/69d5fe47.my.slinky.slurm.net -n "$ns"

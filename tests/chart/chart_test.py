@@ -164,7 +164,7 @@ CONTROLLERS_RULES = expand([
     ("", "namespaces", "get"),
     ("", "events", "create,patch"),
     ("resource.k8s.io", "resourceslices", "get,list,watch"),
-    ("resource.k8s.io", "resourceclaims", "delete"),
+    ("resource.k8s.io", "resourceclaims", "get,delete"),
 ])
 ADMISSION_RULES = expand([
     ("", "namespaces", "get,list,watch"),
@@ -656,6 +656,17 @@ def case_trust_at_the_edges():
        "mutating webhook: the managed namespaces and the bridge's pods")
     val = {h["name"]: h for h in objs.get("ValidatingWebhookConfiguration",
                                           "slurm-bridge-admission")["webhooks"]}
+    # (ours, reviews R-3/R-4/R-7) pods of any scheduler that carry a key only the bridge writes
+    # are sent too (bridge::kBridgeKeyPrefix, kBridgePodAnnotations in src/bridge/names.h).
+    pods = val["pods.slinky.slurm.net"]["matchConditions"][0]["expression"]
+    for part in ("object.metadata.labels.exists(k, k.startsWith('scheduler.slinky.slurm.net/')",
+                 "object.metadata.annotations.exists(k, k.startsWith('scheduler.slinky.slurm.net/')",
+                 "'slinky.slurm.net/slurm-node'", "'slinky.slurm.net/slurm-job-gpus'",
+                 "'slinky.slurm.net/resource-claim'", "'slinky.slurm.net/kubelet-nudged'",
+                 "object.spec.tolerations"):
+        check(part in pods, f"pods matchCondition has {part}: {pods}")
+    check("k.startsWith('slinky.slurm.net/')" not in pods,
+          f"pods matchCondition leaves slurm-operator's slinky.slurm.net/ keys alone: {pods}")
     wl = val["workloads.slinky.slurm.net"]["matchConditions"][0]["expression"]
     for part in ("k.startsWith('slurmjob.slinky.slurm.net/')", "k.startsWith('slinky.slurm.net/')",
                  "request.kind.kind == 'DaemonSet'", "object.spec.template.spec.tolerations"):
@@ -698,6 +709,42 @@ def case_trust_at_the_edges():
     for want in ("--system-namespace=kube-system", "--system-namespace=gpu-operator"):
         check(want in a, f"admission args have {want}")
     check("identityPolicy" not in objs.config(), "no identityPolicy key by default")
+
+
+def case_delete_grace_cap():
+    """(ours, review R-5) with batch placeholders a third validating webhook takes DELETEs of
+    the bridge's pods that ask for a grace period above maxTerminationGracePeriodSeconds."""
+    def deletes(*args):
+        hooks = {h["name"]: h for h in render(*args).get(
+            "ValidatingWebhookConfiguration", "slurm-bridge-admission")["webhooks"]}
+        return hooks.get("pod-deletes.slinky.slurm.net")
+    check(deletes() is None, "jobMode external (default): no DELETE webhook")
+    check(deletes("--set", "config.maxTerminationGracePeriodSeconds=0",
+                  "--set", "config.jobMode=batch") is None, "batch without a cap: none")
+    for args, cap in [(["--set", "config.jobMode=batch"], 300),
+                      (["--set", "config.placeholder=batch"], 300),
+                      (["--set", "config.jobMode=batch",
+                        "--set", "config.maxTerminationGracePeriodSeconds=60"], 60),
+                      (["--set", "config.jobMode=batch",
+                        "--set", "config.maxTerminationGracePeriodSeconds=null"], 300)]:
+        h = deletes(*args)
+        check(h is not None, f"{args}: DELETE webhook")
+        eq(h["rules"], [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["DELETE"],
+                         "resources": ["pods"], "scope": "Namespaced"}], f"{args}: rules")
+        eq(h["clientConfig"]["service"]["path"], "/validate--v1-pod", f"{args}: path")
+        eq(h["failurePolicy"], "Fail", f"{args}: failurePolicy")
+        eq(h["namespaceSelector"]["matchExpressions"][0]["values"], ["kube-system", "slurm"],
+           f"{args}: namespaceSelector")
+        eq(h["matchConditions"][0]["expression"],
+           "has(oldObject.spec.schedulerName) && oldObject.spec.schedulerName == "
+           "'slurm-bridge-scheduler' && has(request.options) && "
+           f"has(request.options.gracePeriodSeconds) && request.options.gracePeriodSeconds > {cap}",
+           f"{args}: only deletes of the bridge's pods above the cap")
+    # The placeholder wins over jobMode, as in the binary.
+    check(deletes("--set", "config.jobMode=batch", "--set", "config.placeholder=external") is None,
+          "placeholder external wins")
+    h = deletes("--set", "config.jobMode=batch", "--set", "admission.matchConditions=false")
+    check("matchConditions" not in h, "unscoped: every DELETE of a pod")
 
 
 def case_upstream_bugs_fixed():
