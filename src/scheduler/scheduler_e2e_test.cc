@@ -179,6 +179,49 @@ TEST_F(SchedulerE2e, PodsBeyondCapacityWaitWithSlurmsReasonThenBind) {
   }
 }
 
+// Time-only sharing (issue #44, as upstream's fix of its #53), in the default mode: a
+// non-exclusive pod's job asks for MCS exclusivity under the bridge's label (the test Slurm has
+// MCSPlugin=mcs/label, MCSParameters=ondemand,ondemandselect), so another such pod shares its
+// node while a native job that asks for that node waits until the pods' jobs end.
+TEST_F(SchedulerE2e, NativeJobWaitsForTheNodeOfNonExclusivePodsWhichShareIt) {
+  StartScheduler();
+  const std::string part = env_.Get("SLURM_PARTITION");
+  const std::string on_n1 = R"(,"nodeSelector":{"kubernetes.io/hostname":"n1"})";
+  const std::string small =
+      R"({"requests":{"cpu":"1","memory":"64Mi"},"limits":{"cpu":"1","memory":"64Mi"}})";
+  const std::string shared = R"({"slurmjob.slinky.slurm.net/exclusive":"false"})";
+  CreatePod("s1", small, shared, on_n1);
+  CreatePod("s2", small, shared, on_n1);
+  std::optional<kube::Pod> s1 = WaitForPod("s1", IsBound);
+  std::optional<kube::Pod> s2 = WaitForPod("s2", IsBound);
+  ASSERT_TRUE(s1 && s2) << "the non-exclusive pods are not bound";
+  EXPECT_EQ(s1->spec.node_name, "n1");
+  EXPECT_EQ(s2->spec.node_name, "n1") << "two non-exclusive pods do not share n1";
+  const std::string show = Slurm(fmt::format("scontrol show job {}", JobId(*s1)));
+  EXPECT_NE(show.find("MCS_label=kubernetes"), std::string::npos) << show;
+  EXPECT_NE(show.find("Exclusive=MCS"), std::string::npos) << show;
+  const std::string native =
+      Slurm("sbatch --parsable -p " + part + " -w n1 -c 1 --mem=100 -o /dev/null --wrap 'sleep 300'");
+  const std::int64_t native_id = std::atoll(native.c_str());
+  ASSERT_GT(native_id, 0) << native;
+  Restore cancel_native([&] { Slurm(fmt::format("scancel {}", native_id)); });
+  // Slurm looked at it and found no room: n1 has 6 free CPUs, but its jobs are the bridge's.
+  std::string reason;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        reason = Slurm(fmt::format("squeue -h -j {} -o %T:%r", native_id));
+        return reason.starts_with("PENDING:Resources");
+      },
+      30s))
+      << reason;
+  // No controllers here: the test ends the pods' jobs (as they would once the pods are done).
+  Slurm(fmt::format("scancel {} {}", JobId(*s1), JobId(*s2)));
+  FinishPod("s1");
+  FinishPod("s2");
+  EXPECT_TRUE(WaitFor([&] { return JobState(native_id) == "RUNNING"; }, 30s))
+      << "the native job did not start once n1's pods were gone: " << JobState(native_id);
+}
+
 // nodeSharing coResident: a pod's job is not exclusive, and the scheduler warns when the
 // partition's OverSubscribe (as the real slurmrestd reports it) lets jobs share cores, and says
 // so when it is safe again. A pod that is not Guaranteed (no limits: it could take the whole
@@ -210,6 +253,15 @@ TEST_F(SchedulerE2e, CoResidentJobsShareAndUnsafeOverSubscribeIsReported) {
   EXPECT_EQ(unlimited.metadata.name, "unlimited");
   EXPECT_FALSE(HasJob(unlimited));
   EXPECT_FALSE(IsBound(unlimited));
+  // A native job shares n1 with them (on purpose in this mode: no MCS exclusivity).
+  const std::string native =
+      Slurm("sbatch --parsable -p " + part + " -w n1 -c 1 --mem=100 -o /dev/null --wrap 'sleep 300'");
+  const std::int64_t native_id = std::atoll(native.c_str());
+  ASSERT_GT(native_id, 0) << native;
+  Restore cancel_native([&] { Slurm(fmt::format("scancel {}", native_id)); });
+  EXPECT_TRUE(WaitFor([&] { return JobState(native_id) == "RUNNING"; }, 30s))
+      << "a native job does not share n1 with coResident pods: " << JobState(native_id);
+  Slurm(fmt::format("scancel {}", native_id));
   // The exclusive annotation still takes a whole node: n1 is not free, so its job waits.
   CreatePod("b", small, R"({"slurmjob.slinky.slurm.net/exclusive":"true"})", on_n1);
   std::int64_t b_job = 0;
