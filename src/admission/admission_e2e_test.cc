@@ -108,6 +108,16 @@ class AdmissionE2e : public ::testing::Test {
     http_ = std::move(*http);
     client_ = kube::MakeClient(*http_, cfg->token);
     token_ = cfg->token;
+    // The webhook reads DRA objects as the chart's admission ServiceAccount (issue #44: least
+    // privilege proven), with the token testenv/kube/chart-identities.sh minted for it.
+    const std::string admission = env->Get("KUBECONFIG_ADMISSION");
+    ASSERT_FALSE(admission.empty()) << "no KUBECONFIG_ADMISSION in the environment";
+    Result<kube::Config> acfg = kube::LoadConfig({.kubeconfig_path = admission});
+    ASSERT_TRUE(acfg) << acfg.error().message;
+    auto ahttp = kube::MakeHttpClient(io_.get_executor(), *acfg);
+    ASSERT_TRUE(ahttp) << ahttp.error().message;
+    server_http_ = std::move(*ahttp);
+    server_client_ = kube::MakeClient(*server_http_, acfg->token);
 
     char tmpl[] = "/tmp/sb-admission-e2e-XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);
@@ -217,7 +227,7 @@ class AdmissionE2e : public ::testing::Test {
                                                      .cert_file = certs_.cert_file,
                                                      .key_file = certs_.key_file,
                                                      .health_bind_address = ""},
-                                       client_.get());  // DRA objects are read through it
+                                       server_client_.get());  // DRA objects: read through it
     ASSERT_TRUE(server_->Start().has_value());
     const std::string base = "https://127.0.0.1:" + std::to_string(server_->port());
 
@@ -297,6 +307,9 @@ class AdmissionE2e : public ::testing::Test {
   std::unique_ptr<net::HttpClient> http_;
   std::unique_ptr<kube::Client> client_;
   std::shared_ptr<kube::TokenSource> token_;
+  // The webhook's own client: the chart's admission ServiceAccount.
+  std::unique_ptr<net::HttpClient> server_http_;
+  std::unique_ptr<kube::Client> server_client_;
   std::unique_ptr<Server> server_;
   std::string dir_;
   net::testing::TestCerts certs_;

@@ -2,13 +2,19 @@
 #include "admission/server.h"
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <utility>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
 #include "kube/informer.h"
 
@@ -74,49 +80,71 @@ asio::awaitable<std::optional<Labels>> NamespaceLabels(StatePtr s, std::string n
 }
 
 // GETs one DRA object into `into` (by name); a 404 is noted in `missing` (when given), any other
-// failure logged and counted: the check then decides without it.
-asio::awaitable<void> ReadDraObject(StatePtr s, kube::ResourceRef ref, const Request& req,
-                                    std::map<std::string, kube::GenericObject, std::less<>>& into,
-                                    std::set<std::string, std::less<>>* missing) {
+// failure logged and counted: the check then decides without it. `out` is shared with the
+// other reads of the review, which run at once.
+asio::awaitable<void> ReadDraObject(StatePtr s, kube::ResourceRef ref, std::string pod,
+                                    std::shared_ptr<DraObjects> out, bool is_template) {
   ++s->stats.dra_reads;
   std::string name = ref.name;
   std::string what = ref.resource;
   Result<kube::GenericObject> got = co_await kube::GetAs<kube::GenericObject>(*s->client, ref);
+  auto& into = is_template ? out->claim_templates : out->device_classes;
   if (got) {
     into.insert_or_assign(std::move(name), std::move(*got));
   } else if (got.error().code == ErrorCode::kNotFound) {
-    if (missing != nullptr) missing->insert(std::move(name));
+    if (is_template) out->missing_templates.insert(std::move(name));
   } else {
     ++s->stats.dra_read_failures;
-    spdlog::warn("admission: cannot read {} {} for pod {}/{}: {}; judged without it", what, name,
-                 req.namespace_, req.name, got.error().ToString());
+    spdlog::warn("admission: cannot read {} {} for pod {}: {}; judged without it", what, name, pod,
+                 got.error().ToString());
   }
 }
 
+// Runs `tasks` side by side; returns when every one has ended.
+asio::awaitable<void> RunSideBySide(std::vector<asio::awaitable<void>> tasks) {
+  if (tasks.empty()) co_return;
+  auto executor = co_await asio::this_coro::executor;
+  auto left = std::make_shared<std::size_t>(tasks.size());
+  auto all_done = std::make_shared<asio::steady_timer>(executor, asio::steady_timer::time_point::max());
+  for (asio::awaitable<void>& t : tasks) {
+    asio::co_spawn(executor, std::move(t), [left, all_done](const std::exception_ptr&) {
+      if (--*left == 0) all_done->cancel();
+    });
+  }
+  boost::system::error_code ec;
+  if (*left > 0) co_await all_done->async_wait(asio::redirect_error(asio::use_awaitable, ec));
+}
+
 // The ResourceClaimTemplates and DeviceClasses the DRA check of `req` needs (DraObjectsToRead),
-// then the classes the templates name.
+// then the classes the templates name. Each round's reads run at once (review R-8): with one try
+// of at most 3 s a read, the two rounds stay inside the webhook's 10 s however many objects a
+// pod names, where one after another four slow reads made the apiserver give up on the review.
 asio::awaitable<DraObjects> ReadDraObjects(StatePtr s, const Request& req, DraNeeds needs) {
-  DraObjects out;
   if (s->client == nullptr) {
     spdlog::warn(
         "admission: no Kubernetes client: DeviceClasses and ResourceClaimTemplates of pod {}/{} "
         "not read; judged without them",
         req.namespace_, req.name);
-    co_return out;
+    co_return DraObjects{};
   }
+  auto out = std::make_shared<DraObjects>();
   std::string ns = req.namespace_.empty() && req.object ? req.object->namespace_ : req.namespace_;
+  const std::string pod = req.namespace_ + "/" + req.name;
+  std::vector<asio::awaitable<void>> reads;
   for (const std::string& t : needs.claim_templates) {
-    co_await ReadDraObject(s, kube::DraRef("resourceclaimtemplates", ns, t), req,
-                           out.claim_templates, &out.missing_templates);
+    reads.push_back(
+        ReadDraObject(s, kube::DraRef("resourceclaimtemplates", ns, t), pod, out, true));
   }
-  for (const auto& [name, tmpl] : out.claim_templates) {
+  co_await RunSideBySide(std::move(reads));
+  for (const auto& [name, tmpl] : out->claim_templates) {
     for (std::string& cls : TemplateDeviceClasses(tmpl)) needs.device_classes.insert(cls);
   }
+  reads.clear();
   for (const std::string& c : needs.device_classes) {
-    co_await ReadDraObject(s, kube::DraRef("deviceclasses", "", c), req, out.device_classes,
-                           nullptr);
+    reads.push_back(ReadDraObject(s, kube::DraRef("deviceclasses", "", c), pod, out, false));
   }
-  co_return out;
+  co_await RunSideBySide(std::move(reads));
+  co_return std::move(*out);
 }
 
 asio::awaitable<net::HttpResponse> HandleReview(StatePtr s, Hook hook, net::ServerRequest http) {

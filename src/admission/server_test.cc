@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "admission/server.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -15,6 +16,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/json.hpp>
 
@@ -370,6 +372,56 @@ TEST_F(AdmissionServerTest, DraObjectsAreReadForTheCheck) {
   EXPECT_TRUE(validate(R"("restartPolicy":"Never")").at("allowed").as_bool());
   EXPECT_TRUE(kube.paths.empty());
   EXPECT_EQ(server.stats().dra_reads, 6u);
+  server.Stop();
+}
+
+// Review R-8: the DRA objects of one review are read side by side, a round for the templates,
+// then one for the classes they name, so that slow reads (one try of up to 3 s each) stay inside
+// the webhook's 10 s however many a pod names. Each read of this apiserver takes 200 ms; the
+// two templates (and then the two classes) are asked for before either is answered.
+class SlowDra final : public ReadOnlyClient {
+ public:
+  asio::awaitable<Result<std::string>> Get(kube::ResourceRef ref) override {
+    ++in_flight;
+    max_in_flight = std::max(max_in_flight, in_flight);
+    asio::steady_timer t(co_await asio::this_coro::executor, std::chrono::milliseconds(200));
+    co_await t.async_wait(asio::use_awaitable);
+    --in_flight;
+    // A second template and class, the same as the first under other names.
+    if (ref.name == "one-gpu-b") ref.name = "one-gpu";
+    if (ref.name == "big-gpus-b") ref.name = "big-gpus";
+    co_return co_await dra.Get(ref);
+  }
+  asio::awaitable<Result<std::string>> List(kube::ResourceRef, kube::ListOptions) override {
+    co_return tl::unexpected(Error{ErrorCode::kUnimplemented, "no"});
+  }
+  asio::awaitable<Result<void>> Watch(kube::ResourceRef, kube::ListOptions,
+                                      std::function<bool(std::string_view)>) override {
+    co_return tl::unexpected(Error{ErrorCode::kUnimplemented, "no"});
+  }
+  FakeDra dra;
+  int in_flight = 0;
+  int max_in_flight = 0;
+};
+
+TEST_F(AdmissionServerTest, DraObjectsOfAReviewAreReadSideBySide) {
+  Policy policy;
+  policy.managed_namespaces = {"hpc"};
+  SlowDra kube;
+  Server server(io_.get_executor(), policy,
+                {.bind_address = "127.0.0.1:0", .health_bind_address = ""}, &kube);
+  ASSERT_TRUE(server.Start().has_value());
+  auto web = Client(server.port());
+  const std::string spec =
+      R"("resourceClaims":[{"name":"a","resourceClaimTemplateName":"one-gpu"},)"
+      R"({"name":"b","resourceClaimTemplateName":"one-gpu-b"}],)"
+      R"("initContainers":[{"name":"i","resources":{"limits":)"
+      R"({"deviceclass.resource.kubernetes.io/big-gpus-b":"1"}}}])";
+  json::object r = Response(Post(*web, kValidatePodPath, DraReview("CREATE", spec)));
+  EXPECT_TRUE(r.at("allowed").as_bool()) << json::serialize(r);
+  EXPECT_EQ(server.stats().dra_reads, 4u);  // two templates, then two classes
+  EXPECT_EQ(kube.max_in_flight, 2) << "read one after another";
+  EXPECT_EQ(kube.in_flight, 0);
   server.Stop();
 }
 
