@@ -39,7 +39,9 @@ class JobWatchComponent final : public Component {
 class SchedulerComponent final : public Component {
  public:
   explicit SchedulerComponent(const Shared& s)
-      : scheduler_(s.executor, s.kube, s.slurm, s.clock, s.config, &s.job_watch) {}
+      : scheduler_(s.executor, s.kube, s.slurm, s.clock, s.config, &s.job_watch) {
+    scheduler_.SetWriteGate(s.leading);
+  }
   std::string_view name() const override { return "scheduler"; }
   awaitable<Result<void>> Run() override { return scheduler_.Run(); }
   void Stop() override { scheduler_.Stop(); }

@@ -53,6 +53,9 @@ struct Shared {
   async::Clock& clock;
   const bridge::Config& config;
   slurm::JobWatch& job_watch;  // one poll of Slurm's job states for every component
+  // Whether this replica still leads (the lease thread's view, ahead of the main loop's); none:
+  // no leader election. The scheduler asks it before each write (review R-10).
+  std::function<bool()> leading;
 };
 
 [[nodiscard]] std::unique_ptr<Component> MakeJobWatchComponent(slurm::JobWatch& watch);

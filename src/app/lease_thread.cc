@@ -38,10 +38,13 @@ Result<std::unique_ptr<LeaseThread>> LeaseThread::Create(asio::io_context& main,
     self->Snapshot();
     if (f) asio::post(main, f);
   };
-  posted.on_stopped_leading = [self, &main, f = std::move(callbacks.on_stopped_leading)] {
+  t->lost_ = [&main, f = std::move(callbacks.on_stopped_leading)] {
+    if (f) asio::post(main, f);
+  };
+  posted.on_stopped_leading = [self] {
     self->Snapshot();
     self->leader_ = false;
-    if (f) asio::post(main, f);
+    self->lost_();
   };
   posted.on_new_leader = [&main, f = std::move(callbacks.on_new_leader)](const std::string& who) {
     if (f) asio::post(main, [f, who] { f(who); });
@@ -65,7 +68,13 @@ void LeaseThread::Snapshot() {
 
 void LeaseThread::Start() {
   asio::co_spawn(io_, elector_->Run(), [this](const std::exception_ptr& e) {
-    if (e) spdlog::error("leader election crashed");
+    if (e) {
+      // A leader whose elector is gone renews nothing: it leads no more, from now on (the
+      // snapshot would keep saying so until the process restarts; review R-10).
+      spdlog::error("leader election crashed");
+      stopping_ = true;
+      if (leader_.exchange(false)) lost_();
+    }
     io_.stop();  // the snapshot task and idle connections do not keep the thread
   });
   asio::co_spawn(

@@ -66,6 +66,7 @@ class LeaseThread {
   std::atomic<bool> leader_{false};
   std::atomic<async::Clock::Duration::rep> observed_{0};  // steady time of the last renewal
   std::atomic<bool> stopping_{false};
+  std::function<void()> lost_;  // posts on_stopped_leading to the main loop
   std::thread thread_;
 };
 

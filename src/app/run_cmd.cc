@@ -112,7 +112,8 @@ int RunComponents(const RunOptions& options) {
                       .slurm = **slurm_client,
                       .clock = clock,
                       .config = *config,
-                      .job_watch = job_watch};
+                      .job_watch = job_watch,
+                      .leading = [&elector] { return elector == nullptr || elector->IsLeader(); }};
   Manager manager(io.get_executor(), [&] { status = 1; });
 
   // Made when this replica leads (at once without election).

@@ -43,6 +43,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -133,6 +134,10 @@ class Scheduler : private slurm::JobWatchSubscriber {
   // Runs until Stop(). Fails only when start-up cannot complete (the first job list).
   [[nodiscard]] boost::asio::awaitable<Result<void>> Run();
   void Stop();
+  // Asked before each submit, cancel-to-resubmit and Binding: false (leadership lost, as the
+  // lease thread sees it) makes the scheduler write nothing more, even before Stop() reaches it
+  // through the main loop (review R-10). None: always true.
+  void SetWriteGate(std::function<bool()> gate) { write_gate_ = std::move(gate); }
 
   // Started: caches synced and Slurm's jobs read.
   [[nodiscard]] bool Ready() const { return ready_; }
@@ -425,6 +430,10 @@ class Scheduler : private slurm::JobWatchSubscriber {
   Stats stats_;
   bool ready_ = false;
   bool stopping_ = false;
+  std::function<bool()> write_gate_;
+  bool fenced_ = false;  // write_gate_ said no (logged)
+  // Whether this replica may write to Slurm and the apiserver now (write_gate_); said once.
+  bool MayWrite();
   std::unique_ptr<slurm::JobWatch> own_watch_;  // when none was given
   slurm::JobWatch* watch_;
   async::TaskGroup tasks_;

@@ -182,7 +182,7 @@ awaitable<Result<void>> Scheduler::Submit(const GroupSpec& spec, std::vector<con
   std::optional<async::Semaphore::Permit> permit = co_await submit_slots_.Acquire();
   CallSubmitLine();
   // A scheduler that stops (lost leadership) submits nothing more: the next leader does.
-  if (!permit || stopping_) co_return Result<void>{};
+  if (!permit || stopping_ || !MayWrite()) co_return Result<void>{};
   const std::string partition = wanted.job.partition;
   const async::Clock::TimePoint sent = clock_.Now();
   Result<slurm::JobSubmitResult> submitted;
@@ -347,12 +347,22 @@ awaitable<bool> Scheduler::UpdatePending(const GroupSpec& spec, std::vector<cons
   co_return true;
 }
 
+bool Scheduler::MayWrite() {
+  if (!write_gate_ || write_gate_()) return true;
+  if (!fenced_) {
+    spdlog::warn("leadership lost: the scheduler submits and binds nothing more");
+    fenced_ = true;
+  }
+  return false;
+}
+
 awaitable<bool> Scheduler::Resubmit(const GroupSpec& spec, const std::vector<const Pod*>& pods,
                                     std::int64_t id, const std::vector<std::string>& fields) {
   // Review R-1: the bridge's token is an operator's, and Slurm takes an operator's update of a
   // pending job's time limit or TRES as set by an admin, past partition and QOS limits. The job
   // is cancelled and submitted anew instead, which Slurm checks as it does any submit; it goes
   // to the back of the queue, as a job its user cancelled and submitted again would.
+  if (!MayWrite()) co_return false;
   const slurm::CancelOptions opts;  // named: no braced temporary inside a co_await (gcc 12)
   Result<bool> r = co_await slurm_.CancelJob(id, opts);
   if (!r && r.error().code != ErrorCode::kNotFound) {
@@ -515,6 +525,7 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
     if (!claims) co_return claims;
   }
   // 5. The Bindings (the apiserver adds their annotations to the pods').
+  if (!MayWrite()) co_return Result<void>{};
   Binder::Bound bound = co_await binder_.BindPods(job.id, assign);
   for (const Assignment& a : bound.bound) {
     reported_.erase(a.pod->metadata.uid);

@@ -159,6 +159,7 @@ class SchedulerTest : public ::testing::Test {
 
   void Start() {
     scheduler_ = std::make_unique<Scheduler>(io_.get_executor(), *kube_, slurm_, clock_, config_);
+    scheduler_->SetWriteGate([this] { return leading_; });
     asio::co_spawn(io_, scheduler_->Run(), [this](std::exception_ptr e, Result<void> r) {
       EXPECT_FALSE(e);
       EXPECT_TRUE(r);
@@ -239,6 +240,7 @@ class SchedulerTest : public ::testing::Test {
   std::unique_ptr<kube::Client> kube_;
   sb::testing::FakeSlurmClient slurm_;
   async::FakeClock clock_;
+  bool leading_ = true;  // the write gate (the lease thread's view of leadership)
   std::unique_ptr<Scheduler> scheduler_;
   bool done_ = false;
   int events_ = 0;
@@ -1171,6 +1173,22 @@ TEST_F(SchedulerFlowTest, RaisedTimeLimitOfAPendingPodIsSubmittedAnewNotUpdated)
   EXPECT_EQ(slurm_.Job(second)->comment, "hello");
   EXPECT_EQ(slurm_.calls("SubmitJob"), 2);
   EXPECT_EQ(scheduler_->stats().jobs_resubmitted, 1u);
+}
+
+// Review R-10: the lease thread sees leadership lost before the main loop runs Stop(); from
+// then on the scheduler submits and binds nothing (the next leader does), though it still runs.
+TEST_F(SchedulerFlowTest, LostLeadershipStopsSubmitsAndBindsAtOnce) {
+  ASSERT_NO_FATAL_FAILURE(StartWithPendingPods(1));
+  const std::int64_t id = JobOf("p0");
+  ASSERT_NE(id, 0);
+  leading_ = false;
+  api_.AddPod("ns", "late");
+  Allocate(id);
+  const async::Clock::TimePoint until = clock_.Now() + 60s;
+  ASSERT_TRUE(AdvanceUntil([&] { return clock_.Now() >= until; }, 500ms));
+  EXPECT_EQ(slurm_.calls("SubmitJob"), 1) << "submitted after leadership was lost";
+  EXPECT_TRUE(bindings_.empty()) << "bound after leadership was lost";
+  leading_ = true;  // a replica that leads again (a test shortcut: a real one restarts)
 }
 
 // A cancel that does not get through leaves the job as it is (tracked, not submitted twice) and
