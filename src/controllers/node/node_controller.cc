@@ -77,6 +77,7 @@ NodeController::NodeController(asio::any_io_executor executor, kube::Client& kub
              cordon_seen_.erase(name);
              registration_warned_.erase(name);
              registration_failed_.erase(name);
+             gaps_.erase(name);
              // Decided on the last list, without a Slurm call; confirmed by a GET before the
              // drain and the delete.
              auto it = slurm_nodes_.find(bridge::SlurmNodeName(*n));

@@ -471,6 +471,21 @@ RegistrationPlan PlanRegistration(std::string_view k8s_name, bool deleted,
               plan.slurm_name, kExternalNodeLabel)};
       return plan;
     }
+    // Only an external node the bridge registered for this Node (its mark) is updated, drained or
+    // re-created: Node labels are the kubelet's to write, so a labelled Node must not take over
+    // an external node registered by someone else or for another Node (review R-6).
+    if (slurm_node->comment != ExternalNodeComment(k8s_name)) {
+      plan.action = RegistrationAction::kIgnored;
+      plan.warning = PlannedEvent{
+          .warning = true,
+          .reason = std::string(kEventExternalNotOurs),
+          .message = fmt::format(
+              "Slurm external node {} was not registered by slurm-bridge for this Node (its "
+              "comment is \"{}\"): left alone; delete it in Slurm (scontrol delete nodename={}) "
+              "to have it registered for this Node",
+              plan.slurm_name, slurm_node->comment, plan.slurm_name)};
+      return plan;
+    }
     if (!desired->valid) return plan;  // the Slurm node stays as it is; the warning says why
     std::vector<std::string> diffs = RecreateDifferences(*desired, *slurm_node);
     if (!diffs.empty()) {
@@ -491,9 +506,7 @@ RegistrationPlan PlanRegistration(std::string_view k8s_name, bool deleted,
       update.state = {"UNDRAIN"};
       changes.emplace_back("undrained (no longer re-created or removed)");
     }
-    const std::string mark = ExternalNodeComment(k8s_name);
-    if (slurm_node->comment != mark) update.comment = mark;  // adopted: ours from now on
-    if (!changes.empty() || !update.comment.empty()) {
+    if (!changes.empty()) {
       plan.action = RegistrationAction::kUpdate;
       plan.update = std::move(update);
       if (!changes.empty()) {

@@ -46,8 +46,10 @@
 //        (the label came back, the capacity went back) is undrained.
 //      - A Node that is not labelled (any more), or was deleted, whose Slurm node is external
 //        AND carries the bridge's mark for that Node is drained the same way and then deleted.
-//        External nodes the bridge did not register (no mark: `scontrol create`, a benchmark's)
-//        and every non-external node are never drained, deleted or re-created by this step.
+//        External nodes the bridge did not register for that very Node (no mark, or another
+//        Node's: `scontrol create`, a benchmark's, upstream's) and every non-external node are
+//        never updated, drained, deleted or re-created by this step; a labelled Node that maps
+//        to one gets a Warning (review R-6: labels are the kubelet's to write).
 //      - A labelled Node whose Slurm node is not external is left alone (one Warning).
 //      - Bad input (no cpu or memory capacity, a malformed partition or topology, a fractional
 //        cpu) is reported (Warning) and never crashes; a Node without usable cpu/memory is not
@@ -218,6 +220,8 @@ inline constexpr std::string_view kEventExternalInvalid = "SlurmExternalNodeInva
 inline constexpr std::string_view kEventExternalNotExternal =
     "SlurmNodeNotExternal";  // Warning: labelled, but the Slurm node has a slurmd
 inline constexpr std::string_view kEventExternalFailed = "SlurmExternalNodeFailed";  // Warning
+// Warning: labelled, but the external Slurm node is not one the bridge registered for this Node.
+inline constexpr std::string_view kEventExternalNotOurs = "SlurmExternalNodeNotOurs";
 
 [[nodiscard]] bool HasExternalNodeLabel(const kube::Node& node);
 // "slurm-bridge: external node of Kubernetes node <k8s_node>": the mark (Slurm node comment)

@@ -667,10 +667,17 @@ TEST(PlanRegistrationTest, Decisions) {
         .node_conf = conf,
         .event_reason = std::string(kEventExternalRegistered)}},
       {"labelled, registered as wanted: nothing", ExternalNode(), RegisteredExternal(), {}},
-      {"labelled, registered but not marked (adopted): the mark only, no event",
+      // Review R-6: a kubelet may label its own Node; that takes over no one else's node.
+      {"labelled, external but registered by someone else: left alone, a warning",
        ExternalNode(),
        slurm_with([](slurm::NodeInfo& n) { n.comment = "someone's"; }),
-       {.action = RegistrationAction::kUpdate, .update_comment = ExternalNodeComment("ext-1")}},
+       {.action = RegistrationAction::kIgnored,
+        .warning_reason = std::string(kEventExternalNotOurs)}},
+      {"labelled, external, registered for another Node: left alone, a warning",
+       with([](kube::Node& n) { n.capacity["cpu"] = "8"; }),
+       slurm_with([](slurm::NodeInfo& n) { n.comment = ExternalNodeComment("w5"); }),
+       {.action = RegistrationAction::kIgnored,
+        .warning_reason = std::string(kEventExternalNotOurs)}},
       {"labelled, topology differs: updated in place",
        with([](kube::Node& n) {
          n.metadata.annotations[std::string(kTopologyAnnotation)] = "topo-switch:s2";
