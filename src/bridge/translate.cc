@@ -564,7 +564,11 @@ Result<slurm::JobDescription> Translate(const GroupSpec& group,
     } else if (key == "priority") {
       Result<std::int32_t> v = ParseInt32(key, raw);
       if (!v) return tl::unexpected(v.error());
-      if (*v < 0) return tl::unexpected(AnnotationError(key, raw, "must not be negative"));
+      // Slurm holds a job of priority 0 (JobHeldAdmin) until an admin releases it (review R-11).
+      if (*v < 1) {
+        return tl::unexpected(
+            AnnotationError(key, raw, "must be at least 1 (Slurm holds a job of priority 0)"));
+      }
       job.priority = slurm::NoValNumber::Of(*v);
     } else if (key == "qos") {
       job.qos = value;

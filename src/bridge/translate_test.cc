@@ -599,7 +599,12 @@ TEST(TranslateTest, BadAnnotationsNameKeyAndValue) {
       {"timelimit", "one hour",
        "annotation slurmjob.slinky.slurm.net/timelimit: \"one hour\" is not a time limit"},
       {"timelimit", "0", "slurmjob.slinky.slurm.net/timelimit: \"0\" must be at least 1"},
-      {"priority", "-3", "slurmjob.slinky.slurm.net/priority: \"-3\" must not be negative"},
+      {"priority", "-3",
+       "slurmjob.slinky.slurm.net/priority: \"-3\" must be at least 1 (Slurm holds a job of "
+       "priority 0)"},
+      {"priority", "0",
+       "slurmjob.slinky.slurm.net/priority: \"0\" must be at least 1 (Slurm holds a job of "
+       "priority 0)"},
       {"max-nodes", "two", "slurmjob.slinky.slurm.net/max-nodes: \"two\" is not an integer"},
       {"cpu-per-task", "lots", "slurmjob.slinky.slurm.net/cpu-per-task: \"lots\""},
       {"mem-per-node", "12", "slurmjob.slinky.slurm.net/mem-per-node: \"12\""},

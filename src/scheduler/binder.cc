@@ -182,6 +182,11 @@ awaitable<Result<Allocation>> Binder::ReadAllocation(std::int64_t id, bool layou
   if (info.het_job_id == id) {
     for (const slurm::JobInfo& c : *records) {
       if (c.het_job_id != id) continue;
+      // A component's offset is below the record count; one that is not (a broken reply) is
+      // no component of this job, not a size to allocate (review R-11).
+      if (c.het_job_offset < 0 || static_cast<std::size_t>(c.het_job_offset) >= records->size()) {
+        continue;
+      }
       const auto k = static_cast<std::size_t>(c.het_job_offset);
       if (a.components.size() <= k) a.components.resize(k + 1);
       a.components[k] = {.nodes = c.nodes, .gres_detail = c.gres_detail};

@@ -756,7 +756,9 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
       // A heterogeneous job's pod also carries its component (a part the job has not: none).
       const int offset =
           parts.empty() ? -1 : bridge::PartOffset(parts, bridge::PartName(spec, *pod));
-      Result<void> r = co_await binder_.LabelPod(*pod, id, {}, offset);
+      // Named, not a braced temporary inside the co_await (gcc 12; review R-11).
+      std::map<std::string, std::string> no_annotations;
+      Result<void> r = co_await binder_.LabelPod(*pod, id, std::move(no_annotations), offset);
       if (!r) co_return r;
     }
   }
