@@ -60,7 +60,9 @@ slurmRestApi: $SLURM_REST_URL
 partition: $SLURM_PARTITION
 mcsLabel: kubernetes
 YAML
+# As the chart's identities (testenv/kube/chart-identities.sh), not the admin (issue #44).
 "$binary" all --config "$run/config.yaml" --metrics-bind-address 0 \
+  --kubeconfig "${KUBECONFIG_ALL:-$KUBECONFIG}" \
   --health-probe-bind-address 0 >"$run/bridge.log" 2>&1 &
 pids+=($!)
 # The default scheduler, serving nothing (no port), as the environment's admin.

@@ -506,10 +506,14 @@ fi
 [ $with_kube = 1 ] && start_kube
 if [ $with_slurm = 1 ]; then wait $slurm_job || slurm_status=$?; fi
 [ $slurm_status = 0 ] || die "Slurm failed to start"
-# The Epilog's credentials (the admin's; relative paths resolve beside the kubeconfig).
+# The Epilog's credentials: a token of the chart's epilog ServiceAccount (list pods, get nodes:
+# testenv/kube/chart-identities.sh), else the admin's; relative paths resolve beside the
+# kubeconfig.
 if [ $with_epilog = 1 ]; then
   E="$run_dir/slurm/epilog" K="$run_dir/kube"
-  install -m 600 "$K/token" "$E/token"
+  epilog_token=$K/token
+  [ ! -s "$K/token.slurm-bridge-epilog" ] || epilog_token=$K/token.slurm-bridge-epilog
+  install -m 600 "$epilog_token" "$E/token"
   install -m 644 "$K/certs/apiserver.crt" "$E/ca.crt"
   sed -e "s|certificate-authority: .*|certificate-authority: ca.crt|" \
     -e "s|tokenFile: .*|tokenFile: token|" "$K/kubeconfig" >"$E/kubeconfig.tmp"

@@ -122,11 +122,8 @@ fi
 
 # RBAC for real, then ask the authorizer as each ServiceAccount.
 render --set admission.certManager.enabled=false --set scheduler.leaderElect=true \
-  --set controllers.leaderElect=true | python3 -c '
-import sys, yaml
-kinds = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
-yaml.safe_dump_all([d for d in yaml.safe_load_all(sys.stdin) if d and d["kind"] in kinds], sys.stdout)
-' >"$work/rbac.yaml"
+  --set controllers.leaderElect=true --set epilog.rbac.create=true |
+  python3 "$here/rbac-only.py" >"$work/rbac.yaml"
 kubectl apply -f "$work/rbac.yaml" >/dev/null
 sleep 1 # the authorizer's informers
 can() { # WANT(yes|no) SA VERB RESOURCE [kubectl auth can-i args...]
@@ -202,6 +199,16 @@ can no "$a" get secrets -n "$ns"
 can no "$a" create leases.coordination.k8s.io -n "$ns"
 can no "$a" patch namespaces
 can no "$a" list resourceclaimtemplates.resource.k8s.io -n default
+
+e="$id-epilog"
+can yes "$e" list pods --all-namespaces
+can yes "$e" get nodes
+# outside the epilog's role: it runs as root on every Slurm node
+can no "$e" get pods -n default
+can no "$e" watch pods --all-namespaces
+can no "$e" list nodes
+can no "$e" get secrets -n "$ns"
+can no "$e" create pods -n default
 
 if [ $fails -gt 0 ]; then
   echo "$fails check(s) failed"

@@ -14,6 +14,9 @@
 #   kubeconfig.all          slurm-bridge-all           `slurm-bridge all`: the chart deploys no
 #                           such process; this ServiceAccount (the environment's own) is bound to
 #                           the three ClusterRoles above and to nothing else.
+#   kubeconfig.epilog       slurm-bridge-epilog        `slurm-bridge epilog` on the slurmd nodes
+#                           (the chart's epilog.rbac.create: list pods, get nodes); up.sh gives
+#                           its token to the Epilog.
 # The Leases: each component's Role allows its own Lease in slurm-bridge-system only
 # (LEADER_ELECTION_NAMESPACE); slurm-bridge-all gets the scheduler's and the controllers' Roles.
 #
@@ -34,14 +37,10 @@ helm=$("$here/helm/ensure-helm.sh") || die "no Helm (testenv/helm/ensure-helm.sh
 export HELM_CONFIG_HOME=$K/helm/config HELM_CACHE_HOME=$K/helm/cache HELM_DATA_HOME=$K/helm/data
 "$helm" template slurm-bridge "$root/helm/slurm-bridge" --namespace "$ns" \
   --set admission.certManager.enabled=false --set scheduler.leaderElect=true \
-  --set controllers.leaderElect=true >"$K/chart-rendered.yaml" ||
+  --set controllers.leaderElect=true --set epilog.rbac.create=true >"$K/chart-rendered.yaml" ||
   die "helm template of helm/slurm-bridge failed"
-python3 - "$K/chart-rendered.yaml" "$K/chart-rbac.yaml" <<'EOF'
-import sys, yaml
-keep = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
-docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d and d.get("kind") in keep]
-yaml.safe_dump_all(docs, open(sys.argv[2], "w"))
-EOF
+python3 "$here/helm/rbac-only.py" <"$K/chart-rendered.yaml" >"$K/chart-rbac.yaml" ||
+  die "keeping the chart's RBAC failed"
 kubectl create namespace "$ns" >/dev/null
 kubectl apply -f "$K/chart-rbac.yaml" >"$K/chart-rbac.out" 2>&1 ||
   die "applying the chart's RBAC failed: $(cat "$K/chart-rbac.out")"
@@ -77,7 +76,7 @@ EOF
 kubectl apply -f "$K/chart-all.yaml" >"$K/chart-all.out" 2>&1 ||
   die "applying slurm-bridge-all failed: $(cat "$K/chart-all.out")"
 
-for c in scheduler controllers admission all; do
+for c in scheduler controllers admission all epilog; do
   sa=slurm-bridge-$c
   kubectl -n "$ns" get serviceaccount "$sa" >/dev/null 2>&1 || die "the chart rendered no ServiceAccount $sa"
   (umask 077 && kubectl -n "$ns" create token "$sa" --duration 48h >"$K/token.$sa") ||

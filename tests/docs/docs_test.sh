@@ -229,7 +229,9 @@ EOF
   export metrics health
   namespaces_before=$(kubectl get namespaces -o name | sed 's|^namespace/||')
 
+  # As the chart's identities (testenv/kube/chart-identities.sh), not the admin (issue #44).
   "$binary" all --config "$work/.testenv/tour/config.yaml" --metrics-bind-address "$metrics" \
+    --kubeconfig "${KUBECONFIG_ALL:-$KUBECONFIG}" \
     --health-probe-bind-address "$health" >"$work/bridge.log" 2>&1 &
   bridge_pid=$!
   ready() { curl -fsS -o /dev/null "http://$health/readyz"; }
