@@ -29,6 +29,7 @@ void FuzzOne(std::string_view json) {
   (void)DecodePings(json);
   (void)DecodeCancel(json);
   (void)DecodeOpenApiVersions(json);
+  (void)DecodeShares(json);
   auto jobs = DecodeJobs(json);
   if (!jobs) {
     return;
