@@ -12,6 +12,11 @@
 //     bound to it, job id unchanged, when Slurm starts it again.
 //   - Pods over Slurm: a pod in the high QOS preempts a native job of the low one on a full
 //     cluster and is bound.
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -19,6 +24,7 @@
 #include <boost/json.hpp>
 
 #include "bridge/names.h"
+#include "controllers/pod_lifecycle.h"
 #include "kube/codec.h"
 #include "testing/policy_e2e.h"
 
@@ -257,6 +263,82 @@ TEST_F(PreemptionE2e, PodInAHigherQosPreemptsANativeJob) {
   EXPECT_NE(Slurm(fmt::format("scontrol show job -o {}", job)).find("QOS=pp-high"),
             std::string::npos);
 }
+
+
+// Test audit T-1, issue #44: how long the preempted pod's container runs on beside the native
+// job that preempted it, for each placeholder mode. The victim ignores SIGTERM, so it runs out
+// its 5 s grace period. A watch of the pod (kubectl get -w) records the container's finishedAt
+// as the kubelet reports it; Slurm's StartTime of the native job is the other end (both whole
+// seconds). Batch placeholders: the node's Epilog (slurm-bridge epilog) holds the node until the
+// pod is gone, so the native job starts only after the container stopped: no overlap, asserted.
+// External placeholders: slurmd runs no Epilog for an EXTERNAL_JOB, so the native job starts as
+// soon as Slurm preempted the pod's job, while the container still runs: the overlap is printed
+// (and expected, not asserted: it is the reason batch is the safe mode).
+class PreemptionOverlapE2e : public PreemptionE2e,
+                             public ::testing::WithParamInterface<std::string> {};
+
+TEST_P(PreemptionOverlapE2e, PreemptedContainerStopsBeforeTheNativeJobStartsInBatchMode) {
+  const std::string mode = GetParam();
+  const std::string low = "po-low-" + mode;
+  const std::string high = "po-high-" + mode;
+  MakeQos(low, high, "cancel");
+  AllowQos();
+  AddConfig("jobMode: " + mode + "\n");
+  scheduler_ = StartBridge("all");
+  CreateSleeper("victim", low);
+  std::optional<kube::Pod> running = WaitForPod("victim", IsRunning, 120s);
+  ASSERT_TRUE(running) << "not running";
+  const std::int64_t job = JobId(*running);
+  ASSERT_GT(job, 0);
+  const std::string node = SlurmNodeOf(*running);
+  // Every status the pod goes through, one line each: the container's finishedAt once it has one.
+  const std::string watch_out = fmt::format("{}/victim-watch-{}.txt", env_.dir(), mode);
+  Shell(fmt::format(
+      "KUBECONFIG={} timeout 180 kubectl get pod -n {} victim -w -o "
+      "jsonpath='{{.status.containerStatuses[0].state.terminated.finishedAt}}{{\"\\n\"}}' "
+      ">{} 2>&1 &",
+      env_.Get("KUBECONFIG"), ns_, watch_out));
+  const std::int64_t native = Sbatch(high, node);
+  ASSERT_GT(native, 0);
+  ASSERT_TRUE(WaitFor([&] { return JobState(job) == "PREEMPTED"; }, 30s)) << JobState(job);
+  ASSERT_TRUE(WaitFor([&] { return PodGone("victim"); }, 60s)) << "the preempted pod stays";
+  ASSERT_TRUE(WaitFor([&] { return JobState(native) == "RUNNING"; }, 120s)) << JobState(native);
+  std::string started =
+      Slurm(fmt::format("env SLURM_TIME_FORMAT=%s squeue -h -j {} -o %S", native));
+  while (!started.empty() && std::isspace(static_cast<unsigned char>(started.back()))) {
+    started.pop_back();
+  }
+  const std::int64_t native_start = std::atoll(started.c_str());
+  ASSERT_GT(native_start, 0) << started;
+  std::string finished;  // the last finishedAt the watch saw
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        std::ifstream in(watch_out);
+        for (std::string line; std::getline(in, line);) {
+          if (!line.empty()) finished = line;
+        }
+        return !finished.empty();
+      },
+      10s))
+      << "the watch saw no finishedAt";
+  const std::optional<WallTime> end = ParseTime(finished);
+  ASSERT_TRUE(end) << finished;
+  const std::int64_t container_end =
+      std::chrono::duration_cast<std::chrono::seconds>(end->time_since_epoch()).count();
+  const std::int64_t overlap = container_end - native_start;
+  std::cout << "preemption overlap, placeholder " << mode << ": the native job started at "
+            << native_start << ", the victim's container stopped at " << container_end
+            << ": overlap " << std::max<std::int64_t>(overlap, 0) << " s (" << overlap
+            << " s)\n";
+  if (mode == "batch") {
+    EXPECT_LE(overlap, 0) << "the native job started " << overlap
+                          << " s before the preempted container stopped";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Placeholder, PreemptionOverlapE2e,
+                         ::testing::Values(std::string("batch"), std::string("external")),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 }  // namespace
 }  // namespace sb::controllers
