@@ -393,11 +393,14 @@ class Bench:
                                      "resources": {"requests": lim, "limits": lim}}]}}
 
     def job(self, name):
-        # The shape the bridge submits for one such pod (bridge/translate.cc, external mode).
+        # The shape the bridge submits for one such pod (bridge/translate.cc, external mode,
+        # exclusive=false: MCS sharing under the bridge's label, so it shares nodes with the
+        # bridge's jobs only).
         return {"job": {"name": name, "partition": "ext", "flags": ["EXTERNAL_JOB"],
                         "current_working_directory": "/tmp", "nodes": "1", "minimum_nodes": 1,
                         "maximum_nodes": 1, "tasks_per_node": 1, "cpus_per_task": 1,
                         "memory_per_node": {"set": True, "number": 100},
+                        "shared": ["mcs"], "mcs_label": "kubernetes",
                         "admin_comment": "slurm-bridge bench"}}
 
     def namespace(self, ns):

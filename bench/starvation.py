@@ -14,7 +14,8 @@
 # create) for this script's namespaces unless --no-webhook:
 #
 #   0. A blocker: one native external Slurm job (no pod) holding 1 CPU on every node of `ext`,
-#      time limit 7 days, for the whole run. Ordinary pods (1 CPU) still fit beside it; a pod
+#      time limit 7 days, for the whole run, shaped as the bridge's jobs (MCS label `kubernetes`:
+#      a native job without it would keep the bridge's non-exclusive jobs off its nodes). Ordinary pods (1 CPU) still fit beside it; a pod
 #      asking for all 64 CPUs of a node fits nowhere while it runs.
 #   1. Baseline, nothing waiting: churn. --churn-rate pods/s (1 CPU, 100Mi, exclusive=false, as
 #      bench.py's) created for --churn-seconds by a paced thread pool; each pod, once this
