@@ -391,7 +391,7 @@ def case_default_values():
         "jobListInterval": "30s", "nodeListInterval": "30s", "jobSweepInterval": "30s",
         "maxConcurrentSubmits": 16, "jobGoneBrake": 10, "slurmInsecureSkipVerify": False,
         "podSlurmEnv": True, "podNvidiaVisibleDevices": False, "nodeSharing": "exclusive",
-        "maxTerminationGracePeriodSeconds": 300, "clientQPS": 0, "clientBurst": 0,
+        "mcsSharing": True, "maxTerminationGracePeriodSeconds": 300, "clientQPS": 0, "clientBurst": 0,
         "strictConfig": False, "slurmRequestTimeout": "30s"}, "config.yaml")
     # Upstream 1.3's keys with their names: placeholder (set) wins over jobMode, as the binary
     # reads the later key and the rendering sorts jobMode first.
@@ -745,6 +745,19 @@ def case_delete_grace_cap():
           "placeholder external wins")
     h = deletes("--set", "config.jobMode=batch", "--set", "admission.matchConditions=false")
     check("matchConditions" not in h, "unscoped: every DELETE of a pod")
+
+
+def case_epilog_identity():
+    """(ours, issue #44) epilog.rbac.create: a ServiceAccount whose ClusterRole is exactly the
+    epilog's calls; off by default."""
+    check(not render().has("ClusterRole", "slurm-bridge-epilog"), "no epilog identity by default")
+    objs = render("--set", "epilog.rbac.create=true")
+    eq(rules(objs.get("ClusterRole", "slurm-bridge-epilog")),
+       {("", "pods", "list", None), ("", "nodes", "get", None)}, "epilog rules")
+    b = objs.get("ClusterRoleBinding", "slurm-bridge-epilog")
+    eq(b["subjects"], [{"kind": "ServiceAccount", "name": "slurm-bridge-epilog",
+                        "namespace": "slurm"}], "epilog binding")
+    check(objs.get("ServiceAccount", "slurm-bridge-epilog") is not None, "epilog ServiceAccount")
 
 
 def case_upstream_bugs_fixed():
