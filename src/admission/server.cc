@@ -105,7 +105,8 @@ asio::awaitable<void> RunSideBySide(std::vector<asio::awaitable<void>> tasks) {
   if (tasks.empty()) co_return;
   auto executor = co_await asio::this_coro::executor;
   auto left = std::make_shared<std::size_t>(tasks.size());
-  auto all_done = std::make_shared<asio::steady_timer>(executor, asio::steady_timer::time_point::max());
+  auto all_done =
+      std::make_shared<asio::steady_timer>(executor, asio::steady_timer::time_point::max());
   for (asio::awaitable<void>& t : tasks) {
     asio::co_spawn(executor, std::move(t), [left, all_done](const std::exception_ptr&) {
       if (--*left == 0) all_done->cancel();

@@ -140,7 +140,8 @@ TEST(PendingJobUpdate, FromNothingSendsEveryFieldUpdatedInPlace) {
   JobDescription wanted = Submitted();
   wanted.constraints = "fast";
   JobUpdate u = PendingJobUpdate(std::nullopt, wanted);
-  EXPECT_EQ(u.changed, (Names{"name", "constraints", "comment", "admin_comment", "excluded_nodes"}));
+  EXPECT_EQ(u.changed,
+            (Names{"name", "constraints", "comment", "admin_comment", "excluded_nodes"}));
   EXPECT_TRUE(u.resubmit.empty());
   EXPECT_TRUE(u.changes.flags.empty());
   EXPECT_EQ(u.changes.user_id, "");

@@ -530,8 +530,8 @@ Result<slurm::JobDescription> Translate(const GroupSpec& group,
     } else if (key == "gres") {
       for (const auto& [t, v] : tres) {
         if (v > 0 && TresCount(value, t) < v) {
-          return tl::unexpected(AnnotationError(
-              key, raw, fmt::format("asks for fewer {} than the pod's {}", t, v)));
+          return tl::unexpected(
+              AnnotationError(key, raw, fmt::format("asks for fewer {} than the pod's {}", t, v)));
         }
       }
       job.tres_per_node = value;

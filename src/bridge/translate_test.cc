@@ -94,7 +94,8 @@ TEST(TranslateTest, CoResidentJobsAreNotExclusive) {
 // ones. mcsSharing false gives the old sharing with anything; coResident shares with native jobs
 // on purpose, and an exclusive job holds the node alone.
 TEST(TranslateTest, NonExclusiveJobsShareNodesOnlyUnderTheBridgesMcsLabel) {
-  kube::Pod pod = MakePod("p", {{"cpu", "1"}, {"memory", "1Gi"}}, {{"cpu", "1"}, {"memory", "1Gi"}});
+  kube::Pod pod =
+      MakePod("p", {{"cpu", "1"}, {"memory", "1Gi"}}, {{"cpu", "1"}, {"memory", "1Gi"}});
   pod.metadata.annotations["slurmjob.slinky.slurm.net/exclusive"] = "false";
   TranslateOptions o = Options();
   Result<slurm::JobDescription> job = Translate(Single(pod), {&pod}, o);

@@ -264,7 +264,6 @@ TEST_F(PreemptionE2e, PodInAHigherQosPreemptsANativeJob) {
             std::string::npos);
 }
 
-
 // Test audit T-1, issue #44: how long the preempted pod's container runs on beside the native
 // job that preempted it, for each placeholder mode. The victim ignores SIGTERM, so it runs out
 // its 5 s grace period. A watch of the pod (kubectl get -w) records the container's finishedAt
@@ -328,8 +327,7 @@ TEST_P(PreemptionOverlapE2e, PreemptedContainerStopsBeforeTheNativeJobStartsInBa
   const std::int64_t overlap = container_end - native_start;
   std::cout << "preemption overlap, placeholder " << mode << ": the native job started at "
             << native_start << ", the victim's container stopped at " << container_end
-            << ": overlap " << std::max<std::int64_t>(overlap, 0) << " s (" << overlap
-            << " s)\n";
+            << ": overlap " << std::max<std::int64_t>(overlap, 0) << " s (" << overlap << " s)\n";
   if (mode == "batch") {
     EXPECT_LE(overlap, 0) << "the native job started " << overlap
                           << " s before the preempted container stopped";

@@ -789,8 +789,8 @@ TEST_F(PolicyE2e, EditsOfAPendingPodStayInsideThePartitionAndQosLimits) {
     for (std::int64_t id : mine->second) {
       std::optional<slurm::JobInfo> j = SlurmJob(id);
       if (!j || bridge::JobEnded(j->BaseState())) continue;
-      out[id] = fmt::format("{} {} {}", j->time_limit.Value().value_or(-1), j->cpus,
-                            j->BaseState());
+      out[id] =
+          fmt::format("{} {} {}", j->time_limit.Value().value_or(-1), j->cpus, j->BaseState());
     }
     return out;
   };
@@ -800,8 +800,9 @@ TEST_F(PolicyE2e, EditsOfAPendingPodStayInsideThePartitionAndQosLimits) {
   Shell(kubectl + "annotate pod r0 --overwrite slurmjob.slinky.slurm.net/timelimit=525600");
   EXPECT_TRUE(WaitFor([&] { return JobState(first) == "CANCELLED"; }, 60s))
       << "Slurm job " << first << " is " << JobState(first) << ": updated in place?";
-  EXPECT_TRUE(HasEventWith(ns_, "r0", "SlurmJobResubmitted",
-                           fmt::format("time_limit changed: pending Slurm job {} cancelled", first)));
+  EXPECT_TRUE(
+      HasEventWith(ns_, "r0", "SlurmJobResubmitted",
+                   fmt::format("time_limit changed: pending Slurm job {} cancelled", first)));
   // The pod's PodScheduled message once it is `want` (within 90 s); else the last one seen.
   auto told = [&](const std::function<bool(const std::string&)>& want) {
     std::string message;
@@ -821,8 +822,9 @@ TEST_F(PolicyE2e, EditsOfAPendingPodStayInsideThePartitionAndQosLimits) {
 
   // Back within MaxTime, 6 CPUs: past the QOS's 4. The new job waits for the QOS, and keeps
   // waiting once the partition is up.
-  Shell(kubectl + "annotate pod r0 --overwrite slurmjob.slinky.slurm.net/timelimit=5 "
-                  "slurmjob.slinky.slurm.net/cpu-per-task=6");
+  Shell(kubectl +
+        "annotate pod r0 --overwrite slurmjob.slinky.slurm.net/timelimit=5 "
+        "slurmjob.slinky.slurm.net/cpu-per-task=6");
   std::int64_t capped = 0;
   ASSERT_TRUE(WaitFor(
       [&] {

@@ -200,8 +200,8 @@ TEST_F(SchedulerE2e, NativeJobWaitsForTheNodeOfNonExclusivePodsWhichShareIt) {
   const std::string show = Slurm(fmt::format("scontrol show job {}", JobId(*s1)));
   EXPECT_NE(show.find("MCS_label=kubernetes"), std::string::npos) << show;
   EXPECT_NE(show.find("Exclusive=MCS"), std::string::npos) << show;
-  const std::string native =
-      Slurm("sbatch --parsable -p " + part + " -w n1 -c 1 --mem=100 -o /dev/null --wrap 'sleep 300'");
+  const std::string native = Slurm("sbatch --parsable -p " + part +
+                                   " -w n1 -c 1 --mem=100 -o /dev/null --wrap 'sleep 300'");
   const std::int64_t native_id = std::atoll(native.c_str());
   ASSERT_GT(native_id, 0) << native;
   Restore cancel_native([&] { Slurm(fmt::format("scancel {}", native_id)); });
@@ -254,8 +254,8 @@ TEST_F(SchedulerE2e, CoResidentJobsShareAndUnsafeOverSubscribeIsReported) {
   EXPECT_FALSE(HasJob(unlimited));
   EXPECT_FALSE(IsBound(unlimited));
   // A native job shares n1 with them (on purpose in this mode: no MCS exclusivity).
-  const std::string native =
-      Slurm("sbatch --parsable -p " + part + " -w n1 -c 1 --mem=100 -o /dev/null --wrap 'sleep 300'");
+  const std::string native = Slurm("sbatch --parsable -p " + part +
+                                   " -w n1 -c 1 --mem=100 -o /dev/null --wrap 'sleep 300'");
   const std::int64_t native_id = std::atoll(native.c_str());
   ASSERT_GT(native_id, 0) << native;
   Restore cancel_native([&] { Slurm(fmt::format("scancel {}", native_id)); });
@@ -628,9 +628,8 @@ TEST_F(SchedulerE2e, PendingJobFollowsEditsOfItsPodAndNodes) {
   };
   // The pod's job once it is another than `before` (the old one cancelled): 0 when none came.
   auto next_job = [&](std::int64_t before) -> std::int64_t {
-    std::optional<kube::Pod> p =
-        WaitForPod("edited", [&](const kube::Pod& q) { return HasJob(q) && JobId(q) != before; },
-                   30s);
+    std::optional<kube::Pod> p = WaitForPod(
+        "edited", [&](const kube::Pod& q) { return HasJob(q) && JobId(q) != before; }, 30s);
     EXPECT_TRUE(p) << "no new job after Slurm job " << before;
     if (!p) return 0;
     EXPECT_TRUE(WaitFor([&] { return JobState(before) == "CANCELLED"; }, 30s))
