@@ -266,6 +266,9 @@ slurm::Task<bool> FakeSlurmClient::UpdateJob(std::int64_t job_id, slurm::JobDesc
   if (!changes.admin_comment.empty()) j.admin_comment = changes.admin_comment;
   if (!changes.comment.empty()) j.comment = changes.comment;
   if (!changes.nodes.empty()) j.nodes = changes.nodes;
+  // As an operator's update does (test audit T-4): the job shows what was sent.
+  if (changes.time_limit.set) j.time_limit = changes.time_limit;
+  if (changes.priority.set) j.priority = changes.priority;
   ++changed_;
   co_return true;
 }

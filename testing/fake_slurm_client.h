@@ -10,8 +10,9 @@
 //     other described fields kept); AddJob puts any JobInfo in; SetJobState/SetJobTag/Forget
 //     change or drop one. CancelJob of a live job makes it CANCELLED (kNotFound for an unknown
 //     job, as slurmrestd); of an ended job it does nothing and succeeds. UpdateJob of a PENDING
-//     job applies name, partition, admin_comment, comment, nodes, excluded_nodes; of any other
-//     job kFailedPrecondition (Slurm's 2073). updates() records every UpdateJob call.
+//     job applies name, partition, admin_comment, comment, nodes, time_limit and priority (JobInfo
+//     has no excluded_nodes: updates() shows those); of any other job kFailedPrecondition
+//     (Slurm's 2073). updates() records every UpdateJob call.
 //   - SubmitHetJob stores one job per component, with consecutive ids (het_job_id the first,
 //     het_job_offset 0, 1, ...); GetJobRecords of the first answers every component; CancelJob
 //     of it cancels every component. het_submitted() keeps each call's components.
