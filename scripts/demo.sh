@@ -121,6 +121,11 @@ for _ in $(seq 1 300); do
   case "$state" in RUNNING | PENDING | "") sleep 0.1 ;; *) break ;; esac
 done
 slurm scontrol show job "$job" | grep -E 'JobId|JobState' | indent
+# When each ended, as Unix seconds: the job must not end before the container it held the node
+# for (tests/e2e/demo_test.sh checks it).
+finished=$(kubectl -n $ns get pod "$pod" -o jsonpath='{.status.containerStatuses[0].state.terminated.finishedAt}' 2>/dev/null || true)
+ended=$(slurm env SLURM_TIME_FORMAT=%s scontrol show job "$job" 2>/dev/null | sed -n 's/.*EndTime=\([0-9]*\).*/\1/p')
+echo "== the container finished at $(date -u -d "${finished:-@0}" +%s 2>/dev/null || echo 0), the Slurm job ended at ${ended:-0}"
 echo "== kubectl get pods -n $ns"
 kubectl -n $ns get pods -o wide 2>&1 | indent
 

@@ -28,7 +28,14 @@ check "the kubelet started the container" grep -qE "Started .*kubelet .*(Started
 check "the container knows its Slurm job" grep -qE "SLURM_JOB_ID: +$job\$" "$out"
 check "the container knows its GPUs" grep -qE "SLURM_JOB_GPUS: +[0-9]" "$out"
 check "the benchmark ran" grep -qE "rate: +[0-9]+ rounds/s" "$out"
-check "the job ended after the pod" grep -q "JobState=CANCELLED" "$out"
+# After the pod: the job's state read once the pod completed, and its end no earlier than the
+# container's (test audit N13: a JobState=CANCELLED anywhere in the output proved neither).
+after=$(sed -n '/^== the Slurm job after the pod completed/,/^== /p' "$out")
+check "the job ended after the pod" grep -q "JobState=CANCELLED" <<<"$after"
+read -r finished ended < <(sed -n 's/^== the container finished at \([0-9]*\), the Slurm job ended at \([0-9]*\)$/\1 \2/p' "$out")
+check "the container's end is known" [ "${finished:-0}" -gt 0 ]
+check "the job's end is known" [ "${ended:-0}" -gt 0 ]
+check "the job did not end before the container" [ "${ended:-0}" -ge "${finished:-1}" ]
 check "installed by helm install" grep -qE "^ +STATUS: deployed$" "$out"
 check "the bridge ran as pods (helm chart)" grep -qE "slurm-bridge-scheduler-[a-z0-9-]+ +1/1 +Running" "$out"
 check "the seed's pod in the managed namespace" grep -q "pod/yolo-benchmark-slurm-bridge created" "$out"
