@@ -230,9 +230,7 @@ Policy PolicyFromConfig(const bridge::Config& config, std::vector<std::string> p
   p.privileged_users = std::move(privileged_users);
   p.slurm_env = config.pod_slurm_env;
   p.nvidia_visible_devices = config.pod_nvidia_visible_devices;
-  if (config.job_mode == bridge::JobMode::kBatch) {
-    p.max_termination_grace_seconds = config.max_termination_grace_seconds;
-  }
+  p.max_termination_grace_seconds = bridge::GraceCapSeconds(config);
   p.identity = config.identity_policy;
   p.device_profiles = config.device_profiles;
   return p;

@@ -276,7 +276,7 @@ TEST_F(AdmissionServerTest, SelectorWithoutClientIsAStartupError) {
 
 // Serves DRA objects: the ResourceClaimTemplate hpc/one-gpu (asking for class big-gpus), the
 // DeviceClass big-gpus (gpu.example.com's selector); "broken" answers 500, anything else 404.
-class FakeDra final : public ReadOnlyClient {
+class FakeDra : public ReadOnlyClient {
  public:
   asio::awaitable<Result<std::string>> Get(kube::ResourceRef ref) override {
     paths.push_back(ref.Path());
@@ -379,7 +379,7 @@ TEST_F(AdmissionServerTest, DraObjectsAreReadForTheCheck) {
 // then one for the classes they name, so that slow reads (one try of up to 3 s each) stay inside
 // the webhook's 10 s however many a pod names. Each read of this apiserver takes 200 ms; the
 // two templates (and then the two classes) are asked for before either is answered.
-class SlowDra final : public ReadOnlyClient {
+class SlowDra final : public FakeDra {
  public:
   asio::awaitable<Result<std::string>> Get(kube::ResourceRef ref) override {
     ++in_flight;
@@ -390,16 +390,8 @@ class SlowDra final : public ReadOnlyClient {
     // A second template and class, the same as the first under other names.
     if (ref.name == "one-gpu-b") ref.name = "one-gpu";
     if (ref.name == "big-gpus-b") ref.name = "big-gpus";
-    co_return co_await dra.Get(ref);
+    co_return co_await FakeDra::Get(ref);
   }
-  asio::awaitable<Result<std::string>> List(kube::ResourceRef, kube::ListOptions) override {
-    co_return tl::unexpected(Error{ErrorCode::kUnimplemented, "no"});
-  }
-  asio::awaitable<Result<void>> Watch(kube::ResourceRef, kube::ListOptions,
-                                      std::function<bool(std::string_view)>) override {
-    co_return tl::unexpected(Error{ErrorCode::kUnimplemented, "no"});
-  }
-  FakeDra dra;
   int in_flight = 0;
   int max_in_flight = 0;
 };

@@ -62,10 +62,7 @@ controllers::PodControllerOptions PodOptions(const bridge::Config& config) {
   controllers::PodControllerOptions po;
   po.sweep_interval = config.job_sweep_interval;
   po.gone_brake = config.job_gone_brake;
-  // The grace cap holds for batch placeholders only, as the webhook's (PolicyFromConfig).
-  if (config.job_mode == bridge::JobMode::kBatch) {
-    po.lifecycle.max_termination_grace_seconds = config.max_termination_grace_seconds;
-  }
+  po.lifecycle.max_termination_grace_seconds = bridge::GraceCapSeconds(config);
   // A job this young may belong to a pod the informer has not shown yet.
   po.orphan_min_age = std::max<std::chrono::seconds>(
       std::chrono::seconds(5),

@@ -145,6 +145,7 @@ struct Config {
   // (shared=mcs and the MCS label), so it shares nodes with the bridge's jobs only (issue #44).
   bool mcs_sharing = true;
   // With JobMode::kBatch, the webhook caps pods' terminationGracePeriodSeconds at this; 0: none.
+  // The webhook and the controllers read it through GraceCapSeconds, which applies the mode.
   std::int64_t max_termination_grace_seconds = 300;
   std::chrono::milliseconds job_poll_interval{500};
   std::chrono::milliseconds job_list_interval{30000};
@@ -178,6 +179,13 @@ struct Config {
   // Non-fatal remarks from parsing (unknown keys).
   std::vector<std::string> warnings;
 };
+
+// The grace-period cap in force (config maxTerminationGracePeriodSeconds): with batch
+// placeholders only, as upstream 1.3 (an external job's node is not held by the epilog); 0: none.
+// The webhook caps pods and DELETEs with it, the controllers cut terminating members to it.
+[[nodiscard]] inline std::int64_t GraceCapSeconds(const Config& c) {
+  return c.job_mode == JobMode::kBatch ? c.max_termination_grace_seconds : 0;
+}
 
 // Parses the YAML text of a config file. Errors (kInvalidArgument) name the key and the value:
 // "config key jobPollInterval: \"fast\" is not a duration".

@@ -509,13 +509,11 @@ RegistrationPlan PlanRegistration(std::string_view k8s_name, bool deleted,
     if (!changes.empty()) {
       plan.action = RegistrationAction::kUpdate;
       plan.update = std::move(update);
-      if (!changes.empty()) {
-        plan.why = fmt::format("{}", fmt::join(changes, ", "));
-        plan.event = PlannedEvent{.warning = false,
-                                  .reason = std::string(kEventExternalUpdated),
-                                  .message = fmt::format("Updated Slurm external node {}: {}",
-                                                         plan.slurm_name, plan.why)};
-      }
+      plan.why = fmt::format("{}", fmt::join(changes, ", "));
+      plan.event = PlannedEvent{
+          .warning = false,
+          .reason = std::string(kEventExternalUpdated),
+          .message = fmt::format("Updated Slurm external node {}: {}", plan.slurm_name, plan.why)};
     }
     return plan;
   }
