@@ -14,7 +14,7 @@
 #include "bridge/pods.h"
 #include "bridge/tag.h"
 #include "kube/codec.h"
-#include "scheduler/scheduler.h"
+#include "scheduler/stats.h"
 
 namespace sb::scheduler {
 namespace asio = boost::asio;

@@ -50,7 +50,7 @@
 
 namespace sb::scheduler {
 
-struct Stats;
+struct Stats;  // scheduler/stats.h
 
 // Where a job runs, as step 1 read it.
 struct Allocation {
