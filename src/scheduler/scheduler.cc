@@ -51,6 +51,15 @@ awaitable<Result<std::string>> WorkloadApiVersion(kube::Client& kube) {
   }
   co_return bridge::WorkloadPodGroupApiVersion(*served);
 }
+// A Workload API PodGroup's condition as written or read (kept with its group, if it has one).
+void RememberCondition(GroupTable& groups, const std::string& key, kube::Condition condition,
+                       std::int64_t generation) {
+  if (GroupState* g = groups.Find(key)) {
+    g->pod_group_condition = std::move(condition);
+    g->pod_group_generation = generation;
+  }
+}
+
 // Workers on the queue: 4 x maxConcurrentSubmits, at least this many.
 constexpr int kMinWorkers = 16;
 
@@ -176,8 +185,8 @@ void Scheduler::OnPod(const Pod* old, const std::shared_ptr<const Pod>& pod) {
   // Gated (spec.schedulingGates): no job until the gates are gone; their removal is an update.
   // A gated pod that was a member leaves its group's count.
   if (!Schedulable(*pod)) {
-    if (auto it = group_of_pod_.find(PodKey(*pod)); it != group_of_pod_.end()) {
-      queue_.Add(std::string(kGroupItem) + it->second);
+    if (const std::string* group = groups_.GroupOf(PodKey(*pod))) {
+      queue_.Add(std::string(kGroupItem) + *group);
     } else if (!pod->metadata.deletion_timestamp.empty() && bridge::HasFinalizer(*pod)) {
       Enqueue(std::string(kPodItem) + PodKey(*pod), *pod);  // Resolve releases it
     }
@@ -186,11 +195,6 @@ void Scheduler::OnPod(const Pod* old, const std::shared_ptr<const Pod>& pod) {
   // Resolved again on every change: the group's description (annotations, members) may have
   // changed. Owners come from a short-lived cache.
   Enqueue(std::string(kPodItem) + PodKey(*pod), *pod);
-}
-
-Scheduler::GroupState* Scheduler::Group(const std::string& key) {
-  auto it = groups_.find(key);
-  return it == groups_.end() ? nullptr : &it->second;
 }
 
 void Scheduler::RetryLater(const std::string& group_key, const std::vector<const Pod*>& pods,
@@ -226,12 +230,9 @@ void Scheduler::OnPodDeleted(const std::shared_ptr<const Pod>& pod) {
   translate_.claim_templates.erase(key);
   bound_.erase(pod->metadata.uid);
   seen_.erase(pod->metadata.uid);
-  auto it = group_of_pod_.find(key);
-  if (it == group_of_pod_.end()) return;
-  const std::string group = it->second;
-  group_of_pod_.erase(it);
-  if (GroupState* g = Group(group)) g->members.erase(key);
-  Enqueue(std::string(kGroupItem) + group, *pod);
+  if (std::optional<std::string> group = groups_.Leave(key)) {
+    Enqueue(std::string(kGroupItem) + *group, *pod);
+  }
 }
 
 awaitable<Result<void>> Scheduler::Run() {
@@ -372,7 +373,7 @@ awaitable<Result<void>> Scheduler::Resolve(const std::string& pod_key) {
   std::shared_ptr<const Pod> pod = pods_.cache().Get(pod_key);
   if (!pod) co_return Result<void>{};
   if (!pod->metadata.deletion_timestamp.empty() && pod->spec.node_name.empty() &&
-      !group_of_pod_.contains(pod_key)) {
+      groups_.GroupOf(pod_key) == nullptr) {
     // Deleted before it joined a group (gated, refused, or before this process saw it): no job
     // of this process holds it, so its finalizer (the webhook's, set at CREATE) goes. A job
     // tagged for it in Slurm is the controllers' to cancel once the pod is gone.
@@ -500,16 +501,10 @@ awaitable<Result<void>> Scheduler::Resolve(const std::string& pod_key) {
     co_return Result<void>{};
   }
   const std::string group = spec->key;
-  if (auto old = group_of_pod_.find(pod_key); old != group_of_pod_.end() && old->second != group) {
+  if (std::optional<std::string> left = groups_.Join(pod_key, std::move(*spec), clock_.Now())) {
     // Moved to another group (its pod-group label changed): the old one looks again.
-    if (GroupState* g = Group(old->second)) g->members.erase(pod_key);
-    queue_.Add(std::string(kGroupItem) + old->second);
+    queue_.Add(std::string(kGroupItem) + *left);
   }
-  GroupState& g = groups_[group];
-  if (!g.since) g.since = clock_.Now();
-  g.spec = std::move(*spec);
-  g.members.insert(pod_key);
-  group_of_pod_[pod_key] = group;
   Enqueue(std::string(kGroupItem) + group, *pod);
   co_return Result<void>{};
 }
@@ -600,7 +595,7 @@ void Scheduler::Emit(const std::vector<const Pod*>& pods, const std::string& rea
 }
 
 awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
-  GroupState* group = Group(group_key);
+  GroupState* group = groups_.Find(group_key);
   if (group == nullptr) co_return Result<void>{};
   GroupSpec spec = group->spec;
   // A job submitted for a part of the group (a PodGroup's remainder) keeps that size.
@@ -662,7 +657,7 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
     }
   }
   // (The awaits above may have changed the map: looked up again.)
-  group = Group(group_key);
+  group = groups_.Find(group_key);
   if (group == nullptr) co_return Result<void>{};
   in.submit_doubt_since = group->submit_doubt;
   in.incomplete_since = group->incomplete_since;
@@ -675,7 +670,7 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
     // or (after a restart) the apiserver's: a member the bridge bound, running or done.
     Result<bool> ran = co_await PodGroupRan(spec);
     if (!ran) co_return tl::unexpected(ran.error());
-    group = Group(group_key);
+    group = groups_.Find(group_key);
     if (group == nullptr) co_return Result<void>{};
     group->ran = *ran;
     in.ran_before = *ran;
@@ -699,7 +694,7 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
     if (!group->incomplete_since) group->incomplete_since = now;
   } else {
     group->incomplete_since.reset();
-    pod_group_timeouts_.erase(group_key);
+    group->timeout_told.reset();
   }
   const std::optional<async::Clock::TimePoint> short_since = group->incomplete_since;
   if (plan.list_jobs) {
@@ -726,7 +721,7 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
                  .parts = v.parts};
     // The list may be old: a running job's nodes (and that it still runs) are read on bind.
     jobs_[group_key] = t;
-    if (GroupState* g = Group(group_key)) g->submit_doubt.reset();
+    if (GroupState* g = groups_.Find(group_key)) g->submit_doubt.reset();
     ++stats_.jobs_adopted;
     spdlog::info("{}: adopted Slurm job {} ({}{})", group_key, v.id, v.state,
                  v.refill ? ", pods of the group run in it" : "");
@@ -734,11 +729,8 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
 
   for (const auto& pod : deleting) co_await DropFinalizer(*pod);
   if (live.empty()) {
-    if (GroupState* g = Group(group_key); g != nullptr && g->members.empty()) {
-      groups_.erase(group_key);
-      pod_group_status_.erase(group_key);
-      pod_group_generation_.erase(group_key);
-      pod_group_timeouts_.erase(group_key);
+    if (GroupState* g = groups_.Find(group_key); g != nullptr && g->members.empty()) {
+      groups_.Forget(group_key);
       ranks_.erase(std::string(kGroupItem) + group_key);
     }
     co_return Result<void>{};
@@ -802,9 +794,9 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
       const async::Clock::TimePoint deadline = *short_since + std::chrono::seconds(*timeout);
       if (clock_.Now() < deadline) {
         if (!recheck_at || deadline < *recheck_at) recheck_at = deadline;
-      } else if (auto [it, fresh] = pod_group_timeouts_.try_emplace(group_key, *short_since);
-                 fresh || it->second != *short_since) {
-        it->second = *short_since;
+      } else if (GroupState* g = groups_.Find(group_key);
+                 g != nullptr && g->timeout_told != short_since) {
+        g->timeout_told = short_since;
         const std::string message = fmt::format(
             "PodGroup {} timed out waiting for members: {} of {} pod(s) (minMember) after {} s "
             "(spec.scheduleTimeoutSeconds); no Slurm job is submitted until the group is "
@@ -844,8 +836,8 @@ awaitable<void> Scheduler::ReportWaiting(const Pod& pod, std::string message) {
         clock_.Now() - it->second.at < kStartRewrite) {
       // Said when the minute is up (nothing else may look at the group before).
       const std::string key = pod.metadata.namespace_ + "/" + pod.metadata.name;
-      if (auto g = group_of_pod_.find(key); g != group_of_pod_.end()) {
-        queue_.AddAfter(std::string(kGroupItem) + g->second,
+      if (const std::string* group = groups_.GroupOf(key)) {
+        queue_.AddAfter(std::string(kGroupItem) + *group,
                         kStartRewrite - (clock_.Now() - it->second.at));
       }
       co_return;
@@ -892,12 +884,13 @@ awaitable<void> Scheduler::WritePodGroupStatus(GroupSpec spec, bool scheduled, s
   // Said already (the usual case: a group looked at again while nothing changed): no request.
   // (A new generation alone waits for the next change of words: observedGeneration is the
   // generation the words were written for.)
-  if (auto it = pod_group_status_.find(key);
-      it != pod_group_status_.end() && it->second.type == type &&
-      ((it->second.status == status && it->second.reason == reason &&
-        it->second.message == message) ||
-       (terminal && it->second.status == "True"))) {
-    co_return;
+  if (const GroupState* g = groups_.Find(key);
+      g != nullptr && g->pod_group_condition && g->pod_group_condition->type == type) {
+    const kube::Condition& c = *g->pod_group_condition;
+    if ((c.status == status && c.reason == reason && c.message == message) ||
+        (terminal && c.status == "True")) {
+      co_return;
+    }
   }
   // The PodGroup as read lately (the owner cache; Resolve read it): its metadata.generation for
   // observedGeneration, and its condition when this process has written none (another replica
@@ -916,15 +909,14 @@ awaitable<void> Scheduler::WritePodGroupStatus(GroupSpec spec, bool scheduled, s
   // v1beta1: once True, PodGroupInitiallyScheduled is never written again, whoever wrote it (the
   // API: "it serves as a terminal state and will never revert to False").
   if (terminal && on_object && on_object->condition.status == "True") {
-    pod_group_status_[key] = on_object->condition;
-    pod_group_generation_[key] = on_object->observed_generation;
+    RememberCondition(groups_, key, on_object->condition, on_object->observed_generation);
     co_return;
   }
   std::optional<bridge::PodGroupCondition> known;
-  if (auto it = pod_group_status_.find(key);
-      it != pod_group_status_.end() && it->second.type == type) {
-    known = bridge::PodGroupCondition{.condition = it->second,
-                                      .observed_generation = pod_group_generation_[key]};
+  if (const GroupState* g = groups_.Find(key);
+      g != nullptr && g->pod_group_condition && g->pod_group_condition->type == type) {
+    known = bridge::PodGroupCondition{.condition = *g->pod_group_condition,
+                                      .observed_generation = g->pod_group_generation};
   } else {
     known = std::move(on_object);
   }
@@ -934,8 +926,7 @@ awaitable<void> Scheduler::WritePodGroupStatus(GroupSpec spec, bool scheduled, s
     const bool same = c.status == status && c.reason == reason && c.message == message &&
                       known->observed_generation == generation;
     if (same || (terminal && c.status == "True")) {
-      pod_group_status_[key] = c;
-      pod_group_generation_[key] = known->observed_generation;
+      RememberCondition(groups_, key, c, known->observed_generation);
       co_return;
     }
     if (c.status == status) since = c.last_transition_time;
@@ -957,12 +948,12 @@ awaitable<void> Scheduler::WritePodGroupStatus(GroupSpec spec, bool scheduled, s
     co_return;
   }
   spdlog::info("{}: {}={}: {}", key, type, status, message);
-  pod_group_status_[key] = kube::Condition{.type = type,
-                                           .status = status,
-                                           .reason = reason,
-                                           .message = message,
-                                           .last_transition_time = since};
-  pod_group_generation_[key] = generation;
+  kube::Condition written{.type = type,
+                          .status = status,
+                          .reason = reason,
+                          .message = message,
+                          .last_transition_time = since};
+  RememberCondition(groups_, key, std::move(written), generation);
 }
 
 awaitable<void> Scheduler::DropFinalizer(const Pod& pod) {

@@ -68,6 +68,7 @@
 #include "kube/runtime/kube_adapters.h"
 #include "kube/runtime/work_queue.h"
 #include "scheduler/binder.h"
+#include "scheduler/group_table.h"
 #include "scheduler/planner.h"
 #include "scheduler/stats.h"
 #include "slurm/client.h"
@@ -302,23 +303,8 @@ class Scheduler : private slurm::JobWatchSubscriber {
   kube::WorkQueue<std::string, QueueRank> queue_;
   async::Semaphore submit_slots_;  // maxConcurrentSubmits
 
-  std::unordered_map<std::string, Rank> ranks_;                // queue item -> rank
-  std::unordered_map<std::string, std::string> group_of_pod_;  // pod key -> group key
-  // What is known of each group, by group key: made when a pod of it is resolved, gone with
-  // its last pod. (Its tracked job is jobs_'s: the Slurm poll's interest set, kept apart.)
-  struct GroupState {
-    bridge::GroupSpec spec;
-    std::set<std::string> members;                            // pod keys
-    std::optional<async::Clock::TimePoint> incomplete_since;  // short of pods since
-    // The outcome of its last submit is unknown (timeout, lost connection) since.
-    std::optional<async::Clock::TimePoint> submit_doubt;
-    std::set<std::string> excluded;  // Slurm nodes an earlier job got that Kubernetes lacks
-    bool ran = false;                // a job of it was bound (N-9)
-    std::optional<async::Clock::TimePoint> since;  // made then (GroupInput::group_since)
-  };
-  std::map<std::string, GroupState> groups_;
-  // The group `key`, or nullptr; valid until the next co_await.
-  GroupState* Group(const std::string& key);
+  std::unordered_map<std::string, Rank> ranks_;  // queue item -> rank
+  GroupTable groups_;
   std::map<std::string, TrackedJob> jobs_;  // group key -> job
   // Pod uid -> the last message written, and when.
   struct Reported {
@@ -326,9 +312,6 @@ class Scheduler : private slurm::JobWatchSubscriber {
     async::Clock::TimePoint at{};
   };
   std::unordered_map<std::string, Reported> reported_;
-  // Workload API group key -> its condition (PodGroupScheduled or PodGroupInitiallyScheduled)
-  // last written or read.
-  std::unordered_map<std::string, kube::Condition> pod_group_status_;
   std::set<std::string> bound_;  // uids of pods bound and not yet gone from the watch
   // Pod uid -> its first watch event, for the stage trace (only at debug level).
   std::unordered_map<std::string, async::Clock::TimePoint> seen_;
@@ -393,11 +376,6 @@ class Scheduler : private slurm::JobWatchSubscriber {
   std::unique_ptr<slurm::JobWatch> own_watch_;  // when none was given
   slurm::JobWatch* watch_;
   async::TaskGroup tasks_;
-  // Workload API group key -> the observedGeneration of the condition in pod_group_status_.
-  std::unordered_map<std::string, std::int64_t> pod_group_generation_;
-  // Coscheduling PodGroup key -> the start of the shortfall whose spec.scheduleTimeoutSeconds
-  // its pods were told of (a PodGroupTimedOut event once per shortfall).
-  std::unordered_map<std::string, async::Clock::TimePoint> pod_group_timeouts_;
 };
 
 }  // namespace sb::scheduler

@@ -120,8 +120,8 @@ Scheduler::Wanted Scheduler::Describe(const GroupSpec& spec,
     for (const bridge::Exclusion& e : excluded) desc.excluded_nodes.push_back(e.slurm_node);
     // Slurm nodes an earlier job of the group was allocated but Kubernetes lacks.
     // (Only names Slurm still has: Slurm refuses a job that excludes a node it does not know.)
-    if (auto it = groups_.find(spec.key); it != groups_.end()) {
-      for (const std::string& n : it->second.excluded) {
+    if (const GroupState* g = groups_.Find(spec.key)) {
+      for (const std::string& n : g->excluded) {
         if (std::ranges::find(slurm_nodes_, n) != slurm_nodes_.end() &&
             std::ranges::find(desc.excluded_nodes, n) == desc.excluded_nodes.end()) {
           desc.excluded_nodes.push_back(n);
@@ -198,7 +198,7 @@ awaitable<Result<void>> Scheduler::Submit(const GroupSpec& spec, std::vector<con
     const Error& e = submitted.error();
     if (SubmitOutcomeUnknown(e.code)) {
       // Slurm may have made the job: Slurm's jobs are read before the group is looked at again.
-      if (GroupState* g = Group(spec.key)) g->submit_doubt = clock_.Now();
+      if (GroupState* g = groups_.Find(spec.key)) g->submit_doubt = clock_.Now();
       spdlog::warn("{}: submit outcome unknown ({}); Slurm's jobs are read before trying again",
                    spec.key, e.ToString());
     }
@@ -221,7 +221,7 @@ awaitable<Result<void>> Scheduler::Submit(const GroupSpec& spec, std::vector<con
   }
   ++stats_.jobs_submitted;
   stats_.submit_latency.Observe(std::chrono::duration<double>(clock_.Now() - sent).count());
-  if (GroupState* g = Group(spec.key)) g->submit_doubt.reset();
+  if (GroupState* g = groups_.Find(spec.key)) g->submit_doubt.reset();
   TrackedJob job{.id = submitted->job_id,
                  .group = spec.key,
                  .state = "PENDING",
@@ -230,7 +230,7 @@ awaitable<Result<void>> Scheduler::Submit(const GroupSpec& spec, std::vector<con
                  .submit_sent = sent,
                  .sent = std::move(wanted.job),
                  .parts = wanted.parts};
-  if (GroupState* g = Group(spec.key); g != nullptr && g->spec.size != spec.size) {
+  if (GroupState* g = groups_.Find(spec.key); g != nullptr && g->spec.size != spec.size) {
     job.size = spec.size;
   }
   // The job's pods in its tag's order: a heterogeneous job's by component.
@@ -545,7 +545,7 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
   if (auto it = jobs_.find(spec.key); it != jobs_.end() && it->second.id == job.id) {
     jobs_.erase(it);
   }
-  if (GroupState* g = Group(spec.key)) g->ran = true;
+  if (GroupState* g = groups_.Find(spec.key)) g->ran = true;
   recently_bound_[spec.key] = {
       .id = job.id,
       .namespace_ = spec.namespace_,
@@ -607,7 +607,7 @@ awaitable<bool> Scheduler::OnUnmapped(const GroupSpec& spec, const std::vector<c
   nodes_refresh_ = true;  // Slurm's node list may be behind too
   if (!plan.cancel) co_return false;
   unmapped_since_.erase(id);
-  if (GroupState* g = Group(spec.key))
+  if (GroupState* g = groups_.Find(spec.key))
     g->excluded.insert(plan.unmapped.begin(), plan.unmapped.end());
   if (auto it = jobs_.find(spec.key); it != jobs_.end() && it->second.id == id) jobs_.erase(it);
   spdlog::warn("{}: {}", spec.key, plan.event_message);

@@ -245,7 +245,7 @@ awaitable<void> Scheduler::CancelDuplicates() {
   for (const auto& [group, t] : jobs_) {
     if (listed_.contains(group)) tracked[group] = t.id;
   }
-  for (const auto& [key, g] : groups_) namespaces[key] = g.spec.namespace_;
+  for (const auto& [key, g] : groups_.groups()) namespaces[key] = g.spec.namespace_;
   if (tracked.empty()) co_return;
   std::map<std::string, std::vector<JobView>> others;
   for (const auto& [group, id] : tracked) {
