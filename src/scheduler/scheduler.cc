@@ -90,11 +90,9 @@ Scheduler::Scheduler(asio::any_io_executor executor, kube::Client& kube, slurm::
       queue_(clock, kube::BackoffPolicy{.base = std::chrono::milliseconds(250),
                                         .cap = std::chrono::seconds(60)}),
       submit_slots_(clock, config_.max_concurrent_submits),
-      own_watch_(watch != nullptr
-                     ? nullptr
-                     : std::make_unique<slurm::JobWatch>(executor_, slurm, clock,
-                                                         bridge::JobWatchOptionsOf(config_))),
-      watch_(watch != nullptr ? watch : own_watch_.get()),
+      slurm_jobs_(executor_, slurm, clock, config_, stats_, binder_, groups_, tasks_, watch,
+                  {.changed = [this](const std::string& group) { QueueGroup(group); },
+                   .nodes_changed = [this] { exclusions_.clear(); }}),
       tasks_(executor_, clock, "scheduler") {
   translate_ = {.partition = config_.partition,
                 .mcs_label = config_.mcs_label,
@@ -128,14 +126,12 @@ Scheduler::Scheduler(asio::any_io_executor executor, kube::Client& kube, slurm::
     if (p.spec.scheduler_name == config_.scheduler_name && bridge::HostPortsOf(p).empty()) return;
     bound_view_.reset();
     std::shared_ptr<const kube::Node> node = nodes_.cache().Get(p.spec.node_name);
-    if (!node ||
-        std::ranges::find(slurm_nodes_, bridge::SlurmNodeName(*node)) == slurm_nodes_.end()) {
+    if (!node || std::ranges::find(slurm_jobs_.nodes(), bridge::SlurmNodeName(*node)) ==
+                     slurm_jobs_.nodes().end()) {
       return;
     }
     exclusions_.clear();
-    for (const auto& [group, job] : jobs_) {
-      if (job.state == "PENDING") queue_.Add(std::string(kGroupItem) + group);
-    }
+    QueuePending();
   };
   others_.cache().AddHandlers(
       {.on_add = [others_changed](const auto& p) { others_changed(*p); },
@@ -217,8 +213,16 @@ void Scheduler::OnNodeChanged(const kube::Node* before, const kube::Node& after)
     return;
   }
   exclusions_.clear();
-  for (const auto& [group, job] : jobs_) {
-    if (job.state == "PENDING") queue_.Add(std::string(kGroupItem) + group);
+  QueuePending();
+}
+
+void Scheduler::QueueGroup(const std::string& group) {
+  queue_.Add(std::string(kGroupItem) + group);
+}
+
+void Scheduler::QueuePending() {
+  for (const auto& [group, job] : slurm_jobs_.tracked()) {
+    if (job.state == "PENDING") QueueGroup(group);
   }
 }
 
@@ -247,7 +251,7 @@ awaitable<Result<void>> Scheduler::Run() {
     if (!co_await tasks_.Sleep(std::chrono::milliseconds(20))) break;
   }
   for (int attempt = 0; !stopping_; ++attempt) {
-    startup = co_await ListJobs(/*startup=*/true);
+    startup = co_await slurm_jobs_.ReadAll();
     if (startup) break;
     spdlog::warn("reading Slurm's jobs failed (attempt {}): {}", attempt + 1,
                  startup.error().ToString());
@@ -257,25 +261,23 @@ awaitable<Result<void>> Scheduler::Run() {
   if (!stopping_) {
     // Nothing is submitted before Slurm's nodes are known (the Kubernetes-side exclusions need
     // them); PollSlurm keeps asking.
-    Result<void> nodes = co_await ListSlurmNodes();
+    Result<void> nodes = co_await slurm_jobs_.ListNodes();
     if (!nodes) {
       spdlog::warn("reading Slurm's nodes failed: {}; no job is submitted until it succeeds",
                    nodes.error().ToString());
     }
     ready_ = true;
     spdlog::info("scheduler {} started: {} pending pods, {} adopted jobs", config_.scheduler_name,
-                 pods_.cache().size(), jobs_.size());
+                 pods_.cache().size(), slurm_jobs_.tracked().size());
     // Workers beyond the submits in flight: binding and the pods' writes wait on the apiserver,
     // which a burst slows down, and must not hold the submits up (nor the other way round).
     const int workers = std::max(kMinWorkers, 4 * config_.max_concurrent_submits);
     for (int i = 0; i < workers; ++i) tasks_.Spawn(Worker());
-    tasks_.Spawn(PollSlurm());
+    slurm_jobs_.Start();
     if (!config_.device_profiles.empty()) tasks_.Spawn(ListDeviceClasses());
-    if (own_watch_) tasks_.Spawn(own_watch_->Run());
-    watch_->Subscribe(this);
   }
   co_await tasks_.Join();
-  watch_->Unsubscribe(this);
+  slurm_jobs_.Stop();
   co_return Result<void>{};
 }
 
@@ -330,8 +332,7 @@ void Scheduler::Stop() {
   queue_.ShutDown();
   submit_slots_.Close();
   recorder_.ShutDown();
-  watch_->Unsubscribe(this);
-  if (own_watch_) own_watch_->Stop();
+  slurm_jobs_.Stop();
   tasks_.Stop();
 }
 
@@ -599,8 +600,8 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
   if (group == nullptr) co_return Result<void>{};
   GroupSpec spec = group->spec;
   // A job submitted for a part of the group (a PodGroup's remainder) keeps that size.
-  if (auto it = jobs_.find(group_key); it != jobs_.end() && it->second.size > 0) {
-    spec.size = it->second.size;
+  if (const TrackedJob* t = slurm_jobs_.Find(group_key); t != nullptr && t->size > 0) {
+    spec.size = t->size;
   }
 
   // Members: unbound pods of the group; those being deleted only lose the finalizer; gated ones
@@ -627,20 +628,19 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
   const async::Clock::TimePoint now = clock_.Now();
   GroupInput in{.spec = spec,
                 .pods = live,
-                .jobs_listed_at = listed_at_,
-                .slurm_nodes_known = slurm_nodes_known_,
+                .jobs_listed_at = slurm_jobs_.listed_at(),
+                .slurm_nodes_known = slurm_jobs_.nodes_known(),
                 .labels_ride_binding = binder_.LabelsRideBinding(),
                 .now = now};
-  if (auto it = jobs_.find(group_key); it != jobs_.end()) {
-    in.tracked = View(it->second);
+  if (const TrackedJob* t = slurm_jobs_.Find(group_key)) {
+    in.tracked = ViewOf(*t);
     if (live.empty() && in.tracked->bind_tried) {
       // Its pods left the watch: bound (a Binding whose reply was lost) or gone? The apiserver
       // says which before the job may be cancelled.
       const std::int64_t id = in.tracked->id;
       Result<std::vector<Holder>> h = co_await binder_.ReadHolders(spec.namespace_, id);
       if (!h) co_return tl::unexpected(h.error());
-      auto now_it = jobs_.find(group_key);
-      if (now_it == jobs_.end() || now_it->second.id != id) {
+      if (slurm_jobs_.Find(group_key, id) == nullptr) {
         queue_.Add(std::string(kGroupItem) + group_key);  // changed meanwhile: look again
         co_return Result<void>{};
       }
@@ -648,10 +648,11 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
       in.tracked->holders_known = true;
     }
   } else if (!live.empty()) {
-    Result<std::vector<JobView>> candidates = co_await Candidates(group_key, spec.namespace_);
+    Result<std::vector<JobView>> candidates =
+        co_await slurm_jobs_.Candidates(group_key, spec.namespace_);
     if (!candidates) co_return tl::unexpected(candidates.error());
     in.tagged = std::move(*candidates);
-    if (jobs_.contains(group_key)) {  // tracked meanwhile (another worker): look again
+    if (slurm_jobs_.Find(group_key) != nullptr) {  // tracked meanwhile (another worker): look again
       queue_.Add(std::string(kGroupItem) + group_key);
       co_return Result<void>{};
     }
@@ -678,16 +679,11 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
   const GroupPlan plan = PlanGroup(in, planner_);
 
   for (const Cancel& c : plan.cancel) {
-    if (auto it = jobs_.find(group_key); it != jobs_.end() && it->second.id == c.id) {
-      jobs_.erase(it);
-    }
-    co_await CancelJob(c);
+    slurm_jobs_.Untrack(group_key, c.id);
+    co_await slurm_jobs_.CancelJob(c);
   }
   if (plan.forget) {
-    if (auto it = jobs_.find(group_key);
-        it != jobs_.end() && in.tracked && it->second.id == in.tracked->id) {
-      jobs_.erase(it);
-    }
+    if (in.tracked) slurm_jobs_.Untrack(group_key, in.tracked->id);
   }
   // Before the list below: the list is asked for once, for the pods short since then.
   if (plan.incomplete) {
@@ -699,11 +695,11 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
   const std::optional<async::Clock::TimePoint> short_since = group->incomplete_since;
   if (plan.list_jobs) {
     // A lost submit reply, or a member that may belong to a running job: read Slurm first.
-    if (listing_) {  // another worker reads them: look again after it
+    if (slurm_jobs_.listing()) {  // another worker reads them: look again after it
       queue_.AddAfter(std::string(kGroupItem) + group_key, std::chrono::milliseconds(200));
       co_return Result<void>{};
     }
-    Result<void> listed = co_await ListJobs(false);
+    Result<void> listed = co_await slurm_jobs_.List();
     if (!listed) co_return tl::unexpected(listed.error());  // with the queue's backoff
     queue_.Add(std::string(kGroupItem) + group_key);
     co_return Result<void>{};
@@ -720,7 +716,7 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
                  .refill = v.refill,
                  .parts = v.parts};
     // The list may be old: a running job's nodes (and that it still runs) are read on bind.
-    jobs_[group_key] = t;
+    slurm_jobs_.Track(std::move(t), /*submitted=*/false);
     if (GroupState* g = groups_.Find(group_key)) g->submit_doubt.reset();
     ++stats_.jobs_adopted;
     spdlog::info("{}: adopted Slurm job {} ({}{})", group_key, v.id, v.state,
@@ -741,9 +737,9 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
     Emit(live, plan.event_reason, plan.event_message);
   }
 
-  if (auto it = jobs_.find(group_key); it != jobs_.end() && !plan.label.empty()) {
-    const std::int64_t id = it->second.id;
-    const std::vector<std::string> parts = it->second.parts;
+  if (const TrackedJob* t = slurm_jobs_.Find(group_key); t != nullptr && !plan.label.empty()) {
+    const std::int64_t id = t->id;
+    const std::vector<std::string> parts = t->parts;
     for (const Pod* pod : plan.label) {
       // A heterogeneous job's pod also carries its component (a part the job has not: none).
       const int offset =
@@ -760,9 +756,9 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
     co_return co_await Submit(part, plan.submit);
   }
   if (plan.bind) {
-    auto it = jobs_.find(group_key);
-    if (it == jobs_.end()) co_return Result<void>{};
-    co_return co_await Bind(spec, live, it->second);
+    const TrackedJob* t = slurm_jobs_.Find(group_key);
+    if (t == nullptr) co_return Result<void>{};
+    co_return co_await Bind(spec, live, *t);
   }
   if (plan.update_pending) {
     const bool described = co_await UpdatePending(spec, plan.members);
@@ -772,11 +768,10 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
     // A Workload API PodGroup says where the group stands too: Slurm's state and reason while
     // its job waits, else what the pods are told.
     std::string group_message = plan.report;
-    if (auto it = jobs_.find(group_key); it != jobs_.end()) {
-      const TrackedJob& t = it->second;
+    if (const TrackedJob* t = slurm_jobs_.Find(group_key)) {
       group_message =
-          fmt::format("Slurm job {} is {}", t.id, t.state.empty() ? "PENDING" : t.state);
-      if (!t.reason.empty() && t.reason != "None") group_message += " (" + t.reason + ")";
+          fmt::format("Slurm job {} is {}", t->id, t->state.empty() ? "PENDING" : t->state);
+      if (!t->reason.empty() && t->reason != "None") group_message += " (" + t->reason + ")";
     }
     for (const Pod* pod : live) co_await ReportWaiting(*pod, plan.report);
     co_await WritePodGroupStatus(spec, false, "Unschedulable", std::move(group_message));
@@ -817,6 +812,22 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
     }
   }
   co_return Result<void>{};
+}
+
+awaitable<Result<bool>> Scheduler::PodGroupRan(const GroupSpec& spec) {
+  const bool workload = spec.key.starts_with(bridge::kWorkloadPodGroupKeyPrefix);
+  kube::ListOptions opts;
+  // A Workload API PodGroup's pods carry no label of it: the bridge's pods of the namespace,
+  // those naming it in spec.schedulingGroup.
+  opts.label_selector =
+      workload ? std::string(bridge::kJobIdLabel)
+               : fmt::format("{}={},{}", bridge::kPodGroupLabel, spec.name, bridge::kJobIdLabel);
+  Result<kube::List<Pod>> members =
+      co_await kube::ListAs<Pod>(kube_, kube::PodsRef(spec.namespace_), opts);
+  if (!members) co_return tl::unexpected(members.error());
+  co_return std::ranges::any_of(members->items, [&](const Pod& p) {
+    return !p.spec.node_name.empty() && (!workload || p.spec.scheduling_group == spec.name);
+  });
 }
 
 awaitable<void> Scheduler::ReportWaiting(const Pod& pod, std::string message) {

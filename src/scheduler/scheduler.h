@@ -70,6 +70,7 @@
 #include "scheduler/binder.h"
 #include "scheduler/group_table.h"
 #include "scheduler/planner.h"
+#include "scheduler/slurm_jobs.h"
 #include "scheduler/stats.h"
 #include "slurm/client.h"
 #include "slurm/job_watch.h"
@@ -77,8 +78,8 @@
 namespace sb::scheduler {
 
 // The job states come from a slurm::JobWatch: the process's shared one (`all` mode: one poll
-// for the scheduler and the controllers), or, given none, one of its own.
-class Scheduler : private slurm::JobWatchSubscriber {
+// for the scheduler and the controllers), or, given none, one of its own (slurm_jobs.h).
+class Scheduler {
  public:
   Scheduler(boost::asio::any_io_executor executor, kube::Client& kube, slurm::Client& slurm,
             async::Clock& clock, bridge::Config config, slurm::JobWatch* watch = nullptr);
@@ -101,7 +102,7 @@ class Scheduler : private slurm::JobWatchSubscriber {
   [[nodiscard]] const Stats& stats() const { return stats_; }
   // Groups waiting in the queue.
   [[nodiscard]] std::size_t QueueDepth() { return queue_.Len(); }
-  [[nodiscard]] std::size_t TrackedJobs() const { return jobs_.size(); }
+  [[nodiscard]] std::size_t TrackedJobs() const { return slurm_jobs_.tracked().size(); }
   [[nodiscard]] const kube::EventRecorder& events() const { return recorder_; }
   // The unbound pod `ns/name` as the scheduler's cache has it (for tests).
   [[nodiscard]] std::shared_ptr<const kube::Pod> CachedPod(const std::string& key) const {
@@ -117,38 +118,6 @@ class Scheduler : private slurm::JobWatchSubscriber {
   }
 
  private:
-  struct TrackedJob {
-    std::int64_t id = 0;
-    std::string group;
-    std::vector<std::string> uids;    // of the pods it was submitted for
-    std::string state;                // base state: PENDING, RUNNING, ...
-    std::string reason;               // Slurm's state_reason
-    std::int64_t expected_start = 0;  // a pending job's start by Slurm's planner (0: none)
-    std::string partition;
-    std::string nodes;                       // hostlist, once allocated
-    std::vector<std::string> gres_detail;    // Slurm's, one entry per node of `nodes`
-    std::vector<std::string> pods;           // "ns/name" of `uids`, same order
-    bool refill = false;                     // adopted with pods of the group bound to it
-    async::Clock::TimePoint submitted{};     // by this process (adopted jobs: the epoch)
-    async::Clock::TimePoint running_seen{};  // when this process saw it RUNNING (stage trace)
-    // Stage trace (debug level): the first watch event of its first pod, the submit sent.
-    async::Clock::TimePoint pod_seen{};
-    async::Clock::TimePoint submit_sent{};
-    // This process's Bind: began, the job's nodes read (the stage trace).
-    async::Clock::TimePoint bind_began{};
-    async::Clock::TimePoint nodes_read{};
-    // Bind() ran for it in this process: from then on pods may carry its job-id label.
-    bool bind_tried = false;
-    // The description Slurm has, as far as this process knows (unset for adopted jobs).
-    std::optional<slurm::JobDescription> sent;
-    // The group size it was submitted for when not the spec's (a PodGroup's remainder); 0: the
-    // spec's.
-    int size = 0;
-    // A heterogeneous job (bridge/parts.h): its part names by component offset, and once read
-    // on bind, where each component runs. Empty for an ordinary job.
-    std::vector<std::string> parts;
-    std::vector<Allocation::Component> components;
-  };
   // The job a group asks for now (translation and Kubernetes-side exclusions), or why none can
   // be described (`problem`, for the pods) and when to look again.
   struct Wanted {
@@ -190,17 +159,16 @@ class Scheduler : private slurm::JobWatchSubscriber {
                                         const std::vector<const kube::Pod*>& pods, std::int64_t id,
                                         const std::vector<std::string>& fields);
   void OnNodeChanged(const kube::Node* before, const kube::Node& after);
+  // The group looks again; every group whose job is pending looks again (its exclusions may
+  // have changed).
+  void QueueGroup(const std::string& group);
+  void QueuePending();
   // Looks at the group again after `after`, reading the pod and its owners anew.
   void RetryLater(const std::string& group_key, const std::vector<const kube::Pod*>& pods,
                   async::Clock::Duration after);
   // Binds the pods of a RUNNING job: binder.h's steps, their results applied here.
   boost::asio::awaitable<Result<void>> Bind(const bridge::GroupSpec& spec,
                                             std::vector<const kube::Pod*> pods, TrackedJob job);
-  // Step 1's answer into `job` and the tracked job; false when the job does not run (gone,
-  // ended, not started).
-  bool ApplyAllocation(const std::string& group, TrackedJob& job, const Allocation& a);
-  // A retag written: the tracked job and the job list held follow it.
-  void ApplyTag(const std::string& group, std::int64_t id, const TagMembers& tag);
   // A job on a node Kubernetes lacks: remembered, and cancelled when the plan says so (true:
   // cancelled, the bind ends).
   boost::asio::awaitable<bool> OnUnmapped(const bridge::GroupSpec& spec,
@@ -209,19 +177,8 @@ class Scheduler : private slurm::JobWatchSubscriber {
   // The debug-level stage trace of a bound job.
   // Also counts the bind latency (RUNNING seen to bound) of this process's jobs.
   void TraceStages(const std::string& group, const TrackedJob& job, std::size_t pods);
-  // Cancels until Slurm confirms: a failed cancel is tried again by PollSlurm.
-  boost::asio::awaitable<void> CancelJob(Cancel cancel);
-  boost::asio::awaitable<void> RetryCancels();
   // A member of the PodGroup was bound by the bridge (labelled with a job, on a node).
   boost::asio::awaitable<Result<bool>> PodGroupRan(const bridge::GroupSpec& spec);
-  // Live jobs of Slurm's last job list tagged for `group` (RUNNING ones with their holders).
-  boost::asio::awaitable<Result<std::vector<JobView>>> Candidates(const std::string& group,
-                                                                  const std::string& ns);
-  // Reads Slurm's jobs unless another worker is at it; false when it did not.
-  boost::asio::awaitable<bool> RefreshJobs();
-  // A job that ended or was cancelled leaves the last job list.
-  void Unlist(std::int64_t id);
-  static JobView View(const TrackedJob& job);
   boost::asio::awaitable<void> ReportWaiting(const kube::Pod& pod, std::string message);
   // A Workload API PodGroup's group (bridge::kWorkloadPodGroupKeyPrefix): its condition
   // (PodGroupScheduled on v1alpha2, PodGroupInitiallyScheduled on v1beta1) patched
@@ -235,33 +192,10 @@ class Scheduler : private slurm::JobWatchSubscriber {
   // N-5: reads the pod's claims (and their PVs or StorageClasses) and judges them.
   boost::asio::awaitable<bridge::VolumePlan> PlanPodVolumes(const kube::Pod& pod);
 
-  // The lists beside the job watch's polls: the periodic job list, Slurm's nodes, and the
-  // cancels Slurm has not confirmed.
-  boost::asio::awaitable<void> PollSlurm();
-  // slurm::JobWatchSubscriber: the tracked jobs (the fresh ones between full polls; none at the
-  // full poll after a list that carried their states), and their states.
-  std::vector<std::int64_t> JobsToPoll(const slurm::JobPollTick& tick) override;
-  void OnJobStates(const slurm::JobPollAnswer& answer) override;
-  void OnJobPollFailed(const Error& /*error*/) override {}
-  // The periodic full job list (adoption, a second job of a group), beside the polls.
-  boost::asio::awaitable<void> PeriodicList();
   // DRA: the DeviceClasses (resource.k8s.io/v1), listed now and every 30 s while there are
   // device profiles; translate_ and the binder's claims resolve classes through them.
   boost::asio::awaitable<void> ListDeviceClasses();
   [[nodiscard]] Binder::DraInput DraView() const;
-  // Asks Slurm about tracked jobs a list left out (GET /job/{id}): gone, or just newer.
-  boost::asio::awaitable<void> ConfirmMissing();
-  boost::asio::awaitable<Result<void>> ListJobs(bool startup);
-  // A full list read: listed_ anew, and (after start-up) the tracked jobs' states and reasons.
-  void ApplyJobList(const std::vector<slurm::JobInfo>& jobs, async::Clock::TimePoint asked,
-                    bool startup);
-  // Cancels a second live job of a tracked group (listed_), unless pods are bound to it.
-  boost::asio::awaitable<void> CancelDuplicates();
-  boost::asio::awaitable<Result<void>> ListSlurmNodes();
-  // nodeSharing coResident: warns (once per change) when the partition's OverSubscribe lets two
-  // jobs hold one core (bridge::CoResidentSharingRisk).
-  boost::asio::awaitable<void> CheckSharing();
-  void ApplyState(TrackedJob& job, const std::string& state);
 
   // Kept in node_map_ until a node event: valid until the next co_await.
   const std::map<std::string, const kube::Node*>& NodesBySlurmName() const;
@@ -305,7 +239,7 @@ class Scheduler : private slurm::JobWatchSubscriber {
 
   std::unordered_map<std::string, Rank> ranks_;  // queue item -> rank
   GroupTable groups_;
-  std::map<std::string, TrackedJob> jobs_;  // group key -> job
+  SlurmJobs slurm_jobs_;
   // Pod uid -> the last message written, and when.
   struct Reported {
     std::string message;
@@ -328,42 +262,14 @@ class Scheduler : private slurm::JobWatchSubscriber {
   // translate_.claim_templates points into them.
   std::unordered_map<std::string, std::map<std::string, kube::GenericObject>>
       claim_template_objects_;
-  std::vector<std::string> slurm_nodes_;
-  bool slurm_nodes_known_ = false;                      // a Slurm node list succeeded
-  std::string sharing_risk_;                            // the last nodeSharing warning ("" none)
-  bool nodes_refresh_ = false;                          // read Slurm's nodes at the next poll
   mutable std::vector<std::string> logged_duplicates_;  // Slurm names two K8s nodes claim
   // NodesBySlurmName() until a node event (the pointers are the node cache's), and the nodes
   // excluded per bridge::ExclusionKey until a node change that matters or a new Slurm node list:
   // pods of one shape cost one walk over the nodes, not one each (issue #13, 1,000 nodes).
   mutable std::optional<std::map<std::string, const kube::Node*>> node_map_;
   mutable std::unordered_map<std::string, std::vector<bridge::Exclusion>> exclusions_;
-  std::set<std::int64_t> missing_;  // tracked jobs a list or poll left out, to confirm
-  bool confirming_ = false;         // ConfirmMissing runs
-  // A job list or node list since the last full poll: it stands in for that poll (issue #13's
-  // idle cost of one request per jobPollInterval).
-  bool polled_otherwise_ = false;
-  // Slurm's last job list: live jobs tagged by this scheduler, by group key; when it was asked.
-  std::map<std::string, std::vector<JobView>> listed_;
-  std::optional<async::Clock::TimePoint> listed_at_;
-  std::int64_t jobs_since_ = 0;  // Slurm's last_update of the last full list (update_time)
-  bool listing_ = false;
-  async::Clock::TimePoint next_list_{};  // of the periodic list
-  // The last submit: jobs are polled every kFreshPollInterval for kFreshWindow after it, since
-  // Slurm usually starts a fitting job within a second of its submit.
-  std::optional<async::Clock::TimePoint> last_submit_;
-  std::map<std::int64_t, Cancel> to_cancel_;  // cancels Slurm has not confirmed
-  // Groups bound lately: their job, and until when a second live job tagged for them (a submit
-  // that reached slurmctld late, an old leader's) is looked for and cancelled (review N-12).
-  struct RecentlyBound {
-    std::int64_t id = 0;
-    std::string namespace_;
-    async::Clock::TimePoint until{};
-  };
-  std::map<std::string, RecentlyBound> recently_bound_;  // group key
   // Groups waiting for a place among the submit slot's waiters, in the order they came (N-20).
   std::deque<std::string> submit_line_;
-  std::unordered_map<std::int64_t, async::Clock::TimePoint> unmapped_since_;  // job id
   PlannerOptions planner_;
 
   Stats stats_;
@@ -373,8 +279,6 @@ class Scheduler : private slurm::JobWatchSubscriber {
   bool fenced_ = false;  // write_gate_ said no (logged)
   // Whether this replica may write to Slurm and the apiserver now (write_gate_); said once.
   bool MayWrite();
-  std::unique_ptr<slurm::JobWatch> own_watch_;  // when none was given
-  slurm::JobWatch* watch_;
   async::TaskGroup tasks_;
 };
 

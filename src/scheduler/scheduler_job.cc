@@ -66,7 +66,7 @@ Scheduler::Wanted Scheduler::Describe(const GroupSpec& spec,
       if (exclusions_.size() >= kExclusionCacheSize) exclusions_.clear();
       cached = exclusions_
                    .emplace(std::move(key),
-                            bridge::ExcludedNodes(members, slurm_nodes_, NodesBySlurmName(),
+                            bridge::ExcludedNodes(members, slurm_jobs_.nodes(), NodesBySlurmName(),
                                                   &BoundPods().others_usage, &BoundPods().ports,
                                                   &translate_.dra_resource_names))
                    .first;
@@ -97,7 +97,7 @@ Scheduler::Wanted Scheduler::Describe(const GroupSpec& spec,
         for (const bridge::Exclusion& e : excluded) out_already.insert(e.slurm_node);
       }
       for (const auto& [pv, terms] : va->second) {
-        for (const std::string& slurm_name : slurm_nodes_) {
+        for (const std::string& slurm_name : slurm_jobs_.nodes()) {
           auto node = NodesBySlurmName().find(slurm_name);
           if (node == NodesBySlurmName().end()) continue;  // excluded already: no Kubernetes node
           if (bridge::MatchesNodeSelectorTerms(terms, *node->second)) continue;
@@ -106,7 +106,7 @@ Scheduler::Wanted Scheduler::Describe(const GroupSpec& spec,
         }
       }
     }
-    if (!slurm_nodes_.empty() && excluded.size() == slurm_nodes_.size()) {
+    if (!slurm_jobs_.nodes().empty() && excluded.size() == slurm_jobs_.nodes().size()) {
       std::vector<std::string> why;
       for (const bridge::Exclusion& e : excluded) why.push_back(e.slurm_node + ": " + e.reason);
       w.problem =
@@ -122,7 +122,7 @@ Scheduler::Wanted Scheduler::Describe(const GroupSpec& spec,
     // (Only names Slurm still has: Slurm refuses a job that excludes a node it does not know.)
     if (const GroupState* g = groups_.Find(spec.key)) {
       for (const std::string& n : g->excluded) {
-        if (std::ranges::find(slurm_nodes_, n) != slurm_nodes_.end() &&
+        if (std::ranges::find(slurm_jobs_.nodes(), n) != slurm_jobs_.nodes().end() &&
             std::ranges::find(desc.excluded_nodes, n) == desc.excluded_nodes.end()) {
           desc.excluded_nodes.push_back(n);
         }
@@ -244,18 +244,17 @@ awaitable<Result<void>> Scheduler::Submit(const GroupSpec& spec, std::vector<con
     job.uids.push_back(pod->metadata.uid);
     job.pods.push_back(pod->metadata.namespace_ + "/" + pod->metadata.name);
   }
-  jobs_[spec.key] = job;
-  last_submit_ = job.submitted;
-  watch_->MarkFresh();
-  if (job.parts.empty()) {
-    spdlog::info("{}: submitted Slurm job {} for {} pod(s)", spec.key, job.id, pods.size());
+  const std::int64_t id = job.id;
+  const std::vector<std::string> parts = job.parts;
+  slurm_jobs_.Track(std::move(job), /*submitted=*/true);
+  if (parts.empty()) {
+    spdlog::info("{}: submitted Slurm job {} for {} pod(s)", spec.key, id, pods.size());
   } else {
     std::vector<std::string> shape;
     for (std::size_t k = 0; k < wanted.components.size(); ++k) {
-      shape.push_back(
-          fmt::format("+{} {} ({} node(s))", k, job.parts[k], wanted.components[k].nodes));
+      shape.push_back(fmt::format("+{} {} ({} node(s))", k, parts[k], wanted.components[k].nodes));
     }
-    spdlog::info("{}: submitted Slurm heterogeneous job {} for {} pod(s): {}", spec.key, job.id,
+    spdlog::info("{}: submitted Slurm heterogeneous job {} for {} pod(s): {}", spec.key, id,
                  pods.size(), fmt::join(shape, ", "));
   }
   if (!wanted.note.empty()) {
@@ -280,12 +279,12 @@ void Scheduler::CallSubmitLine() {
 }
 
 awaitable<bool> Scheduler::UpdatePending(const GroupSpec& spec, std::vector<const Pod*> pods) {
-  auto it = jobs_.find(spec.key);
-  if (it == jobs_.end() || it->second.state != "PENDING") co_return true;
-  const std::int64_t id = it->second.id;
+  TrackedJob* tracked = slurm_jobs_.Find(spec.key);
+  if (tracked == nullptr || tracked->state != "PENDING") co_return true;
+  const std::int64_t id = tracked->id;
   // A heterogeneous job keeps the description it was submitted with (Slurm updates one
   // component at a time; not done yet): it starts as it is, or ends and is submitted anew.
-  if (!it->second.parts.empty()) co_return true;
+  if (!tracked->parts.empty()) co_return true;
   // `pods`: the job's own pods first, cut to the group size (PlanGroup's members).
   Wanted wanted = Describe(spec, pods);
   if (!wanted.parts.empty()) co_return true;  // now heterogeneous: the job is kept as it is
@@ -298,7 +297,7 @@ awaitable<bool> Scheduler::UpdatePending(const GroupSpec& spec, std::vector<cons
   }
   // Adopted jobs: what they were submitted with is unknown, so every field updated in place is
   // sent once (and the others are taken to be as submitted).
-  bridge::JobUpdate update = bridge::PendingJobUpdate(it->second.sent, wanted.job);
+  bridge::JobUpdate update = bridge::PendingJobUpdate(tracked->sent, wanted.job);
   if (!update.resubmit.empty()) co_return co_await Resubmit(spec, pods, id, update.resubmit);
   // The pods the job is for from now on (its tag follows its members: a re-created one).
   auto follow = [&](TrackedJob& t) {
@@ -310,17 +309,17 @@ awaitable<bool> Scheduler::UpdatePending(const GroupSpec& spec, std::vector<cons
     }
   };
   if (update.changed.empty()) {
-    it->second.sent = std::move(wanted.job);
-    follow(it->second);
+    tracked->sent = std::move(wanted.job);
+    follow(*tracked);
     co_return true;
   }
   Result<bool> r = co_await slurm_.UpdateJob(id, std::move(update.changes));
-  it = jobs_.find(spec.key);
-  if (it == jobs_.end() || it->second.id != id) co_return true;
+  tracked = slurm_jobs_.Find(spec.key, id);  // (the await may have changed the map)
+  if (tracked == nullptr) co_return true;
   if (r) {
     ++stats_.jobs_updated;
-    it->second.sent = std::move(wanted.job);
-    follow(it->second);
+    tracked->sent = std::move(wanted.job);
+    follow(*tracked);
     spdlog::info(
         "{}: pending Slurm job {} updated: {}{}", spec.key, id, fmt::join(update.changed, ", "),
         update.kept.empty() ? std::string()
@@ -336,7 +335,7 @@ awaitable<bool> Scheduler::UpdatePending(const GroupSpec& spec, std::vector<cons
     co_return true;
   }
   // Refused: said once, and not asked again until the description changes again.
-  it->second.sent = std::move(wanted.job);
+  tracked->sent = std::move(wanted.job);
   const std::string msg = fmt::format("Slurm refused to update pending job {} ({}): {}", id,
                                       fmt::join(update.changed, ", "), ErrorWords(e));
   spdlog::warn("{}: {}", spec.key, msg);
@@ -371,8 +370,8 @@ awaitable<bool> Scheduler::Resubmit(const GroupSpec& spec, const std::vector<con
     RetryLater(spec.key, pods, std::chrono::seconds(5));
     co_return false;
   }
-  Unlist(id);
-  if (auto it = jobs_.find(spec.key); it != jobs_.end() && it->second.id == id) jobs_.erase(it);
+  slurm_jobs_.Unlist(id);
+  slurm_jobs_.Untrack(spec.key, id);
   ++stats_.jobs_resubmitted;
   const std::string msg = fmt::format(
       "{} changed: pending Slurm job {} cancelled, a new job is submitted (Slurm checks a job "
@@ -396,7 +395,7 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
         !het && job.state == "RUNNING" && job.submitted != async::Clock::TimePoint{};
     Result<Allocation> a = co_await binder_.ReadAllocation(job.id, layout_first);
     if (!a) co_return tl::unexpected(a.error());
-    if (!ApplyAllocation(spec.key, job, *a)) {
+    if (!slurm_jobs_.ApplyAllocation(spec.key, job, *a)) {
       queue_.Add(std::string(kGroupItem) + spec.key);  // gone or not running: planned again
       co_return Result<void>{};
     }
@@ -435,11 +434,9 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
     if (!h) co_return tl::unexpected(h.error());
     holders = std::move(*h);
   }
-  if (auto it = jobs_.find(spec.key); it != jobs_.end() && it->second.id == job.id) {
-    it->second.bind_tried = true;
-  }
+  if (TrackedJob* t = slurm_jobs_.Find(spec.key, job.id)) t->bind_tried = true;
   // 3. The plan.
-  BindInput in{.job = View(job),
+  BindInput in{.job = ViewOf(job),
                .slurm_nodes = std::move(*slurm_nodes),
                .node_part = std::move(node_part),
                .pods = pods,
@@ -450,9 +447,7 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
   for (const auto& [slurm_name, node] : NodesBySlurmName()) {
     in.kube_node_of[slurm_name] = node->metadata.name;
   }
-  if (auto it = unmapped_since_.find(job.id); it != unmapped_since_.end()) {
-    in.unmapped_since = it->second;
-  }
+  in.unmapped_since = slurm_jobs_.UnmappedSince(job.id);
   if (het) {
     for (const Pod* pod : pods) {
       in.part_of[pod->metadata.uid] = bridge::PartOffset(job.parts, bridge::PartName(spec, *pod));
@@ -490,7 +485,7 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
   if (plan.retag) {
     Result<TagMembers> tag = co_await binder_.Retag(spec, job.id, in.holders, pods, plan.assign);
     if (!tag) co_return tl::unexpected(tag.error());
-    ApplyTag(spec.key, job.id, *tag);
+    slurm_jobs_.ApplyTag(spec.key, job.id, *tag);
   }
   std::vector<Assignment> assign;
   if (het) {
@@ -542,16 +537,12 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
   // From here on the controllers own the pods and the job. A member re-created later finds the
   // job again in Slurm's job list; a second job of the group that shows up meanwhile is
   // cancelled.
-  if (auto it = jobs_.find(spec.key); it != jobs_.end() && it->second.id == job.id) {
-    jobs_.erase(it);
-  }
+  slurm_jobs_.Untrack(spec.key, job.id);
   if (GroupState* g = groups_.Find(spec.key)) g->ran = true;
-  recently_bound_[spec.key] = {
-      .id = job.id,
-      .namespace_ = spec.namespace_,
-      .until =
-          clock_.Now() + std::max<async::Clock::Duration>(
-                             kDuplicateWatch, kDuplicateWatchLists * config_.job_list_interval)};
+  slurm_jobs_.Bound(
+      spec.key, job.id, spec.namespace_,
+      clock_.Now() + std::max<async::Clock::Duration>(
+                         kDuplicateWatch, kDuplicateWatchLists * config_.job_list_interval));
   if (!bound.bound.empty()) {
     std::string message = fmt::format("Slurm job {} is RUNNING; {} pod(s) of the group bound",
                                       job.id, bound.bound.size());
@@ -560,80 +551,40 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
   co_return Result<void>{};
 }
 
-bool Scheduler::ApplyAllocation(const std::string& group, TrackedJob& job, const Allocation& a) {
-  auto it = jobs_.find(group);
-  TrackedJob* tracked = it != jobs_.end() && it->second.id == job.id ? &it->second : nullptr;
-  if (a.state == Allocation::State::kGone) {
-    if (tracked != nullptr) tracked->state = "GONE";
-    Unlist(job.id);
-    return false;
-  }
-  job.nodes = a.nodes;
-  job.gres_detail = a.gres_detail;
-  job.components = a.components;
-  if (!a.partition.empty()) job.partition = a.partition;
-  if (tracked != nullptr) {
-    tracked->nodes = a.nodes;
-    tracked->gres_detail = a.gres_detail;
-    tracked->components = a.components;
-    if (!a.base_state.empty()) ApplyState(*tracked, a.base_state);
-  }
-  if (bridge::JobEnded(a.base_state)) Unlist(job.id);
-  return a.state == Allocation::State::kRunning;
-}
-
-void Scheduler::ApplyTag(const std::string& group, std::int64_t id, const TagMembers& tag) {
-  if (auto it = jobs_.find(group); it != jobs_.end() && it->second.id == id) {
-    it->second.uids = tag.uids;
-    it->second.pods = tag.pods;
-  }
-  // The job list held stays true to Slurm: the next refill may adopt the job from it.
-  if (auto it = listed_.find(group); it != listed_.end()) {
-    for (JobView& v : it->second) {
-      if (v.id != id) continue;
-      v.uids = tag.uids;
-      v.pods = tag.pods;
-    }
-  }
-}
-
 awaitable<bool> Scheduler::OnUnmapped(const GroupSpec& spec, const std::vector<const Pod*>& pods,
                                       std::int64_t id, const BindPlan& plan) {
   if (plan.unmapped.empty()) {
-    unmapped_since_.erase(id);
+    slurm_jobs_.ClearUnmapped(id);
     co_return false;
   }
-  unmapped_since_.try_emplace(id, clock_.Now());
-  nodes_refresh_ = true;  // Slurm's node list may be behind too
+  slurm_jobs_.MarkUnmapped(id);
   if (!plan.cancel) co_return false;
-  unmapped_since_.erase(id);
+  slurm_jobs_.ClearUnmapped(id);
   if (GroupState* g = groups_.Find(spec.key))
     g->excluded.insert(plan.unmapped.begin(), plan.unmapped.end());
-  if (auto it = jobs_.find(spec.key); it != jobs_.end() && it->second.id == id) jobs_.erase(it);
+  slurm_jobs_.Untrack(spec.key, id);
   spdlog::warn("{}: {}", spec.key, plan.event_message);
   Emit(pods, plan.event_reason, plan.event_message);
-  co_await CancelJob(*plan.cancel);
+  co_await slurm_jobs_.CancelJob(*plan.cancel);
   queue_.Add(std::string(kGroupItem) + spec.key);
   co_return true;
 }
 
 void Scheduler::TraceStages(const std::string& group, const TrackedJob& job, std::size_t pods) {
   // The stage trace, for a slow installation: submit -> RUNNING seen -> pods bound.
-  auto it = jobs_.find(group);
-  if (it != jobs_.end() && it->second.id == job.id &&
-      it->second.running_seen != async::Clock::TimePoint{}) {
+  const TrackedJob* tracked = slurm_jobs_.Find(group, job.id);
+  if (tracked != nullptr && tracked->running_seen != async::Clock::TimePoint{}) {
     stats_.bind_latency.Observe(
-        std::chrono::duration<double>(clock_.Now() - it->second.running_seen).count());
+        std::chrono::duration<double>(clock_.Now() - tracked->running_seen).count());
   }
-  if (it == jobs_.end() || it->second.id != job.id ||
-      it->second.submitted == async::Clock::TimePoint{} ||
+  if (tracked == nullptr || tracked->submitted == async::Clock::TimePoint{} ||
       !spdlog::should_log(spdlog::level::debug)) {
     return;
   }
   const auto ms = [](async::Clock::Duration d) {
     return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
   };
-  const TrackedJob& t = it->second;
+  const TrackedJob& t = *tracked;
   // Before the submit's answer: the pod's first watch event, the submit sent.
   const std::string before =
       t.pod_seen == async::Clock::TimePoint{}

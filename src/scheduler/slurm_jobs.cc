@@ -1,8 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// The scheduler's view of Slurm (see scheduler.h): the tracked jobs' states from the job watch,
-// the periodic job list (adoption, duplicates, reasons), Slurm's nodes, cancels until confirmed.
-#include "scheduler/scheduler.h"
+#include "scheduler/slurm_jobs.h"
 
 #include <algorithm>
 
@@ -20,17 +18,10 @@
 #include "bridge/names.h"
 #include "bridge/pods.h"
 #include "bridge/tag.h"
-#include "kube/codec.h"
-#include "kube/runtime/time_format.h"
-#include "scheduler/scheduler_internal.h"
 
 namespace sb::scheduler {
 namespace asio = boost::asio;
 using asio::awaitable;
-using bridge::GroupSpec;
-using internal::kGroupItem;
-using internal::PodKey;
-using kube::Pod;
 
 namespace {
 
@@ -53,7 +44,81 @@ constexpr int kListSpacing = 20;
 
 }  // namespace
 
-JobView Scheduler::View(const TrackedJob& job) {
+SlurmJobs::SlurmJobs(asio::any_io_executor executor, slurm::Client& slurm, async::Clock& clock,
+                     const bridge::Config& config, Stats& stats, Binder& binder,
+                     const GroupTable& groups, async::TaskGroup& tasks, slurm::JobWatch* watch,
+                     Hooks hooks)
+    : slurm_(slurm),
+      clock_(clock),
+      config_(config),
+      stats_(stats),
+      binder_(binder),
+      groups_(groups),
+      tasks_(tasks),
+      hooks_(std::move(hooks)),
+      own_watch_(watch != nullptr
+                     ? nullptr
+                     : std::make_unique<slurm::JobWatch>(std::move(executor), slurm, clock,
+                                                         bridge::JobWatchOptionsOf(config))),
+      watch_(watch != nullptr ? watch : own_watch_.get()) {}
+
+SlurmJobs::~SlurmJobs() = default;
+
+awaitable<Result<void>> SlurmJobs::ReadAll() { co_return co_await ListJobs(/*startup=*/true); }
+
+void SlurmJobs::Start() {
+  tasks_.Spawn(PollSlurm());
+  if (own_watch_) tasks_.Spawn(own_watch_->Run());
+  watch_->Subscribe(this);
+}
+
+void SlurmJobs::Stop() {
+  watch_->Unsubscribe(this);
+  if (own_watch_) own_watch_->Stop();
+}
+
+TrackedJob* SlurmJobs::Find(const std::string& group) {
+  auto it = jobs_.find(group);
+  return it == jobs_.end() ? nullptr : &it->second;
+}
+
+TrackedJob* SlurmJobs::Find(const std::string& group, std::int64_t id) {
+  TrackedJob* t = Find(group);
+  return t != nullptr && t->id == id ? t : nullptr;
+}
+
+void SlurmJobs::Track(TrackedJob job, bool submitted) {
+  const std::string group = job.group;
+  if (submitted) {
+    last_submit_ = job.submitted;
+    watch_->MarkFresh();
+  }
+  jobs_[group] = std::move(job);
+}
+
+void SlurmJobs::Untrack(const std::string& group, std::int64_t id) {
+  if (auto it = jobs_.find(group); it != jobs_.end() && it->second.id == id) jobs_.erase(it);
+}
+
+awaitable<Result<void>> SlurmJobs::List() { co_return co_await ListJobs(/*startup=*/false); }
+
+void SlurmJobs::Bound(const std::string& group, std::int64_t id, const std::string& ns,
+                      async::Clock::TimePoint until) {
+  recently_bound_[group] = {.id = id, .namespace_ = ns, .until = until};
+}
+
+std::optional<async::Clock::TimePoint> SlurmJobs::UnmappedSince(std::int64_t id) const {
+  auto it = unmapped_since_.find(id);
+  if (it == unmapped_since_.end()) return std::nullopt;
+  return it->second;
+}
+
+void SlurmJobs::MarkUnmapped(std::int64_t id) {
+  unmapped_since_.try_emplace(id, clock_.Now());
+  nodes_refresh_ = true;  // Slurm's node list may be behind too
+}
+
+JobView ViewOf(const TrackedJob& job) {
   return JobView{.id = job.id,
                  .state = job.state,
                  .reason = job.reason,
@@ -68,30 +133,14 @@ JobView Scheduler::View(const TrackedJob& job) {
                  .parts = job.parts};
 }
 
-void Scheduler::Unlist(std::int64_t id) {
+void SlurmJobs::Unlist(std::int64_t id) {
   for (auto it = listed_.begin(); it != listed_.end();) {
     std::erase_if(it->second, [&](const JobView& j) { return j.id == id; });
     it = it->second.empty() ? listed_.erase(it) : std::next(it);
   }
 }
 
-awaitable<Result<bool>> Scheduler::PodGroupRan(const GroupSpec& spec) {
-  const bool workload = spec.key.starts_with(bridge::kWorkloadPodGroupKeyPrefix);
-  kube::ListOptions opts;
-  // A Workload API PodGroup's pods carry no label of it: the bridge's pods of the namespace,
-  // those naming it in spec.schedulingGroup.
-  opts.label_selector =
-      workload ? std::string(bridge::kJobIdLabel)
-               : fmt::format("{}={},{}", bridge::kPodGroupLabel, spec.name, bridge::kJobIdLabel);
-  Result<kube::List<Pod>> members =
-      co_await kube::ListAs<Pod>(kube_, kube::PodsRef(spec.namespace_), opts);
-  if (!members) co_return tl::unexpected(members.error());
-  co_return std::ranges::any_of(members->items, [&](const Pod& p) {
-    return !p.spec.node_name.empty() && (!workload || p.spec.scheduling_group == spec.name);
-  });
-}
-
-awaitable<Result<std::vector<JobView>>> Scheduler::Candidates(const std::string& group,
+awaitable<Result<std::vector<JobView>>> SlurmJobs::Candidates(const std::string& group,
                                                               const std::string& ns) {
   std::vector<JobView> out;
   auto it = listed_.find(group);
@@ -109,14 +158,14 @@ awaitable<Result<std::vector<JobView>>> Scheduler::Candidates(const std::string&
   co_return out;
 }
 
-awaitable<bool> Scheduler::RefreshJobs() {
+awaitable<bool> SlurmJobs::RefreshJobs() {
   if (listing_) co_return false;
   Result<void> r = co_await ListJobs(false);
   if (!r) spdlog::warn("reading Slurm's jobs failed: {}", r.error().ToString());
   co_return static_cast<bool>(r);
 }
 
-awaitable<void> Scheduler::CancelJob(Cancel cancel) {
+awaitable<void> SlurmJobs::CancelJob(Cancel cancel) {
   const std::int64_t id = cancel.id;
   Unlist(id);
   slurm::CancelOptions opts;
@@ -143,20 +192,57 @@ awaitable<void> Scheduler::CancelJob(Cancel cancel) {
   }
 }
 
-awaitable<void> Scheduler::RetryCancels() {
+awaitable<void> SlurmJobs::RetryCancels() {
   const std::map<std::int64_t, Cancel> pending = to_cancel_;
   for (const auto& [id, c] : pending) co_await CancelJob(c);
 }
 
-void Scheduler::ApplyState(TrackedJob& job, const std::string& state) {
+void SlurmJobs::ApplyState(TrackedJob& job, const std::string& state) {
   if (state.empty() || state == job.state) return;
   job.state = state;
   if (state == "RUNNING") job.running_seen = clock_.Now();
   if (bridge::JobEnded(state)) Unlist(job.id);
-  queue_.Add(std::string(kGroupItem) + job.group);
+  hooks_.changed(job.group);
 }
 
-awaitable<Result<void>> Scheduler::ListJobs(bool startup) {
+bool SlurmJobs::ApplyAllocation(const std::string& group, TrackedJob& job, const Allocation& a) {
+  auto it = jobs_.find(group);
+  TrackedJob* tracked = it != jobs_.end() && it->second.id == job.id ? &it->second : nullptr;
+  if (a.state == Allocation::State::kGone) {
+    if (tracked != nullptr) tracked->state = "GONE";
+    Unlist(job.id);
+    return false;
+  }
+  job.nodes = a.nodes;
+  job.gres_detail = a.gres_detail;
+  job.components = a.components;
+  if (!a.partition.empty()) job.partition = a.partition;
+  if (tracked != nullptr) {
+    tracked->nodes = a.nodes;
+    tracked->gres_detail = a.gres_detail;
+    tracked->components = a.components;
+    if (!a.base_state.empty()) ApplyState(*tracked, a.base_state);
+  }
+  if (bridge::JobEnded(a.base_state)) Unlist(job.id);
+  return a.state == Allocation::State::kRunning;
+}
+
+void SlurmJobs::ApplyTag(const std::string& group, std::int64_t id, const TagMembers& tag) {
+  if (auto it = jobs_.find(group); it != jobs_.end() && it->second.id == id) {
+    it->second.uids = tag.uids;
+    it->second.pods = tag.pods;
+  }
+  // The job list held stays true to Slurm: the next refill may adopt the job from it.
+  if (auto it = listed_.find(group); it != listed_.end()) {
+    for (JobView& v : it->second) {
+      if (v.id != id) continue;
+      v.uids = tag.uids;
+      v.pods = tag.pods;
+    }
+  }
+}
+
+awaitable<Result<void>> SlurmJobs::ListJobs(bool startup) {
   const async::Clock::TimePoint asked = clock_.Now();
   listing_ = true;
   // After the first list, Slurm sends every job only when one changed since the last list
@@ -177,7 +263,7 @@ awaitable<Result<void>> Scheduler::ListJobs(bool startup) {
   co_return Result<void>{};
 }
 
-void Scheduler::ApplyJobList(const std::vector<slurm::JobInfo>& jobs, async::Clock::TimePoint asked,
+void SlurmJobs::ApplyJobList(const std::vector<slurm::JobInfo>& jobs, async::Clock::TimePoint asked,
                              bool startup) {
   std::unordered_map<std::int64_t, const slurm::JobInfo*> by_id;
   for (const slurm::JobInfo& j : jobs) by_id[j.job_id] = &j;
@@ -216,7 +302,7 @@ void Scheduler::ApplyJobList(const std::vector<slurm::JobInfo>& jobs, async::Clo
       t.reason = j.state_reason;
       t.partition = j.partition;
       t.expected_start = ExpectedStart(j);
-      queue_.Add(std::string(kGroupItem) + group);
+      hooks_.changed(group);
     }
     if (!j.nodes.empty() && j.BaseState() == "RUNNING") {
       t.nodes = j.nodes;
@@ -231,7 +317,7 @@ void Scheduler::ApplyJobList(const std::vector<slurm::JobInfo>& jobs, async::Clo
   });
 }
 
-awaitable<void> Scheduler::CancelDuplicates() {
+awaitable<void> SlurmJobs::CancelDuplicates() {
   // A second live job of a tracked group (a submit whose reply was lost, an old leader's
   // submit): cancelled unless pods are bound to it.
   // Tracked groups, and groups bound lately (their bound job is the one kept).
@@ -271,19 +357,19 @@ awaitable<void> Scheduler::CancelDuplicates() {
   }
 }
 
-awaitable<Result<void>> Scheduler::ListSlurmNodes() {
+awaitable<Result<void>> SlurmJobs::ListNodes() {
   Result<std::vector<slurm::NodeInfo>> nodes = co_await slurm_.ListNodes();
   if (!nodes) co_return tl::unexpected(nodes.error());
   std::vector<std::string> names;
   for (const slurm::NodeInfo& n : *nodes) names.push_back(n.name);
-  if (names != slurm_nodes_) exclusions_.clear();
+  if (names != slurm_nodes_) hooks_.nodes_changed();
   slurm_nodes_ = std::move(names);
   slurm_nodes_known_ = true;
   if (config_.node_sharing == bridge::NodeSharing::kCoResident) co_await CheckSharing();
   co_return Result<void>{};
 }
 
-awaitable<void> Scheduler::CheckSharing() {
+awaitable<void> SlurmJobs::CheckSharing() {
   Result<std::vector<slurm::PartitionInfo>> parts = co_await slurm_.ListPartitions();
   if (!parts) {
     spdlog::debug("reading Slurm's partitions (nodeSharing check) failed: {}",
@@ -308,7 +394,7 @@ awaitable<void> Scheduler::CheckSharing() {
   sharing_risk_ = std::move(said);
 }
 
-awaitable<void> Scheduler::ConfirmMissing() {
+awaitable<void> SlurmJobs::ConfirmMissing() {
   if (confirming_) co_return;
   confirming_ = true;
   std::set<std::int64_t> ids = std::move(missing_);
@@ -332,7 +418,7 @@ awaitable<void> Scheduler::ConfirmMissing() {
   confirming_ = false;
 }
 
-awaitable<void> Scheduler::PeriodicList() {
+awaitable<void> SlurmJobs::PeriodicList() {
   const async::Clock::TimePoint started = clock_.Now();
   (void)co_await RefreshJobs();
   // Every jobListInterval, and never for more than 1/kListSpacing of the time: a full list
@@ -342,7 +428,7 @@ awaitable<void> Scheduler::PeriodicList() {
                                                       kListSpacing * (now - started));
 }
 
-awaitable<void> Scheduler::PollSlurm() {
+awaitable<void> SlurmJobs::PollSlurm() {
   next_list_ = clock_.Now() + config_.job_list_interval;
   async::Clock::TimePoint next_nodes = clock_.Now() + config_.node_list_interval;
   async::Clock::TimePoint next_cancel = clock_.Now();
@@ -368,7 +454,7 @@ awaitable<void> Scheduler::PollSlurm() {
     if (nodes_urgent || (clock_.Now() >= next_nodes && (fresh || !asked_this_time))) {
       nodes_refresh_ = false;
       next_nodes = clock_.Now() + config_.node_list_interval;
-      Result<void> r = co_await ListSlurmNodes();
+      Result<void> r = co_await ListNodes();
       if (!r) spdlog::warn("reading Slurm's nodes failed: {}", r.error().ToString());
       if (r && !fresh) asked_this_time = true;
     }
@@ -382,7 +468,7 @@ awaitable<void> Scheduler::PollSlurm() {
   }
 }
 
-std::vector<std::int64_t> Scheduler::JobsToPoll(const slurm::JobPollTick& tick) {
+std::vector<std::int64_t> SlurmJobs::JobsToPoll(const slurm::JobPollTick& tick) {
   std::vector<std::int64_t> ids;
   if (tick.full && std::exchange(polled_otherwise_, false)) return ids;
   // Every tracked job at a full poll; between them, the jobs submitted within kFreshWindow.
@@ -392,7 +478,7 @@ std::vector<std::int64_t> Scheduler::JobsToPoll(const slurm::JobPollTick& tick) 
   return ids;
 }
 
-void Scheduler::OnJobStates(const slurm::JobPollAnswer& answer) {
+void SlurmJobs::OnJobStates(const slurm::JobPollAnswer& answer) {
   ++stats_.state_polls;
   const std::set<std::int64_t> asked(answer.ids.begin(), answer.ids.end());
   for (auto& [group, t] : jobs_) {
