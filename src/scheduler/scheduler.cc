@@ -21,20 +21,19 @@
 #include "kube/codec.h"
 #include "kube/owners.h"
 #include "kube/runtime/time_format.h"
-#include "scheduler/scheduler_internal.h"
 
 namespace sb::scheduler {
 namespace asio = boost::asio;
 using asio::awaitable;
 using bridge::GroupSpec;
-using internal::kGroupItem;
-using internal::kPodItem;
-using internal::PodKey;
 using kube::Pod;
 
 namespace {
 
 constexpr auto kOwnerCacheTtl = std::chrono::seconds(10);
+// A pod waiting for an object that cannot be read (its PodGroup, a claim template, a volume) is
+// read again this often.
+constexpr auto kUnreadableRecheck = std::chrono::seconds(10);
 // A waiting pod's message is rewritten for a new expected start at most this often.
 constexpr auto kStartRewrite = std::chrono::seconds(60);
 
@@ -107,7 +106,7 @@ Scheduler::Scheduler(asio::any_io_executor executor, kube::Client& kube, slurm::
                 .device_profiles = config_.device_profiles};
   // Higher priority first, then the older pod; items without a rank (groups) as priority 0,
   // before every pod of priority 0.
-  queue_.SetRank([this](const std::string& item) {
+  queue_.SetRank([this](const WorkItem& item) {
     const auto r = ranks_.find(item);
     if (r == ranks_.end()) return QueueRank{};
     return QueueRank{-static_cast<std::int64_t>(r->second.priority), r->second.created};
@@ -154,15 +153,15 @@ Scheduler::Scheduler(asio::any_io_executor executor, kube::Client& kube, slurm::
 
 Scheduler::~Scheduler() = default;
 
-void Scheduler::Enqueue(const std::string& key, const Pod& pod) {
-  Rank& r = ranks_[key];
+void Scheduler::Enqueue(const WorkItem& item, const Pod& pod) {
+  Rank& r = ranks_[item];
   const std::int32_t prio = pod.spec.priority.value_or(0);
   if (r.created.empty() || prio > r.priority ||
       (prio == r.priority && pod.metadata.creation_timestamp < r.created)) {
     r.priority = prio;
     r.created = pod.metadata.creation_timestamp;
   }
-  queue_.Add(key);
+  queue_.Add(item);
 }
 
 void Scheduler::OnPod(const Pod* old, const std::shared_ptr<const Pod>& pod) {
@@ -182,25 +181,26 @@ void Scheduler::OnPod(const Pod* old, const std::shared_ptr<const Pod>& pod) {
   // A gated pod that was a member leaves its group's count.
   if (!Schedulable(*pod)) {
     if (const std::string* group = groups_.GroupOf(PodKey(*pod))) {
-      queue_.Add(std::string(kGroupItem) + *group);
+      QueueGroup(*group);
     } else if (!pod->metadata.deletion_timestamp.empty() && bridge::HasFinalizer(*pod)) {
-      Enqueue(std::string(kPodItem) + PodKey(*pod), *pod);  // Resolve releases it
+      Enqueue(WorkItem::Pod(PodKey(*pod)), *pod);  // Resolve releases it
     }
     return;
   }
   // Resolved again on every change: the group's description (annotations, members) may have
   // changed. Owners come from a short-lived cache.
-  Enqueue(std::string(kPodItem) + PodKey(*pod), *pod);
+  Enqueue(WorkItem::Pod(PodKey(*pod)), *pod);
 }
 
-void Scheduler::RetryLater(const std::string& group_key, const std::vector<const Pod*>& pods,
-                           async::Clock::Duration after) {
+Next Scheduler::RetryLater(const std::vector<const Pod*>& pods, async::Clock::Duration after) {
   // Through the pod: the fix is usually an edit of the pod or of its owner, read again there.
-  if (pods.empty()) {
-    queue_.AddAfter(std::string(kGroupItem) + group_key, after);
-  } else {
-    queue_.AddAfter(std::string(kPodItem) + PodKey(*pods.front()), after);
-  }
+  if (pods.empty()) return Next::After(after);
+  return Next::ViaPod(PodKey(*pods.front()), after);
+}
+
+awaitable<Next> Scheduler::Wait(const Pod& pod, std::string message, async::Clock::Duration after) {
+  co_await ReportWaiting(pod, std::move(message));
+  co_return Next::ViaPod(PodKey(pod), after);
 }
 
 void Scheduler::OnNodeChanged(const kube::Node* before, const kube::Node& after) {
@@ -216,9 +216,7 @@ void Scheduler::OnNodeChanged(const kube::Node* before, const kube::Node& after)
   QueuePending();
 }
 
-void Scheduler::QueueGroup(const std::string& group) {
-  queue_.Add(std::string(kGroupItem) + group);
-}
+void Scheduler::QueueGroup(const std::string& group) { queue_.Add(WorkItem::Group(group)); }
 
 void Scheduler::QueuePending() {
   for (const auto& [group, job] : slurm_jobs_.tracked()) {
@@ -235,7 +233,7 @@ void Scheduler::OnPodDeleted(const std::shared_ptr<const Pod>& pod) {
   bound_.erase(pod->metadata.uid);
   seen_.erase(pod->metadata.uid);
   if (std::optional<std::string> group = groups_.Leave(key)) {
-    Enqueue(std::string(kGroupItem) + *group, *pod);
+    Enqueue(WorkItem::Group(*group), *pod);
   }
 }
 
@@ -338,21 +336,26 @@ void Scheduler::Stop() {
 
 awaitable<void> Scheduler::Worker() {
   co_await kube::RunQueueWorker(
-      queue_, [this](const std::string& item) { return Process(item); },
-      [](const std::string& item, const Error& e) {
-        spdlog::warn("{}: {}", item.substr(2), e.ToString());
-      });
+      queue_, [this](const WorkItem& item) { return Process(item); },
+      [](const WorkItem& item, const Error& e) { spdlog::warn("{}: {}", item.key, e.ToString()); });
 }
 
-awaitable<Result<void>> Scheduler::Process(const std::string& item) {
-  if (item.starts_with(kPodItem)) {
-    Result<void> r = co_await Resolve(item.substr(kPodItem.size()));
+awaitable<Result<kube::Requeue>> Scheduler::Process(const WorkItem& item) {
+  Result<Next> next;
+  if (item.kind == WorkItem::Kind::kPod) {
+    next = co_await Resolve(item.key);
     // Done with the pod (resolved, gone, or waiting to be looked at again later): its rank goes,
     // whichever way it ended. An error keeps it for the retry.
-    if (r) ranks_.erase(item);
-    co_return r;
+    if (next) ranks_.erase(item);
+  } else {
+    next = co_await Reconcile(item.key);
   }
-  co_return co_await Reconcile(item.substr(kGroupItem.size()));
+  if (!next) co_return tl::unexpected(next.error());
+  if (next->via_pod && next->after) {
+    queue_.AddAfter(WorkItem::Pod(std::move(*next->via_pod)), *next->after);
+    co_return kube::Requeue{};
+  }
+  co_return kube::Requeue{.after = next->after};
 }
 
 awaitable<Result<kube::GenericObject>> Scheduler::GetOwner(std::string api_version,
@@ -370,18 +373,18 @@ awaitable<Result<kube::GenericObject>> Scheduler::GetOwner(std::string api_versi
   co_return obj;
 }
 
-awaitable<Result<void>> Scheduler::Resolve(const std::string& pod_key) {
+awaitable<Result<Next>> Scheduler::Resolve(const std::string& pod_key) {
   std::shared_ptr<const Pod> pod = pods_.cache().Get(pod_key);
-  if (!pod) co_return Result<void>{};
+  if (!pod) co_return Next::Done();
   if (!pod->metadata.deletion_timestamp.empty() && pod->spec.node_name.empty() &&
       groups_.GroupOf(pod_key) == nullptr) {
     // Deleted before it joined a group (gated, refused, or before this process saw it): no job
     // of this process holds it, so its finalizer (the webhook's, set at CREATE) goes. A job
     // tagged for it in Slurm is the controllers' to cancel once the pod is gone.
     co_await DropFinalizer(*pod);
-    co_return Result<void>{};
+    co_return Next::Done();
   }
-  if (!Schedulable(*pod)) co_return Result<void>{};
+  if (!Schedulable(*pod)) co_return Next::Done();
   const std::string& ns = pod->metadata.namespace_;
 
   // The controller chain, as far as it can be read (at most 32 levels, as upstream).
@@ -419,14 +422,13 @@ awaitable<Result<void>> Scheduler::Resolve(const std::string& pod_key) {
       }
     }
     if (!workload_pod_group) {
-      if (!pods_.cache().Get(pod_key)) co_return Result<void>{};
-      co_await ReportWaiting(
-          *pod,
-          fmt::format("PodGroup {} ({}) named by spec.schedulingGroup cannot be read ({}); "
-                      "the pod waits for it and is never scheduled alone",
-                      wpg, api_version->empty() ? bridge::kWorkloadApiGroup : *api_version, why));
-      queue_.AddAfter(std::string(kPodItem) + pod_key, std::chrono::seconds(10));
-      co_return Result<void>{};
+      if (!pods_.cache().Get(pod_key)) co_return Next::Done();
+      // (The message named: no temporary argument inside a co_await, gcc 12.)
+      std::string message = fmt::format(
+          "PodGroup {} ({}) named by spec.schedulingGroup cannot be read ({}); "
+          "the pod waits for it and is never scheduled alone",
+          wpg, api_version->empty() ? bridge::kWorkloadApiGroup : *api_version, why);
+      co_return co_await Wait(*pod, std::move(message), kUnreadableRecheck);
     }
   }
   std::optional<kube::GenericObject> pod_group;
@@ -439,12 +441,10 @@ awaitable<Result<void>> Scheduler::Resolve(const std::string& pod_key) {
       if (OnPodGroupError(pg.error().code) == PodGroupMiss::kRetry) {
         co_return tl::unexpected(pg.error());
       }
-      co_await ReportWaiting(
-          *pod, fmt::format("PodGroup {} cannot be read ({}); the pod waits for it and is never "
-                            "scheduled alone",
-                            it->second, ErrorWords(pg.error())));
-      queue_.AddAfter(std::string(kPodItem) + pod_key, std::chrono::seconds(10));
-      co_return Result<void>{};
+      std::string message = fmt::format(
+          "PodGroup {} cannot be read ({}); the pod waits for it and is never scheduled alone",
+          it->second, ErrorWords(pg.error()));
+      co_return co_await Wait(*pod, std::move(message), kUnreadableRecheck);
     }
     pod_group = std::move(*pg);
   }
@@ -453,20 +453,18 @@ awaitable<Result<void>> Scheduler::Resolve(const std::string& pod_key) {
                            workload_pod_group ? &*workload_pod_group : nullptr);
   if (!spec) {
     co_await ReportWaiting(*pod, "cannot group the pod: " + spec.error().message);
-    co_return Result<void>{};
+    co_return Next::Done();
   }
   // N-5: a pod whose claims cannot be used yet waits (or is refused) before it joins its group:
   // it is never bound where its volume cannot attach.
   if (!pod->spec.claim_volumes.empty()) {
     bridge::VolumePlan volumes = co_await PlanPodVolumes(*pod);
     if (volumes.verdict != bridge::VolumePlan::Verdict::kReady) {
-      if (!pods_.cache().Get(pod_key)) co_return Result<void>{};
-      co_await ReportWaiting(*pod, volumes.message);
-      queue_.AddAfter(std::string(kPodItem) + pod_key,
-                      volumes.verdict == bridge::VolumePlan::Verdict::kRefuse
-                          ? std::chrono::seconds(60)
-                          : std::chrono::seconds(10));
-      co_return Result<void>{};
+      if (!pods_.cache().Get(pod_key)) co_return Next::Done();
+      const async::Clock::Duration after = volumes.verdict == bridge::VolumePlan::Verdict::kRefuse
+                                               ? std::chrono::seconds(60)
+                                               : kUnreadableRecheck;
+      co_return co_await Wait(*pod, std::move(volumes.message), after);
     }
     volume_affinity_[pod_key] = std::move(volumes.node_affinity);
   }
@@ -481,13 +479,11 @@ awaitable<Result<void>> Scheduler::Resolve(const std::string& pod_key) {
       Result<kube::GenericObject> t = co_await kube::GetAs<kube::GenericObject>(kube_, ref);
       if (!t && t.error().code != ErrorCode::kNotFound) co_return tl::unexpected(t.error());
       if (!t) {
-        if (!pods_.cache().Get(pod_key)) co_return Result<void>{};
+        if (!pods_.cache().Get(pod_key)) co_return Next::Done();
         std::string message =
             fmt::format("ResourceClaimTemplate {} of claim {} does not exist; the pod waits for it",
                         c.resource_claim_template_name, c.name);
-        co_await ReportWaiting(*pod, std::move(message));
-        queue_.AddAfter(std::string(kPodItem) + pod_key, std::chrono::seconds(10));
-        co_return Result<void>{};
+        co_return co_await Wait(*pod, std::move(message), kUnreadableRecheck);
       }
       templates[c.resource_claim_template_name] = std::move(*t);
     }
@@ -499,15 +495,15 @@ awaitable<Result<void>> Scheduler::Resolve(const std::string& pod_key) {
   if (!pods_.cache().Get(pod_key)) {
     claim_template_objects_.erase(pod_key);
     translate_.claim_templates.erase(pod_key);
-    co_return Result<void>{};
+    co_return Next::Done();
   }
   const std::string group = spec->key;
   if (std::optional<std::string> left = groups_.Join(pod_key, std::move(*spec), clock_.Now())) {
     // Moved to another group (its pod-group label changed): the old one looks again.
-    queue_.Add(std::string(kGroupItem) + *left);
+    QueueGroup(*left);
   }
-  Enqueue(std::string(kGroupItem) + group, *pod);
-  co_return Result<void>{};
+  Enqueue(WorkItem::Group(group), *pod);
+  co_return Next::Done();
 }
 
 awaitable<bridge::VolumePlan> Scheduler::PlanPodVolumes(const Pod& pod) {
@@ -595,9 +591,9 @@ void Scheduler::Emit(const std::vector<const Pod*>& pods, const std::string& rea
   }
 }
 
-awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
+awaitable<Result<Next>> Scheduler::Reconcile(const std::string& group_key) {
   GroupState* group = groups_.Find(group_key);
-  if (group == nullptr) co_return Result<void>{};
+  if (group == nullptr) co_return Next::Done();
   GroupSpec spec = group->spec;
   // A job submitted for a part of the group (a PodGroup's remainder) keeps that size.
   if (const TrackedJob* t = slurm_jobs_.Find(group_key); t != nullptr && t->size > 0) {
@@ -641,8 +637,7 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
       Result<std::vector<Holder>> h = co_await binder_.ReadHolders(spec.namespace_, id);
       if (!h) co_return tl::unexpected(h.error());
       if (slurm_jobs_.Find(group_key, id) == nullptr) {
-        queue_.Add(std::string(kGroupItem) + group_key);  // changed meanwhile: look again
-        co_return Result<void>{};
+        co_return Next::Now();  // changed meanwhile: look again
       }
       in.tracked->holders = std::move(*h);
       in.tracked->holders_known = true;
@@ -653,13 +648,12 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
     if (!candidates) co_return tl::unexpected(candidates.error());
     in.tagged = std::move(*candidates);
     if (slurm_jobs_.Find(group_key) != nullptr) {  // tracked meanwhile (another worker): look again
-      queue_.Add(std::string(kGroupItem) + group_key);
-      co_return Result<void>{};
+      co_return Next::Now();
     }
   }
   // (The awaits above may have changed the map: looked up again.)
   group = groups_.Find(group_key);
-  if (group == nullptr) co_return Result<void>{};
+  if (group == nullptr) co_return Next::Done();
   in.submit_doubt_since = group->submit_doubt;
   in.incomplete_since = group->incomplete_since;
   in.group_since = group->since;
@@ -672,7 +666,7 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
     Result<bool> ran = co_await PodGroupRan(spec);
     if (!ran) co_return tl::unexpected(ran.error());
     group = groups_.Find(group_key);
-    if (group == nullptr) co_return Result<void>{};
+    if (group == nullptr) co_return Next::Done();
     group->ran = *ran;
     in.ran_before = *ran;
   }
@@ -696,13 +690,11 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
   if (plan.list_jobs) {
     // A lost submit reply, or a member that may belong to a running job: read Slurm first.
     if (slurm_jobs_.listing()) {  // another worker reads them: look again after it
-      queue_.AddAfter(std::string(kGroupItem) + group_key, std::chrono::milliseconds(200));
-      co_return Result<void>{};
+      co_return Next::After(std::chrono::milliseconds(200));
     }
     Result<void> listed = co_await slurm_jobs_.List();
     if (!listed) co_return tl::unexpected(listed.error());  // with the queue's backoff
-    queue_.Add(std::string(kGroupItem) + group_key);
-    co_return Result<void>{};
+    co_return Next::Now();
   }
   if (plan.adopt) {
     const JobView& v = *plan.adopt;
@@ -727,9 +719,9 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
   if (live.empty()) {
     if (GroupState* g = groups_.Find(group_key); g != nullptr && g->members.empty()) {
       groups_.Forget(group_key);
-      ranks_.erase(std::string(kGroupItem) + group_key);
+      ranks_.erase(WorkItem::Group(group_key));
     }
-    co_return Result<void>{};
+    co_return Next::Done();
   }
   if (!plan.event_reason.empty()) {
     if (plan.event_reason == "SlurmJobEnded") ++stats_.jobs_replaced;
@@ -747,7 +739,7 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
       // Named, not a braced temporary inside the co_await (gcc 12; review R-11).
       std::map<std::string, std::string> no_annotations;
       Result<void> r = co_await binder_.LabelPod(*pod, id, std::move(no_annotations), offset);
-      if (!r) co_return r;
+      if (!r) co_return tl::unexpected(r.error());
     }
   }
   if (!plan.submit.empty()) {
@@ -757,12 +749,14 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
   }
   if (plan.bind) {
     const TrackedJob* t = slurm_jobs_.Find(group_key);
-    if (t == nullptr) co_return Result<void>{};
+    if (t == nullptr) co_return Next::Done();
     co_return co_await Bind(spec, live, *t);
   }
+  Next then = Next::Done();  // asked beside the plan's recheck (an update to try again)
   if (plan.update_pending) {
-    const bool described = co_await UpdatePending(spec, plan.members);
-    if (!described) co_return Result<void>{};
+    Updated updated = co_await UpdatePending(spec, plan.members);
+    if (updated.stop) co_return std::move(updated.next);
+    then = std::move(updated.next);
   }
   if (!plan.report.empty()) {
     // A Workload API PodGroup says where the group stands too: Slurm's state and reason while
@@ -802,16 +796,11 @@ awaitable<Result<void>> Scheduler::Reconcile(const std::string& group_key) {
       }
     }
   }
-  if (recheck_at) {
-    const async::Clock::Duration after =
-        std::max(async::Clock::Duration::zero(), *recheck_at - clock_.Now());
-    if (plan.recheck_owners) {
-      RetryLater(group_key, live, after);
-    } else {
-      queue_.AddAfter(std::string(kGroupItem) + group_key, after);
-    }
-  }
-  co_return Result<void>{};
+  if (!recheck_at) co_return then;
+  const async::Clock::Duration after =
+      std::max(async::Clock::Duration::zero(), *recheck_at - clock_.Now());
+  co_return Sooner(plan.recheck_owners ? RetryLater(live, after) : Next::After(after),
+                   std::move(then));
 }
 
 awaitable<Result<bool>> Scheduler::PodGroupRan(const GroupSpec& spec) {
@@ -848,8 +837,7 @@ awaitable<void> Scheduler::ReportWaiting(const Pod& pod, std::string message) {
       // Said when the minute is up (nothing else may look at the group before).
       const std::string key = pod.metadata.namespace_ + "/" + pod.metadata.name;
       if (const std::string* group = groups_.GroupOf(key)) {
-        queue_.AddAfter(std::string(kGroupItem) + *group,
-                        kStartRewrite - (clock_.Now() - it->second.at));
+        queue_.AddAfter(WorkItem::Group(*group), kStartRewrite - (clock_.Now() - it->second.at));
       }
       co_return;
     }

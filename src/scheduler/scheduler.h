@@ -72,6 +72,7 @@
 #include "scheduler/planner.h"
 #include "scheduler/slurm_jobs.h"
 #include "scheduler/stats.h"
+#include "scheduler/work_item.h"
 #include "slurm/client.h"
 #include "slurm/job_watch.h"
 
@@ -137,25 +138,34 @@ class Scheduler {
 
   void OnPod(const kube::Pod* old, const std::shared_ptr<const kube::Pod>& pod);
   void OnPodDeleted(const std::shared_ptr<const kube::Pod>& pod);
-  void Enqueue(const std::string& key, const kube::Pod& pod);
+  void Enqueue(const WorkItem& item, const kube::Pod& pod);
 
   boost::asio::awaitable<void> Worker();
-  boost::asio::awaitable<Result<void>> Process(const std::string& item);
-  boost::asio::awaitable<Result<void>> Resolve(const std::string& pod_key);
-  boost::asio::awaitable<Result<void>> Reconcile(const std::string& group_key);
+  // One pass over a queue item; its Next applied (work_item.h).
+  boost::asio::awaitable<Result<kube::Requeue>> Process(const WorkItem& item);
+  boost::asio::awaitable<Result<Next>> Resolve(const std::string& pod_key);
+  boost::asio::awaitable<Result<Next>> Reconcile(const std::string& group_key);
+  // The pod is told why it waits, and is read again (with its owners) after `after`.
+  boost::asio::awaitable<Next> Wait(const kube::Pod& pod, std::string message,
+                                    async::Clock::Duration after);
   // `spec.size` is the size the job is for (the spec's, or a PodGroup remainder's).
-  boost::asio::awaitable<Result<void>> Submit(const bridge::GroupSpec& spec,
+  boost::asio::awaitable<Result<Next>> Submit(const bridge::GroupSpec& spec,
                                               std::vector<const kube::Pod*> pods);
   // Queues the next group of submit_line_ when a worker may wait for a submit slot again.
   void CallSubmitLine();
   Wanted Describe(const bridge::GroupSpec& spec, const std::vector<const kube::Pod*>& pods) const;
-  // Sends a pending job what changed in its description; false when the pods were told of a
-  // problem instead.
-  boost::asio::awaitable<bool> UpdatePending(const bridge::GroupSpec& spec,
-                                             std::vector<const kube::Pod*> pods);
-  // Cancels pending job `id`, whose `fields` changed where Slurm's limits look, and looks at the
-  // group again (which submits its new job); false (the pods were told, or it is tried again).
-  boost::asio::awaitable<bool> Resubmit(const bridge::GroupSpec& spec,
+  // Sends a pending job what changed in its description. `stop`: the pass ends there with
+  // `next` (the pods were told of a problem, or the job is being submitted anew); else it goes
+  // on, and `next` (an update to try again) joins what it asks at its end.
+  struct Updated {
+    bool stop = false;
+    Next next;
+  };
+  boost::asio::awaitable<Updated> UpdatePending(const bridge::GroupSpec& spec,
+                                                std::vector<const kube::Pod*> pods);
+  // Cancels pending job `id`, whose `fields` changed where Slurm's limits look; the group looks
+  // again at once (which submits its new job), or later when the cancel failed.
+  boost::asio::awaitable<Next> Resubmit(const bridge::GroupSpec& spec,
                                         const std::vector<const kube::Pod*>& pods, std::int64_t id,
                                         const std::vector<std::string>& fields);
   void OnNodeChanged(const kube::Node* before, const kube::Node& after);
@@ -164,10 +174,9 @@ class Scheduler {
   void QueueGroup(const std::string& group);
   void QueuePending();
   // Looks at the group again after `after`, reading the pod and its owners anew.
-  void RetryLater(const std::string& group_key, const std::vector<const kube::Pod*>& pods,
-                  async::Clock::Duration after);
+  static Next RetryLater(const std::vector<const kube::Pod*>& pods, async::Clock::Duration after);
   // Binds the pods of a RUNNING job: binder.h's steps, their results applied here.
-  boost::asio::awaitable<Result<void>> Bind(const bridge::GroupSpec& spec,
+  boost::asio::awaitable<Result<Next>> Bind(const bridge::GroupSpec& spec,
                                             std::vector<const kube::Pod*> pods, TrackedJob job);
   // A job on a node Kubernetes lacks: remembered, and cancelled when the plan says so (true:
   // cancelled, the bind ends).
@@ -234,10 +243,10 @@ class Scheduler {
   Binder binder_;
   // The work queue's order: (-priority, creationTimestamp).
   using QueueRank = std::pair<std::int64_t, std::string>;
-  kube::WorkQueue<std::string, QueueRank> queue_;
+  kube::WorkQueue<WorkItem, QueueRank> queue_;
   async::Semaphore submit_slots_;  // maxConcurrentSubmits
 
-  std::unordered_map<std::string, Rank> ranks_;  // queue item -> rank
+  std::unordered_map<WorkItem, Rank> ranks_;  // queue item -> rank
   GroupTable groups_;
   SlurmJobs slurm_jobs_;
   // Pod uid -> the last message written, and when.

@@ -25,14 +25,11 @@
 #include "bridge/tag.h"
 #include "kube/codec.h"
 #include "kube/runtime/time_format.h"
-#include "scheduler/scheduler_internal.h"
 
 namespace sb::scheduler {
 namespace asio = boost::asio;
 using asio::awaitable;
 using bridge::GroupSpec;
-using internal::kGroupItem;
-using internal::PodKey;
 using kube::Pod;
 
 namespace {
@@ -159,14 +156,13 @@ Scheduler::Wanted Scheduler::Describe(const GroupSpec& spec,
   return w;
 }
 
-awaitable<Result<void>> Scheduler::Submit(const GroupSpec& spec, std::vector<const Pod*> pods) {
+awaitable<Result<Next>> Scheduler::Submit(const GroupSpec& spec, std::vector<const Pod*> pods) {
   Wanted wanted = Describe(spec, pods);
   if (!wanted.problem.empty()) {
     spdlog::warn("{}: {}", spec.key, wanted.problem);
     for (const Pod* pod : pods) co_await ReportWaiting(*pod, wanted.problem);
     co_await WritePodGroupStatus(spec, false, "Unschedulable", wanted.problem);
-    RetryLater(spec.key, pods, wanted.retry);
-    co_return Result<void>{};
+    co_return RetryLater(pods, wanted.retry);
   }
   // At most maxConcurrentSubmits submits at once (in the queue's order), and at most as many
   // workers wait for a slot: beyond that a group waits in a line that holds no worker, and is
@@ -177,12 +173,12 @@ awaitable<Result<void>> Scheduler::Submit(const GroupSpec& spec, std::vector<con
     if (std::ranges::find(submit_line_, spec.key) == submit_line_.end()) {
       submit_line_.push_back(spec.key);
     }
-    co_return Result<void>{};
+    co_return Next::Done();
   }
   std::optional<async::Semaphore::Permit> permit = co_await submit_slots_.Acquire();
   CallSubmitLine();
   // A scheduler that stops (lost leadership) submits nothing more: the next leader does.
-  if (!permit || stopping_ || !MayWrite()) co_return Result<void>{};
+  if (!permit || stopping_ || !MayWrite()) co_return Next::Done();
   const std::string partition = wanted.job.partition;
   const async::Clock::TimePoint sent = clock_.Now();
   Result<slurm::JobSubmitResult> submitted;
@@ -214,8 +210,7 @@ awaitable<Result<void>> Scheduler::Submit(const GroupSpec& spec, std::vector<con
       co_await WritePodGroupStatus(spec, false, "Unschedulable", msg);
     }
     if (e.code == ErrorCode::kInvalidArgument || e.code == ErrorCode::kPermissionDenied) {
-      RetryLater(spec.key, pods, std::chrono::seconds(30));
-      co_return Result<void>{};
+      co_return RetryLater(pods, std::chrono::seconds(30));
     }
     co_return tl::unexpected(e);
   }
@@ -263,8 +258,7 @@ awaitable<Result<void>> Scheduler::Submit(const GroupSpec& spec, std::vector<con
   }
 
   // The next pass labels the pods (job id, finalizer, toleration).
-  queue_.Add(std::string(kGroupItem) + spec.key);
-  co_return Result<void>{};
+  co_return Next::Now();
 }
 
 void Scheduler::CallSubmitLine() {
@@ -274,31 +268,35 @@ void Scheduler::CallSubmitLine() {
       submit_slots_.waiting() >= static_cast<std::size_t>(config_.max_concurrent_submits)) {
     return;
   }
-  queue_.Add(std::string(kGroupItem) + submit_line_.front());
+  QueueGroup(submit_line_.front());
   submit_line_.pop_front();
 }
 
-awaitable<bool> Scheduler::UpdatePending(const GroupSpec& spec, std::vector<const Pod*> pods) {
+awaitable<Scheduler::Updated> Scheduler::UpdatePending(const GroupSpec& spec,
+                                                       std::vector<const Pod*> pods) {
   TrackedJob* tracked = slurm_jobs_.Find(spec.key);
-  if (tracked == nullptr || tracked->state != "PENDING") co_return true;
+  if (tracked == nullptr || tracked->state != "PENDING") co_return Updated{};
   const std::int64_t id = tracked->id;
   // A heterogeneous job keeps the description it was submitted with (Slurm updates one
   // component at a time; not done yet): it starts as it is, or ends and is submitted anew.
-  if (!tracked->parts.empty()) co_return true;
+  if (!tracked->parts.empty()) co_return Updated{};
   // `pods`: the job's own pods first, cut to the group size (PlanGroup's members).
   Wanted wanted = Describe(spec, pods);
-  if (!wanted.parts.empty()) co_return true;  // now heterogeneous: the job is kept as it is
+  if (!wanted.parts.empty()) co_return Updated{};  // now heterogeneous: the job is kept as it is
   if (!wanted.problem.empty()) {
     const std::string msg =
         fmt::format("{}; Slurm job {} waits with the description it had", wanted.problem, id);
     for (const Pod* pod : pods) co_await ReportWaiting(*pod, msg);
-    RetryLater(spec.key, pods, wanted.retry);
-    co_return false;
+    co_return Updated{.stop = true, .next = RetryLater(pods, wanted.retry)};
   }
   // Adopted jobs: what they were submitted with is unknown, so every field updated in place is
   // sent once (and the others are taken to be as submitted).
   bridge::JobUpdate update = bridge::PendingJobUpdate(tracked->sent, wanted.job);
-  if (!update.resubmit.empty()) co_return co_await Resubmit(spec, pods, id, update.resubmit);
+  if (!update.resubmit.empty()) {
+    // (Named: no co_await inside a braced initializer, gcc 12.)
+    Next next = co_await Resubmit(spec, pods, id, update.resubmit);
+    co_return Updated{.stop = true, .next = std::move(next)};
+  }
   // The pods the job is for from now on (its tag follows its members: a re-created one).
   auto follow = [&](TrackedJob& t) {
     t.uids.clear();
@@ -311,11 +309,11 @@ awaitable<bool> Scheduler::UpdatePending(const GroupSpec& spec, std::vector<cons
   if (update.changed.empty()) {
     tracked->sent = std::move(wanted.job);
     follow(*tracked);
-    co_return true;
+    co_return Updated{};
   }
   Result<bool> r = co_await slurm_.UpdateJob(id, std::move(update.changes));
   tracked = slurm_jobs_.Find(spec.key, id);  // (the await may have changed the map)
-  if (tracked == nullptr) co_return true;
+  if (tracked == nullptr) co_return Updated{};
   if (r) {
     ++stats_.jobs_updated;
     tracked->sent = std::move(wanted.job);
@@ -324,15 +322,17 @@ awaitable<bool> Scheduler::UpdatePending(const GroupSpec& spec, std::vector<cons
         "{}: pending Slurm job {} updated: {}{}", spec.key, id, fmt::join(update.changed, ", "),
         update.kept.empty() ? std::string()
                             : fmt::format(" (Slurm keeps its {})", fmt::join(update.kept, ", ")));
-    co_return true;
+    co_return Updated{};
   }
   const Error& e = r.error();
   // Started or ended meanwhile: the next poll sees it.
-  if (e.code == ErrorCode::kFailedPrecondition || e.code == ErrorCode::kNotFound) co_return true;
+  if (e.code == ErrorCode::kFailedPrecondition || e.code == ErrorCode::kNotFound) {
+    co_return Updated{};
+  }
   if (e.code == ErrorCode::kUnavailable || e.code == ErrorCode::kDeadlineExceeded) {
+    // Tried again after a while; the pods are still told where the job stands now.
     spdlog::warn("{}: updating pending Slurm job {} failed: {}", spec.key, id, e.ToString());
-    RetryLater(spec.key, pods, std::chrono::seconds(5));
-    co_return true;
+    co_return Updated{.next = RetryLater(pods, std::chrono::seconds(5))};
   }
   // Refused: said once, and not asked again until the description changes again.
   tracked->sent = std::move(wanted.job);
@@ -343,7 +343,7 @@ awaitable<bool> Scheduler::UpdatePending(const GroupSpec& spec, std::vector<cons
     recorder_.Emit(kube::MakeObjectReference("v1", "Pod", pod->metadata), kube::EventType::kWarning,
                    "SlurmJobUpdateFailed", msg);
   }
-  co_return true;
+  co_return Updated{};
 }
 
 bool Scheduler::MayWrite() {
@@ -355,20 +355,19 @@ bool Scheduler::MayWrite() {
   return false;
 }
 
-awaitable<bool> Scheduler::Resubmit(const GroupSpec& spec, const std::vector<const Pod*>& pods,
+awaitable<Next> Scheduler::Resubmit(const GroupSpec& spec, const std::vector<const Pod*>& pods,
                                     std::int64_t id, const std::vector<std::string>& fields) {
   // Review R-1: the bridge's token is an operator's, and Slurm takes an operator's update of a
   // pending job's time limit or TRES as set by an admin, past partition and QOS limits. The job
   // is cancelled and submitted anew instead, which Slurm checks as it does any submit; it goes
   // to the back of the queue, as a job its user cancelled and submitted again would.
-  if (!MayWrite()) co_return false;
+  if (!MayWrite()) co_return Next::Done();
   const slurm::CancelOptions opts;  // named: no braced temporary inside a co_await (gcc 12)
   Result<bool> r = co_await slurm_.CancelJob(id, opts);
   if (!r && r.error().code != ErrorCode::kNotFound) {
     spdlog::warn("{}: cancelling pending Slurm job {} to submit it anew failed: {}", spec.key, id,
                  r.error().ToString());
-    RetryLater(spec.key, pods, std::chrono::seconds(5));
-    co_return false;
+    co_return RetryLater(pods, std::chrono::seconds(5));
   }
   slurm_jobs_.Unlist(id);
   slurm_jobs_.Untrack(spec.key, id);
@@ -379,11 +378,10 @@ awaitable<bool> Scheduler::Resubmit(const GroupSpec& spec, const std::vector<con
       fmt::join(fields, ", "), id);
   spdlog::info("{}: {}", spec.key, msg);
   Emit(pods, "SlurmJobResubmitted", msg);
-  queue_.Add(std::string(kGroupItem) + spec.key);
-  co_return false;
+  co_return Next::Now();
 }
 
-awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const Pod*> pods,
+awaitable<Result<Next>> Scheduler::Bind(const GroupSpec& spec, std::vector<const Pod*> pods,
                                         TrackedJob job) {
   // The steps are binder.h's; this applies what each returns to the scheduler's state.
   job.bind_began = clock_.Now();
@@ -396,8 +394,7 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
     Result<Allocation> a = co_await binder_.ReadAllocation(job.id, layout_first);
     if (!a) co_return tl::unexpected(a.error());
     if (!slurm_jobs_.ApplyAllocation(spec.key, job, *a)) {
-      queue_.Add(std::string(kGroupItem) + spec.key);  // gone or not running: planned again
-      co_return Result<void>{};
+      co_return Next::Now();  // gone or not running: planned again
     }
   }
   job.nodes_read = clock_.Now();
@@ -467,15 +464,17 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
     }
   }
   const BindPlan plan = PlanBind(in, planner_);
-  if (co_await OnUnmapped(spec, pods, job.id, plan)) co_return Result<void>{};
+  if (co_await OnUnmapped(spec, pods, job.id, plan)) co_return Next::Now();
   if (!plan.report.empty()) {
     for (const Pod* pod : pods) co_await ReportWaiting(*pod, plan.report);
   }
-  if (plan.recheck_at) {
-    queue_.AddAfter(std::string(kGroupItem) + spec.key,
-                    std::max(async::Clock::Duration::zero(), *plan.recheck_at - clock_.Now()));
-  }
-  if (plan.assign.empty()) co_return Result<void>{};
+  // Pods left waiting (a refill short of free nodes; a job on a node Kubernetes lacks): the
+  // group looks again then, whatever this pass binds.
+  const Next recheck =
+      plan.recheck_at
+          ? Next::After(std::max(async::Clock::Duration::zero(), *plan.recheck_at - clock_.Now()))
+          : Next::Done();
+  if (plan.assign.empty()) co_return recheck;
 
   // 4. Pre-bind writes: pods the job was not submitted for (a re-created member) join its tag,
   // so that the controllers know them as the job's; each pod carries the finalizer and the
@@ -509,7 +508,7 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
     if (Labelled(*a.pod, job.id, config_.scheduler_name, offset, ride)) continue;
     ++stats_.bind_patches;
     Result<void> r = co_await binder_.LabelPod(*a.pod, job.id, a.annotations, offset);
-    if (!r) co_return r;
+    if (!r) co_return tl::unexpected(r.error());
   }
   // DRA: each pod's claim names the devices Slurm gave the job on its node.
   if (!config_.device_profiles.empty()) {
@@ -517,10 +516,10 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
     for (const auto& [slurm_name, kube_name] : in.kube_node_of)
       slurm_name_of[kube_name] = slurm_name;
     Result<void> claims = co_await binder_.WriteClaims(job.id, assign, slurm_name_of, DraView());
-    if (!claims) co_return claims;
+    if (!claims) co_return tl::unexpected(claims.error());
   }
   // 5. The Bindings (the apiserver adds their annotations to the pods').
-  if (!MayWrite()) co_return Result<void>{};
+  if (!MayWrite()) co_return Next::Done();
   Binder::Bound bound = co_await binder_.BindPods(job.id, assign);
   for (const Assignment& a : bound.bound) {
     reported_.erase(a.pod->metadata.uid);
@@ -548,7 +547,7 @@ awaitable<Result<void>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
                                       job.id, bound.bound.size());
     co_await WritePodGroupStatus(spec, true, "Scheduled", std::move(message));
   }
-  co_return Result<void>{};
+  co_return recheck;
 }
 
 awaitable<bool> Scheduler::OnUnmapped(const GroupSpec& spec, const std::vector<const Pod*>& pods,
@@ -566,7 +565,6 @@ awaitable<bool> Scheduler::OnUnmapped(const GroupSpec& spec, const std::vector<c
   spdlog::warn("{}: {}", spec.key, plan.event_message);
   Emit(pods, plan.event_reason, plan.event_message);
   co_await slurm_jobs_.CancelJob(*plan.cancel);
-  queue_.Add(std::string(kGroupItem) + spec.key);
   co_return true;
 }
 

@@ -46,6 +46,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <type_traits>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -320,15 +321,25 @@ class WorkQueue {
   std::function<Rank(const Key&)> rank_;
 };
 
+// What a reconcile may return beside success: look at the item again after `after` (zero: as
+// soon as this pass is done; a key is never handed to two workers at once); none: not until
+// something queues it again. controller-runtime's Result{RequeueAfter}.
+struct Requeue {
+  std::optional<async::Clock::Duration> after;
+};
+
 // One worker of a controller: takes items from `queue` until it shuts down and hands each to
-// `reconcile` (a callable returning awaitable<Result<void>>). Success forgets the item's backoff;
-// an error, or an exception (turned into kInternal, so a bug in one item never stops the
-// worker), goes to `on_error(item, error)` and the item comes back rate-limited.
+// `reconcile` (a callable returning awaitable<Result<void>> or awaitable<Result<Requeue>>).
+// Success forgets the item's backoff and applies the Requeue; an error, or an exception (turned
+// into kInternal, so a bug in one item never stops the worker), goes to `on_error(item, error)`
+// and the item comes back rate-limited.
 template <typename Key, typename Rank, typename ReconcileFn, typename OnErrorFn>
 boost::asio::awaitable<void> RunQueueWorker(WorkQueue<Key, Rank>& queue, ReconcileFn reconcile,
                                             OnErrorFn on_error) {
+  using Answer = typename std::invoke_result_t<ReconcileFn&, const Key&>::value_type;
+  static_assert(std::is_same_v<Answer, Result<void>> || std::is_same_v<Answer, Result<Requeue>>);
   while (std::optional<Key> item = co_await queue.Get()) {
-    Result<void> r;
+    Answer r;
     try {
       r = co_await reconcile(*item);
     } catch (const std::exception& e) {
@@ -336,6 +347,9 @@ boost::asio::awaitable<void> RunQueueWorker(WorkQueue<Key, Rank>& queue, Reconci
     }
     if (r) {
       queue.Forget(*item);
+      if constexpr (std::is_same_v<Answer, Result<Requeue>>) {
+        if (r->after) queue.AddAfter(*item, *r->after);
+      }
     } else {
       on_error(*item, r.error());
       queue.AddRateLimited(*item);

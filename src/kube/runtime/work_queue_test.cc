@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "kube/runtime/work_queue.h"
 
+#include <algorithm>
 #include <chrono>
 #include <exception>
 #include <map>
@@ -10,6 +11,7 @@
 
 #include <gtest/gtest.h>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/io_context.hpp>
 
@@ -440,6 +442,39 @@ TEST_F(WorkQueueTest, RunQueueWorkerRetriesFailuresAndSurvivesExceptions) {
   q_.ShutDown();
   Drain(io_);
   EXPECT_TRUE(finished);
+}
+
+// A reconcile that asks for its item again: "soon" after 1 s (once), "now" at once (once), "done"
+// never.
+asio::awaitable<Result<Requeue>> Ask(std::string item, std::vector<std::string>* seen) {
+  seen->push_back(item);
+  const auto times = std::ranges::count(*seen, item);
+  if (item == "soon" && times == 1) co_return Requeue{.after = seconds(1)};
+  if (item == "now" && times == 1) co_return Requeue{.after = seconds(0)};
+  co_return Requeue{};
+}
+
+TEST_F(WorkQueueTest, RunQueueWorkerAppliesTheRequeueAReconcileReturns) {
+  std::vector<std::string> seen;
+  for (const char* k : {"soon", "now", "done"}) q_.Add(k);
+  asio::co_spawn(
+      io_,
+      RunQueueWorker(
+          q_, [&seen](const std::string& item) { return Ask(item, &seen); },
+          [](const std::string& item, const Error& e) { ADD_FAILURE() << item << e.message; }),
+      asio::detached);
+  Drain(io_);
+  // "now" came back as soon as its pass was done; "soon" waits for its second.
+  EXPECT_EQ(seen, (std::vector<std::string>{"soon", "now", "done", "now"}));
+  EXPECT_EQ(q_.NumRequeues("soon"), 0u);  // a requeue is no failure: no backoff counted
+  RunFor(io_, clock_, milliseconds(999));
+  EXPECT_EQ(seen.size(), 4u);
+  RunFor(io_, clock_, milliseconds(1));
+  EXPECT_EQ(seen, (std::vector<std::string>{"soon", "now", "done", "now", "soon"}));
+  RunFor(io_, clock_, seconds(5));
+  EXPECT_EQ(seen.size(), 5u);
+  q_.ShutDown();
+  Drain(io_);
 }
 
 }  // namespace
