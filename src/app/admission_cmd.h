@@ -7,6 +7,8 @@
 // SIGTERM or SIGINT; it then stops accepting, lets requests in flight finish (at most
 // `shutdown_grace`) and returns 0. Startup errors (config, certificate, address in use,
 // kubeconfig when a namespace selector needs one) are logged and return 1.
+// The webhook itself is a Component (app/components.h): the process's one, or one of
+// `slurm-bridge all --webhook`'s, on the same loop.
 //
 // Flags (upstream's names and defaults):
 //   --config                     /etc/slurm-bridge/config.yaml
@@ -28,10 +30,21 @@
 
 #include <chrono>
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include <boost/asio/any_io_executor.hpp>
+
+#include "common/error.h"
+
+namespace sb::bridge {
+struct Config;
+}  // namespace sb::bridge
+
 namespace sb::app {
+
+class Component;
 
 struct AdmissionOptions {
   std::string config_path = "/etc/slurm-bridge/config.yaml";
@@ -49,5 +62,12 @@ struct AdmissionOptions {
 
 // Runs the webhook until SIGTERM/SIGINT. Returns the process exit status.
 int RunAdmission(const AdmissionOptions& options);
+
+// The webhook of `config` (the bridge config, read by the caller) and `options`, listening
+// already: a start-up error (certificate, address in use, no apiserver for a namespace selector)
+// is returned. Its Run() lasts until Stop(); Stop() stops accepting, open connections finish.
+[[nodiscard]] Result<std::unique_ptr<Component>> MakeAdmissionComponent(
+    boost::asio::any_io_executor executor, const AdmissionOptions& options,
+    const bridge::Config& config);
 
 }  // namespace sb::app

@@ -1,10 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "app/cli.h"
 
-#include <csignal>
 #include <ostream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <spdlog/spdlog.h>
@@ -243,17 +241,9 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
     run_opts.scheduler = sched->parsed() || all->parsed();
     run_opts.controllers = ctrl->parsed() || all->parsed();
     if (all->parsed() && all_webhook) {
-      // The webhook on a thread of its own (its own loop and signal handling); its probes are
-      // served by the main health server.
       adm_opts.config_path = run_opts.config_path;
       adm_opts.kubeconfig = run_opts.kubeconfig;
-      adm_opts.health_probe_bind_address = "0";
-      std::thread webhook([&adm_opts] {
-        if (RunAdmission(adm_opts) != 0) std::raise(SIGTERM);
-      });
-      const int rc = RunComponents(run_opts);
-      webhook.join();
-      return rc;
+      run_opts.webhook = adm_opts;
     }
     return RunComponents(run_opts);
   }

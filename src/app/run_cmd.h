@@ -3,13 +3,17 @@
 // app/run_cmd.h
 //
 // `slurm-bridge scheduler`, `slurm-bridge controllers` and `slurm-bridge all`: loads the config,
-// connects to kube-apiserver and slurmrestd, optionally campaigns for leadership on a Lease
-// (only the leader runs the components), serves /healthz and /readyz on the health address and
-// /metrics (Prometheus text) on the metrics address, and runs until SIGTERM or SIGINT, which
-// stop the components, release the Lease and exit 0.
+// connects to kube-apiserver and slurmrestd and hands the components to a Manager
+// (app/components.h), which optionally campaigns for leadership on a Lease (only the leader runs
+// the components), serves /healthz and /readyz on the health address and /metrics (Prometheus
+// text) on the metrics address, and runs until SIGTERM or SIGINT, which stop the components,
+// release the Lease and exit 0. `all --webhook` adds the admission webhook on the same loop.
 #pragma once
 
+#include <optional>
 #include <string>
+
+#include "app/admission_cmd.h"
 
 namespace sb::app {
 
@@ -23,6 +27,9 @@ struct RunOptions {
   std::string leader_election_id;                   // empty: per component (see run_cmd.cc)
   std::string metrics_bind_address = ":8080";       // "0" or "": off
   std::string health_probe_bind_address = ":8081";  // "0" or "": off
+  // `all --webhook`: the admission webhook too, on every replica (its own health server off:
+  // health_probe_bind_address serves the process's probes).
+  std::optional<AdmissionOptions> webhook;
 };
 
 // Returns the exit status: 0 after a clean shutdown, 1 when start-up fails (the message names

@@ -39,7 +39,8 @@ bool Alive(std::string_view state) { return !state.empty() && !bridge::JobEnded(
 
 PodController::PodController(asio::any_io_executor executor, kube::Client& kube,
                              slurm::Client& slurm, async::Clock& clock, bridge::Config config,
-                             PodControllerOptions options, slurm::JobWatch* watch)
+                             PodControllerOptions options, slurm::JobWatch* watch,
+                             kube::Informer<kube::Node>* nodes)
     : executor_(std::move(executor)),
       kube_(kube),
       slurm_(slurm),
@@ -51,7 +52,10 @@ PodController::PodController(asio::any_io_executor executor, kube::Client& kube,
             kube::InformerOptions{
                 .reflector = {.list_options = {.field_selector = "spec.schedulerName=" +
                                                                  config_.scheduler_name}}}),
-      nodes_(kube, kube::NodesRef()),
+      own_nodes_(nodes != nullptr
+                     ? nullptr
+                     : std::make_unique<kube::Informer<kube::Node>>(kube, kube::NodesRef())),
+      nodes_(nodes != nullptr ? *nodes : *own_nodes_),
       event_sink_(kube),
       recorder_(clock, event_sink_,
                 kube::EventRecorderOptions{.source = {.component = "slurm-bridge-controllers"}}),
@@ -104,7 +108,7 @@ void PodController::OnPod(const Pod& pod) {
 
 awaitable<void> PodController::Run() {
   tasks_.Spawn(pods_.Run());
-  tasks_.Spawn(nodes_.Run());
+  if (own_nodes_) tasks_.Spawn(own_nodes_->Run());
   tasks_.Spawn(recorder_.Run());
   while (!pods_.HasSynced() || !nodes_.HasSynced()) {
     if (!co_await tasks_.Sleep(std::chrono::milliseconds(20))) break;
@@ -127,7 +131,7 @@ void PodController::Stop() {
   if (stopping_) return;
   stopping_ = true;
   pods_.Stop();
-  nodes_.Stop();
+  if (own_nodes_) own_nodes_->Stop();
   queue_.ShutDown();
   recorder_.ShutDown();
   watch_->Unsubscribe(this);

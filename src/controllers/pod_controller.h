@@ -33,6 +33,9 @@
 // to id, state, tag and submit time), and a GET /job/{id} when a job is first seen, its state is
 // unknown, or before acting on it.
 //
+// The Nodes come from the process's shared Node informer when one is given (run by its owner),
+// else from one of its own.
+//
 // Thread model: loop-confined.
 #pragma once
 
@@ -106,7 +109,7 @@ class PodController : private slurm::JobWatchSubscriber {
  public:
   PodController(boost::asio::any_io_executor executor, kube::Client& kube, slurm::Client& slurm,
                 async::Clock& clock, bridge::Config config, PodControllerOptions options = {},
-                slurm::JobWatch* watch = nullptr);
+                slurm::JobWatch* watch = nullptr, kube::Informer<kube::Node>* nodes = nullptr);
   ~PodController();
   PodController(const PodController&) = delete;
   PodController& operator=(const PodController&) = delete;
@@ -168,7 +171,8 @@ class PodController : private slurm::JobWatchSubscriber {
   PodControllerOptions options_;
   Owner owner_;
   kube::Informer<kube::Pod> pods_;
-  kube::Informer<kube::Node> nodes_;
+  std::unique_ptr<kube::Informer<kube::Node>> own_nodes_;  // when none was given
+  kube::Informer<kube::Node>& nodes_;  // the process's shared one, run by its owner, or own_nodes_
   kube::ClientEventSink event_sink_;
   kube::EventRecorder recorder_;
   kube::WorkQueue<std::int64_t> queue_;

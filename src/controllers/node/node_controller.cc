@@ -22,7 +22,6 @@ namespace {
 constexpr int kWorkers = 4;
 // How long a written condition may stay unseen in the cache before it is written again.
 constexpr auto kWrittenTtl = std::chrono::seconds(10);
-constexpr auto kMinListInterval = std::chrono::milliseconds(100);
 constexpr auto kListRetryBase = std::chrono::seconds(1);
 // How often a cluster without resource.k8s.io/v1 is asked again.
 constexpr auto kDraRediscovery = std::chrono::minutes(5);
@@ -49,13 +48,24 @@ bool SameCondition(const kube::Condition& a, const kube::Condition& b) {
 }  // namespace
 
 NodeController::NodeController(asio::any_io_executor executor, kube::Client& kube,
-                               slurm::Client& slurm, async::Clock& clock, bridge::Config config)
+                               slurm::Client& slurm, async::Clock& clock, bridge::Config config,
+                               kube::Informer<kube::Node>* nodes, slurm::NodeWatch* node_watch)
     : executor_(std::move(executor)),
       kube_(kube),
       slurm_(slurm),
       clock_(clock),
       config_(std::move(config)),
-      nodes_(kube, kube::NodesRef()),
+      own_nodes_(nodes != nullptr
+                     ? nullptr
+                     : std::make_unique<kube::Informer<kube::Node>>(kube, kube::NodesRef())),
+      nodes_(nodes != nullptr ? *nodes : *own_nodes_),
+      own_node_watch_(
+          node_watch != nullptr
+              ? nullptr
+              : std::make_unique<slurm::NodeWatch>(
+                    executor_, slurm, clock,
+                    slurm::NodeWatchOptions{.list_interval = config_.node_list_interval})),
+      node_watch_(node_watch != nullptr ? *node_watch : *own_node_watch_),
       event_sink_(kube),
       recorder_(clock, event_sink_,
                 kube::EventRecorderOptions{.source = {.component = std::string(kComponent)}}),
@@ -93,21 +103,25 @@ NodeController::~NodeController() = default;
 
 awaitable<void> NodeController::Run() {
   if (stopping_) co_return;
-  tasks_.Spawn(nodes_.Run());
+  if (own_nodes_) tasks_.Spawn(own_nodes_->Run());
   tasks_.Spawn(recorder_.Run());
-  tasks_.Spawn(PollSlurm());
+  if (own_node_watch_) tasks_.Spawn(own_node_watch_->Run());
+  node_watch_.Subscribe(this);
   for (int i = 0; i < kWorkers; ++i) tasks_.Spawn(Worker());
   if (!config_.device_profiles.empty()) tasks_.Spawn(WatchResourceSlices());
   spdlog::info("node controller started (scheduler {}, Slurm node list every {} ms)",
                config_.scheduler_name, config_.node_list_interval.count());
   co_await tasks_.Join();
+  node_watch_.Unsubscribe(this);
   spdlog::info("node controller stopped");
 }
 
 void NodeController::Stop() {
   if (stopping_) return;
   stopping_ = true;
-  nodes_.Stop();
+  if (own_nodes_) own_nodes_->Stop();
+  node_watch_.Unsubscribe(this);
+  if (own_node_watch_) own_node_watch_->Stop();
   if (slices_) slices_->Stop();
   queue_.ShutDown();
   recorder_.ShutDown();
@@ -173,64 +187,41 @@ awaitable<void> NodeController::WatchResourceSlices() {
   EnqueueAll();
 }
 
-awaitable<Result<void>> NodeController::ListSlurmNodes() {
-  Result<std::vector<slurm::NodeInfo>> nodes = co_await slurm_.ListNodes();
-  if (!nodes) co_return tl::unexpected(nodes.error());
+void NodeController::OnSlurmNodes(const slurm::NodeListAnswer& answer) {
+  if (stopping_) return;
   std::map<std::string, slurm::NodeInfo> by_name;
-  for (slurm::NodeInfo& n : *nodes) {
+  for (const slurm::NodeInfo& n : answer.nodes) {
     if (n.name.empty()) continue;  // input, not an invariant: skip what cannot be matched
-    std::string name = n.name;
-    by_name.insert_or_assign(std::move(name), std::move(n));
+    by_name.insert_or_assign(n.name, n);
   }
+  bool held = false;
   if (slurm_listed_) {
     const std::size_t lost = static_cast<std::size_t>(std::ranges::count_if(
         slurm_nodes_, [&](const auto& kv) { return !by_name.contains(kv.first); }));
     if (SuspiciousShrink(slurm_nodes_.size(), lost)) {
-      if (++shrink_seen_ < kShrinkConfirmations) {
+      held = ++shrink_seen_ < kShrinkConfirmations;
+      if (held) {
         ++stats_.slurm_lists_held;
         spdlog::warn(
             "Slurm's node list lacks {} of the {} Slurm nodes known ({} nodes listed): not acted "
             "on (a token that cannot see every node, or a partial answer, would strip the "
             "managed-node taint); believed if {} lists in a row say so",
             lost, slurm_nodes_.size(), by_name.size(), kShrinkConfirmations);
-        co_return Result<void>{};
+      } else {
+        spdlog::warn(
+            "Slurm's node list lacks {} of the {} known Slurm nodes for {} lists in a row: "
+            "believed",
+            lost, slurm_nodes_.size(), shrink_seen_);
       }
-      spdlog::warn(
-          "Slurm's node list lacks {} of the {} known Slurm nodes for {} lists in a row: "
-          "believed",
-          lost, slurm_nodes_.size(), shrink_seen_);
     }
   }
-  shrink_seen_ = 0;
-  slurm_nodes_ = std::move(by_name);
-  slurm_listed_ = true;
-  ++stats_.slurm_lists;
-  co_return Result<void>{};
-}
-
-awaitable<void> NodeController::PollSlurm() {
-  const async::Clock::Duration interval =
-      std::max<async::Clock::Duration>(config_.node_list_interval, kMinListInterval);
-  int failures = 0;
-  while (!stopping_) {
-    Result<void> listed = co_await ListSlurmNodes();
-    if (stopping_) break;
-    async::Clock::Duration wait = interval;
-    if (listed) {
-      if (failures > 0) spdlog::info("reading Slurm's nodes works again");
-      failures = 0;
-      EnqueueAll();
-    } else {
-      ++stats_.errors;
-      async::Clock::Duration backoff = kListRetryBase * (1 << std::min(failures, 10));
-      wait = std::min(backoff, interval);
-      ++failures;
-      spdlog::warn("reading Slurm's nodes failed (attempt {}), retrying in {} ms: {}", failures,
-                   std::chrono::duration_cast<std::chrono::milliseconds>(wait).count(),
-                   listed.error().ToString());
-    }
-    if (!co_await tasks_.Sleep(wait)) break;
+  if (!held) {
+    shrink_seen_ = 0;
+    slurm_nodes_ = std::move(by_name);
+    slurm_listed_ = true;
+    ++stats_.slurm_lists;
   }
+  EnqueueAll();
 }
 
 std::optional<slurm::NodeInfo> NodeController::SlurmNode(const std::string& slurm_name) const {

@@ -16,12 +16,14 @@
 //     taint step of the same reconcile already sees the new Slurm node (managed-node taint).
 //
 // How it runs:
-//   - A Node informer: every add or change of a Node queues that node at once.
-//   - Slurm's node list is read with one GET /nodes/ every config.node_list_interval, whatever
-//     the number of nodes; after each read every Node is queued (a no-op when nothing differs).
-//     A failed read keeps the previous list and is retried with backoff (1 s doubling, at most
-//     the interval). Nothing is reconciled before the first list has been read, so a Slurm
-//     outage at start-up never strips taints.
+//   - A Node informer (the process's shared one when given, else one of its own): every add or
+//     change of a Node queues that node at once.
+//   - Slurm's node list comes from a slurm::NodeWatch (the process's shared one when given, else
+//     one of its own): one GET /nodes/ every config.node_list_interval, whatever the number of
+//     nodes; after each read every Node is queued (a no-op when nothing differs). A failed read
+//     keeps the previous list and is retried with backoff (1 s doubling, at most the interval).
+//     Nothing is reconciled before the first list has been read, so a Slurm outage at start-up
+//     never strips taints.
 //   - Reconciles run from a kube::WorkQueue (one node at a time per key, four workers). Errors
 //     requeue the node with a per-key backoff (250 ms doubling to 60 s).
 //   - Before it drains or undrains, the controller reads the one Slurm node again
@@ -53,8 +55,9 @@
 //     per change of its message, per node). They name the node
 //     with uid = node name, as kubelet does, so that `kubectl describe node` lists them.
 //
-// Thread model: loop-confined; everything runs on the executor's one thread. The clients and the
-// clock must outlive Run().
+// Thread model: loop-confined; everything runs on the executor's one thread. The clients, the
+// clock and a given informer and node watch must outlive the controller; a given informer and
+// node watch are run (and stopped) by their owner (app/components.h), not by the controller.
 //
 // Example:
 //   NodeController nodes(io.get_executor(), *kube, *slurm, clock, config);
@@ -85,6 +88,7 @@
 #include "kube/runtime/kube_adapters.h"
 #include "kube/runtime/work_queue.h"
 #include "slurm/client.h"
+#include "slurm/node_watch.h"
 
 namespace sb::controllers {
 
@@ -107,14 +111,18 @@ struct NodeControllerStats {
   std::uint64_t gres_condition_updates = 0;  // writes and removals of SlinkySlurmGRESCompatible
 };
 
-class NodeController {
+class NodeController : private slurm::NodeWatchSubscriber {
  public:
   // Source component of the Events.
   static constexpr std::string_view kComponent = "slurm-bridge-controllers";
 
+  // `nodes`, `node_watch`: the process's shared Node informer and Slurm node watch; null: the
+  // controller makes and runs its own (tests, a controller alone).
   NodeController(boost::asio::any_io_executor executor, kube::Client& kube, slurm::Client& slurm,
-                 async::Clock& clock, bridge::Config config);
-  ~NodeController();
+                 async::Clock& clock, bridge::Config config,
+                 kube::Informer<kube::Node>* nodes = nullptr,
+                 slurm::NodeWatch* node_watch = nullptr);
+  ~NodeController() override;
   NodeController(const NodeController&) = delete;
   NodeController& operator=(const NodeController&) = delete;
 
@@ -132,8 +140,10 @@ class NodeController {
   void Enqueue(const std::string& name) { queue_.Add(name); }
   void EnqueueAll();
   [[nodiscard]] boost::asio::awaitable<void> Worker();
-  [[nodiscard]] boost::asio::awaitable<void> PollSlurm();
-  [[nodiscard]] boost::asio::awaitable<Result<void>> ListSlurmNodes();
+  // slurm::NodeWatchSubscriber: Slurm's node list, kept unless it lost too many nodes at once
+  // (SuspiciousShrink); then every Node is queued.
+  void OnSlurmNodes(const slurm::NodeListAnswer& answer) override;
+  void OnNodeListFailed(const Error& /*error*/) override { ++stats_.errors; }
   [[nodiscard]] boost::asio::awaitable<Result<void>> Reconcile(std::string name);
   // GET /node/{slurm_name} into `info` and the cached list (reset when Slurm does not know it),
   // before a decision that writes to Slurm; an error for any other failure.
@@ -171,7 +181,10 @@ class NodeController {
   async::Clock& clock_;
   bridge::Config config_;
 
-  kube::Informer<kube::Node> nodes_;
+  std::unique_ptr<kube::Informer<kube::Node>> own_nodes_;  // when none was given
+  kube::Informer<kube::Node>& nodes_;
+  std::unique_ptr<slurm::NodeWatch> own_node_watch_;  // when none was given
+  slurm::NodeWatch& node_watch_;
   kube::ClientEventSink event_sink_;
   kube::EventRecorder recorder_;
   kube::WorkQueue<std::string> queue_;
