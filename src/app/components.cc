@@ -74,7 +74,8 @@ class InformersComponent final : public Component {
 class SchedulerComponent final : public Component {
  public:
   explicit SchedulerComponent(const Shared& s)
-      : scheduler_(s.executor, s.kube, s.slurm, s.clock, s.config, &s.job_watch) {
+      : scheduler_(s.executor, s.kube, s.slurm, s.clock, s.config, &s.job_watch,
+                   &s.informers.Nodes()) {
     scheduler_.SetWriteGate(s.leading);
   }
   std::string_view name() const override { return "scheduler"; }

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -31,7 +32,16 @@ namespace {
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
 
-TEST(ManagerTest, ControllersShareOneNodeInformerAndOneSlurmNodeList) {
+// What one process asked of the apiserver and of Slurm between its start and its readiness.
+struct Counts {
+  bool ready = false;
+  int node_lists = 0;    // GET /api/v1/nodes without watch=
+  int node_watches = 0;  // with watch=
+  int slurm_node_lists = 0;
+};
+
+// Runs a Manager with the components `add` adds until it is ready (10 s at most), then stops it.
+Counts RunUntilReady(const std::function<void(Manager&, const Shared&)>& add) {
   // The fake apiserver's own loop and thread.
   asio::io_context api_io;
   sb::testing::FakeApiServer api(api_io);
@@ -50,7 +60,7 @@ TEST(ManagerTest, ControllersShareOneNodeInformerAndOneSlurmNodeList) {
 
   asio::io_context io(1);
   auto ep = net::ParseEndpoint(api.url());
-  ASSERT_TRUE(ep);
+  EXPECT_TRUE(ep);
   std::unique_ptr<net::HttpClient> http =
       std::move(*net::HttpClient::Create(io.get_executor(), *ep, {}));
   std::unique_ptr<kube::Client> kube = kube::MakeClient(*http, nullptr);
@@ -64,10 +74,8 @@ TEST(ManagerTest, ControllersShareOneNodeInformerAndOneSlurmNodeList) {
   config.node_list_interval = 60s;  // one list in this test
 
   Manager manager(io, ManagerOptions{});
-  const Shared& shared = manager.Share(*kube, slurm, clock, config);
-  manager.Add(MakePodControllerComponent(shared));
-  manager.Add(MakeNodeControllerComponent(shared));
-  bool ready = false;
+  add(manager, manager.Share(*kube, slurm, clock, config));
+  Counts counts;
   asio::co_spawn(
       io,
       [&]() -> asio::awaitable<void> {
@@ -76,7 +84,7 @@ TEST(ManagerTest, ControllersShareOneNodeInformerAndOneSlurmNodeList) {
           timer.expires_after(10ms);
           (void)co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
         }
-        ready = manager.Ready();
+        counts.ready = manager.Ready();
         manager.Stop();
       },
       asio::detached);
@@ -84,11 +92,34 @@ TEST(ManagerTest, ControllersShareOneNodeInformerAndOneSlurmNodeList) {
   api_work.reset();
   api_io.stop();
   api_thread.join();
+  counts.node_lists = node_lists.load();
+  counts.node_watches = node_watches.load();
+  counts.slurm_node_lists = slurm.calls("ListNodes");
+  return counts;
+}
 
-  EXPECT_TRUE(ready);
-  EXPECT_EQ(node_lists.load(), 1) << "one Node informer for both controllers";
-  EXPECT_LE(node_watches.load(), 1);
-  EXPECT_EQ(slurm.calls("ListNodes"), 1) << "one Slurm node list";
+TEST(ManagerTest, ControllersShareOneNodeInformerAndOneSlurmNodeList) {
+  Counts c = RunUntilReady([](Manager& manager, const Shared& shared) {
+    manager.Add(MakePodControllerComponent(shared));
+    manager.Add(MakeNodeControllerComponent(shared));
+  });
+  EXPECT_TRUE(c.ready);
+  EXPECT_EQ(c.node_lists, 1) << "one Node informer for both controllers";
+  EXPECT_LE(c.node_watches, 1);
+  EXPECT_EQ(c.slurm_node_lists, 1) << "one Slurm node list";
+}
+
+// `slurm-bridge all`: the scheduler reads the same Node informer as the controllers. (It still
+// lists Slurm's nodes itself, on its job-poll budget: docs/architecture.md, "Shared sources".)
+TEST(ManagerTest, SchedulerAndControllersShareOneNodeInformer) {
+  Counts c = RunUntilReady([](Manager& manager, const Shared& shared) {
+    manager.Add(MakeSchedulerComponent(shared));
+    manager.Add(MakePodControllerComponent(shared));
+    manager.Add(MakeNodeControllerComponent(shared));
+  });
+  EXPECT_TRUE(c.ready);
+  EXPECT_EQ(c.node_lists, 1) << "one Node informer for the three components";
+  EXPECT_LE(c.node_watches, 1);
 }
 
 }  // namespace

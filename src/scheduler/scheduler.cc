@@ -65,7 +65,8 @@ constexpr int kMinWorkers = 16;
 }  // namespace
 
 Scheduler::Scheduler(asio::any_io_executor executor, kube::Client& kube, slurm::Client& slurm,
-                     async::Clock& clock, bridge::Config config, slurm::JobWatch* watch)
+                     async::Clock& clock, bridge::Config config, slurm::JobWatch* watch,
+                     kube::Informer<kube::Node>* nodes)
     : executor_(std::move(executor)),
       kube_(kube),
       slurm_(slurm),
@@ -76,7 +77,10 @@ Scheduler::Scheduler(asio::any_io_executor executor, kube::Client& kube, slurm::
                 .reflector = {.list_options = {.field_selector =
                                                    "spec.schedulerName=" + config_.scheduler_name +
                                                    ",spec.nodeName="}}}),
-      nodes_(kube, kube::NodesRef()),
+      own_nodes_(nodes != nullptr
+                     ? nullptr
+                     : std::make_unique<kube::Informer<kube::Node>>(kube, kube::NodesRef())),
+      nodes_(nodes != nullptr ? *nodes : *own_nodes_),
       others_(kube, kube::PodsRef(),
               kube::InformerOptions{
                   .reflector = {.list_options = {.field_selector =
@@ -239,7 +243,7 @@ void Scheduler::OnPodDeleted(const std::shared_ptr<const Pod>& pod) {
 
 awaitable<Result<void>> Scheduler::Run() {
   tasks_.Spawn(pods_.Run());
-  tasks_.Spawn(nodes_.Run());
+  if (own_nodes_) tasks_.Spawn(own_nodes_->Run());
   tasks_.Spawn(others_.Run());
   tasks_.Spawn(recorder_.Run());
 
@@ -325,7 +329,7 @@ void Scheduler::Stop() {
   if (stopping_) return;
   stopping_ = true;
   pods_.Stop();
-  nodes_.Stop();
+  if (own_nodes_) own_nodes_->Stop();
   others_.Stop();
   queue_.ShutDown();
   submit_slots_.Close();

@@ -79,11 +79,14 @@
 namespace sb::scheduler {
 
 // The job states come from a slurm::JobWatch: the process's shared one (`all` mode: one poll
-// for the scheduler and the controllers), or, given none, one of its own (slurm_jobs.h).
+// for the scheduler and the controllers), or, given none, one of its own (slurm_jobs.h). The
+// Nodes likewise come from the process's shared Node informer (run by its owner) or, given
+// none, from one of its own.
 class Scheduler {
  public:
   Scheduler(boost::asio::any_io_executor executor, kube::Client& kube, slurm::Client& slurm,
-            async::Clock& clock, bridge::Config config, slurm::JobWatch* watch = nullptr);
+            async::Clock& clock, bridge::Config config, slurm::JobWatch* watch = nullptr,
+            kube::Informer<kube::Node>* nodes = nullptr);
   ~Scheduler();
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -231,7 +234,8 @@ class Scheduler {
   bool device_classes_unserved_logged_ = false;
 
   kube::Informer<kube::Pod> pods_;
-  kube::Informer<kube::Node> nodes_;
+  std::unique_ptr<kube::Informer<kube::Node>> own_nodes_;  // when none was given
+  kube::Informer<kube::Node>& nodes_;  // the process's shared one, run by its owner, or own_nodes_
   // Every bound, unfinished pod. N-13: what other schedulers' pods (DaemonSets, mirror pods)
   // request is not Slurm's to give; and no pod may open a host port another pod on the node
   // holds (the bridge's own pods included: they share nodes with exclusive "false"). Summed
