@@ -410,6 +410,17 @@ TEST(PodsTest, EndedStatesAndFinalizerPatch) {
   for (const char* s : {"PENDING", "RUNNING", "SUSPENDED", "COMPLETING", ""}) {
     EXPECT_FALSE(JobEnded(s)) << s;
   }
+  EXPECT_EQ(PhaseOf(""), JobPhase::kUnknown);
+  EXPECT_EQ(PhaseOf("PENDING"), JobPhase::kPending);
+  EXPECT_EQ(PhaseOf("RUNNING"), JobPhase::kRunning);
+  EXPECT_EQ(PhaseOf("COMPLETING"), JobPhase::kEnding);
+  EXPECT_EQ(PhaseOf("TIMEOUT"), JobPhase::kEnded);
+  EXPECT_EQ(PhaseOf("GONE"), JobPhase::kGone);
+  EXPECT_EQ(PhaseOf("SUSPENDED"), JobPhase::kOther);
+  EXPECT_EQ(JobState::Gone().name(), "GONE");
+  EXPECT_TRUE(JobState::Gone().ended());
+  EXPECT_FALSE(JobState("SUSPENDED").running());
+  EXPECT_FALSE(JobState().known());
   kube::Pod pod;
   pod.metadata.resource_version = "42";
   pod.metadata.finalizers = {"a/keep", "scheduler.slinky.slurm.net/finalizer", "b/keep"};

@@ -13,9 +13,21 @@
 namespace sb::bridge {
 
 bool JobEnded(std::string_view s) {
-  return s == "COMPLETED" || s == "CANCELLED" || s == "FAILED" || s == "TIMEOUT" ||
-         s == "NODE_FAIL" || s == "PREEMPTED" || s == "BOOT_FAIL" || s == "DEADLINE" ||
-         s == "OUT_OF_MEMORY" || s == "GONE";
+  const JobPhase p = PhaseOf(s);
+  return p == JobPhase::kEnded || p == JobPhase::kGone;
+}
+
+JobPhase PhaseOf(std::string_view s) {
+  if (s.empty()) return JobPhase::kUnknown;
+  if (s == "PENDING") return JobPhase::kPending;
+  if (s == "RUNNING") return JobPhase::kRunning;
+  if (s == "COMPLETING") return JobPhase::kEnding;
+  if (s == "GONE") return JobPhase::kGone;
+  if (s == "COMPLETED" || s == "CANCELLED" || s == "FAILED" || s == "TIMEOUT" || s == "NODE_FAIL" ||
+      s == "PREEMPTED" || s == "BOOT_FAIL" || s == "DEADLINE" || s == "OUT_OF_MEMORY") {
+    return JobPhase::kEnded;
+  }
+  return JobPhase::kOther;
 }
 
 bool PodFinished(const kube::Pod& pod) {

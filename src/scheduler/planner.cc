@@ -50,7 +50,7 @@ enum class Kind {
 };
 
 Kind Classify(const JobView& j) {
-  if (j.state != "RUNNING") return Kind::kUnbound;
+  if (!j.state.running()) return Kind::kUnbound;
   if (!j.holders_known) return Kind::kFinishing;  // cannot tell: leave it alone
   if (j.holders.empty()) return Kind::kUnbound;
   return AnyActive(j.holders) ? Kind::kRefill : Kind::kFinishing;
@@ -70,10 +70,10 @@ std::string WaitingMessage(const JobView& job) {
                                 job.partition.empty() ? "(default)" : job.partition);
   if (!job.reason.empty() && job.reason != "None") {
     msg += ": " + job.reason;
-  } else if (job.state != "PENDING") {
-    msg += ": " + job.state;
+  } else if (!job.state.pending()) {
+    msg += ": " + job.state.name();
   }
-  if (job.state == "PENDING" && job.expected_start > 0) {
+  if (job.state.pending() && job.expected_start > 0) {
     msg += std::string(kExpectedStartWords) + bridge::FormatUnixTime(job.expected_start);
   }
   return msg;
@@ -130,12 +130,13 @@ GroupPlan PlanGroup(const GroupInput& in, const PlannerOptions& options) {
     }
     return plan;
   }
-  if (job && bridge::JobEnded(job->state)) {
+  if (job && job->state.ended()) {
     plan.forget = true;
     plan.event_reason = "SlurmJobEnded";
-    plan.event_message =
-        fmt::format("Slurm job {} ended ({}) before the pods were bound; submitting a new job",
-                    job->id, job->state == "GONE" ? "no longer known to Slurm" : job->state);
+    plan.event_message = fmt::format(
+        "Slurm job {} ended ({}) before the pods were bound; submitting a new job", job->id,
+        job->state.phase() == bridge::JobPhase::kGone ? "no longer known to Slurm"
+                                                      : job->state.name());
     plan.recheck_at = in.now;
     return plan;
   }
@@ -152,8 +153,7 @@ GroupPlan PlanGroup(const GroupInput& in, const PlannerOptions& options) {
     // since. Read it again before adopting or submitting (issue #29: a Job's new pod takes
     // over its requeued job, which keeps its id and its place in the queue).
     if (in.group_since && in.jobs_listed_at && *in.jobs_listed_at < *in.group_since &&
-        std::ranges::any_of(
-            in.tagged, [](const JobView& j) { return !bridge::JobEnded(j.state); })) {
+        std::ranges::any_of(in.tagged, [](const JobView& j) { return !j.state.ended(); })) {
       plan.list_jobs = true;
       return plan;
     }
@@ -161,10 +161,10 @@ GroupPlan PlanGroup(const GroupInput& in, const PlannerOptions& options) {
     // is never taken over; cancelled while pending, left to the controllers once running.
     std::vector<JobView> tagged;
     for (const JobView& j : in.tagged) {
-      if (bridge::JobEnded(j.state)) continue;
+      if (j.state.ended()) continue;
       if (spec.key.starts_with("Pod/") && !j.uids.empty() &&
           !Contains(j.uids, pods.front()->metadata.uid)) {
-        if (j.state == "PENDING") plan.cancel.push_back({j.id, "its pod was re-created"});
+        if (j.state.pending()) plan.cancel.push_back({j.id, "its pod was re-created"});
         continue;
       }
       tagged.push_back(j);
@@ -178,8 +178,8 @@ GroupPlan PlanGroup(const GroupInput& in, const PlannerOptions& options) {
       // A running one (its allocation is there already), then the one for most of these pods,
       // then the oldest.
       auto better = [&](const JobView& x, const JobView& y) {
-        const bool xr = x.state == "RUNNING";
-        const bool yr = y.state == "RUNNING";
+        const bool xr = x.state.running();
+        const bool yr = y.state.running();
         if (xr != yr) return xr;
         if (Overlap(x, pods) != Overlap(y, pods)) return Overlap(x, pods) > Overlap(y, pods);
         return x.id < y.id;
@@ -193,7 +193,7 @@ GroupPlan PlanGroup(const GroupInput& in, const PlannerOptions& options) {
     // or bindable): never a second job beside it; look again in a second, when the holders are
     // read anew (test audit N10).
     if (keep == nullptr && std::ranges::any_of(tagged, [](const JobView& j) {
-          return j.state == "RUNNING" && !j.holders_known;
+          return j.state.running() && !j.holders_known;
         })) {
       plan.recheck_at = in.now + std::chrono::seconds(1);
       return plan;
@@ -259,7 +259,7 @@ GroupPlan PlanGroup(const GroupInput& in, const PlannerOptions& options) {
     return plan;
   }
 
-  if (job->state == "RUNNING") {
+  if (job->state.running()) {
     plan.bind = true;
     return plan;
   }
@@ -277,7 +277,7 @@ GroupPlan PlanGroup(const GroupInput& in, const PlannerOptions& options) {
     if (labelled && bridge::HasFinalizer(*p)) continue;
     plan.label.push_back(p);
   }
-  plan.update_pending = job->state == "PENDING";
+  plan.update_pending = job->state.pending();
   // Most jobs start within a Slurm scheduling cycle: a just-submitted job without a reason yet is
   // not worth a condition and an event per pod.
   if ((job->reason.empty() || job->reason == "None") &&
@@ -464,7 +464,7 @@ std::vector<Cancel> PlanDuplicates(const std::map<std::string, std::int64_t>& tr
     auto it = listed.find(group);
     if (it == listed.end()) continue;
     for (const JobView& j : it->second) {
-      if (j.id == id || bridge::JobEnded(j.state) || Classify(j) != Kind::kUnbound) continue;
+      if (j.id == id || j.state.ended() || Classify(j) != Kind::kUnbound) continue;
       out.push_back({j.id, fmt::format("a second Slurm job of {} (job {} is kept)", group, id),
                      CancelCause::kDuplicate});
     }

@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "async/clock.h"
+#include "bridge/pods.h"
 #include "bridge/translate.h"
 #include "common/error.h"
 #include "kube/types.h"
@@ -59,8 +60,8 @@ struct Holder {
 // A Slurm job of a group, as the scheduler knows it.
 struct JobView {
   std::int64_t id = 0;
-  std::string state;   // base state: PENDING, RUNNING, ...; "GONE" when Slurm no longer knows it
-  std::string reason;  // Slurm's state_reason
+  bridge::JobState state;  // PENDING, RUNNING, ...; "GONE" when Slurm no longer knows it
+  std::string reason;      // Slurm's state_reason
   // A pending job's start as Slurm's planner expects it (Unix seconds; 0: none given).
   std::int64_t expected_start = 0;
   std::string partition;

@@ -224,7 +224,7 @@ void Scheduler::QueueGroup(const std::string& group) { queue_.Add(WorkItem::Grou
 
 void Scheduler::QueuePending() {
   for (const auto& [group, job] : slurm_jobs_.tracked()) {
-    if (job.state == "PENDING") QueueGroup(group);
+    if (job.state.pending()) QueueGroup(group);
   }
 }
 
@@ -715,7 +715,7 @@ awaitable<Result<Next>> Scheduler::Reconcile(const std::string& group_key) {
     slurm_jobs_.Track(std::move(t), /*submitted=*/false);
     if (GroupState* g = groups_.Find(group_key)) g->submit_doubt.reset();
     ++stats_.jobs_adopted;
-    spdlog::info("{}: adopted Slurm job {} ({}{})", group_key, v.id, v.state,
+    spdlog::info("{}: adopted Slurm job {} ({}{})", group_key, v.id, v.state.name(),
                  v.refill ? ", pods of the group run in it" : "");
   }
 
@@ -768,7 +768,7 @@ awaitable<Result<Next>> Scheduler::Reconcile(const std::string& group_key) {
     std::string group_message = plan.report;
     if (const TrackedJob* t = slurm_jobs_.Find(group_key)) {
       group_message =
-          fmt::format("Slurm job {} is {}", t->id, t->state.empty() ? "PENDING" : t->state);
+          fmt::format("Slurm job {} is {}", t->id, t->state.known() ? t->state.name() : "PENDING");
       if (!t->reason.empty() && t->reason != "None") group_message += " (" + t->reason + ")";
     }
     for (const Pod* pod : live) co_await ReportWaiting(*pod, plan.report);

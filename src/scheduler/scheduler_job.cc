@@ -275,7 +275,7 @@ void Scheduler::CallSubmitLine() {
 awaitable<Scheduler::Updated> Scheduler::UpdatePending(const GroupSpec& spec,
                                                        std::vector<const Pod*> pods) {
   TrackedJob* tracked = slurm_jobs_.Find(spec.key);
-  if (tracked == nullptr || tracked->state != "PENDING") co_return Updated{};
+  if (tracked == nullptr || !tracked->state.pending()) co_return Updated{};
   const std::int64_t id = tracked->id;
   // A heterogeneous job keeps the description it was submitted with (Slurm updates one
   // component at a time; not done yet): it starts as it is, or ends and is submitted anew.
@@ -390,7 +390,7 @@ awaitable<Result<Next>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
   const bool het = !job.parts.empty();
   if (job.nodes.empty() || (het && job.components.size() != job.parts.size())) {
     const bool layout_first =
-        !het && job.state == "RUNNING" && job.submitted != async::Clock::TimePoint{};
+        !het && job.state.running() && job.submitted != async::Clock::TimePoint{};
     Result<Allocation> a = co_await binder_.ReadAllocation(job.id, layout_first);
     if (!a) co_return tl::unexpected(a.error());
     if (!slurm_jobs_.ApplyAllocation(spec.key, job, *a)) {

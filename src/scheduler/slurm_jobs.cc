@@ -147,7 +147,7 @@ awaitable<Result<std::vector<JobView>>> SlurmJobs::Candidates(const std::string&
   if (it == listed_.end()) co_return out;
   const std::vector<JobView> listed = it->second;  // the awaits below may change listed_
   for (JobView j : listed) {
-    if (j.state == "RUNNING") {
+    if (j.state.running()) {
       Result<std::vector<Holder>> h = co_await binder_.ReadHolders(ns, j.id);
       if (!h) co_return tl::unexpected(h.error());
       j.holders = std::move(*h);
@@ -197,11 +197,11 @@ awaitable<void> SlurmJobs::RetryCancels() {
   for (const auto& [id, c] : pending) co_await CancelJob(c);
 }
 
-void SlurmJobs::ApplyState(TrackedJob& job, const std::string& state) {
-  if (state.empty() || state == job.state) return;
+void SlurmJobs::ApplyState(TrackedJob& job, const bridge::JobState& state) {
+  if (!state.known() || state == job.state) return;
   job.state = state;
-  if (state == "RUNNING") job.running_seen = clock_.Now();
-  if (bridge::JobEnded(state)) Unlist(job.id);
+  if (state.running()) job.running_seen = clock_.Now();
+  if (state.ended()) Unlist(job.id);
   hooks_.changed(job.group);
 }
 
@@ -209,7 +209,7 @@ bool SlurmJobs::ApplyAllocation(const std::string& group, TrackedJob& job, const
   auto it = jobs_.find(group);
   TrackedJob* tracked = it != jobs_.end() && it->second.id == job.id ? &it->second : nullptr;
   if (a.state == Allocation::State::kGone) {
-    if (tracked != nullptr) tracked->state = "GONE";
+    if (tracked != nullptr) tracked->state = bridge::JobState::Gone();
     Unlist(job.id);
     return false;
   }
@@ -338,7 +338,7 @@ awaitable<void> SlurmJobs::CancelDuplicates() {
     const std::vector<JobView> views = listed_[group];
     for (JobView j : views) {
       if (j.id == id) continue;
-      if (j.state == "RUNNING") {
+      if (j.state.running()) {
         auto ns = namespaces.find(group);
         if (ns == namespaces.end()) continue;
         Result<std::vector<Holder>> h = co_await binder_.ReadHolders(ns->second, j.id);
@@ -401,12 +401,12 @@ awaitable<void> SlurmJobs::ConfirmMissing() {
   missing_.clear();
   for (std::int64_t id : ids) {
     Result<slurm::JobInfo> j = co_await slurm_.GetJob(id);
-    std::string state;
+    bridge::JobState state;
     if (j) {
       state = std::string(j->BaseState());
-      spdlog::info("Slurm job {} was missing from a job list but is {}", id, state);
+      spdlog::info("Slurm job {} was missing from a job list but is {}", id, state.name());
     } else if (j.error().code == ErrorCode::kNotFound) {
-      state = "GONE";
+      state = bridge::JobState::Gone();
       Unlist(id);
     } else {
       continue;  // ask again next time
@@ -489,8 +489,8 @@ void SlurmJobs::OnJobStates(const slurm::JobPollAnswer& answer) {
       if (t.submitted < answer.asked) missing_.insert(t.id);
       continue;
     }
-    const std::string& s = it->second;
-    if (s != t.state && s == "RUNNING") {
+    const bridge::JobState s(it->second);
+    if (s != t.state && s.running()) {
       t.nodes.clear();  // read them (and the GPUs) on bind
       t.gres_detail.clear();
       t.components.clear();

@@ -34,6 +34,7 @@
 #include "async/clock.h"
 #include "async/task_group.h"
 #include "bridge/config.h"
+#include "bridge/pods.h"
 #include "common/error.h"
 #include "scheduler/binder.h"
 #include "scheduler/group_table.h"
@@ -49,7 +50,7 @@ struct TrackedJob {
   std::int64_t id = 0;
   std::string group;
   std::vector<std::string> uids;    // of the pods it was submitted for
-  std::string state;                // base state: PENDING, RUNNING, ...
+  bridge::JobState state;           // PENDING, RUNNING, ...
   std::string reason;               // Slurm's state_reason
   std::int64_t expected_start = 0;  // a pending job's start by Slurm's planner (0: none)
   std::string partition;
@@ -165,7 +166,7 @@ class SlurmJobs : private slurm::JobWatchSubscriber {
   // The lists beside the job watch's polls: the periodic job list, Slurm's nodes, and the
   // cancels Slurm has not confirmed.
   boost::asio::awaitable<void> PollSlurm();
-  void ApplyState(TrackedJob& job, const std::string& state);
+  void ApplyState(TrackedJob& job, const bridge::JobState& state);
   // slurm::JobWatchSubscriber: the tracked jobs (the fresh ones between full polls; none at the
   // full poll after a list that carried their states), and their states.
   std::vector<std::int64_t> JobsToPoll(const slurm::JobPollTick& tick) override;
