@@ -77,15 +77,11 @@ Scheduler::Scheduler(asio::any_io_executor executor, kube::Client& kube, slurm::
                 .reflector = {.list_options = {.field_selector =
                                                    "spec.schedulerName=" + config_.scheduler_name +
                                                    ",spec.nodeName="}}}),
-      own_nodes_(nodes != nullptr
-                     ? nullptr
-                     : std::make_unique<kube::Informer<kube::Node>>(kube, kube::NodesRef())),
-      nodes_(nodes != nullptr ? *nodes : *own_nodes_),
-      others_(kube, kube::PodsRef(),
-              kube::InformerOptions{
-                  .reflector = {.list_options = {.field_selector =
-                                                     "spec.nodeName!=,status.phase!=Succeeded,"
-                                                     "status.phase!=Failed"}}}),
+      kube_nodes_(kube, config_.scheduler_name, nodes,
+                  {.slurm_nodes = [this]() -> const std::vector<std::string>& {
+                     return slurm_jobs_.nodes();
+                   },
+                   .changed = [this] { QueuePending(); }}),
       event_sink_(kube),
       recorder_(clock, event_sink_,
                 kube::EventRecorderOptions{.source = {.component = config_.scheduler_name}}),
@@ -95,7 +91,7 @@ Scheduler::Scheduler(asio::any_io_executor executor, kube::Client& kube, slurm::
       submit_slots_(clock, config_.max_concurrent_submits),
       slurm_jobs_(executor_, slurm, clock, config_, stats_, binder_, groups_, tasks_, watch,
                   {.changed = [this](const std::string& group) { QueueGroup(group); },
-                   .nodes_changed = [this] { exclusions_.clear(); }}),
+                   .nodes_changed = [this] { kube_nodes_.ForgetExclusions(); }}),
       tasks_(executor_, clock, "scheduler") {
   translate_ = {.partition = config_.partition,
                 .mcs_label = config_.mcs_label,
@@ -119,40 +115,6 @@ Scheduler::Scheduler(asio::any_io_executor executor, kube::Client& kube, slurm::
       {.on_add = [this](const auto& p) { OnPod(nullptr, p); },
        .on_update = [this](const auto& old, const auto& p) { OnPod(old.get(), p); },
        .on_delete = [this](const auto& p) { OnPodDeleted(p); }});
-  // Another scheduler's pod came, went or changed: the usage is summed anew when next needed;
-  // on a Slurm node the exclusions are computed anew too (pods waiting for a job are looked at
-  // again, as on a node change). Pods of other nodes, most of a busy cluster's churn, cost no
-  // more than that.
-  // The bridge's own bound pods are in the same informer for their host ports only: one that
-  // opens none changes nothing here.
-  auto others_changed = [this](const Pod& p) {
-    if (p.spec.scheduler_name == config_.scheduler_name && bridge::HostPortsOf(p).empty()) return;
-    bound_view_.reset();
-    std::shared_ptr<const kube::Node> node = nodes_.cache().Get(p.spec.node_name);
-    if (!node || std::ranges::find(slurm_jobs_.nodes(), bridge::SlurmNodeName(*node)) ==
-                     slurm_jobs_.nodes().end()) {
-      return;
-    }
-    exclusions_.clear();
-    QueuePending();
-  };
-  others_.cache().AddHandlers(
-      {.on_add = [others_changed](const auto& p) { others_changed(*p); },
-       .on_update =
-           [others_changed](const auto& old, const auto& p) {
-             if (old->spec.node_name != p->spec.node_name ||
-                 old->spec.containers != p->spec.containers ||
-                 old->spec.init_containers != p->spec.init_containers ||
-                 old->spec.overhead != p->spec.overhead ||
-                 old->spec.resources != p->spec.resources) {
-               others_changed(*p);
-             }
-           },
-       .on_delete = [others_changed](const auto& p) { others_changed(*p); }});
-  nodes_.cache().AddHandlers(
-      {.on_add = [this](const auto& n) { OnNodeChanged(nullptr, *n); },
-       .on_update = [this](const auto& old, const auto& n) { OnNodeChanged(old.get(), *n); },
-       .on_delete = [this](const auto& n) { OnNodeChanged(nullptr, *n); }});
 }
 
 Scheduler::~Scheduler() = default;
@@ -207,19 +169,6 @@ awaitable<Next> Scheduler::Wait(const Pod& pod, std::string message, async::Cloc
   co_return Next::ViaPod(PodKey(pod), after);
 }
 
-void Scheduler::OnNodeChanged(const kube::Node* before, const kube::Node& after) {
-  node_map_.reset();  // its pointers may be the old objects'
-  // What decides exclusions: schedulability, taints, labels, readiness, allocatable.
-  if (before != nullptr && before->unschedulable == after.unschedulable &&
-      before->taints == after.taints && before->metadata.labels == after.metadata.labels &&
-      bridge::NodeIsReady(*before) == bridge::NodeIsReady(after) &&
-      before->allocatable == after.allocatable) {
-    return;
-  }
-  exclusions_.clear();
-  QueuePending();
-}
-
 void Scheduler::QueueGroup(const std::string& group) { queue_.Add(WorkItem::Group(group)); }
 
 void Scheduler::QueuePending() {
@@ -243,13 +192,12 @@ void Scheduler::OnPodDeleted(const std::shared_ptr<const Pod>& pod) {
 
 awaitable<Result<void>> Scheduler::Run() {
   tasks_.Spawn(pods_.Run());
-  if (own_nodes_) tasks_.Spawn(own_nodes_->Run());
-  tasks_.Spawn(others_.Run());
+  kube_nodes_.Start(tasks_);
   tasks_.Spawn(recorder_.Run());
 
   // Start-up: caches, Slurm's nodes and jobs (adoption) before anything is submitted.
   Result<void> startup;
-  while (!pods_.HasSynced() || !nodes_.HasSynced() || !others_.HasSynced()) {
+  while (!pods_.HasSynced() || !kube_nodes_.HasSynced()) {
     if (!co_await tasks_.Sleep(std::chrono::milliseconds(20))) break;
   }
   for (int attempt = 0; !stopping_; ++attempt) {
@@ -301,7 +249,8 @@ awaitable<void> Scheduler::ListDeviceClasses() {
       }
       device_classes_ = std::move(classes);
       translate_.device_classes = std::move(by_name);
-      if (names != translate_.dra_resource_names) exclusions_.clear();  // they count in fits
+      if (names != translate_.dra_resource_names)
+        kube_nodes_.ForgetExclusions();  // they count in fits
       translate_.dra_resource_names = std::move(names);
     } else if (listed.error().code == ErrorCode::kNotFound) {
       // Kubernetes before 1.34 serves no resource.k8s.io/v1: classes resolve by driver name.
@@ -329,8 +278,7 @@ void Scheduler::Stop() {
   if (stopping_) return;
   stopping_ = true;
   pods_.Stop();
-  if (own_nodes_) own_nodes_->Stop();
-  others_.Stop();
+  kube_nodes_.Stop();
   queue_.ShutDown();
   submit_slots_.Close();
   recorder_.ShutDown();
@@ -550,41 +498,6 @@ awaitable<bridge::VolumePlan> Scheduler::PlanPodVolumes(const Pod& pod) {
     }
   }
   co_return bridge::PlanVolumes(claims);
-}
-
-const Scheduler::BoundView& Scheduler::BoundPods() const {
-  if (!bound_view_) {
-    std::vector<std::shared_ptr<const Pod>> all = others_.cache().List();
-    std::vector<const Pod*> pods;
-    std::vector<const Pod*> others;
-    pods.reserve(all.size());
-    for (const auto& p : all) {
-      pods.push_back(p.get());
-      if (p->spec.scheduler_name != config_.scheduler_name) others.push_back(p.get());
-    }
-    bound_view_ =
-        BoundView{.others_usage = bridge::UsageOf(others), .ports = bridge::PortsOf(pods)};
-  }
-  return *bound_view_;
-}
-
-const std::map<std::string, const kube::Node*>& Scheduler::NodesBySlurmName() const {
-  if (node_map_) return *node_map_;
-  std::vector<std::shared_ptr<const kube::Node>> all = nodes_.cache().List();
-  std::vector<const kube::Node*> nodes;
-  for (const auto& n : all) nodes.push_back(n.get());
-  NodeMapping m = MapSlurmNodes(nodes);
-  if (m.duplicates != logged_duplicates_) {  // said once per change, not on every call
-    logged_duplicates_ = m.duplicates;
-    if (!m.duplicates.empty()) {
-      spdlog::warn(
-          "several Kubernetes nodes map to Slurm node(s) {}: the one labelled {} is used (else "
-          "the first by name)",
-          fmt::join(m.duplicates, ", "), bridge::kSlurmNodeNameLabel);
-    }
-  }
-  node_map_ = std::move(m.by_slurm_name);
-  return *node_map_;
 }
 
 void Scheduler::Emit(const std::vector<const Pod*>& pods, const std::string& reason,

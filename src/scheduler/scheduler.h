@@ -69,6 +69,7 @@
 #include "kube/runtime/work_queue.h"
 #include "scheduler/binder.h"
 #include "scheduler/group_table.h"
+#include "scheduler/kube_nodes.h"
 #include "scheduler/planner.h"
 #include "scheduler/slurm_jobs.h"
 #include "scheduler/stats.h"
@@ -171,7 +172,6 @@ class Scheduler {
   boost::asio::awaitable<Next> Resubmit(const bridge::GroupSpec& spec,
                                         const std::vector<const kube::Pod*>& pods, std::int64_t id,
                                         const std::vector<std::string>& fields);
-  void OnNodeChanged(const kube::Node* before, const kube::Node& after);
   // The group looks again; every group whose job is pending looks again (its exclusions may
   // have changed).
   void QueueGroup(const std::string& group);
@@ -209,16 +209,6 @@ class Scheduler {
   boost::asio::awaitable<void> ListDeviceClasses();
   [[nodiscard]] Binder::DraInput DraView() const;
 
-  // Kept in node_map_ until a node event: valid until the next co_await.
-  const std::map<std::string, const kube::Node*>& NodesBySlurmName() const;
-  // What the bound pods of others_ hold per Kubernetes node, summed in one walk when others_
-  // changed: the requests of other schedulers' pods (bridge::UsageOf), and the host ports of
-  // every bound pod, the bridge's own included (bridge::PortsOf).
-  struct BoundView {
-    bridge::NodeUsage others_usage;
-    bridge::NodePorts ports;
-  };
-  const BoundView& BoundPods() const;
   void Emit(const std::vector<const kube::Pod*>& pods, const std::string& reason,
             const std::string& message);
 
@@ -234,14 +224,7 @@ class Scheduler {
   bool device_classes_unserved_logged_ = false;
 
   kube::Informer<kube::Pod> pods_;
-  std::unique_ptr<kube::Informer<kube::Node>> own_nodes_;  // when none was given
-  kube::Informer<kube::Node>& nodes_;  // the process's shared one, run by its owner, or own_nodes_
-  // Every bound, unfinished pod. N-13: what other schedulers' pods (DaemonSets, mirror pods)
-  // request is not Slurm's to give; and no pod may open a host port another pod on the node
-  // holds (the bridge's own pods included: they share nodes with exclusive "false"). Summed
-  // per node when it changed (bound_view_).
-  kube::Informer<kube::Pod> others_;
-  mutable std::optional<BoundView> bound_view_;
+  KubeNodes kube_nodes_;
   kube::ClientEventSink event_sink_;
   kube::EventRecorder recorder_;
   Binder binder_;
@@ -275,12 +258,6 @@ class Scheduler {
   // translate_.claim_templates points into them.
   std::unordered_map<std::string, std::map<std::string, kube::GenericObject>>
       claim_template_objects_;
-  mutable std::vector<std::string> logged_duplicates_;  // Slurm names two K8s nodes claim
-  // NodesBySlurmName() until a node event (the pointers are the node cache's), and the nodes
-  // excluded per bridge::ExclusionKey until a node change that matters or a new Slurm node list:
-  // pods of one shape cost one walk over the nodes, not one each (issue #13, 1,000 nodes).
-  mutable std::optional<std::map<std::string, const kube::Node*>> node_map_;
-  mutable std::unordered_map<std::string, std::vector<bridge::Exclusion>> exclusions_;
   // Groups waiting for a place among the submit slot's waiters, in the order they came (N-20).
   std::deque<std::string> submit_line_;
   PlannerOptions planner_;

@@ -34,8 +34,6 @@ using kube::Pod;
 
 namespace {
 
-// Pod shapes whose excluded nodes are kept (Scheduler::exclusions_); more start it afresh.
-constexpr std::size_t kExclusionCacheSize = 1024;
 // After a group is bound, its duplicates are looked for this long, and at least this many job
 // lists (a submit slurmrestd gave up on can reach slurmctld minutes later).
 constexpr auto kDuplicateWatch = std::chrono::minutes(5);
@@ -57,24 +55,14 @@ Scheduler::Wanted Scheduler::Describe(const GroupSpec& spec,
   for (std::size_t k = 0; k < translated->components.size(); ++k) {
     slurm::JobDescription& desc = translated->components[k];
     const std::vector<const Pod*>& members = translated->pods[k];
-    std::string key = bridge::ExclusionKey(members);
-    auto cached = exclusions_.find(key);
-    if (cached == exclusions_.end()) {
-      if (exclusions_.size() >= kExclusionCacheSize) exclusions_.clear();
-      cached = exclusions_
-                   .emplace(std::move(key),
-                            bridge::ExcludedNodes(members, slurm_jobs_.nodes(), NodesBySlurmName(),
-                                                  &BoundPods().others_usage, &BoundPods().ports,
-                                                  &translate_.dra_resource_names))
-                   .first;
-    }
-    std::vector<bridge::Exclusion> excluded = cached->second;
+    std::vector<bridge::Exclusion> excluded =
+        kube_nodes_.Excluded(members, slurm_jobs_.nodes(), translate_.dra_resource_names);
     // DRA: a node whose ResourceSlices disagree with Slurm's GRES (the node controller's
     // SlinkySlurmGRESCompatible=False) cannot name Slurm's devices in a claim.
     if (std::ranges::any_of(members, [&](const Pod* p) {
           return bridge::HasDraResources(*p, translate_.dra_resource_names);
         })) {
-      for (const auto& [slurm_name, node] : NodesBySlurmName()) {
+      for (const auto& [slurm_name, node] : kube_nodes_.BySlurmName()) {
         if (!bridge::GresIncompatible(*node)) continue;
         if (std::ranges::find(excluded, slurm_name, &bridge::Exclusion::slurm_node) !=
             excluded.end()) {
@@ -95,8 +83,9 @@ Scheduler::Wanted Scheduler::Describe(const GroupSpec& spec,
       }
       for (const auto& [pv, terms] : va->second) {
         for (const std::string& slurm_name : slurm_jobs_.nodes()) {
-          auto node = NodesBySlurmName().find(slurm_name);
-          if (node == NodesBySlurmName().end()) continue;  // excluded already: no Kubernetes node
+          auto node = kube_nodes_.BySlurmName().find(slurm_name);
+          if (node == kube_nodes_.BySlurmName().end())
+            continue;  // excluded already: no Kubernetes node
           if (bridge::MatchesNodeSelectorTerms(terms, *node->second)) continue;
           if (!out_already.insert(slurm_name).second) continue;
           excluded.push_back({slurm_name, "volume node affinity (PersistentVolume " + pv + ")"});
@@ -441,7 +430,7 @@ awaitable<Result<Next>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
                .kind = spec.kind,
                .name = spec.name,
                .now = clock_.Now()};
-  for (const auto& [slurm_name, node] : NodesBySlurmName()) {
+  for (const auto& [slurm_name, node] : kube_nodes_.BySlurmName()) {
     in.kube_node_of[slurm_name] = node->metadata.name;
   }
   in.unmapped_since = slurm_jobs_.UnmappedSince(job.id);
@@ -454,9 +443,10 @@ awaitable<Result<Next>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
     // A refill: each waiting pod's own constraints against the job's nodes.
     for (const Pod* pod : pods) {
       std::set<std::string>& out = in.excluded_for[pod->metadata.uid];
-      for (const bridge::Exclusion& e : bridge::ExcludedNodes(
-               {pod}, in.slurm_nodes, NodesBySlurmName(), &BoundPods().others_usage,
-               &BoundPods().ports, &translate_.dra_resource_names)) {
+      for (const bridge::Exclusion& e :
+           bridge::ExcludedNodes({pod}, in.slurm_nodes, kube_nodes_.BySlurmName(),
+                                 &kube_nodes_.BoundPods().others_usage,
+                                 &kube_nodes_.BoundPods().ports, &translate_.dra_resource_names)) {
         if (auto k = in.kube_node_of.find(e.slurm_node); k != in.kube_node_of.end()) {
           out.insert(k->second);
         }
