@@ -1,4 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
+//
+// The coordinator (see scheduler.h): start-up, the queue and its workers, a pod resolved into
+// its group (Resolve), a group's plan carried out (Reconcile), and what the pods are told. One
+// group's job is scheduler_job.cc's.
 #include "scheduler/scheduler.h"
 
 #include <algorithm>

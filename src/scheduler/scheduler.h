@@ -6,9 +6,12 @@
 //
 //   - Watches unbound pods whose spec.schedulerName is the bridge's (one field-selected watch)
 //     and all nodes. Each pod is resolved to its group (bridge/group.h: owners are read once and
-//     cached briefly); groups are worked on by up to maxConcurrentSubmits workers, the group with
-//     the highest pod priority, then the oldest, first. A slow group holds up one worker only.
+//     cached briefly); groups are worked on by 4 x maxConcurrentSubmits workers (at least 16),
+//     the group with the highest pod priority, then the oldest, first; at most
+//     maxConcurrentSubmits submits are in flight. A slow group holds up one worker only.
 //   - The decisions are scheduler/planner.h's (pure); this class gathers their input and acts.
+//     Its parts: GroupTable (group_table.h), SlurmJobs (slurm_jobs.h), KubeNodes
+//     (kube_nodes.h), Binder (binder.h); docs/architecture.md, "Inside the scheduler".
 //   - A complete group without a job gets one Slurm job (bridge/translate.h), tagged in
 //     admin_comment (bridge/tag.h); the pods it is for get the job-id label, the finalizer and
 //     the managed-node toleration. Before the first submit, every job Slurm knows is read; a
@@ -113,11 +116,11 @@ class Scheduler {
   [[nodiscard]] std::shared_ptr<const kube::Pod> CachedPod(const std::string& key) const {
     return pods_.cache().Get(key);
   }
-  // Per-pod bookkeeping still held (queue ranks, last reported messages, bound UIDs): returns to
-  // 0 once the pods are bound or gone. For tests and metrics.
   // Pods told they wait (PodScheduled=False), by why (WaitingReason): Slurm's reason, or the
   // bridge's own.
   [[nodiscard]] std::map<std::string, std::size_t> WaitingByReason() const;
+  // Per-pod bookkeeping still held (queue ranks, last reported messages, bound UIDs): returns to
+  // 0 once the pods are bound or gone. For tests and metrics.
   [[nodiscard]] std::size_t TrackedKeys() const {
     return ranks_.size() + reported_.size() + bound_.size() + seen_.size();
   }
