@@ -521,26 +521,8 @@ awaitable<Result<Next>> Scheduler::Reconcile(const std::string& group_key) {
     spec.size = t->size;
   }
 
-  // Members: unbound pods of the group; those being deleted only lose the finalizer; gated ones
-  // wait for their gates to go.
-  std::vector<std::shared_ptr<const Pod>> held;
-  std::vector<const Pod*> live;
-  std::vector<std::shared_ptr<const Pod>> deleting;
-  for (const std::string& key : group->members) {
-    std::shared_ptr<const Pod> pod = pods_.cache().Get(key);
-    // Bound pods leave the watch a moment after the binding; until then the cache may show them
-    // unbound.
-    if (!pod || !pod->spec.node_name.empty() || bound_.contains(pod->metadata.uid)) continue;
-    if (!pod->metadata.deletion_timestamp.empty()) {
-      deleting.push_back(pod);
-      continue;
-    }
-    if (!Schedulable(*pod)) continue;
-    held.push_back(pod);
-    live.push_back(pod.get());
-  }
-  std::ranges::sort(live,
-                    [](const Pod* a, const Pod* b) { return a->metadata.name < b->metadata.name; });
+  const Members members = MembersOf(*group);
+  const std::vector<const Pod*>& live = members.live;
 
   const async::Clock::TimePoint now = clock_.Now();
   GroupInput in{.spec = spec,
@@ -617,26 +599,9 @@ awaitable<Result<Next>> Scheduler::Reconcile(const std::string& group_key) {
     if (!listed) co_return tl::unexpected(listed.error());  // with the queue's backoff
     co_return Next::Now();
   }
-  if (plan.adopt) {
-    const JobView& v = *plan.adopt;
-    TrackedJob t{.id = v.id,
-                 .group = group_key,
-                 .uids = v.uids,
-                 .state = v.state,
-                 .reason = v.reason,
-                 .partition = v.partition,
-                 .pods = v.pods,
-                 .refill = v.refill,
-                 .parts = v.parts};
-    // The list may be old: a running job's nodes (and that it still runs) are read on bind.
-    slurm_jobs_.Track(std::move(t), /*submitted=*/false);
-    if (GroupState* g = groups_.Find(group_key)) g->submit_doubt.reset();
-    ++stats_.jobs_adopted;
-    spdlog::info("{}: adopted Slurm job {} ({}{})", group_key, v.id, v.state.name(),
-                 v.refill ? ", pods of the group run in it" : "");
-  }
+  if (plan.adopt) Adopt(group_key, *plan.adopt);
 
-  for (const auto& pod : deleting) co_await DropFinalizer(*pod);
+  for (const auto& pod : members.deleting) co_await DropFinalizer(*pod);
   if (live.empty()) {
     if (GroupState* g = groups_.Find(group_key); g != nullptr && g->members.empty()) {
       groups_.Forget(group_key);
@@ -650,18 +615,9 @@ awaitable<Result<Next>> Scheduler::Reconcile(const std::string& group_key) {
     Emit(live, plan.event_reason, plan.event_message);
   }
 
-  if (const TrackedJob* t = slurm_jobs_.Find(group_key); t != nullptr && !plan.label.empty()) {
-    const std::int64_t id = t->id;
-    const std::vector<std::string> parts = t->parts;
-    for (const Pod* pod : plan.label) {
-      // A heterogeneous job's pod also carries its component (a part the job has not: none).
-      const int offset =
-          parts.empty() ? -1 : bridge::PartOffset(parts, bridge::PartName(spec, *pod));
-      // Named, not a braced temporary inside the co_await (gcc 12; review R-11).
-      std::map<std::string, std::string> no_annotations;
-      Result<void> r = co_await binder_.LabelPod(*pod, id, std::move(no_annotations), offset);
-      if (!r) co_return tl::unexpected(r.error());
-    }
+  if (!plan.label.empty()) {
+    Result<void> labelled = co_await LabelWithJob(spec, plan.label);
+    if (!labelled) co_return tl::unexpected(labelled.error());
   }
   if (!plan.submit.empty()) {
     GroupSpec part = spec;
@@ -679,42 +635,13 @@ awaitable<Result<Next>> Scheduler::Reconcile(const std::string& group_key) {
     if (updated.stop) co_return std::move(updated.next);
     then = std::move(updated.next);
   }
-  if (!plan.report.empty()) {
-    // A Workload API PodGroup says where the group stands too: Slurm's state and reason while
-    // its job waits, else what the pods are told.
-    std::string group_message = plan.report;
-    if (const TrackedJob* t = slurm_jobs_.Find(group_key)) {
-      group_message =
-          fmt::format("Slurm job {} is {}", t->id, t->state.known() ? t->state.name() : "PENDING");
-      if (!t->reason.empty() && t->reason != "None") group_message += " (" + t->reason + ")";
-    }
-    for (const Pod* pod : live) co_await ReportWaiting(*pod, plan.report);
-    co_await WritePodGroupStatus(spec, false, "Unschedulable", std::move(group_message));
-  }
-  // A coscheduling PodGroup short of minMember for longer than its spec.scheduleTimeoutSeconds:
-  // its pods get a Warning event, once each time the group falls short. Nothing is held for it
-  // in Slurm meanwhile (no job is submitted until the group is complete), so there is nothing to
-  // release; the pods keep waiting and the group runs when its members are there.
   std::optional<async::Clock::TimePoint> recheck_at = plan.recheck_at;
-  if (plan.incomplete && !plan.report.empty() && short_since && spec.key.starts_with("PodGroup/")) {
-    Result<kube::GenericObject> pg = co_await GetOwner(std::string(bridge::kCoschedulingApiVersion),
-                                                       "PodGroup", spec.namespace_, spec.name);
-    if (std::optional<std::int64_t> timeout =
-            pg ? bridge::ScheduleTimeoutSeconds(*pg) : std::nullopt) {
-      const async::Clock::TimePoint deadline = *short_since + std::chrono::seconds(*timeout);
-      if (clock_.Now() < deadline) {
-        if (!recheck_at || deadline < *recheck_at) recheck_at = deadline;
-      } else if (GroupState* g = groups_.Find(group_key);
-                 g != nullptr && g->timeout_told != short_since) {
-        g->timeout_told = short_since;
-        const std::string message = fmt::format(
-            "PodGroup {} timed out waiting for members: {} of {} pod(s) (minMember) after {} s "
-            "(spec.scheduleTimeoutSeconds); no Slurm job is submitted until the group is "
-            "complete, and its pods keep waiting",
-            spec.name, live.size(), spec.size, *timeout);
-        spdlog::info("{}: {}", group_key, message);
-        Emit(live, "PodGroupTimedOut", message);
-      }
+  if (!plan.report.empty()) {
+    co_await ReportGroupWaits(spec, live, plan.report);
+    if (plan.incomplete && short_since && spec.key.starts_with("PodGroup/")) {
+      std::optional<async::Clock::TimePoint> deadline =
+          co_await CheckScheduleTimeout(spec, live, *short_since);
+      if (deadline && (!recheck_at || *deadline < *recheck_at)) recheck_at = deadline;
     }
   }
   if (!recheck_at) co_return then;
@@ -722,6 +649,103 @@ awaitable<Result<Next>> Scheduler::Reconcile(const std::string& group_key) {
       std::max(async::Clock::Duration::zero(), *recheck_at - clock_.Now());
   co_return Sooner(plan.recheck_owners ? RetryLater(live, after) : Next::After(after),
                    std::move(then));
+}
+
+Scheduler::Members Scheduler::MembersOf(const GroupState& group) const {
+  Members m;
+  for (const std::string& key : group.members) {
+    std::shared_ptr<const Pod> pod = pods_.cache().Get(key);
+    // Bound pods leave the watch a moment after the binding; until then the cache may show them
+    // unbound.
+    if (!pod || !pod->spec.node_name.empty() || bound_.contains(pod->metadata.uid)) continue;
+    if (!pod->metadata.deletion_timestamp.empty()) {
+      m.deleting.push_back(pod);
+      continue;
+    }
+    if (!Schedulable(*pod)) continue;
+    m.live.push_back(pod.get());
+    m.held.push_back(std::move(pod));
+  }
+  std::ranges::sort(m.live,
+                    [](const Pod* a, const Pod* b) { return a->metadata.name < b->metadata.name; });
+  return m;
+}
+
+void Scheduler::Adopt(const std::string& group_key, const JobView& v) {
+  TrackedJob t{.id = v.id,
+               .group = group_key,
+               .uids = v.uids,
+               .state = v.state,
+               .reason = v.reason,
+               .partition = v.partition,
+               .pods = v.pods,
+               .refill = v.refill,
+               .parts = v.parts};
+  // The list may be old: a running job's nodes (and that it still runs) are read on bind.
+  slurm_jobs_.Track(std::move(t), /*submitted=*/false);
+  if (GroupState* g = groups_.Find(group_key)) g->submit_doubt.reset();
+  ++stats_.jobs_adopted;
+  spdlog::info("{}: adopted Slurm job {} ({}{})", group_key, v.id, v.state.name(),
+               v.refill ? ", pods of the group run in it" : "");
+}
+
+awaitable<Result<void>> Scheduler::LabelWithJob(const GroupSpec& spec,
+                                                const std::vector<const Pod*>& pods) {
+  const TrackedJob* t = slurm_jobs_.Find(spec.key);
+  if (t == nullptr) co_return Result<void>{};
+  const std::int64_t id = t->id;
+  const std::vector<std::string> parts = t->parts;
+  for (const Pod* pod : pods) {
+    // A heterogeneous job's pod also carries its component (a part the job has not: none).
+    const int offset = parts.empty() ? -1 : bridge::PartOffset(parts, bridge::PartName(spec, *pod));
+    // Named, not a braced temporary inside the co_await (gcc 12; review R-11).
+    std::map<std::string, std::string> no_annotations;
+    Result<void> r = co_await binder_.LabelPod(*pod, id, std::move(no_annotations), offset);
+    if (!r) co_return tl::unexpected(r.error());
+  }
+  co_return Result<void>{};
+}
+
+awaitable<void> Scheduler::ReportGroupWaits(const GroupSpec& spec,
+                                            const std::vector<const Pod*>& pods,
+                                            const std::string& message) {
+  // A Workload API PodGroup says where the group stands too: Slurm's state and reason while
+  // its job waits, else what the pods are told.
+  std::string group_message = message;
+  if (const TrackedJob* t = slurm_jobs_.Find(spec.key)) {
+    group_message =
+        fmt::format("Slurm job {} is {}", t->id, t->state.known() ? t->state.name() : "PENDING");
+    if (!t->reason.empty() && t->reason != "None") group_message += " (" + t->reason + ")";
+  }
+  for (const Pod* pod : pods) co_await ReportWaiting(*pod, message);
+  co_await WritePodGroupStatus(spec, false, "Unschedulable", std::move(group_message));
+}
+
+awaitable<std::optional<async::Clock::TimePoint>> Scheduler::CheckScheduleTimeout(
+    const GroupSpec& spec, const std::vector<const Pod*>& pods,
+    async::Clock::TimePoint short_since) {
+  // A coscheduling PodGroup short of minMember for longer than its spec.scheduleTimeoutSeconds:
+  // its pods get a Warning event, once each time the group falls short. Nothing is held for it
+  // in Slurm meanwhile (no job is submitted until the group is complete), so there is nothing to
+  // release; the pods keep waiting and the group runs when its members are there.
+  Result<kube::GenericObject> pg = co_await GetOwner(std::string(bridge::kCoschedulingApiVersion),
+                                                     "PodGroup", spec.namespace_, spec.name);
+  const std::optional<std::int64_t> timeout =
+      pg ? bridge::ScheduleTimeoutSeconds(*pg) : std::nullopt;
+  if (!timeout) co_return std::nullopt;
+  const async::Clock::TimePoint deadline = short_since + std::chrono::seconds(*timeout);
+  if (clock_.Now() < deadline) co_return deadline;
+  GroupState* g = groups_.Find(spec.key);
+  if (g == nullptr || g->timeout_told == short_since) co_return std::nullopt;
+  g->timeout_told = short_since;
+  const std::string message = fmt::format(
+      "PodGroup {} timed out waiting for members: {} of {} pod(s) (minMember) after {} s "
+      "(spec.scheduleTimeoutSeconds); no Slurm job is submitted until the group is "
+      "complete, and its pods keep waiting",
+      spec.name, pods.size(), spec.size, *timeout);
+  spdlog::info("{}: {}", spec.key, message);
+  Emit(pods, "PodGroupTimedOut", message);
+  co_return std::nullopt;
 }
 
 awaitable<Result<bool>> Scheduler::PodGroupRan(const GroupSpec& spec) {

@@ -152,6 +152,28 @@ class Scheduler {
   boost::asio::awaitable<Result<kube::Requeue>> Process(const WorkItem& item);
   boost::asio::awaitable<Result<Next>> Resolve(const std::string& pod_key);
   boost::asio::awaitable<Result<Next>> Reconcile(const std::string& group_key);
+  // A group's unbound pods: `live` (schedulable, by name; `held` keeps them valid across
+  // co_awaits) and `deleting` (they only lose the finalizer). Gated pods are in neither.
+  struct Members {
+    std::vector<std::shared_ptr<const kube::Pod>> held;
+    std::vector<const kube::Pod*> live;
+    std::vector<std::shared_ptr<const kube::Pod>> deleting;
+  };
+  [[nodiscard]] Members MembersOf(const GroupState& group) const;
+  // A job Slurm already has for the group (a restart, a lost submit reply) becomes its job.
+  void Adopt(const std::string& group_key, const JobView& job);
+  // The job-id label (and a heterogeneous job's component) on `pods` of the group's job.
+  boost::asio::awaitable<Result<void>> LabelWithJob(const bridge::GroupSpec& spec,
+                                                    const std::vector<const kube::Pod*>& pods);
+  // The pods are told why they wait; a Workload API PodGroup's condition says it too.
+  boost::asio::awaitable<void> ReportGroupWaits(const bridge::GroupSpec& spec,
+                                                const std::vector<const kube::Pod*>& pods,
+                                                const std::string& message);
+  // A coscheduling PodGroup short since `short_since`: its spec.scheduleTimeoutSeconds' deadline
+  // while ahead (to look again then); past it, a PodGroupTimedOut event once per shortfall.
+  boost::asio::awaitable<std::optional<async::Clock::TimePoint>> CheckScheduleTimeout(
+      const bridge::GroupSpec& spec, const std::vector<const kube::Pod*>& pods,
+      async::Clock::TimePoint short_since);
   // The pod is told why it waits, and is read again (with its owners) after `after`.
   boost::asio::awaitable<Next> Wait(const kube::Pod& pod, std::string message,
                                     async::Clock::Duration after);
