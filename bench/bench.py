@@ -2,9 +2,10 @@
 # SPDX-License-Identifier: Apache-2.0
 #
 # The one benchmark of issue #13 (run through scripts/bench.sh, which starts the environment):
-# kube-scheduler v1.20.2, Slurm alone and `slurm-bridge scheduler` side by side, on the same
-# external Slurm nodes (State=External, 64 CPUs, partition `ext`) registered as Kubernetes Nodes
-# of the same names. Prints one table: metric | kube-scheduler | Slurm alone | bridge | ratio.
+# kube-scheduler (the environment's, 1.36.2), Slurm alone and `slurm-bridge scheduler` side by
+# side, on the same external Slurm nodes (State=External, 64 CPUs, partition `ext`) registered as
+# Kubernetes Nodes of the same names. Prints one table: metric | kube-scheduler | Slurm alone |
+# bridge | ratio.
 #
 #   1. Latency on a quiet cluster: one pod (or job) every --interval-ms; per pod, create -> bound
 #      (pod watch), and for the bridge's pods the same job's submit -> RUNNING as Slurm shows it

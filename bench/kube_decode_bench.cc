@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // Decode cost of the Kubernetes client's hot paths: a LIST of 10,000 pods (as generated here, in
-// the shape kube-apiserver 1.20 sends: managedFields, env, volumes, containerStatuses, ~3 KB a
-// pod) and watch events one per line. Counters: per_pod (seconds per pod: "3.1u" is 3.1 us),
+// the shape a kube-apiserver sends: managedFields, env, volumes, containerStatuses, ~3 KB a pod;
+// modelled on 1.20's pods, without the small status fields later versions add, such as 1.36's
+// hostIPs) and watch events one per line. Counters: per_pod (seconds per pod: "3.1u" is 3.1 us),
 // events_per_s for watch events. With SB_KUBE_PODLIST=<file> it also decodes that file (e.g.
 // `kubectl get pods -A -o json` of a real cluster) as BM_DecodePodListFile. With $KUBECONFIG
 // set, BM_ListPodsLive lists every pod of that cluster in pages of 500 and decodes them, the

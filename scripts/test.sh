@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 #
-# The test command: installs what is missing, builds, checks formatting, and runs every test
-# (unit, then e2e against a real Slurm and kube-apiserver that ctest starts and stops), then the
-# unit tests under ASan + UBSan and a short run of each fuzz target (scripts/sanitize.sh,
-# scripts/fuzz.sh; SB_SANITIZE=0 skips them). The sanitized build runs beside the tests.
+# The test command: installs what is missing, builds, checks formatting and the include rules
+# (scripts/check-layers.sh), and runs every test (unit, then e2e against a real Slurm and
+# kube-apiserver that ctest starts and stops), then the unit tests under ASan + UBSan and a short
+# run of each fuzz target (scripts/sanitize.sh, scripts/fuzz.sh; SB_SANITIZE=0 skips them). The
+# sanitized build runs beside the tests.
 # Arguments go to ctest, e.g. scripts/test.sh -R slurm.
 # SB_TEST_JOBS (default 2) is ctest's --parallel.
 #
 # The quick unit run: scripts/test.sh --unit [ctest arguments] (or the first two arguments
-# `-L unit`) checks the packages, builds, checks formatting and runs `ctest -L unit` only: no
-# test environment (no Slurm chroot, no Kubernetes, no Helm: nothing fetched, no root), no e2e
-# test, no sanitized build, no fuzzing (scripts/sanitize.sh and scripts/fuzz.sh run those on
-# their own, also without root). As a user other than root it needs the Debian packages of
-# scripts/install-deps.sh installed already.
+# `-L unit`) checks the packages, builds, checks formatting and the include rules and runs
+# `ctest -L unit` only: no test environment (no Slurm chroot, no Kubernetes, no Helm: nothing
+# fetched, no root), no e2e test, no sanitized build, no fuzzing (scripts/sanitize.sh and
+# scripts/fuzz.sh run those on their own, also without root). As a user other than root it needs
+# the Debian packages of scripts/install-deps.sh installed already.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 unit_only=0
@@ -32,6 +33,7 @@ t2=$SECONDS
 "$root/scripts/build.sh"
 t3=$SECONDS
 "$root/scripts/check-format.sh"
+"$root/scripts/check-layers.sh"
 build=${BUILD_DIR:-$root/build}
 status=0
 if [ $unit_only = 1 ]; then

@@ -19,6 +19,7 @@
 #include "common/files.h"
 #include "kube/client.h"
 #include "kube/config.h"
+#include "wiring/clients.h"
 
 namespace sb::app {
 namespace asio = boost::asio;
@@ -151,7 +152,7 @@ Result<std::unique_ptr<Component>> MakeAdmissionComponent(asio::any_io_executor 
 }
 
 int RunAdmission(const AdmissionOptions& options) {
-  Result<bridge::Config> config = bridge::LoadConfig(options.config_path);
+  Result<bridge::Config> config = wiring::LoadConfig(options.config_path);
   if (!config) {
     spdlog::error("admission: {}", config.error().message);
     return 1;

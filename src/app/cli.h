@@ -2,9 +2,9 @@
 //
 // app/cli.h
 //
-// The command line of the one `slurm-bridge` binary: global flags and its subcommands.
-// Subcommands so far: `version`. `scheduler`, `controllers`, `admission` and `all` are added by
-// the issues that build them (TODO(#5), TODO(#6)).
+// The command line of the one `slurm-bridge` binary: global flags and its subcommands: the
+// components (`scheduler`, `controllers`, `admission`, `all`), the operator's read-only tools
+// (`check`, `explain`, `jobs`, `nodes`), the node `epilog`, and `version`.
 //
 // Example:
 //   int main(int argc, char** argv) { return sb::app::RunCli(argc, argv, std::cout, std::cerr); }

@@ -11,9 +11,10 @@
 
 #include "app/lease_thread.h"
 #include "controllers/node/node_controller.h"
-#include "controllers/pod_controller.h"
+#include "controllers/pod/pod_controller.h"
 #include "net/http_server.h"
 #include "scheduler/scheduler.h"
+#include "wiring/clients.h"
 
 namespace sb::app {
 namespace asio = boost::asio;
@@ -194,7 +195,7 @@ bool SharedInformers::HasSynced() const { return !nodes_ || nodes_->HasSynced();
 struct Manager::Sources {
   Sources(Manager& manager, kube::Client& kube, slurm::Client& slurm, async::Clock& clock,
           const bridge::Config& config)
-      : job_watch(manager.io_.get_executor(), slurm, clock, bridge::JobWatchOptionsOf(config)),
+      : job_watch(manager.io_.get_executor(), slurm, clock, wiring::JobWatchOptionsOf(config)),
         node_watch(manager.io_.get_executor(), slurm, clock,
                    slurm::NodeWatchOptions{.list_interval = config.node_list_interval}),
         informers(kube),

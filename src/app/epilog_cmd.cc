@@ -27,6 +27,7 @@
 #include "bridge/translate.h"
 #include "kube/client.h"
 #include "kube/config.h"
+#include "wiring/clients.h"
 
 namespace sb::app {
 namespace asio = boost::asio;
@@ -149,7 +150,7 @@ int RunEpilog(const EpilogOptions& options) {
   std::optional<std::int64_t> grace;
   std::string scheduler_name(bridge::kDefaultSchedulerName);
   if (!options.config_path.empty()) {
-    Result<bridge::Config> config = bridge::LoadConfig(options.config_path);
+    Result<bridge::Config> config = wiring::LoadConfig(options.config_path);
     if (config) {
       grace = config->max_termination_grace_seconds;
       scheduler_name = config->scheduler_name;

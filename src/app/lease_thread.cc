@@ -77,18 +77,17 @@ void LeaseThread::Start() {
     }
     io_.stop();  // the snapshot task and idle connections do not keep the thread
   });
-  asio::co_spawn(
-      io_,
-      [this]() -> asio::awaitable<void> {
-        asio::steady_timer timer(io_);
-        while (!stopping_) {
-          Snapshot();
-          timer.expires_after(std::chrono::milliseconds(250));
-          (void)co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
-        }
-      },
-      asio::detached);
+  asio::co_spawn(io_, SnapshotLoop(), asio::detached);
   thread_ = std::thread([this] { io_.run(); });
+}
+
+asio::awaitable<void> LeaseThread::SnapshotLoop() {
+  asio::steady_timer timer(io_);
+  while (!stopping_) {
+    Snapshot();
+    timer.expires_after(std::chrono::milliseconds(250));
+    (void)co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+  }
 }
 
 void LeaseThread::Stop() {

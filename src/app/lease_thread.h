@@ -23,6 +23,7 @@
 #include <string>
 #include <thread>
 
+#include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
 
 #include "async/clock.h"
@@ -55,6 +56,8 @@ class LeaseThread {
  private:
   LeaseThread() = default;
   void Snapshot();
+  // Snapshot() every 250 ms on the thread's loop until Stop().
+  boost::asio::awaitable<void> SnapshotLoop();
 
   async::SystemClock clock_;
   boost::asio::io_context io_{1};

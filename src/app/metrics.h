@@ -14,7 +14,7 @@
 #include <string>
 
 #include "controllers/node/node_controller.h"
-#include "controllers/pod_controller.h"
+#include "controllers/pod/pod_controller.h"
 #include "net/http_client.h"
 #include "scheduler/scheduler.h"
 #include "slurm/job_watch.h"

@@ -7,10 +7,13 @@
 
 #include <gtest/gtest.h>
 
-#include "app/documented_metrics.h"
+#include "testing/documented_metrics.h"
 
 namespace sb::app {
 namespace {
+
+using sb::testing::DocumentedMetrics;
+using sb::testing::ListedMetric;
 
 // Each counter of the components is served under its documented name, with its value.
 TEST(RenderMetricsTest, EachStatIsServedUnderItsName) {

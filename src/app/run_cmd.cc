@@ -22,6 +22,7 @@
 #include "kube/config.h"
 #include "kube/runtime/leader_election.h"
 #include "slurm/client.h"
+#include "wiring/clients.h"
 
 namespace sb::app {
 namespace asio = boost::asio;
@@ -73,7 +74,7 @@ std::optional<Clients> MakeClients(asio::io_context& io, const kube::LoadOptions
       kube::MakeClient(*clients.kube_http, kube_config->token,
                        kube::ClientOptions{.qps = config.client_qps, .burst = config.client_burst});
 
-  slurm::ClientConfig slurm_config = bridge::SlurmClientConfig(config);
+  slurm::ClientConfig slurm_config = wiring::SlurmClientConfig(config);
   slurm_config.http.max_idle_connections = 32;
   Result<slurm::ClientPtr> slurm_client =
       slurm::MakeClient(io.get_executor(), slurm_config, slurm::MakeFileTokenSource(jwt_file));
@@ -112,7 +113,7 @@ std::optional<ManagerOptions::Election> ElectionOf(const RunOptions& options,
 }  // namespace
 
 int RunComponents(const RunOptions& options) {
-  Result<bridge::Config> config = bridge::LoadConfig(options.config_path);
+  Result<bridge::Config> config = wiring::LoadConfig(options.config_path);
   if (!config) {
     spdlog::error("{}", config.error().message);
     return 1;

@@ -30,12 +30,12 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 
-#include "app/documented_metrics.h"
 #include "app/lease_thread.h"
+#include "common/time_format.h"
 #include "kube/runtime/kube_adapters.h"
-#include "kube/runtime/time_format.h"
 #include "net/http_client.h"
 #include "testing/bridge_e2e.h"
+#include "testing/documented_metrics.h"
 
 namespace sb::app {
 namespace {
@@ -43,6 +43,8 @@ namespace {
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
 using sb::testing::ChildProcess;
+using sb::testing::DocumentedMetrics;
+using sb::testing::ListedMetric;
 using sb::testing::RunSync;
 
 // A TCP proxy on 127.0.0.1 in front of `upstream_url`'s port, on a thread of its own, that can
@@ -351,7 +353,7 @@ TEST_F(ServeE2e, LeaseIsRenewedWhileTheMainLoopIsBusy) {
   EXPECT_EQ(got->holder_identity.value_or(""), "busy-loop");
   ASSERT_TRUE(got->renew_time);
   // MicroTime strings of one width compare as the times do.
-  EXPECT_GT(*got->renew_time, kube::FormatMicroTime(std::chrono::system_clock::now() - 2s))
+  EXPECT_GT(*got->renew_time, FormatMicroTime(std::chrono::system_clock::now() - 2s))
       << "the last renewal is older than 2 s";
   EXPECT_FALSE(started) << "the callback runs on the main loop";
   main.poll();
@@ -428,7 +430,7 @@ TEST_F(ServeE2e, LeaderThatStoppedRenewingFailsHealthz) {
           auto l = lease_now();
           return l && l->renew_time &&
                  *l->renew_time <
-                     kube::FormatMicroTime(std::chrono::system_clock::now() - 15s - 20s - 1s);
+                     FormatMicroTime(std::chrono::system_clock::now() - 15s - 20s - 1s);
         },
         60s));
     // Running again, its apiserver traffic held: the renewal it starts cannot complete.
@@ -484,7 +486,7 @@ TEST_F(ServeE2e, ReplicaThatLosesTheLeaseExitsOne) {
   ASSERT_TRUE(leader->Alive()) << leader->HowItEnded();
 
   // Someone else holds it now, freshly renewed for an hour: not expired, not ours.
-  const std::string now = kube::FormatMicroTime(std::chrono::system_clock::now());
+  const std::string now = FormatMicroTime(std::chrono::system_clock::now());
   const std::string patch =
       R"({"spec":{"holderIdentity":"e2e-intruder","leaseDurationSeconds":3600,"acquireTime":")" +
       now + R"(","renewTime":")" + now + R"("}})";

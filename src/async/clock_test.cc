@@ -9,7 +9,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 
-#include "async/test_util.h"
+#include "testing/fake_time.h"
 
 namespace sb::async {
 namespace {
@@ -31,13 +31,13 @@ TEST(FakeClockTest, TimerFiresOnlyWhenTimeReachesTheDeadline) {
                    ASSERT_FALSE(e);
                    got = r;
                  });
-  testing::Drain(io);
+  sb::testing::Drain(io);
   EXPECT_EQ(clock.PendingTimers(), 1u);
   clock.Advance(seconds(4));
-  testing::Drain(io);
+  sb::testing::Drain(io);
   EXPECT_FALSE(got.has_value());
   clock.Advance(seconds(1));
-  testing::Drain(io);
+  sb::testing::Drain(io);
   EXPECT_EQ(got, WaitResult::kFired);
   EXPECT_EQ(clock.PendingTimers(), 0u);
 }
@@ -52,10 +52,10 @@ TEST(FakeClockTest, WakeEndsTheWaitEarly) {
                    ASSERT_FALSE(e);
                    got = r;
                  });
-  testing::Drain(io);
+  sb::testing::Drain(io);
   EXPECT_FALSE(got.has_value());
   timer->Wake();
-  testing::Drain(io);
+  sb::testing::Drain(io);
   EXPECT_EQ(got, WaitResult::kWoken);
 }
 
@@ -68,7 +68,7 @@ TEST(FakeClockTest, PastDeadlineCompletesAtOnceAndWallTimeMovesWithNow) {
     ASSERT_FALSE(e);
     got = r;
   });
-  testing::Drain(io);
+  sb::testing::Drain(io);
   EXPECT_EQ(got, WaitResult::kFired);
   const auto wall = clock.WallNow();
   clock.Advance(seconds(90));

@@ -13,13 +13,13 @@
 #include <boost/asio/io_context.hpp>
 
 #include "async/clock.h"
-#include "async/test_util.h"
+#include "testing/fake_time.h"
 
 namespace sb::async {
 namespace {
 
 namespace asio = boost::asio;
-using testing::Drain;
+using sb::testing::Drain;
 
 // A coroutine that takes a slot, records its name, and holds the slot until `release` is set
 // and the loop runs again.

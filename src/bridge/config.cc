@@ -11,7 +11,6 @@
 #include <yaml-cpp/yaml.h>
 
 #include "bridge/dra.h"
-#include "common/files.h"
 
 namespace sb::bridge {
 namespace {
@@ -542,38 +541,6 @@ Result<Config> ParseConfig(std::string_view yaml) {
   }
   c.identity_policy.default_partition = c.partition;
   return c;
-}
-
-Result<Config> LoadConfig(const std::string& path) {
-  std::optional<std::string> text = ReadWholeFile(path);
-  if (!text) {
-    return MakeError(ErrorCode::kInvalidArgument, fmt::format("cannot read config file {}", path));
-  }
-  Result<Config> c = ParseConfig(*text);
-  if (!c) {
-    Error e = c.error();
-    e.message = fmt::format("{}: {}", path, e.message);
-    return tl::unexpected(e);
-  }
-  return c;
-}
-
-slurm::ClientConfig SlurmClientConfig(const Config& config) {
-  slurm::ClientConfig out{.url = config.slurm_rest_api, .user_name = config.slurm_user_name};
-  if (!config.slurm_api_version.empty()) {
-    out.version = slurm::ParseApiVersion(config.slurm_api_version);
-  }
-  out.http.tls.ca_file = config.slurm_ca_file;
-  out.http.tls.insecure_skip_verify = config.slurm_insecure_skip_verify;
-  out.http.timeout = config.slurm_request_timeout;
-  out.jobs_timeout = std::max(out.jobs_timeout, config.slurm_request_timeout);
-  return out;
-}
-
-slurm::JobWatchOptions JobWatchOptionsOf(const Config& config) {
-  slurm::JobWatchOptions out;
-  out.poll_interval = config.job_poll_interval;
-  return out;
 }
 
 }  // namespace sb::bridge

@@ -74,8 +74,6 @@
 
 #include "bridge/identity.h"
 #include "common/error.h"
-#include "slurm/client.h"
-#include "slurm/job_watch.h"
 
 namespace sb::bridge {
 
@@ -188,19 +186,10 @@ struct Config {
 }
 
 // Parses the YAML text of a config file. Errors (kInvalidArgument) name the key and the value:
-// "config key jobPollInterval: \"fast\" is not a duration".
+// "config key jobPollInterval: \"fast\" is not a duration". (wiring/clients.h reads the file.)
 [[nodiscard]] Result<Config> ParseConfig(std::string_view yaml);
-// Reads and parses `path`; errors name the file.
-[[nodiscard]] Result<Config> LoadConfig(const std::string& path);
 
 // "500ms", "1.5s", "2m", "1h30m" or a bare integer (milliseconds).
 [[nodiscard]] Result<std::chrono::milliseconds> ParseDuration(std::string_view text);
-
-// The Slurm client settings the config names (URL, pinned API version, user name, TLS); the
-// caller adds its own connection limits. One place for every subcommand that talks to Slurm.
-[[nodiscard]] slurm::ClientConfig SlurmClientConfig(const Config& config);
-// The job watch's cadence: a full state poll every jobPollInterval (the fresh cadence after a
-// submit is slurm::JobWatchOptions' own).
-[[nodiscard]] slurm::JobWatchOptions JobWatchOptionsOf(const Config& config);
 
 }  // namespace sb::bridge

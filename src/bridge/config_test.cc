@@ -155,23 +155,6 @@ TEST(ConfigTest, NodeSharingPlaceholderAndGraceCap) {
   }
 }
 
-// The Slurm client's request timeout (retries included): ours; job lists keep their 5 minutes.
-TEST(ConfigTest, SlurmRequestTimeout) {
-  Result<Config> c = ParseConfig("partition: batch\n");
-  ASSERT_TRUE(c);
-  EXPECT_EQ(SlurmClientConfig(*c).http.timeout, std::chrono::seconds(30));
-  EXPECT_EQ(SlurmClientConfig(*c).jobs_timeout, std::chrono::minutes(5));
-  c = ParseConfig("slurmRequestTimeout: 10m\n");
-  ASSERT_TRUE(c) << c.error().message;
-  EXPECT_EQ(SlurmClientConfig(*c).http.timeout, std::chrono::minutes(10));
-  EXPECT_EQ(SlurmClientConfig(*c).jobs_timeout, std::chrono::minutes(10));
-  for (const char* bad : {"slurmRequestTimeout: 10\n", "slurmRequestTimeout: soon\n"}) {
-    Result<Config> b = ParseConfig(bad);
-    ASSERT_FALSE(b) << bad;
-    EXPECT_NE(b.error().message.find("slurmRequestTimeout"), std::string::npos);
-  }
-}
-
 TEST(ConfigTest, BadValuesNameTheKey) {
   struct Case {
     const char* yaml;
@@ -305,12 +288,6 @@ TEST(ConfigTest, BadDeviceProfilesNameTheKey) {
     EXPECT_NE(r.error().message.find(c.want), std::string::npos)
         << c.yaml << " -> " << r.error().message;
   }
-}
-
-TEST(ConfigTest, LoadNamesTheFile) {
-  Result<Config> r = LoadConfig("/nonexistent/slurm-bridge/config.yaml");
-  ASSERT_FALSE(r);
-  EXPECT_NE(r.error().message.find("/nonexistent/slurm-bridge/config.yaml"), std::string::npos);
 }
 
 TEST(DurationTest, GoStyle) {

@@ -12,7 +12,7 @@
 
 #include "bridge/names.h"
 #include "bridge/pods.h"
-#include "kube/runtime/time_format.h"
+#include "common/time_format.h"
 
 namespace sb::bridge {
 namespace {
@@ -81,8 +81,7 @@ std::string SlurmReasonWords(std::string_view reason) {
 }
 
 std::string FormatUnixTime(std::int64_t unix_seconds) {
-  return kube::FormatTime(
-      std::chrono::system_clock::time_point(std::chrono::seconds(unix_seconds)));
+  return FormatTime(std::chrono::system_clock::time_point(std::chrono::seconds(unix_seconds)));
 }
 
 std::string RelativeTime(std::int64_t when, std::int64_t now) {

@@ -3,8 +3,6 @@
 
 #include <algorithm>
 #include <charconv>
-#include <cstdio>
-#include <ctime>
 #include <map>
 #include <optional>
 #include <set>
@@ -18,6 +16,7 @@
 #include "bridge/names.h"
 #include "bridge/pods.h"
 #include "bridge/tag.h"
+#include "common/time_format.h"
 
 namespace sb::bridge {
 namespace {
@@ -30,21 +29,6 @@ bool Over(std::string_view base_state) {
       "COMPLETED", "CANCELLED", "FAILED",   "TIMEOUT",       "NODE_FAIL",
       "PREEMPTED", "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY", "SPECIAL_EXIT"};
   return kOver.contains(base_state);
-}
-
-// "2026-01-01T00:00:00Z" (fractions ignored); nullopt when malformed.
-std::optional<WallTime> ParseTime(const std::string& text) {
-  std::tm tm{};
-  char zone = 0;
-  if (std::sscanf(text.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec) != 6) {
-    return std::nullopt;
-  }
-  zone = text.back();
-  if (zone != 'Z') return std::nullopt;
-  tm.tm_year -= 1900;
-  tm.tm_mon -= 1;
-  return std::chrono::system_clock::from_time_t(::timegm(&tm));
 }
 
 bool NodeReady(const kube::Node& n) {

@@ -4,7 +4,7 @@
 //
 // The invariants that must hold between Kubernetes and Slurm whenever the bridge has had time to
 // catch up, checked from one snapshot of both sides (pure: no I/O, the time is an argument).
-// `slurm-bridge check` and every end-to-end test run it (checker.h reads the snapshot).
+// `slurm-bridge check` and every end-to-end test run it (check/check.h reads the snapshot).
 //
 //   1. kUnboundJob: every bound pod of ours that is not finished (phase Succeeded/Failed) and not
 //      being deleted sits on a node of a RUNNING Slurm job whose tag is this bridge's and lists
@@ -29,7 +29,7 @@
 //
 // Each check is a snapshot: right after a change the bridge needs a moment (a poll, a sweep)
 // to catch up, so callers re-check until no violation is left or a settle deadline passes
-// (CheckUntilSettled in checker.h) and report what remains.
+// (CheckUntilSettled in check/check.h) and report what remains.
 #pragma once
 
 #include <chrono>

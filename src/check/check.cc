@@ -16,6 +16,7 @@
 #include "kube/config.h"
 #include "net/http_client.h"
 #include "slurm/token_source.h"
+#include "wiring/clients.h"
 
 namespace sb::check {
 namespace asio = boost::asio;
@@ -71,7 +72,7 @@ std::chrono::milliseconds DefaultSettle(std::chrono::milliseconds job_sweep_inte
 }
 
 int RunCheck(const CheckCmdOptions& options, std::ostream& out, std::ostream& err) {
-  Result<bridge::Config> config = bridge::LoadConfig(options.config_path);
+  Result<bridge::Config> config = wiring::LoadConfig(options.config_path);
   if (!config) {
     err << "slurm-bridge check: " << config.error().message << "\n";
     return 1;
@@ -112,7 +113,7 @@ int RunCheck(const CheckCmdOptions& options, std::ostream& out, std::ostream& er
     return 1;
   }
   std::unique_ptr<kube::Client> kube_client = kube::MakeClient(**kube_http, kube_config->token);
-  slurm::ClientConfig slurm_config = bridge::SlurmClientConfig(*config);
+  slurm::ClientConfig slurm_config = wiring::SlurmClientConfig(*config);
   Result<slurm::ClientPtr> slurm_client =
       slurm::MakeClient(io.get_executor(), slurm_config, slurm::MakeFileTokenSource(jwt_file));
   if (!slurm_client) {

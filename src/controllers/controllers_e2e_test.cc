@@ -6,7 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "controllers/pod_lifecycle.h"
+#include "common/time_format.h"
+#include "controllers/pod/pod_lifecycle.h"
 #include "testing/bridge_e2e.h"
 #include "testing/paths.h"
 

@@ -24,7 +24,8 @@
 #include <boost/json.hpp>
 
 #include "bridge/names.h"
-#include "controllers/pod_lifecycle.h"
+#include "common/time_format.h"
+#include "controllers/pod/pod_lifecycle.h"
 #include "kube/codec.h"
 #include "testing/policy_e2e.h"
 

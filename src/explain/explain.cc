@@ -45,8 +45,8 @@ awaitable<Result<void>> ReadAll(Session& s, const std::string& name, Read& r) {
   const std::string& ns = r.pod.metadata.namespace_;
 
   // Its group, as the scheduler resolves it.
-  const kube::OwnerGetter getter = kube::DirectOwnerGetter(kube);
-  Result<kube::ControllerChain> chain = co_await kube::ReadControllerChain(r.pod.metadata, getter);
+  kube::DirectOwnerSource owners(kube);
+  Result<kube::ControllerChain> chain = co_await kube::ReadControllerChain(r.pod.metadata, owners);
   if (chain) {
     r.owners = std::move(chain->owners);
     r.in.owner_unreadable = chain->unreadable;
@@ -211,16 +211,14 @@ int RunExplain(const ToolOptions& options, const std::string& pod, std::ostream&
   }
   Session& s = **session;
   Read read;
-  std::optional<Result<void>> result;
-  Result<void> ran =
-      RunOnLoop(s, [&]() -> awaitable<void> { result = co_await ReadAll(s, pod, read); });
+  Result<Result<void>> ran = RunOnLoop(s, ReadAll(s, pod, read));
   if (!ran) {
     err << cmd << ": " << ran.error().message << "\n";
     return 1;
   }
-  if (!result || !*result) {
-    const Error e = result ? result->error() : Error{ErrorCode::kInternal, "did not finish"};
-    err << cmd << ": pod " << s.namespace_ << "/" << pod << ": " << e.ToString() << "\n";
+  if (const Result<void>& result = *ran; !result) {
+    err << cmd << ": pod " << s.namespace_ << "/" << pod << ": " << result.error().ToString()
+        << "\n";
     return 1;
   }
   read.in.now = NowUnix();

@@ -19,18 +19,9 @@
 #include <iosfwd>
 #include <string>
 
-namespace sb::explain {
+#include "explain/options.h"
 
-struct ToolOptions {
-  std::string config_path;  // the bridge's config.yaml ("" none: the defaults)
-  std::string kubeconfig;   // "" : $KUBECONFIG, else in-cluster
-  std::string slurm_url;
-  std::string slurm_token_file;
-  std::string namespace_;  // "" : the kubeconfig context's
-  bool all_namespaces = false;
-  std::string output = "text";           // text or json
-  std::string command = "slurm-bridge";  // how the user called us, for messages
-};
+namespace sb::explain {
 
 // `explain POD`: 0 when explained, 1 when the pod or Kubernetes cannot be read.
 int RunExplain(const ToolOptions& options, const std::string& pod, std::ostream& out,

@@ -46,6 +46,38 @@ int Fail(const ToolOptions& o, std::string_view cmd, const std::string& what, st
   return 1;
 }
 
+// What `jobs` reads: every Slurm job, and the pods of the bridge's scheduler.
+struct JobsAndPods {
+  Result<std::vector<slurm::JobInfo>> jobs = MakeError(ErrorCode::kInternal, "not read");
+  Result<kube::List<kube::Pod>> pods = MakeError(ErrorCode::kInternal, "not read");
+};
+
+// `s` and its clients outlive the coroutine (RunOnLoop).
+awaitable<JobsAndPods> ReadJobsAndPods(Session& s, bool all_namespaces) {
+  JobsAndPods r;
+  r.jobs = co_await s.slurm->ListJobs();
+  kube::ResourceRef ref = kube::PodsRef(all_namespaces ? "" : s.namespace_);
+  kube::ListOptions by_scheduler{.field_selector = "spec.schedulerName=" + s.config.scheduler_name};
+  r.pods = co_await kube::ListAllAs<kube::Pod>(*s.kube, std::move(ref), std::move(by_scheduler));
+  co_return r;
+}
+
+// What `nodes` reads: the Kubernetes Nodes, and Slurm's nodes when Slurm can be reached.
+struct BothNodes {
+  Result<kube::List<kube::Node>> nodes = MakeError(ErrorCode::kInternal, "not read");
+  Result<std::vector<slurm::NodeInfo>> slurm_nodes = MakeError(ErrorCode::kInternal, "not read");
+};
+
+// `s` and its clients outlive the coroutine (RunOnLoop).
+awaitable<BothNodes> ReadBothNodes(Session& s) {
+  BothNodes r;
+  kube::ResourceRef ref = kube::NodesRef();
+  kube::ListOptions every_node;
+  r.nodes = co_await kube::ListAllAs<kube::Node>(*s.kube, std::move(ref), std::move(every_node));
+  if (s.slurm) r.slurm_nodes = co_await s.slurm->ListNodes();
+  co_return r;
+}
+
 }  // namespace
 
 int RunJobs(const ToolOptions& options, std::ostream& out, std::ostream& err) {
@@ -53,16 +85,10 @@ int RunJobs(const ToolOptions& options, std::ostream& out, std::ostream& err) {
   if (!session) return Fail(options, "jobs", session.error().message, err);
   Session& s = **session;
   if (!s.slurm) return Fail(options, "jobs", s.slurm_missing, err);
-  Result<std::vector<slurm::JobInfo>> jobs = MakeError(ErrorCode::kInternal, "not read");
-  Result<kube::List<kube::Pod>> pods = MakeError(ErrorCode::kInternal, "not read");
-  Result<void> ran = RunOnLoop(s, [&]() -> awaitable<void> {
-    jobs = co_await s.slurm->ListJobs();
-    kube::ResourceRef ref = kube::PodsRef(options.all_namespaces ? "" : s.namespace_);
-    kube::ListOptions by_scheduler{.field_selector =
-                                       "spec.schedulerName=" + s.config.scheduler_name};
-    pods = co_await kube::ListAllAs<kube::Pod>(*s.kube, std::move(ref), std::move(by_scheduler));
-  });
+  Result<JobsAndPods> ran = RunOnLoop(s, ReadJobsAndPods(s, options.all_namespaces));
   if (!ran) return Fail(options, "jobs", ran.error().message, err);
+  const Result<std::vector<slurm::JobInfo>>& jobs = ran->jobs;
+  const Result<kube::List<kube::Pod>>& pods = ran->pods;
   if (!jobs) return Fail(options, "jobs", "Slurm: " + jobs.error().ToString(), err);
   if (!pods) return Fail(options, "jobs", "Kubernetes: " + pods.error().ToString(), err);
   std::map<std::string, const kube::Pod*> by_name;
@@ -128,15 +154,10 @@ int RunNodes(const ToolOptions& options, std::ostream& out, std::ostream& err) {
   Result<std::unique_ptr<Session>> session = OpenSession(options);
   if (!session) return Fail(options, "nodes", session.error().message, err);
   Session& s = **session;
-  Result<kube::List<kube::Node>> nodes = MakeError(ErrorCode::kInternal, "not read");
-  Result<std::vector<slurm::NodeInfo>> slurm_nodes = MakeError(ErrorCode::kInternal, "not read");
-  Result<void> ran = RunOnLoop(s, [&]() -> awaitable<void> {
-    kube::ResourceRef ref = kube::NodesRef();
-    kube::ListOptions every_node;
-    nodes = co_await kube::ListAllAs<kube::Node>(*s.kube, std::move(ref), std::move(every_node));
-    if (s.slurm) slurm_nodes = co_await s.slurm->ListNodes();
-  });
+  Result<BothNodes> ran = RunOnLoop(s, ReadBothNodes(s));
   if (!ran) return Fail(options, "nodes", ran.error().message, err);
+  const Result<kube::List<kube::Node>>& nodes = ran->nodes;
+  const Result<std::vector<slurm::NodeInfo>>& slurm_nodes = ran->slurm_nodes;
   if (!nodes) return Fail(options, "nodes", "Kubernetes: " + nodes.error().ToString(), err);
   std::string slurm_error;
   if (!s.slurm) {

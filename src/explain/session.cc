@@ -5,10 +5,9 @@
 #include <cstdlib>
 #include <exception>
 
-#include <boost/asio/co_spawn.hpp>
-
 #include "kube/config.h"
 #include "slurm/token_source.h"
+#include "wiring/clients.h"
 
 namespace sb::explain {
 namespace {
@@ -23,7 +22,7 @@ std::string Env(const char* name) {
 Result<std::unique_ptr<Session>> OpenSession(const ToolOptions& options) {
   auto s = std::make_unique<Session>();
   if (!options.config_path.empty()) {
-    Result<bridge::Config> config = bridge::LoadConfig(options.config_path);
+    Result<bridge::Config> config = wiring::LoadConfig(options.config_path);
     if (!config) return tl::unexpected(config.error());
     s->config = std::move(*config);
   }
@@ -40,7 +39,7 @@ Result<std::unique_ptr<Session>> OpenSession(const ToolOptions& options) {
   s->kube_http = std::move(*http);
   s->kube = kube::MakeClient(*s->kube_http, kube_config->token);
 
-  slurm::ClientConfig slurm_config = bridge::SlurmClientConfig(s->config);
+  slurm::ClientConfig slurm_config = wiring::SlurmClientConfig(s->config);
   if (!options.slurm_url.empty()) slurm_config.url = options.slurm_url;
   slurm::TokenSourcePtr token;
   if (!options.slurm_token_file.empty()) {
@@ -73,23 +72,14 @@ std::int64_t NowUnix() {
       .count();
 }
 
-Result<void> RunOnLoop(Session& session, std::function<boost::asio::awaitable<void>()> body) {
-  bool failed = false;
-  std::string what;
-  boost::asio::co_spawn(session.io, body(), [&](const std::exception_ptr& e) {
-    if (!e) return;
-    failed = true;
-    try {
-      std::rethrow_exception(e);
-    } catch (const std::exception& ex) {
-      what = ex.what();
-    } catch (...) {
-      what = "unknown exception";
-    }
-  });
-  session.io.run();
-  if (failed) return MakeError(ErrorCode::kInternal, "failed: " + what);
-  return {};
+std::string WhatOf(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& ex) {
+    return ex.what();
+  } catch (...) {
+    return "unknown exception";
+  }
 }
 
 }  // namespace sb::explain

@@ -7,18 +7,19 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
+#include <exception>
 #include <memory>
 #include <optional>
-#include <ostream>
 #include <string>
+#include <utility>
 
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 
 #include "bridge/config.h"
 #include "common/error.h"
-#include "explain/explain.h"
+#include "explain/options.h"
 #include "kube/client.h"
 #include "net/http_client.h"
 #include "slurm/client.h"
@@ -41,8 +42,29 @@ struct Session {
 // Now, in Unix seconds (the relative times the commands print).
 [[nodiscard]] std::int64_t NowUnix();
 
-// Runs `body` on the session's loop to its end; an error when it threw.
-[[nodiscard]] Result<void> RunOnLoop(Session& session,
-                                     std::function<boost::asio::awaitable<void>()> body);
+// What an exception thrown by a command's coroutine says ("unknown exception" when it is not a
+// std::exception).
+[[nodiscard]] std::string WhatOf(const std::exception_ptr& e);
+
+// Runs `task` on the session's loop to its end and returns what it returned; an error when it
+// threw. `task` is the call of a free (or member) coroutine: its arguments live in its frame, by
+// value, or are the caller's objects by reference, alive until this returns (the loop has run
+// dry by then). Never a capturing lambda coroutine (STYLE.md: the closure may die before the
+// frame that refers to it). T: default-constructible, as co_spawn hands one over on a throw.
+template <typename T>
+[[nodiscard]] Result<T> RunOnLoop(Session& session, boost::asio::awaitable<T> task) {
+  std::optional<T> value;
+  std::string what = "did not finish";
+  boost::asio::co_spawn(session.io, std::move(task), [&](const std::exception_ptr& e, T v) {
+    if (e) {
+      what = "failed: " + WhatOf(e);
+      return;
+    }
+    value.emplace(std::move(v));
+  });
+  session.io.run();
+  if (!value) return MakeError(ErrorCode::kInternal, what);
+  return Result<T>(tl::in_place, std::move(*value));
+}
 
 }  // namespace sb::explain

@@ -27,16 +27,16 @@ ResourceRef RefOfKind(std::string_view api_version, std::string_view kind, std::
   return ref;
 }
 
-OwnerGetter DirectOwnerGetter(Client& client) {
-  return [&client](std::string api_version, std::string kind, std::string namespace_,
-                   std::string name) -> boost::asio::awaitable<Result<GenericObject>> {
-    ResourceRef ref = RefOfKind(api_version, kind, std::move(namespace_), std::move(name));
-    co_return co_await GetAs<GenericObject>(client, std::move(ref));
-  };
+boost::asio::awaitable<Result<GenericObject>> DirectOwnerSource::Get(std::string api_version,
+                                                                     std::string kind,
+                                                                     std::string namespace_,
+                                                                     std::string name) {
+  ResourceRef ref = RefOfKind(api_version, kind, std::move(namespace_), std::move(name));
+  co_return co_await GetAs<GenericObject>(client_, std::move(ref));
 }
 
 boost::asio::awaitable<Result<ControllerChain>> ReadControllerChain(const ObjectMeta& meta,
-                                                                    const OwnerGetter& get) {
+                                                                    OwnerSource& source) {
   ControllerChain chain;
   std::vector<GenericObject>& owners = chain.owners;
   const std::vector<OwnerReference>* refs = &meta.owner_references;
@@ -50,8 +50,8 @@ boost::asio::awaitable<Result<ControllerChain>> ReadControllerChain(const Object
     std::string kind = controller->kind;
     std::string namespace_ = meta.namespace_;
     std::string name = controller->name;
-    Result<GenericObject> owner = co_await get(std::move(api_version), std::move(kind),
-                                               std::move(namespace_), std::move(name));
+    Result<GenericObject> owner = co_await source.Get(std::move(api_version), std::move(kind),
+                                                      std::move(namespace_), std::move(name));
     if (!owner) {
       if (owner.error().code != ErrorCode::kNotFound &&
           owner.error().code != ErrorCode::kPermissionDenied &&

@@ -6,9 +6,9 @@
 // scheduler and `slurm-bridge explain` read it. Generic Kubernetes: nothing of the bridge.
 #pragma once
 
-#include <functional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <boost/asio/awaitable.hpp>
@@ -28,12 +28,50 @@ namespace sb::kube {
 [[nodiscard]] ResourceRef RefOfKind(std::string_view api_version, std::string_view kind,
                                     std::string namespace_, std::string name);
 
-// Reads one owner; the scheduler's caches its answers, explain's reads the apiserver.
-using OwnerGetter = std::function<boost::asio::awaitable<Result<GenericObject>>(
-    std::string api_version, std::string kind, std::string namespace_, std::string name)>;
+// Where ReadControllerChain reads one owner from: the scheduler's source caches the answers,
+// explain's reads the apiserver. An interface with a member coroutine, not a std::function
+// holding a lambda coroutine, whose captures could die before its frame (STYLE.md).
+class OwnerSource {
+ public:
+  virtual ~OwnerSource() = default;
+  // The namespaced object `name` of `api_version` ("batch/v1", "v1") and `kind`.
+  [[nodiscard]] virtual boost::asio::awaitable<Result<GenericObject>> Get(std::string api_version,
+                                                                          std::string kind,
+                                                                          std::string namespace_,
+                                                                          std::string name) = 0;
+};
 
-// An OwnerGetter that GETs from `client`.
-[[nodiscard]] OwnerGetter DirectOwnerGetter(Client& client);
+// GETs each owner from `client` (which must outlive it).
+class DirectOwnerSource final : public OwnerSource {
+ public:
+  explicit DirectOwnerSource(Client& client) : client_(client) {}
+  [[nodiscard]] boost::asio::awaitable<Result<GenericObject>> Get(std::string api_version,
+                                                                  std::string kind,
+                                                                  std::string namespace_,
+                                                                  std::string name) override;
+
+ private:
+  Client& client_;
+};
+
+// An owner source over a member coroutine of `object` with Get's parameters, e.g. a cache of
+// owners that is private to its class: MemberOwnerSource<Scheduler, &Scheduler::GetOwner>
+// source(*this). `object` must outlive it.
+template <typename T, auto kGet>
+class MemberOwnerSource final : public OwnerSource {
+ public:
+  explicit MemberOwnerSource(T& object) : object_(object) {}
+  [[nodiscard]] boost::asio::awaitable<Result<GenericObject>> Get(std::string api_version,
+                                                                  std::string kind,
+                                                                  std::string namespace_,
+                                                                  std::string name) override {
+    return (object_.*kGet)(std::move(api_version), std::move(kind), std::move(namespace_),
+                           std::move(name));
+  }
+
+ private:
+  T& object_;
+};
 
 // The controller chain of the object `meta` (of namespace meta.namespace_), nearest first, as
 // far as it can be read: at most 32 levels (as upstream slurm-bridge), and it ends at an owner
@@ -46,6 +84,6 @@ struct ControllerChain {
   std::string unreadable;
 };
 [[nodiscard]] boost::asio::awaitable<Result<ControllerChain>> ReadControllerChain(
-    const ObjectMeta& meta, const OwnerGetter& get);
+    const ObjectMeta& meta, OwnerSource& source);
 
 }  // namespace sb::kube

@@ -22,9 +22,9 @@
 #include "bridge/parts.h"
 #include "bridge/pods.h"
 #include "bridge/tag.h"
+#include "common/time_format.h"
 #include "kube/codec.h"
 #include "kube/owners.h"
-#include "kube/runtime/time_format.h"
 
 namespace sb::scheduler {
 namespace asio = boost::asio;
@@ -344,12 +344,7 @@ awaitable<Result<Next>> Scheduler::Resolve(const std::string& pod_key) {
   const std::string& ns = pod->metadata.namespace_;
 
   // The controller chain, as far as it can be read (at most 32 levels, as upstream).
-  const kube::OwnerGetter cached =
-      [this](std::string api_version, std::string kind, std::string owner_ns,
-             std::string name) -> awaitable<Result<kube::GenericObject>> {
-    co_return co_await GetOwner(std::move(api_version), std::move(kind), std::move(owner_ns),
-                                std::move(name));
-  };
+  kube::MemberOwnerSource<Scheduler, &Scheduler::GetOwner> cached(*this);
   Result<kube::ControllerChain> chain = co_await kube::ReadControllerChain(pod->metadata, cached);
   if (!chain) co_return tl::unexpected(chain.error());  // transient: retry
   if (!chain->unreadable.empty()) {
@@ -788,7 +783,7 @@ awaitable<void> Scheduler::ReportWaiting(const Pod& pod, std::string message) {
     }
     it->second = Reported{message, clock_.Now()};
   }
-  const std::string now = kube::FormatTime(clock_.WallNow());
+  const std::string now = FormatTime(clock_.WallNow());
   const std::string since =
       cond != nullptr && cond->status == "False" && !cond->last_transition_time.empty()
           ? cond->last_transition_time
@@ -875,7 +870,7 @@ awaitable<void> Scheduler::WritePodGroupStatus(GroupSpec spec, bool scheduled, s
     }
     if (c.status == status) since = c.last_transition_time;
   }
-  if (since.empty()) since = kube::FormatTime(clock_.WallNow());
+  if (since.empty()) since = FormatTime(clock_.WallNow());
   kube::ResourceRef ref{.group = std::string(bridge::kWorkloadApiGroup),
                         .version = api_version->substr(api_version->find('/') + 1),
                         .resource = "podgroups",

@@ -23,8 +23,8 @@
 #include "bridge/parts.h"
 #include "bridge/pods.h"
 #include "bridge/tag.h"
+#include "common/time_format.h"
 #include "kube/codec.h"
-#include "kube/runtime/time_format.h"
 
 namespace sb::scheduler {
 namespace asio = boost::asio;

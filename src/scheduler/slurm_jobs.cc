@@ -18,6 +18,7 @@
 #include "bridge/names.h"
 #include "bridge/pods.h"
 #include "bridge/tag.h"
+#include "wiring/clients.h"
 
 namespace sb::scheduler {
 namespace asio = boost::asio;
@@ -59,7 +60,7 @@ SlurmJobs::SlurmJobs(asio::any_io_executor executor, slurm::Client& slurm, async
       own_watch_(watch != nullptr
                      ? nullptr
                      : std::make_unique<slurm::JobWatch>(std::move(executor), slurm, clock,
-                                                         bridge::JobWatchOptionsOf(config))),
+                                                         wiring::JobWatchOptionsOf(config))),
       watch_(watch != nullptr ? watch : own_watch_.get()) {}
 
 SlurmJobs::~SlurmJobs() = default;

@@ -10,8 +10,8 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 
-#include "async/test_util.h"
 #include "testing/fake_slurm_client.h"
+#include "testing/fake_time.h"
 
 namespace sb::slurm {
 namespace {
@@ -47,9 +47,9 @@ class JobWatchTest : public ::testing::Test {
   }
   void TearDown() override {
     if (watch_) watch_->Stop();
-    async::testing::Drain(io_);
+    sb::testing::Drain(io_);
   }
-  void RunFor(async::Clock::Duration d) { async::testing::RunFor(io_, clock_, d); }
+  void RunFor(async::Clock::Duration d) { sb::testing::RunFor(io_, clock_, d); }
 
   boost::asio::io_context io_;
   async::FakeClock clock_;

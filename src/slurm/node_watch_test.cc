@@ -11,8 +11,8 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 
-#include "async/test_util.h"
 #include "testing/fake_slurm_client.h"
+#include "testing/fake_time.h"
 
 namespace sb::slurm {
 namespace {
@@ -49,10 +49,10 @@ class NodeWatchTest : public ::testing::Test {
   }
   void TearDown() override {
     if (watch_) watch_->Stop();
-    async::testing::Drain(io_);
+    sb::testing::Drain(io_);
     EXPECT_TRUE(!watch_ || done_) << "Run() did not return after Stop()";
   }
-  void RunFor(async::Clock::Duration d) { async::testing::RunFor(io_, clock_, d); }
+  void RunFor(async::Clock::Duration d) { sb::testing::RunFor(io_, clock_, d); }
 
   boost::asio::io_context io_;
   async::FakeClock clock_;
@@ -166,7 +166,7 @@ TEST_F(NodeWatchTest, StopEndsRunWhileParked) {
   watch_->Subscribe(&r);
   RunFor(1ms);
   watch_->Stop();
-  async::testing::Drain(io_);
+  sb::testing::Drain(io_);
   EXPECT_TRUE(done_);
 }
 

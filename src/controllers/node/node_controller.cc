@@ -11,7 +11,7 @@
 #include <boost/asio/co_spawn.hpp>
 
 #include "bridge/translate.h"
-#include "kube/runtime/time_format.h"
+#include "common/time_format.h"
 
 namespace sb::controllers {
 namespace asio = boost::asio;
@@ -279,7 +279,7 @@ awaitable<Result<void>> NodeController::Reconcile(std::string name) {
   const std::string slurm_name = bridge::SlurmNodeName(*node);
   std::optional<slurm::NodeInfo> info = SlurmNode(slurm_name);
   NodePlan plan = PlanNode(*node, info ? &*info : nullptr, config_.scheduler_name,
-                           kube::FormatTime(clock_.WallNow()));
+                           FormatTime(clock_.WallNow()));
   // N-13: Slurm counting more than the kubelet offers is said once per change, on the Node.
   if (info) {
     std::string gap = CapacityGap(*node, *info);
@@ -297,7 +297,7 @@ awaitable<Result<void>> NodeController::Reconcile(std::string name) {
     // Drain and undrain act on Slurm: decide on what Slurm says now, not on the last list.
     if (Result<void> r = co_await RereadSlurmNode(slurm_name, info); !r) co_return r;
     plan = PlanNode(*node, info ? &*info : nullptr, config_.scheduler_name,
-                    kube::FormatTime(clock_.WallNow()));
+                    FormatTime(clock_.WallNow()));
   }
 
   // The three steps are independent (as upstream's): run all, report the worst error.
@@ -613,7 +613,7 @@ awaitable<Result<void>> NodeController::SyncCondition(const kube::Node& node,
   }
   if (!plan.condition) co_return Result<void>{};
 
-  const std::string now = kube::FormatTime(clock_.WallNow());
+  const std::string now = FormatTime(clock_.WallNow());
   std::string patch = ConditionPatch(*plan.condition, now);
   std::string node_name = name;
   Result<kube::Node> r = co_await kube::PatchNodeStatus(
@@ -646,7 +646,7 @@ awaitable<Result<void>> NodeController::SyncGres(const kube::Node& node,
     }
   }
   GresPlan plan = PlanGresCondition(node, slurm_node, slices ? &*slices : nullptr,
-                                    config_.device_profiles, kube::FormatTime(clock_.WallNow()));
+                                    config_.device_profiles, FormatTime(clock_.WallNow()));
   if (WrittenAlready(gres_written_, node, kGresCompatibleCondition, plan.condition)) {
     co_return Result<void>{};
   }
@@ -663,7 +663,7 @@ awaitable<Result<void>> NodeController::SyncGres(const kube::Node& node,
   }
   if (!plan.condition) co_return Result<void>{};
   std::string node_name = name;
-  std::string patch = ConditionPatch(*plan.condition, kube::FormatTime(clock_.WallNow()));
+  std::string patch = ConditionPatch(*plan.condition, FormatTime(clock_.WallNow()));
   Result<kube::Node> r = co_await kube::PatchNodeStatus(
       kube_, std::move(node_name), kube::PatchType::kStrategicMerge, std::move(patch));
   if (!r) {

@@ -23,10 +23,10 @@
 #include <boost/asio/post.hpp>
 
 #include "bridge/names.h"
+#include "common/time_format.h"
 #include "controllers/node/node_controller.h"
 #include "kube/client.h"
 #include "kube/config.h"
-#include "kube/runtime/time_format.h"
 #include "slurm/client.h"
 #include "testing/e2e_env.h"
 #include "testing/paths.h"
@@ -114,7 +114,7 @@ class NodeControllerE2e : public ::testing::Test, protected sb::testing::E2eEnv 
     Restore();
     config_.node_list_interval = 500ms;
     // Events of earlier runs stay in the namespace for an hour; look only at this test's.
-    since_ = kube::FormatTime(std::chrono::system_clock::now() - 1s);
+    since_ = FormatTime(std::chrono::system_clock::now() - 1s);
   }
 
   void TearDown() override {
@@ -434,8 +434,8 @@ TEST_F(NodeControllerE2e, SlurmDownTaintsAndConditions) {
         return !ready_since.empty();
       },
       10s));
-  ASSERT_TRUE(WaitFor(
-      [&] { return kube::FormatTime(std::chrono::system_clock::now()) > ready_since; }, 3s));
+  ASSERT_TRUE(
+      WaitFor([&] { return FormatTime(std::chrono::system_clock::now()) > ready_since; }, 3s));
   Slurm("scontrol update nodename=n4 state=down reason=broken");
   std::string last_transition;
   EXPECT_TRUE(WaitFor(

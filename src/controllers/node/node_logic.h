@@ -71,7 +71,7 @@
 //
 // Example:
 //   NodePlan plan = PlanNode(node, slurm_info ? &*slurm_info : nullptr, "slurm-bridge-scheduler",
-//                            kube::FormatTime(clock.WallNow()));
+//                            FormatTime(clock.WallNow()));
 //   if (plan.taints) { ... PATCH TaintsPatch(*plan.taints, node.metadata.resource_version) ... }
 #pragma once
 

@@ -8,7 +8,7 @@
 #include <boost/asio/this_coro.hpp>
 
 #include "async/task_group.h"
-#include "kube/runtime/time_format.h"
+#include "common/time_format.h"
 
 namespace sb::kube {
 

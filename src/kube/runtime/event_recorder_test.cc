@@ -15,7 +15,7 @@
 #include <boost/asio/io_context.hpp>
 
 #include "async/clock.h"
-#include "async/test_util.h"
+#include "testing/fake_time.h"
 #include "testing/run.h"
 
 namespace sb::kube {
@@ -119,7 +119,7 @@ class EventRecorderTest : public ::testing::Test {
       EXPECT_FALSE(e);
       run_returned_ = true;
     });
-    async::testing::Drain(io_);
+    sb::testing::Drain(io_);
   }
 
   // Every sink call takes 1 s of the fake clock.
@@ -299,27 +299,27 @@ TEST_F(EventRecorderTest, RunWritesQueuedEventsRetriesTransportErrorsAndDrainsOn
   StartRun();
 
   EXPECT_TRUE(recorder_.Emit(PodRef("p"), EventType::kNormal, "R", "m"));
-  async::testing::Drain(io_);
+  sb::testing::Drain(io_);
   EXPECT_EQ(sink_.events.size(), 1u);
 
   // A transport error is retried 10 s later; a 403 drops the Event.
   sink_.errors.push_back(Error{ErrorCode::kUnavailable, "connection refused"});
   EXPECT_TRUE(recorder_.Emit(PodRef("q"), EventType::kNormal, "R", "m"));
-  async::testing::RunFor(io_, clock_, seconds(9));
+  sb::testing::RunFor(io_, clock_, seconds(9));
   EXPECT_EQ(sink_.events.size(), 1u);
-  async::testing::RunFor(io_, clock_, seconds(1));
+  sb::testing::RunFor(io_, clock_, seconds(1));
   EXPECT_EQ(sink_.events.size(), 2u);
 
   sink_.errors.push_back(Error{ErrorCode::kPermissionDenied, "forbidden", 403});
   EXPECT_TRUE(recorder_.Emit(PodRef("r"), EventType::kNormal, "R", "m"));
-  async::testing::RunFor(io_, clock_, seconds(30));
+  sb::testing::RunFor(io_, clock_, seconds(30));
   EXPECT_EQ(sink_.events.size(), 2u);
   EXPECT_EQ(recorder_.Dropped(), 1u);
 
   EXPECT_TRUE(recorder_.Emit(PodRef("p"), EventType::kNormal, "R", "m"));
   recorder_.ShutDown();
   EXPECT_FALSE(recorder_.Emit(PodRef("s"), EventType::kNormal, "R", "m"));
-  async::testing::Drain(io_);
+  sb::testing::Drain(io_);
   EXPECT_TRUE(run_returned_);
   EXPECT_EQ(sink_.events.begin()->second.count, 2) << "queued before ShutDown: still written";
 }
@@ -339,12 +339,12 @@ TEST_F(ConcurrentWritesTest, EventsOfDifferentObjectsAreWrittenAtOnceOfOneObject
     EXPECT_TRUE(recorder_.Emit(PodRef(pod, std::string("uid-") + pod), EventType::kNormal,
                                "Scheduled", std::string("assigned ") + pod));
   }
-  async::testing::Drain(io_);
+  sb::testing::Drain(io_);
   EXPECT_EQ(sink_.most_in_flight, 3) << "writers: 3";
   EXPECT_EQ(recorder_.Pending(), 3u) << "the second a, d and e wait";
-  async::testing::RunFor(io_, clock_, seconds(1));
-  async::testing::RunFor(io_, clock_, seconds(1));
-  async::testing::RunFor(io_, clock_, seconds(1));
+  sb::testing::RunFor(io_, clock_, seconds(1));
+  sb::testing::RunFor(io_, clock_, seconds(1));
+  sb::testing::RunFor(io_, clock_, seconds(1));
   EXPECT_EQ(recorder_.Pending(), 0u);
   EXPECT_EQ(sink_.most_about_one_object, 1);
   ASSERT_EQ(sink_.events.size(), 5u);
@@ -353,7 +353,7 @@ TEST_F(ConcurrentWritesTest, EventsOfDifferentObjectsAreWrittenAtOnceOfOneObject
   }
   EXPECT_EQ(sink_.patches.size(), 1u);
   recorder_.ShutDown();
-  async::testing::Drain(io_);
+  sb::testing::Drain(io_);
   EXPECT_TRUE(run_returned_);
 }
 
@@ -361,11 +361,11 @@ TEST_F(ConcurrentWritesTest, ShutDownEndsAWaitToRetryAtOnce) {
   StartRun();
   sink_.errors.push_back(Error{ErrorCode::kUnavailable, "connection refused"});
   EXPECT_TRUE(recorder_.Emit(PodRef("p"), EventType::kNormal, "R", "m"));
-  async::testing::RunFor(io_, clock_, seconds(1));  // the failed write; its retry waits 10 s
+  sb::testing::RunFor(io_, clock_, seconds(1));  // the failed write; its retry waits 10 s
   EXPECT_EQ(sink_.calls.size(), 1u);
   EXPECT_FALSE(run_returned_);
   recorder_.ShutDown();
-  async::testing::Drain(io_);
+  sb::testing::Drain(io_);
   EXPECT_TRUE(run_returned_) << "no 10 s wait after ShutDown()";
   EXPECT_EQ(recorder_.Dropped(), 1u);
   EXPECT_EQ(sink_.calls.size(), 1u);
@@ -382,18 +382,18 @@ class SmallQueueTest : public EventRecorderTest {
 TEST_F(SmallQueueTest, AFullQueueDropsAndCountsWhatDoesNotFit) {
   StartRun();
   EXPECT_TRUE(recorder_.Emit(PodRef("a", "ua"), EventType::kNormal, "R", "m"));
-  async::testing::Drain(io_);  // a is being written: the queue is empty again
+  sb::testing::Drain(io_);  // a is being written: the queue is empty again
   EXPECT_TRUE(recorder_.Emit(PodRef("b", "ub"), EventType::kNormal, "R", "m"));
   EXPECT_TRUE(recorder_.Emit(PodRef("c", "uc"), EventType::kNormal, "R", "m"));
   EXPECT_FALSE(recorder_.Emit(PodRef("d", "ud"), EventType::kNormal, "R", "m"));
   EXPECT_EQ(recorder_.Dropped(), 1u);
-  async::testing::RunFor(io_, clock_, seconds(1));
-  async::testing::RunFor(io_, clock_, seconds(1));
-  async::testing::RunFor(io_, clock_, seconds(1));
+  sb::testing::RunFor(io_, clock_, seconds(1));
+  sb::testing::RunFor(io_, clock_, seconds(1));
+  sb::testing::RunFor(io_, clock_, seconds(1));
   EXPECT_EQ(sink_.events.size(), 3u);
   EXPECT_EQ(sink_.most_in_flight, 1);
   recorder_.ShutDown();
-  async::testing::Drain(io_);
+  sb::testing::Drain(io_);
 }
 
 TEST_F(EventRecorderTest, ClusterScopedObjectsGetEventsInDefault) {

@@ -8,7 +8,7 @@
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/this_coro.hpp>
 
-#include "kube/runtime/time_format.h"
+#include "common/time_format.h"
 
 namespace sb::kube {
 namespace {

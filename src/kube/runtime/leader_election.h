@@ -26,8 +26,8 @@
 //     the observed holder changes, including to "" after a release.
 //
 // The logic is written against LeaseStore (Get/Create/Update of one Lease), so it is tested with
-// an in-memory store (fake_lease_store.h) and a FakeClock; kube_adapters.h has the store over the
-// real apiserver.
+// an in-memory store (testing/fake_lease_store.h) and a FakeClock; kube_adapters.h has the store
+// over the real apiserver.
 //
 // Thread model: loop-confined. Run() and every other method are called on the thread of the
 // io_context that runs Run(); callbacks run on it too and must not block. The clock and the store

@@ -12,18 +12,18 @@
 #include <boost/asio/io_context.hpp>
 
 #include "async/clock.h"
-#include "async/test_util.h"
-#include "kube/runtime/fake_lease_store.h"
+#include "testing/fake_lease_store.h"
+#include "testing/fake_time.h"
 
 namespace sb::kube {
 namespace {
 
 namespace asio = boost::asio;
-using async::testing::RunFor;
+using sb::testing::FakeLeaseStore;
+using sb::testing::FakeLeaseStoreView;
+using sb::testing::RunFor;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-using testing::FakeLeaseStore;
-using testing::FakeLeaseStoreView;
 
 constexpr char kNs[] = "slurm-bridge";
 constexpr char kName[] = "scheduler";
@@ -202,7 +202,7 @@ TEST_F(LeaderElectionTest, ReleaseOnStopLetsTheOtherTakeOverAtOnce) {
   ASSERT_TRUE(a_.elector->IsLeader());
 
   a_.elector->Stop();
-  async::testing::Drain({&a_.io, &b_.io});
+  sb::testing::Drain({&a_.io, &b_.io});
   EXPECT_TRUE(a_.run_returned);
   EXPECT_EQ(a_.stopped, 1);
   EXPECT_FALSE(a_.elector->IsLeader());
@@ -302,7 +302,7 @@ TEST_F(LeaderElectionTest, StopBeforeLeadingReturnsWithoutTouchingTheLease) {
   RunFor({&a_.io, &b_.io}, clock_, seconds(1));
   const int updates = store_.updates;
   b_.elector->Stop();
-  async::testing::Drain({&a_.io, &b_.io});
+  sb::testing::Drain({&a_.io, &b_.io});
   EXPECT_TRUE(b_.run_returned);
   EXPECT_EQ(b_.started, 0);
   EXPECT_EQ(b_.stopped, 1) << "client-go calls OnStoppedLeading whenever Run ends";

@@ -16,14 +16,14 @@
 #include <boost/asio/io_context.hpp>
 
 #include "async/clock.h"
-#include "async/test_util.h"
+#include "testing/fake_time.h"
 
 namespace sb::kube {
 namespace {
 
 namespace asio = boost::asio;
-using async::testing::Drain;
-using async::testing::RunFor;
+using sb::testing::Drain;
+using sb::testing::RunFor;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "controllers/pod_controller.h"
+#include "controllers/pod/pod_controller.h"
 
 #include <algorithm>
 #include <charconv>
@@ -13,8 +13,9 @@
 #include "bridge/names.h"
 #include "bridge/pods.h"
 #include "bridge/tag.h"
+#include "common/time_format.h"
 #include "kube/codec.h"
-#include "kube/runtime/time_format.h"
+#include "wiring/clients.h"
 
 namespace sb::controllers {
 namespace asio = boost::asio;
@@ -64,7 +65,7 @@ PodController::PodController(asio::any_io_executor executor, kube::Client& kube,
       own_watch_(watch != nullptr
                      ? nullptr
                      : std::make_unique<slurm::JobWatch>(executor_, slurm, clock,
-                                                         bridge::JobWatchOptionsOf(config_))),
+                                                         wiring::JobWatchOptionsOf(config_))),
       watch_(watch != nullptr ? watch : own_watch_.get()),
       tasks_(executor_, clock, "pod controller") {
   pods_.cache().AddIndex(std::string(kJobIndex), [](const Pod& p) {
@@ -330,7 +331,7 @@ awaitable<void> PodController::NudgeKubelet(const Pod& pod) {
   const kube::ObjectMeta& m = pod.metadata;
   // (Named, not a temporary: gcc 12 cannot keep the map temporary across the co_await.)
   std::string patch = kube::EncodeMetadataMergePatch(
-      {}, {{std::string(bridge::kKubeletNudgeAnnotation), kube::FormatTime(clock_.WallNow())}});
+      {}, {{std::string(bridge::kKubeletNudgeAnnotation), FormatTime(clock_.WallNow())}});
   Result<Pod> r = co_await kube::PatchAs<Pod>(kube_, kube::PodsRef(m.namespace_).WithName(m.name),
                                               kube::PatchType::kJsonMerge, std::move(patch));
   if (!r) {
@@ -352,7 +353,7 @@ awaitable<void> PodController::NudgeKubelet(const Pod& pod) {
 
 awaitable<void> PodController::MarkDisrupted(const Pod& pod, const std::string& reason,
                                              const std::string& message) {
-  const std::string now = kube::FormatTime(clock_.WallNow());
+  const std::string now = FormatTime(clock_.WallNow());
   std::string patch = fmt::format(
       "{{\"status\":{{\"conditions\":[{{\"type\":\"DisruptionTarget\",\"status\":\"True\","
       "\"reason\":{},\"message\":{},\"lastTransitionTime\":{}}}]}}}}",

@@ -3,7 +3,7 @@
 // The pod controller's loop against an in-memory Slurm (FakeSlurmClient) and the fake apiserver
 // (pods served by FakeApiServer; nodes, events, single-pod GETs and DELETEs answered by a hook).
 // Time is a FakeClock: the Slurm poll and the sweep run when the test advances it.
-#include "controllers/pod_controller.h"
+#include "controllers/pod/pod_controller.h"
 
 #include <functional>
 #include <memory>
@@ -18,7 +18,7 @@
 #include "async/clock.h"
 #include "bridge/names.h"
 #include "bridge/tag.h"
-#include "kube/runtime/time_format.h"
+#include "common/time_format.h"
 #include "net/http_client.h"
 #include "testing/fake_apiserver.h"
 #include "testing/fake_slurm_client.h"
@@ -582,7 +582,7 @@ TEST_F(PodControllerTest, StuckDraPodsKubeletIsNudgedOnce) {
                 fmt::format(R"({{"metadata":{{"annotations":{{"{}":"dra-extended-resources"}}}},
                     "status":{{"conditions":[{{"type":"PodScheduled","status":"True",
                     "lastTransitionTime":"{}"}}]}}}})",
-                            bridge::kResourceClaimAnnotation, kube::FormatTime(clock_.WallNow())));
+                            bridge::kResourceClaimAnnotation, FormatTime(clock_.WallNow())));
   ASSERT_TRUE(RunUntil([&] { return controller_->stats().reconciles > passes_before; }));
   EXPECT_EQ(api_.PodJson("ns", "dra").find(nudged), std::string::npos) << "not before 5 s";
   clock_.Advance(LifecycleOptions{}.kubelet_nudge_after);
@@ -680,7 +680,7 @@ TEST_F(PodControllerTest, EndedJobsTerminatingPodIsDeletedAgainWithTheCap) {
       "ns", "slow",
       fmt::format(R"({{"metadata":{{"deletionTimestamp":"{}",)"
                   R"("deletionGracePeriodSeconds":86400}},"status":{{"phase":"Running"}}}})",
-                  kube::FormatTime(clock_.WallNow() + 86340s)));
+                  FormatTime(clock_.WallNow() + 86340s)));
   PodControllerOptions o;
   o.lifecycle.max_termination_grace_seconds = 300;
   Start(o);

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "kube/runtime/time_format.h"
+#include "common/time_format.h"
 
 #include <cstdio>
 #include <ctime>
 
-namespace sb::kube {
+namespace sb {
 namespace {
 
 // Floor division, so times before 1970 still split into a valid second and a non-negative
@@ -49,4 +49,42 @@ std::string FormatTime(std::chrono::system_clock::time_point t) { return Format(
 
 std::string FormatMicroTime(std::chrono::system_clock::time_point t) { return Format(t, true); }
 
-}  // namespace sb::kube
+std::optional<std::chrono::system_clock::time_point> ParseTime(std::string_view text) {
+  if (text.size() < 20) return std::nullopt;
+  std::string s(text);
+  int y = 0, mo = 0, d = 0, h = 0, mi = 0, se = 0, used = 0;
+  if (std::sscanf(s.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &se, &used) != 6 ||
+      used != 19) {
+    return std::nullopt;
+  }
+  std::size_t i = 19;
+  if (i < s.size() && s[i] == '.') {
+    ++i;
+    while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
+  }
+  long offset = 0;
+  if (i < s.size() && (s[i] == 'Z' || s[i] == 'z')) {
+    ++i;
+  } else if (i + 6 == s.size() && (s[i] == '+' || s[i] == '-') && s[i + 3] == ':') {
+    int oh = 0, om = 0;
+    if (std::sscanf(s.c_str() + i + 1, "%2d:%2d", &oh, &om) != 2) return std::nullopt;
+    offset = (s[i] == '+' ? 1 : -1) * (oh * 3600L + om * 60L);
+    i += 6;
+  } else {
+    return std::nullopt;
+  }
+  if (i != s.size() || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || se > 60) {
+    return std::nullopt;
+  }
+  std::tm tm{};
+  tm.tm_year = y - 1900;
+  tm.tm_mon = mo - 1;
+  tm.tm_mday = d;
+  tm.tm_hour = h;
+  tm.tm_min = mi;
+  tm.tm_sec = se;
+  const std::time_t t = ::timegm(&tm) - offset;
+  return std::chrono::system_clock::from_time_t(t);
+}
+
+}  // namespace sb

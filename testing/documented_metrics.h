@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// app/documented_metrics.h (tests only)
+// testing/documented_metrics.h
 //
 // The metrics docs/operations.md's "Health and metrics" table lists, read at run time, so that
 // the tests check the table against what is served (metrics_test: the rendering; serve_e2e_test:
@@ -15,7 +15,7 @@
 
 #include "testing/paths.h"
 
-namespace sb::app {
+namespace sb::testing {
 
 // A metric of docs/operations.md's "Health and metrics" table: its name and its label keys.
 struct ListedMetric {
@@ -29,7 +29,7 @@ struct ListedMetric {
 // ("slurm_bridge_jobs_submitted_total", "_adopted_total" -> "slurm_bridge_jobs_adopted_total");
 // "{a,b}" gives the label keys.
 inline std::vector<ListedMetric> DocumentedMetrics() {
-  std::ifstream in(sb::testing::SourceDir() + "/docs/operations.md");
+  std::ifstream in(SourceDir() + "/docs/operations.md");
   std::string line;
   bool in_table = false;
   std::vector<ListedMetric> out;
@@ -67,4 +67,4 @@ inline std::vector<ListedMetric> DocumentedMetrics() {
   return out;
 }
 
-}  // namespace sb::app
+}  // namespace sb::testing

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// controllers/pod_lifecycle.h
+// controllers/pod/pod_lifecycle.h
 //
 // Pure decisions of the pod controller: what to do with one Slurm job and the pods it holds a
 // place for, and with bound pods that no job of this bridge holds a place for. No I/O.
@@ -46,7 +46,6 @@
 #include <optional>
 #include <set>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "bridge/tag.h"
@@ -56,9 +55,6 @@
 namespace sb::controllers {
 
 using WallTime = std::chrono::system_clock::time_point;
-
-// "2026-01-01T00:00:00Z" (fractions and numeric offsets accepted); nullopt when malformed.
-[[nodiscard]] std::optional<WallTime> ParseTime(std::string_view rfc3339);
 
 struct LifecycleOptions {
   // A pod being deleted on a Ready node counts as done this long after its grace period, even

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "controllers/pod_lifecycle.h"
+#include "controllers/pod/pod_lifecycle.h"
 
 #include <algorithm>
 #include <set>
@@ -8,7 +8,7 @@
 
 #include "bridge/names.h"
 #include "bridge/tag.h"
-#include "kube/runtime/time_format.h"
+#include "common/time_format.h"
 
 namespace sb::controllers {
 namespace {
@@ -58,16 +58,6 @@ std::vector<const kube::Pod*> Deleted(const JobPlan& plan) {
   std::vector<const kube::Pod*> out;
   for (const PodDeletion& d : plan.delete_pods) out.push_back(d.pod);
   return out;
-}
-
-TEST(ParseTimeTest, Rfc3339) {
-  EXPECT_EQ(ParseTime("1970-01-01T00:01:00Z")->time_since_epoch(), std::chrono::seconds(60));
-  EXPECT_EQ(ParseTime("1970-01-01T01:01:00+01:00")->time_since_epoch(), std::chrono::seconds(60));
-  EXPECT_EQ(ParseTime("1970-01-01T00:01:00.123456Z")->time_since_epoch(), std::chrono::seconds(60));
-  for (const char* bad : {"", "yesterday", "1970-01-01 00:01:00Z", "1970-13-01T00:00:00Z",
-                          "1970-01-01T00:00:00", "1970-01-01T00:00:00Zjunk"}) {
-    EXPECT_FALSE(ParseTime(bad)) << bad;
-  }
 }
 
 TEST(JudgePodTest, Matrix) {
@@ -143,7 +133,7 @@ TEST(PlanJobTest, EndedJobCutsATerminatingMembersGracePeriodToTheCap) {
   auto terminating = [](std::string name, std::int64_t grace, std::string node = "n1") {
     kube::Pod p = MakePod(std::move(name), "Running", std::move(node));
     p.metadata.deletion_grace_period_seconds = grace;
-    p.metadata.deletion_timestamp = kube::FormatTime(kNow - 60s + std::chrono::seconds(grace));
+    p.metadata.deletion_timestamp = FormatTime(kNow - 60s + std::chrono::seconds(grace));
     return p;
   };
   kube::Pod day = terminating("day", 86400);
@@ -595,9 +585,8 @@ namespace {
 kube::Pod DraPod(std::chrono::seconds ago) {
   kube::Pod p = MakePod("dra", "Pending");
   p.metadata.annotations[std::string(bridge::kResourceClaimAnnotation)] = "dra-extended-resources";
-  p.status.conditions.push_back({.type = "PodScheduled",
-                                 .status = "True",
-                                 .last_transition_time = kube::FormatTime(kNow - ago)});
+  p.status.conditions.push_back(
+      {.type = "PodScheduled", .status = "True", .last_transition_time = FormatTime(kNow - ago)});
   return p;
 }
 

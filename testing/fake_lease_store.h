@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// kube/runtime/fake_lease_store.h
+// testing/fake_lease_store.h
 //
 // An in-memory LeaseStore with the apiserver's optimistic concurrency: every write bumps the
 // resourceVersion, Update with a stale resourceVersion answers kConflict (HTTP 409), Create of an
@@ -24,11 +24,11 @@
 #include "async/clock.h"
 #include "kube/runtime/leader_election.h"
 
-namespace sb::kube::testing {
+namespace sb::testing {
 
-class FakeLeaseStore final : public LeaseStore {
+class FakeLeaseStore final : public kube::LeaseStore {
  public:
-  boost::asio::awaitable<Result<Lease>> Get(std::string ns, std::string name) override {
+  boost::asio::awaitable<Result<kube::Lease>> Get(std::string ns, std::string name) override {
     ++gets;
     auto it = leases_.find(ns + "/" + name);
     if (it == leases_.end()) {
@@ -37,7 +37,7 @@ class FakeLeaseStore final : public LeaseStore {
     co_return it->second;
   }
 
-  boost::asio::awaitable<Result<Lease>> Create(Lease lease) override {
+  boost::asio::awaitable<Result<kube::Lease>> Create(kube::Lease lease) override {
     ++creates;
     const std::string key = lease.metadata.namespace_ + "/" + lease.metadata.name;
     if (leases_.contains(key)) {
@@ -49,7 +49,7 @@ class FakeLeaseStore final : public LeaseStore {
     co_return lease;
   }
 
-  boost::asio::awaitable<Result<Lease>> Update(Lease lease) override {
+  boost::asio::awaitable<Result<kube::Lease>> Update(kube::Lease lease) override {
     ++updates;
     if (before_update) {
       // May change the stored Lease, as a concurrent writer would.
@@ -76,7 +76,8 @@ class FakeLeaseStore final : public LeaseStore {
   }
 
   // The stored Lease, or nullopt.
-  [[nodiscard]] std::optional<Lease> Peek(const std::string& ns, const std::string& name) const {
+  [[nodiscard]] std::optional<kube::Lease> Peek(const std::string& ns,
+                                                const std::string& name) const {
     auto it = leases_.find(ns + "/" + name);
     if (it == leases_.end()) {
       return std::nullopt;
@@ -85,7 +86,7 @@ class FakeLeaseStore final : public LeaseStore {
   }
 
   // Writes `lease` as a third party would (bumps the resourceVersion).
-  void Put(Lease lease) {
+  void Put(kube::Lease lease) {
     lease.metadata.resource_version = std::to_string(++last_rv_);
     leases_[lease.metadata.namespace_ + "/" + lease.metadata.name] = std::move(lease);
   }
@@ -98,29 +99,29 @@ class FakeLeaseStore final : public LeaseStore {
   int conflicts = 0;
 
  private:
-  std::map<std::string, Lease> leases_;
+  std::map<std::string, kube::Lease> leases_;
   std::uint64_t last_rv_ = 0;
 };
 
 // One candidate's access to a shared FakeLeaseStore. While `fail` is set its calls answer
 // kUnavailable; while `hang` is set they wait (on `clock`) until cancelled.
-class FakeLeaseStoreView final : public LeaseStore {
+class FakeLeaseStoreView final : public kube::LeaseStore {
  public:
   FakeLeaseStoreView(FakeLeaseStore& store, async::Clock& clock) : store_(store), clock_(clock) {}
 
-  boost::asio::awaitable<Result<Lease>> Get(std::string ns, std::string name) override {
+  boost::asio::awaitable<Result<kube::Lease>> Get(std::string ns, std::string name) override {
     if (Result<void> r = co_await Gate(); !r) {
       co_return tl::unexpected(r.error());
     }
     co_return co_await store_.Get(std::move(ns), std::move(name));
   }
-  boost::asio::awaitable<Result<Lease>> Create(Lease lease) override {
+  boost::asio::awaitable<Result<kube::Lease>> Create(kube::Lease lease) override {
     if (Result<void> r = co_await Gate(); !r) {
       co_return tl::unexpected(r.error());
     }
     co_return co_await store_.Create(std::move(lease));
   }
-  boost::asio::awaitable<Result<Lease>> Update(Lease lease) override {
+  boost::asio::awaitable<Result<kube::Lease>> Update(kube::Lease lease) override {
     if (Result<void> r = co_await Gate(); !r) {
       co_return tl::unexpected(r.error());
     }
@@ -147,4 +148,4 @@ class FakeLeaseStoreView final : public LeaseStore {
   async::Clock& clock_;
 };
 
-}  // namespace sb::kube::testing
+}  // namespace sb::testing

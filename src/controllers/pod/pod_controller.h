@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// controllers/pod_controller.h
+// controllers/pod/pod_controller.h
 //
 // Keeps pods and their Slurm jobs in step once the scheduler has bound them (decisions in
 // pod_lifecycle.h). A job is acted on only when its admin_comment tag is this bridge's (this
@@ -56,7 +56,7 @@
 #include "async/task_group.h"
 #include "bridge/config.h"
 #include "bridge/tag.h"
-#include "controllers/pod_lifecycle.h"
+#include "controllers/pod/pod_lifecycle.h"
 #include "kube/client.h"
 #include "kube/informer.h"
 #include "kube/runtime/event_recorder.h"

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// async/test_util.h
+// testing/fake_time.h
 //
 // Test helpers for code driven by a FakeClock: run an io_context while moving fake time forward
 // from one timer deadline to the next, so every periodic loop wakes exactly when it would with a
@@ -15,7 +15,7 @@
 
 #include "async/clock.h"
 
-namespace sb::async::testing {
+namespace sb::testing {
 
 // Runs every ready handler of each io_context (poll), restarting it first if it had run out
 // of work, until none has anything ready.
@@ -61,4 +61,4 @@ inline void RunFor(boost::asio::io_context& io, async::FakeClock& clock, async::
   RunUntil({&io}, clock, clock.Now() + d);
 }
 
-}  // namespace sb::async::testing
+}  // namespace sb::testing
