@@ -335,4 +335,17 @@ std::optional<std::int64_t> ScheduleTimeoutSeconds(const kube::GenericObject& po
   return seconds;
 }
 
+PodGroupMiss OnPodGroupError(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kNotFound:
+    case ErrorCode::kPermissionDenied:
+    case ErrorCode::kUnauthenticated:
+    case ErrorCode::kInvalidArgument:
+    case ErrorCode::kUnimplemented:
+      return PodGroupMiss::kReportAndWait;
+    default:
+      return PodGroupMiss::kRetry;
+  }
+}
+
 }  // namespace sb::bridge

@@ -62,6 +62,12 @@ inline constexpr std::string_view kCoschedulingApiVersion = "scheduling.x-k8s.io
     const kube::Pod& pod, const std::vector<kube::GenericObject>& owners,
     const kube::GenericObject* pod_group, const kube::GenericObject* workload_pod_group = nullptr);
 
+// What to do when a PodGroup a pod names could not be read: a transient error is retried (the
+// pod is never scheduled alone meanwhile); NotFound, Forbidden and the like are reported on the
+// pod, which waits.
+enum class PodGroupMiss { kRetry, kReportAndWait };
+[[nodiscard]] PodGroupMiss OnPodGroupError(ErrorCode code);
+
 // The Workload API version to read PodGroups in, of the versions of scheduling.k8s.io the
 // apiserver serves (discovery): "scheduling.k8s.io/v1beta1" over "scheduling.k8s.io/v1alpha2",
 // as upstream slurm-bridge picks; "" when it serves neither (the Workload API is off).

@@ -179,5 +179,14 @@ TEST(WorkloadApiTest, CoschedulingScheduleTimeoutSeconds) {
   EXPECT_EQ(timeout(""), std::nullopt);
 }
 
+TEST(PodGroupErrorTest, NeverScheduleAlone) {
+  EXPECT_EQ(OnPodGroupError(ErrorCode::kNotFound), PodGroupMiss::kReportAndWait);
+  EXPECT_EQ(OnPodGroupError(ErrorCode::kPermissionDenied), PodGroupMiss::kReportAndWait);
+  for (ErrorCode c : {ErrorCode::kTooManyRequests, ErrorCode::kUnavailable,
+                      ErrorCode::kDeadlineExceeded, ErrorCode::kInternal}) {
+    EXPECT_EQ(OnPodGroupError(c), PodGroupMiss::kRetry);
+  }
+}
+
 }  // namespace
 }  // namespace sb::bridge

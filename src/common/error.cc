@@ -82,4 +82,12 @@ std::string Error::ToString() const {
   return out;
 }
 
+std::string Error::Words() const {
+  std::string words = message;
+  for (const ErrorDetail& d : details) {
+    if (!d.error.empty() && words.find(d.error) == std::string::npos) words += "; " + d.error;
+  }
+  return words;
+}
+
 }  // namespace sb

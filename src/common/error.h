@@ -64,6 +64,9 @@ struct Error {
 
   // "not_found: pods \"x\" not found (HTTP 404)".
   [[nodiscard]] std::string ToString() const;
+  // The message with the server's details it does not already say, for pods and logs
+  // ("Invalid job id specified; Unable to submit").
+  [[nodiscard]] std::string Words() const;
 };
 
 template <typename T>

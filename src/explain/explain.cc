@@ -13,6 +13,7 @@
 #include "bridge/tag.h"
 #include "explain/session.h"
 #include "kube/owners.h"
+#include "wiring/group_inputs.h"
 
 namespace sb::explain {
 namespace {
@@ -44,59 +45,29 @@ awaitable<Result<void>> ReadAll(Session& s, const std::string& name, Read& r) {
   r.in.pod = &r.pod;
   const std::string& ns = r.pod.metadata.namespace_;
 
-  // Its group, as the scheduler resolves it.
-  kube::DirectOwnerSource owners(kube);
-  Result<kube::ControllerChain> chain = co_await kube::ReadControllerChain(r.pod.metadata, owners);
-  if (chain) {
-    r.owners = std::move(chain->owners);
-    r.in.owner_unreadable = chain->unreadable;
-  } else {
-    r.in.owner_unreadable = "owners cannot be read: " + Words(chain.error());
-  }
+  // Its group, as the scheduler resolves it (the same reads; without its cache).
+  kube::DirectOwnerSource direct(kube);
+  Result<wiring::GroupInputs> inputs = co_await wiring::ReadGroupInputs(r.pod, kube, direct);
   std::string group_problem;
-  if (const std::string wpg = r.pod.spec.scheduling_group; !wpg.empty()) {
-    std::string api_group(bridge::kWorkloadApiGroup);
-    Result<std::vector<std::string>> served = co_await kube.GroupVersions(std::move(api_group));
-    const std::string version = served ? bridge::WorkloadPodGroupApiVersion(*served) : "";
-    if (version.empty()) {
-      group_problem = fmt::format(
-          "PodGroup {} named by spec.schedulingGroup cannot be read: the apiserver serves no "
-          "Workload API version the bridge reads",
-          wpg);
-    } else {
-      kube::ResourceRef ref = kube::RefOfKind(version, "PodGroup", ns, wpg);
-      Result<kube::GenericObject> pg = co_await kube::GetAs<kube::GenericObject>(kube, ref);
-      if (pg) {
-        r.workload_pod_group = std::move(*pg);
-      } else {
-        group_problem = fmt::format(
-            "PodGroup {} ({}) named by spec.schedulingGroup cannot be "
-            "read: {}; the pod is never scheduled alone",
-            wpg, version, Words(pg.error()));
-      }
-    }
-  } else if (auto it = r.pod.metadata.labels.find(std::string(bridge::kPodGroupLabel));
-             it != r.pod.metadata.labels.end()) {
-    kube::ResourceRef ref =
-        kube::RefOfKind(bridge::kCoschedulingApiVersion, "PodGroup", ns, it->second);
-    Result<kube::GenericObject> pg = co_await kube::GetAs<kube::GenericObject>(kube, ref);
-    if (pg) {
-      r.pod_group = std::move(*pg);
-    } else {
-      group_problem =
-          fmt::format("PodGroup {} cannot be read: {}; the pod is never scheduled alone",
-                      it->second, Words(pg.error()));
-    }
-  }
-  if (group_problem.empty()) {
-    Result<bridge::GroupSpec> spec =
-        bridge::ResolveGroup(r.pod, r.owners, r.pod_group ? &*r.pod_group : nullptr,
-                             r.workload_pod_group ? &*r.workload_pod_group : nullptr);
+  if (!inputs) {
+    group_problem = fmt::format(
+        "the pod's owners or PodGroup cannot be read now ({}); the scheduler tries again",
+        Words(inputs.error()));
+  } else if (!inputs->pod_group_problem.empty()) {
+    group_problem = std::move(inputs->pod_group_problem);
+  } else {
+    Result<bridge::GroupSpec> spec = inputs->Resolve(r.pod);
     if (spec) {
       r.in.group = std::move(*spec);
     } else {
       group_problem = spec.error().message;
     }
+  }
+  if (inputs) {
+    r.owners = std::move(inputs->owners);
+    r.pod_group = std::move(inputs->pod_group);
+    r.workload_pod_group = std::move(inputs->workload_pod_group);
+    r.in.owner_unreadable = std::move(inputs->owner_unreadable);
   }
   r.in.group_error = group_problem;
 

@@ -86,16 +86,6 @@ bool CarriesLabels(const std::map<std::string, std::string>& labels,
 
 }  // namespace
 
-std::string ErrorWords(const Error& e) {
-  std::string words = e.message;
-  for (const ErrorDetail& d : e.details) {
-    if (!d.error.empty() && words.find(d.error) == std::string::npos) {
-      words += "; " + d.error;
-    }
-  }
-  return words;
-}
-
 std::map<std::string, std::string> JobLabels(std::int64_t job_id, int het_offset) {
   std::map<std::string, std::string> out{
       {std::string(bridge::kJobIdLabel), std::to_string(job_id)}};

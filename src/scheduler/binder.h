@@ -180,7 +180,7 @@ class Binder {
                             const std::string& scheduler_name, int het_offset = -1,
                             bool labels_ride_binding = false);
 
-// Slurm's error message with its details, for pods and logs.
-[[nodiscard]] std::string ErrorWords(const Error& e);
+// Slurm's error message with its details, for pods and logs (Error::Words).
+[[nodiscard]] inline std::string ErrorWords(const Error& e) { return e.Words(); }
 
 }  // namespace sb::scheduler

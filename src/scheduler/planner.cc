@@ -516,19 +516,6 @@ NodeMapping MapSlurmNodes(const std::vector<const kube::Node*>& nodes) {
   return out;
 }
 
-PodGroupMiss OnPodGroupError(ErrorCode code) {
-  switch (code) {
-    case ErrorCode::kNotFound:
-    case ErrorCode::kPermissionDenied:
-    case ErrorCode::kUnauthenticated:
-    case ErrorCode::kInvalidArgument:
-    case ErrorCode::kUnimplemented:
-      return PodGroupMiss::kReportAndWait;
-    default:
-      return PodGroupMiss::kRetry;
-  }
-}
-
 bool SubmitOutcomeUnknown(ErrorCode code) {
   return code == ErrorCode::kUnavailable || code == ErrorCode::kDeadlineExceeded ||
          code == ErrorCode::kInternal || code == ErrorCode::kCancelled;

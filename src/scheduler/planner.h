@@ -224,12 +224,6 @@ struct NodeMapping {
 };
 [[nodiscard]] NodeMapping MapSlurmNodes(const std::vector<const kube::Node*>& nodes);
 
-// What to do when the coscheduling PodGroup named by a pod's label could not be read: a
-// transient error is retried (the pod is never scheduled alone meanwhile); NotFound and
-// Forbidden are reported on the pod, which waits.
-enum class PodGroupMiss { kRetry, kReportAndWait };
-[[nodiscard]] PodGroupMiss OnPodGroupError(ErrorCode code);
-
 // Whether a submit error leaves the job's existence unknown (the request may have reached
 // slurmctld): timeouts, lost connections, server errors.
 [[nodiscard]] bool SubmitOutcomeUnknown(ErrorCode code);

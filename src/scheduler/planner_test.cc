@@ -651,15 +651,6 @@ TEST(MapSlurmNodesTest, LabelledNodeWinsWhateverTheOrder) {
 
 // ---- PodGroup read errors (item 6) and submit outcomes (item 2) --------------------------
 
-TEST(PodGroupErrorTest, NeverScheduleAlone) {
-  EXPECT_EQ(OnPodGroupError(ErrorCode::kNotFound), PodGroupMiss::kReportAndWait);
-  EXPECT_EQ(OnPodGroupError(ErrorCode::kPermissionDenied), PodGroupMiss::kReportAndWait);
-  for (ErrorCode c : {ErrorCode::kTooManyRequests, ErrorCode::kUnavailable,
-                      ErrorCode::kDeadlineExceeded, ErrorCode::kInternal}) {
-    EXPECT_EQ(OnPodGroupError(c), PodGroupMiss::kRetry);
-  }
-}
-
 TEST(SubmitOutcomeTest, TimeoutsAndLostRepliesAreUnknown) {
   EXPECT_TRUE(SubmitOutcomeUnknown(ErrorCode::kDeadlineExceeded));
   EXPECT_TRUE(SubmitOutcomeUnknown(ErrorCode::kUnavailable));

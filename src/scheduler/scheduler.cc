@@ -25,6 +25,7 @@
 #include "common/time_format.h"
 #include "kube/codec.h"
 #include "kube/owners.h"
+#include "wiring/group_inputs.h"
 
 namespace sb::scheduler {
 namespace asio = boost::asio;
@@ -41,19 +42,6 @@ constexpr auto kUnreadableRecheck = std::chrono::seconds(10);
 // A waiting pod's message is rewritten for a new expected start at most this often.
 constexpr auto kStartRewrite = std::chrono::seconds(60);
 
-// The Workload API version to read PodGroups in (bridge::WorkloadPodGroupApiVersion of what
-// discovery says; the client keeps the answer for ClientOptions::discovery_ttl): "" when the
-// apiserver serves neither v1beta1 nor v1alpha2. An error only when discovery failed otherwise
-// than with a 404 (transient).
-awaitable<Result<std::string>> WorkloadApiVersion(kube::Client& kube) {
-  Result<std::vector<std::string>> served =
-      co_await kube.GroupVersions(std::string(bridge::kWorkloadApiGroup));
-  if (!served) {
-    if (served.error().code == ErrorCode::kNotFound) co_return std::string();
-    co_return tl::unexpected(served.error());
-  }
-  co_return bridge::WorkloadPodGroupApiVersion(*served);
-}
 // A Workload API PodGroup's condition as written or read (kept with its group, if it has one).
 void RememberCondition(GroupTable& groups, const std::string& key, kube::Condition condition,
                        std::int64_t generation) {
@@ -343,65 +331,20 @@ awaitable<Result<Next>> Scheduler::Resolve(const std::string& pod_key) {
   if (!Schedulable(*pod)) co_return Next::Done();
   const std::string& ns = pod->metadata.namespace_;
 
-  // The controller chain, as far as it can be read (at most 32 levels, as upstream).
+  // Its owners and PodGroup, through the owner cache (a Workload API version turned on or off is
+  // seen within the client's discovery TTL).
   kube::MemberOwnerSource<Scheduler, &Scheduler::GetOwner> cached(*this);
-  Result<kube::ControllerChain> chain = co_await kube::ReadControllerChain(pod->metadata, cached);
-  if (!chain) co_return tl::unexpected(chain.error());  // transient: retry
-  if (!chain->unreadable.empty()) {
-    spdlog::debug("{}: owner {} not readable", pod_key, chain->unreadable);
+  Result<wiring::GroupInputs> inputs = co_await wiring::ReadGroupInputs(*pod, kube_, cached);
+  if (!inputs) co_return tl::unexpected(inputs.error());  // transient: retry
+  if (!inputs->owner_unreadable.empty()) {
+    spdlog::debug("{}: owner {} not readable", pod_key, inputs->owner_unreadable);
   }
-  std::vector<kube::GenericObject> owners = std::move(chain->owners);
-  // The Workload API PodGroup (spec.schedulingGroup) wins over the coscheduling label: only it
-  // is read then, in the version discovery offers (v1beta1 over v1alpha2; the answer is kept a
-  // minute, so an API turned on or off meanwhile is seen within one).
-  std::optional<kube::GenericObject> workload_pod_group;
-  if (const std::string wpg = pod->spec.scheduling_group; !wpg.empty()) {
-    Result<std::string> api_version = co_await WorkloadApiVersion(kube_);
-    if (!api_version) co_return tl::unexpected(api_version.error());  // transient: retry
-    std::string why;
-    if (api_version->empty()) {
-      why = "the apiserver serves neither scheduling.k8s.io/v1beta1 nor scheduling.k8s.io/v1alpha2";
-    } else {
-      Result<kube::GenericObject> pg = co_await GetOwner(*api_version, "PodGroup", ns, wpg);
-      if (pg) {
-        workload_pod_group = std::move(*pg);
-      } else {
-        if (OnPodGroupError(pg.error().code) == PodGroupMiss::kRetry) {
-          co_return tl::unexpected(pg.error());
-        }
-        why = ErrorWords(pg.error());
-      }
-    }
-    if (!workload_pod_group) {
-      if (!pods_.cache().Get(pod_key)) co_return Next::Done();
-      // (The message named: no temporary argument inside a co_await, gcc 12.)
-      std::string message = fmt::format(
-          "PodGroup {} ({}) named by spec.schedulingGroup cannot be read ({}); "
-          "the pod waits for it and is never scheduled alone",
-          wpg, api_version->empty() ? bridge::kWorkloadApiGroup : *api_version, why);
-      co_return co_await Wait(*pod, std::move(message), kUnreadableRecheck);
-    }
+  if (!inputs->pod_group_problem.empty()) {
+    // Never a job of its own: the pod belongs to a gang that cannot be read now.
+    if (!pods_.cache().Get(pod_key)) co_return Next::Done();
+    co_return co_await Wait(*pod, std::move(inputs->pod_group_problem), kUnreadableRecheck);
   }
-  std::optional<kube::GenericObject> pod_group;
-  if (auto it = pod->metadata.labels.find(std::string(bridge::kPodGroupLabel));
-      !workload_pod_group && it != pod->metadata.labels.end()) {
-    Result<kube::GenericObject> pg =
-        co_await GetOwner(std::string(bridge::kCoschedulingApiVersion), "PodGroup", ns, it->second);
-    if (!pg) {
-      // Never a job of its own: the pod belongs to a gang that cannot be read now.
-      if (OnPodGroupError(pg.error().code) == PodGroupMiss::kRetry) {
-        co_return tl::unexpected(pg.error());
-      }
-      std::string message = fmt::format(
-          "PodGroup {} cannot be read ({}); the pod waits for it and is never scheduled alone",
-          it->second, ErrorWords(pg.error()));
-      co_return co_await Wait(*pod, std::move(message), kUnreadableRecheck);
-    }
-    pod_group = std::move(*pg);
-  }
-  Result<GroupSpec> spec =
-      bridge::ResolveGroup(*pod, owners, pod_group ? &*pod_group : nullptr,
-                           workload_pod_group ? &*workload_pod_group : nullptr);
+  Result<GroupSpec> spec = inputs->Resolve(*pod);
   if (!spec) {
     co_await ReportWaiting(*pod, "cannot group the pod: " + spec.error().message);
     co_return Next::Done();
@@ -814,7 +757,7 @@ awaitable<void> Scheduler::WritePodGroupStatus(GroupSpec spec, bool scheduled, s
   if (!spec.key.starts_with(bridge::kWorkloadPodGroupKeyPrefix)) co_return;
   // The version the PodGroup is read in names the condition: PodGroupInitiallyScheduled on
   // v1beta1, PodGroupScheduled on v1alpha2.
-  Result<std::string> api_version = co_await WorkloadApiVersion(kube_);
+  Result<std::string> api_version = co_await wiring::WorkloadApiVersion(kube_);
   if (!api_version || api_version->empty()) co_return;  // the group's next change tries again
   const std::string type(bridge::PodGroupConditionType(*api_version));
   const bool terminal = type == bridge::kPodGroupInitiallyScheduled;
