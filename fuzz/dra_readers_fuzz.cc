@@ -9,7 +9,10 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "bridge/dra.h"
+#include "bridge/dra/gres_agreement.h"
+#include "bridge/dra/inventory.h"
+#include "bridge/dra/requests.h"
+#include "bridge/dra/slices.h"
 #include "fuzz/fuzz_input.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

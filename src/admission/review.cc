@@ -8,6 +8,8 @@
 
 #include <boost/json.hpp>
 
+#include "bridge/annotations.h"
+#include "bridge/json_path.h"
 #include "bridge/names.h"
 #include "bridge/pods.h"
 #include "bridge/translate.h"
@@ -19,27 +21,17 @@ namespace json = boost::json;
 
 namespace {
 
+using bridge::ObjectAt;
+using bridge::StringAt;
+
 constexpr std::string_view kReviewApiVersion = "admission.k8s.io/v1";
 constexpr std::string_view kDefaultScheduler = "default-scheduler";
 constexpr std::string_view kMirrorAnnotation = "kubernetes.io/config.mirror";
 constexpr std::string_view kNvidiaVisibleDevices = "NVIDIA_VISIBLE_DEVICES";
 
-std::string StringAt(const json::object& obj, std::string_view key) {
-  const json::value* v = obj.if_contains(key);
-  if (v == nullptr || !v->is_string()) {
-    return {};
-  }
-  return std::string(v->get_string());
-}
-
-const json::object* ObjectAt(const json::object& obj, std::string_view key) {
-  const json::value* v = obj.if_contains(key);
-  return v == nullptr ? nullptr : v->if_object();
-}
-
 Labels StringMapAt(const json::object& obj, std::string_view key) {
   Labels out;
-  if (const json::object* m = ObjectAt(obj, key)) {
+  if (const json::object* m = ObjectAt(obj, {key})) {
     for (const auto& [k, v] : *m) {
       if (v.is_string()) {
         out.emplace(std::string(k), std::string(v.get_string()));
@@ -54,12 +46,12 @@ void AddResourceNames(const json::object* holder, std::set<std::string>& out) {
   if (holder == nullptr) {
     return;
   }
-  const json::object* resources = ObjectAt(*holder, "resources");
+  const json::object* resources = ObjectAt(*holder, {"resources"});
   if (resources == nullptr) {
     return;
   }
   for (std::string_view part : {"requests", "limits"}) {
-    if (const json::object* list = ObjectAt(*resources, part)) {
+    if (const json::object* list = ObjectAt(*resources, {part})) {
       for (const auto& [name, quantity] : *list) {
         out.emplace(std::string(name));
       }
@@ -69,10 +61,10 @@ void AddResourceNames(const json::object* holder, std::set<std::string>& out) {
 
 PodFacts DecodePod(const json::object& pod) {
   PodFacts f;
-  if (const json::object* meta = ObjectAt(pod, "metadata")) {
+  if (const json::object* meta = ObjectAt(pod, {"metadata"})) {
     f.has_metadata = true;
-    f.name = StringAt(*meta, "name");
-    f.namespace_ = StringAt(*meta, "namespace");
+    f.name = StringAt(*meta, {"name"});
+    f.namespace_ = StringAt(*meta, {"namespace"});
     f.labels = StringMapAt(*meta, "labels");
     f.annotations = StringMapAt(*meta, "annotations");
     f.mirror_pod = f.annotations.contains(std::string(kMirrorAnnotation));
@@ -83,7 +75,7 @@ PodFacts DecodePod(const json::object& pod) {
       }
     }
   }
-  if (const json::object* spec = ObjectAt(pod, "spec")) {
+  if (const json::object* spec = ObjectAt(pod, {"spec"})) {
     f.has_spec = true;
     if (const json::value* v = spec->if_contains("schedulerName"); v && v->is_string()) {
       f.scheduler_name = std::string(v->get_string());
@@ -98,10 +90,10 @@ PodFacts DecodePod(const json::object& pod) {
         f.termination_grace_seconds = static_cast<std::int64_t>(v->get_uint64());
       }
     }
-    if (const json::object* affinity = ObjectAt(*spec, "affinity")) {
+    if (const json::object* affinity = ObjectAt(*spec, {"affinity"})) {
       for (auto [key, count] : {std::pair{"podAffinity", &f.required_pod_affinity},
                                 {"podAntiAffinity", &f.required_pod_anti_affinity}}) {
-        const json::object* a = ObjectAt(*affinity, key);
+        const json::object* a = ObjectAt(*affinity, {key});
         const json::value* terms =
             a == nullptr ? nullptr
                          : a->if_contains("requiredDuringSchedulingIgnoredDuringExecution");
@@ -122,17 +114,17 @@ PodFacts DecodePod(const json::object& pod) {
         AddResourceNames(c.if_object(), f.container_resources);
         PodFacts::Container facts{.list = std::string(list)};
         if (const json::object* o = c.if_object()) {
-          facts.name = StringAt(*o, "name");
+          facts.name = StringAt(*o, {"name"});
           if (const json::value* env = o->if_contains("env"); env && env->is_array()) {
             facts.has_env = true;
             for (const json::value& e : env->get_array()) {
               const json::object* eo = e.if_object();
               if (eo == nullptr) continue;
-              facts.env.push_back(StringAt(*eo, "name"));
+              facts.env.push_back(StringAt(*eo, {"name"}));
               std::string field_path;
-              if (const json::object* from = ObjectAt(*eo, "valueFrom")) {
-                if (const json::object* ref = ObjectAt(*from, "fieldRef")) {
-                  field_path = StringAt(*ref, "fieldPath");
+              if (const json::object* from = ObjectAt(*eo, {"valueFrom"})) {
+                if (const json::object* ref = ObjectAt(*from, {"fieldRef"})) {
+                  field_path = StringAt(*ref, {"fieldPath"});
                 }
               }
               facts.env_field_paths.push_back(std::move(field_path));
@@ -147,14 +139,14 @@ PodFacts DecodePod(const json::object& pod) {
       f.has_tolerations = true;
       for (const json::value& t : v->get_array()) {
         if (const json::object* o = t.if_object()) {
-          f.tolerations.push_back({StringAt(*o, "key"), StringAt(*o, "operator"),
-                                   StringAt(*o, "value"), StringAt(*o, "effect")});
+          f.tolerations.push_back({StringAt(*o, {"key"}), StringAt(*o, {"operator"}),
+                                   StringAt(*o, {"value"}), StringAt(*o, {"effect"})});
         }
       }
     }
   }
-  if (const json::object* status = ObjectAt(pod, "status")) {
-    f.phase = StringAt(*status, "phase");
+  if (const json::object* status = ObjectAt(pod, {"status"})) {
+    f.phase = StringAt(*status, {"phase"});
   }
   return f;
 }
@@ -162,7 +154,7 @@ PodFacts DecodePod(const json::object& pod) {
 // The DRA part of a pod's facts: its resourceClaims, and with DRA requests the pod as kube::Pod.
 // A pod without any costs no second decoding.
 void DecodeDra(const json::object& obj, PodFacts& f) {
-  const json::object* spec = ObjectAt(obj, "spec");
+  const json::object* spec = ObjectAt(obj, {"spec"});
   const json::value* listed = spec == nullptr ? nullptr : spec->if_contains("resourceClaims");
   const bool has_claims = listed != nullptr && listed->is_array() && !listed->get_array().empty();
   if (!has_claims && !HasDraRequests(f)) return;
@@ -265,8 +257,8 @@ Result<Request> DecodeReview(std::string_view body) {
   if (review == nullptr) {
     return bad("not a JSON object");
   }
-  std::string api_version = StringAt(*review, "apiVersion");
-  std::string kind = StringAt(*review, "kind");
+  std::string api_version = StringAt(*review, {"apiVersion"});
+  std::string kind = StringAt(*review, {"kind"});
   if (kind != "AdmissionReview") {
     return bad("kind is " + Quote(kind) + ", want \"AdmissionReview\"");
   }
@@ -274,24 +266,24 @@ Result<Request> DecodeReview(std::string_view body) {
     return bad("apiVersion is " + Quote(api_version) + ", want \"" +
                std::string(kReviewApiVersion) + "\"");
   }
-  const json::object* req = ObjectAt(*review, "request");
+  const json::object* req = ObjectAt(*review, {"request"});
   if (req == nullptr) {
     return bad("no request");
   }
   Request out;
-  out.uid = StringAt(*req, "uid");
+  out.uid = StringAt(*req, {"uid"});
   if (out.uid.empty()) {
     return bad("no request.uid");
   }
-  if (const json::object* k = ObjectAt(*req, "kind")) {
-    out.kind = StringAt(*k, "kind");
+  if (const json::object* k = ObjectAt(*req, {"kind"})) {
+    out.kind = StringAt(*k, {"kind"});
   }
-  out.operation = StringAt(*req, "operation");
-  out.subresource = StringAt(*req, "subResource");
-  out.namespace_ = StringAt(*req, "namespace");
-  out.name = StringAt(*req, "name");
-  if (const json::object* user = ObjectAt(*req, "userInfo")) {
-    out.username = StringAt(*user, "username");
+  out.operation = StringAt(*req, {"operation"});
+  out.subresource = StringAt(*req, {"subResource"});
+  out.namespace_ = StringAt(*req, {"namespace"});
+  out.name = StringAt(*req, {"name"});
+  if (const json::object* user = ObjectAt(*req, {"userInfo"})) {
+    out.username = StringAt(*user, {"username"});
     if (const json::value* g = user->if_contains("groups"); g && g->is_array()) {
       for (const json::value& v : g->get_array()) {
         if (v.is_string()) {
@@ -303,7 +295,7 @@ Result<Request> DecodeReview(std::string_view body) {
   if (const json::value* v = req->if_contains("dryRun"); v && v->is_bool()) {
     out.dry_run = v->get_bool();
   }
-  if (const json::object* options = ObjectAt(*req, "options")) {
+  if (const json::object* options = ObjectAt(*req, {"options"})) {
     if (const json::value* v = options->if_contains("gracePeriodSeconds")) {
       if (v->is_int64()) {
         out.grace_period_seconds = v->get_int64();
@@ -326,8 +318,8 @@ Result<Request> DecodeReview(std::string_view body) {
     if (out.kind == "DaemonSet") {
       std::optional<PodFacts>& tmpl =
           slot == &out.object ? out.object_template : out.old_object_template;
-      if (const json::object* spec = ObjectAt(*obj, "spec")) {
-        if (const json::object* t = ObjectAt(*spec, "template")) tmpl = DecodePod(*t);
+      if (const json::object* spec = ObjectAt(*obj, {"spec"})) {
+        if (const json::object* t = ObjectAt(*spec, {"template"})) tmpl = DecodePod(*t);
       }
     }
   }
@@ -535,17 +527,17 @@ std::vector<std::string> TemplateDeviceClasses(const kube::GenericObject& tmpl) 
   if (ec || !spec.is_object()) return out;
   auto add = [&](const json::object* o) {
     if (o == nullptr) return;
-    std::string name = StringAt(*o, "deviceClassName");
+    std::string name = StringAt(*o, {"deviceClassName"});
     if (!name.empty() && !Contains(out, name)) out.push_back(std::move(name));
   };
-  const json::object* claim = ObjectAt(spec.get_object(), "spec");
-  const json::object* devices = claim == nullptr ? nullptr : ObjectAt(*claim, "devices");
+  const json::object* claim = ObjectAt(spec.get_object(), {"spec"});
+  const json::object* devices = claim == nullptr ? nullptr : ObjectAt(*claim, {"devices"});
   const json::value* requests = devices == nullptr ? nullptr : devices->if_contains("requests");
   if (requests == nullptr || !requests->is_array()) return out;
   for (const json::value& r : requests->get_array()) {
     const json::object* ro = r.if_object();
     if (ro == nullptr) continue;
-    add(ObjectAt(*ro, "exactly"));
+    add(ObjectAt(*ro, {"exactly"}));
     if (const json::value* alts = ro->if_contains("firstAvailable"); alts && alts->is_array()) {
       for (const json::value& a : alts->get_array()) add(a.if_object());
     }

@@ -63,7 +63,7 @@
 //
 // The pod is read from the raw JSON of the review, so fields the kube::Pod struct does not hold
 // (topologySpreadConstraints, resourceClaims, pod-level resources) count too; a pod with DRA
-// requests is also decoded as kube::Pod for bridge/dra.h.
+// requests is also decoded as kube::Pod for bridge/dra/admission.h.
 //
 // Thread model: pure functions over values.
 //
@@ -85,7 +85,7 @@
 #include <vector>
 
 #include "bridge/config.h"
-#include "bridge/dra.h"
+#include "bridge/dra/admission.h"
 #include "common/error.h"
 #include "kube/types.h"
 

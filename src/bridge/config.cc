@@ -10,7 +10,7 @@
 #include <fmt/ranges.h>
 #include <yaml-cpp/yaml.h>
 
-#include "bridge/dra.h"
+#include "bridge/dra/profiles.h"
 
 namespace sb::bridge {
 namespace {

@@ -44,7 +44,7 @@
 //   identityPolicy           per namespace: the Slurm user/group its jobs run as and the
 //                            accounts, QOS, partitions, reservations, wckeys and priority its pods
 //                            may ask for (bridge/identity.h); default: nothing beyond `partition`
-//   deviceProfiles           upstream 1.3's DRA device profiles (bridge/dra.h): which
+//   deviceProfiles           upstream 1.3's DRA device profiles (bridge/dra/): which
 //                            ResourceSlice devices Slurm allocates, and how Slurm counts them.
 //                            Absent or null: the defaults (DefaultDeviceProfiles); a list replaces
 //                            them; []: none (no pod is placed through DRA). Each entry:
@@ -72,6 +72,7 @@
 #include <string_view>
 #include <vector>
 
+#include "bridge/dra/profile.h"
 #include "bridge/identity.h"
 #include "common/error.h"
 
@@ -97,25 +98,6 @@ struct LabelSelector {
 
 enum class JobMode { kExternal, kBatch };
 enum class NodeSharing { kExclusive, kCoResident };
-
-// How Slurm accounts for the devices of a DRA device profile (upstream 1.3's backends).
-enum class DeviceBackend {
-  kIndexedGres,  // "indexed-gres": one device is one index of a Slurm GRES (GPUs)
-  kCoreBitmap,   // "core-bitmap": one device is one CPU, chosen by the job's core bitmap
-};
-
-// One entry of config deviceProfiles (bridge/dra.h reads and checks them): the devices its
-// selector matches among `driver`'s ResourceSlice devices are allocated by Slurm.
-struct DeviceProfile {
-  std::string name;      // "gpu-nvidia": stable, named in messages
-  std::string driver;    // "gpu.nvidia.com"
-  std::string selector;  // CEL, e.g. "device.driver == 'gpu.example.com'"
-  DeviceBackend backend = DeviceBackend::kIndexedGres;
-  std::string gres_name;   // indexed-gres: the Slurm GRES name ("gpu")
-  std::string gres_type;   // ours, indexed-gres: only Slurm GRES of this type; "" any type
-  std::string index_from;  // ours, indexed-gres: "name", "attribute:<name>"; "" the default
-  bool operator==(const DeviceProfile&) const = default;
-};
 
 // Upstream 1.3's defaults: "cpu" (driver dra.cpu, core-bitmap), "gpu-example" (gpu.example.com,
 // indexed-gres gpu, index from the attribute `index`) and "gpu-nvidia" (gpu.nvidia.com devices
@@ -171,7 +153,7 @@ struct Config {
   // Who each namespace's jobs run as and which identity and priority annotations its pods may use
   // (bridge/identity.h); default_partition is `partition`.
   IdentityPolicy identity_policy;
-  // DRA device profiles (config deviceProfiles; bridge/dra.h); empty: DRA is off.
+  // DRA device profiles (config deviceProfiles; bridge/dra/profile.h); empty: DRA is off.
   std::vector<DeviceProfile> device_profiles = DefaultDeviceProfiles();
 
   // Non-fatal remarks from parsing (unknown keys).

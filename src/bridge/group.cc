@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <boost/json.hpp>
 
+#include "bridge/json_path.h"
 #include "bridge/names.h"
 #include "kube/codec.h"
 
@@ -16,32 +17,14 @@ namespace sb::bridge {
 namespace json = boost::json;
 namespace {
 
-// spec JSON -> the value at `path` (object keys), or null.
-const json::value* At(const json::value& v, std::initializer_list<std::string_view> path) {
-  const json::value* cur = &v;
-  for (std::string_view k : path) {
-    if (!cur->is_object()) return nullptr;
-    cur = cur->as_object().if_contains(k);
-    if (cur == nullptr) return nullptr;
-  }
-  return cur;
-}
-
-std::optional<std::int64_t> IntAt(const json::value& v,
-                                  std::initializer_list<std::string_view> path) {
-  const json::value* x = At(v, path);
-  if (x == nullptr) return std::nullopt;
-  if (x->is_int64()) return x->as_int64();
-  if (x->is_uint64()) return static_cast<std::int64_t>(x->as_uint64());
-  return std::nullopt;
-}
-
 // A count in a workload's spec or status (replicas, parallelism, completions, minMember, size,
 // succeeded): int32 in every API, clamped to [0, INT32_MAX] here because a CRD's schema may let
-// any integer through, and the group size is a product and a sum of them.
-std::optional<std::int64_t> CountAt(const json::value& v,
-                                    std::initializer_list<std::string_view> path) {
-  std::optional<std::int64_t> n = IntAt(v, path);
+// any integer through, and the group size is a product and a sum of them. An integer beyond int64
+// (which bridge/json_path.h reads as absent) counts 0, as it did when this file cast it to int64.
+std::optional<std::int64_t> CountAt(const json::value& v, JsonPath path) {
+  const json::value* x = JsonAt(v, path);
+  if (x != nullptr && x->is_uint64() && !JsonInt(x)) return 0;
+  std::optional<std::int64_t> n = JsonInt(x);
   if (!n) return n;
   return std::clamp<std::int64_t>(*n, 0, std::numeric_limits<std::int32_t>::max());
 }
@@ -130,8 +113,8 @@ Result<GroupSpec> ResolveGroup(const kube::Pod& pod, const std::vector<kube::Gen
     // minCount is mutable there, and the group's size follows it when the PodGroup is read
     // again). v1beta1's other spec fields (disruptionMode, priority, resourceClaims,
     // schedulingConstraints, parentCompositePodGroupName, workloadRef) are not read.
-    const json::value* gang = At(*spec, {"schedulingPolicy", "gang"});
-    const json::value* basic = At(*spec, {"schedulingPolicy", "basic"});
+    const json::value* gang = JsonAt(*spec, {"schedulingPolicy", "gang"});
+    const json::value* basic = JsonAt(*spec, {"schedulingPolicy", "basic"});
     const bool has_gang = gang != nullptr && !gang->is_null();
     const bool has_basic = basic != nullptr && !basic->is_null();
     const std::string what =
@@ -197,8 +180,8 @@ Result<GroupSpec> ResolveGroup(const kube::Pod& pod, const std::vector<kube::Gen
     Result<json::value> spec = ParseSpec(*jobset);
     if (!spec) return tl::unexpected(spec.error());
     std::int64_t size = 0;
-    if (const json::value* rjs = At(*spec, {"replicatedJobs"}); rjs != nullptr && rjs->is_array()) {
-      for (const json::value& rj : rjs->as_array()) {
+    if (const json::array* rjs = ArrayAt(*spec, {"replicatedJobs"}); rjs != nullptr) {
+      for (const json::value& rj : *rjs) {
         std::int64_t replicas = CountAt(rj, {"replicas"}).value_or(1);
         std::int64_t par = CountAt(rj, {"template", "spec", "parallelism"}).value_or(1);
         if (std::optional<std::int64_t> comp = CountAt(rj, {"template", "spec", "completions"})) {
@@ -279,13 +262,10 @@ std::optional<PodGroupCondition> FindPodGroupCondition(const kube::GenericObject
   boost::system::error_code ec;
   json::value status = json::parse(pod_group.status_json, ec);
   if (ec) return std::nullopt;
-  const json::value* conds = At(status, {"conditions"});
-  if (conds == nullptr || !conds->is_array()) return std::nullopt;
-  auto str = [](const json::value& o, std::string_view k) -> std::string {
-    const json::value* v = At(o, {k});
-    return v != nullptr && v->is_string() ? std::string(v->as_string()) : std::string();
-  };
-  for (const json::value& c : conds->as_array()) {
+  const json::array* conds = ArrayAt(status, {"conditions"});
+  if (conds == nullptr) return std::nullopt;
+  auto str = [](const json::value& o, std::string_view k) { return StringAt(o, {k}); };
+  for (const json::value& c : *conds) {
     if (str(c, "type") != type) continue;
     return PodGroupCondition{
         .condition = kube::Condition{.type = std::string(type),

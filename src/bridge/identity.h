@@ -71,7 +71,7 @@ struct Identity {
 
 // The job annotations (by suffix: "account", "priority", ...) that `policy` refuses to pods of
 // namespace `ns`, each as one message naming the annotation, the value and the rule; empty: all
-// allowed. `job_annotations` are suffix -> value (translate.h's JobAnnotations).
+// allowed. `job_annotations` are suffix -> value (annotations.h's JobAnnotations).
 [[nodiscard]] std::vector<std::string> IdentityViolations(
     const std::map<std::string, std::string>& job_annotations, std::string_view ns,
     const IdentityPolicy& policy);

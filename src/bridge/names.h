@@ -27,7 +27,8 @@ inline constexpr std::string_view kNodeAnnotation = "slinky.slurm.net/slurm-node
 // SLURM_JOB_GPUS); set with the node annotation, absent when the job holds no GPU there.
 inline constexpr std::string_view kJobGpusAnnotation = "slinky.slurm.net/slurm-job-gpus";
 // Ours, set at bind time: the DRA ResourceClaim the bridge made for the pod's extended
-// resources (bridge/dra.h), deleted when the pod finishes so that its devices are free again.
+// resources (bridge/dra/claims.h), deleted when the pod finishes so that its devices are free
+// again.
 inline constexpr std::string_view kResourceClaimAnnotation = "slinky.slurm.net/resource-claim";
 // Ours: when the pod controller touched a bound DRA pod whose kubelet had not started its
 // sandbox 5 s (LifecycleOptions::kubelet_nudge_after) after the Binding (RFC 3339). A kubelet

@@ -13,6 +13,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "bridge/annotations.h"
+#include "bridge/dra/profiles.h"
+#include "bridge/dra/requests.h"
 #include "bridge/names.h"
 #include "bridge/tag.h"
 #include "common/strings.h"
@@ -201,19 +204,6 @@ bool HasDraResources(const kube::Pod& pod,
   };
   return !pod.spec.resource_claims.empty() || asks(pod.spec.containers) ||
          asks(pod.spec.init_containers);
-}
-
-std::map<std::string, std::string> JobAnnotations(const kube::StringMap& annotations) {
-  std::map<std::string, std::string> out;
-  for (const auto& [k, v] : annotations) {
-    if (k.starts_with(kLegacyJobAnnotationPrefix) && !k.starts_with(kJobAnnotationPrefix)) {
-      out.emplace(k.substr(kLegacyJobAnnotationPrefix.size()), v);
-    }
-  }
-  for (const auto& [k, v] : annotations) {
-    if (k.starts_with(kJobAnnotationPrefix)) out[k.substr(kJobAnnotationPrefix.size())] = v;
-  }
-  return out;
 }
 
 namespace {

@@ -14,7 +14,7 @@
 //   memory           -> memory_per_node in MiB (rounded up, so at least 1; omitted when 0)
 //   extended         -> tres_per_node through the resource->TRES table (Config::resource_tres;
 //                       nvidia.com/gpu and amd.com/gpu -> gres/gpu by default), e.g. "gres/gpu=1"
-//   DRA (bridge/dra.h): deviceclass.resource.kubernetes.io/<class>, or a DeviceClass's
+//   DRA (bridge/dra/): deviceclass.resource.kubernetes.io/<class>, or a DeviceClass's
 //                    extendedResourceName, resolved to a device profile: indexed-gres -> the
 //                    profile's GRES in tres_per_node ("gres/gpu=1"), core-bitmap -> CPUs in
 //                    cpus_per_task; a class no profile covers fails the translation; the same
@@ -38,7 +38,7 @@
 #include <vector>
 
 #include "bridge/config.h"
-#include "bridge/dra.h"
+#include "bridge/dra/requests.h"
 #include "bridge/identity.h"
 #include "common/error.h"
 #include "kube/types.h"
@@ -97,10 +97,6 @@ struct TranslateOptions {
 // spec.resourceClaims.
 [[nodiscard]] bool HasDraResources(const kube::Pod& pod,
                                    const std::set<std::string, std::less<>>& dra_resource_names);
-
-// The job annotations of `annotations`, by suffix ("account", "priority", ...): the prefix
-// slurmjob.slinky.slurm.net/ or the pre-1.0 slinky.slurm.net/ (the current one wins).
-[[nodiscard]] std::map<std::string, std::string> JobAnnotations(const kube::StringMap& annotations);
 
 // The whole-pod resource use (kube-scheduler's PodRequests, with limits where larger), in
 // milli-units for cpu and whole units otherwise.

@@ -8,7 +8,8 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
-#include "bridge/dra.h"
+#include "bridge/dra/claims.h"
+#include "bridge/dra/slices.h"
 #include "bridge/gres.h"
 #include "bridge/names.h"
 #include "bridge/pods.h"
@@ -141,6 +142,7 @@ awaitable<Result<Allocation>> Binder::ReadAllocation(std::int64_t id, bool layou
         a.gres_detail.push_back(bridge::GresDetail(n.gres));
       }
       a.nodes = fmt::format("{}", fmt::join(names, ","));
+      a.layout = std::move(*layout);  // for WriteClaims
       co_return a;
     }
     if (!layout && ResourcesUnavailable(layout.error())) {
@@ -261,26 +263,27 @@ awaitable<Result<void>> Binder::LabelPod(const Pod& pod, std::int64_t job_id,
   co_return tl::unexpected(r.error());
 }
 
+Error Binder::ClaimFailed(std::int64_t job_id, const Pod& pod, std::string message) {
+  const std::string msg = fmt::format("Slurm job {}: {}", job_id, message);
+  recorder_.Emit(kube::MakeObjectReference("v1", "Pod", pod.metadata), kube::EventType::kWarning,
+                 "DeviceAllocationFailed", msg);
+  spdlog::warn("{}/{}: {}", pod.metadata.namespace_, pod.metadata.name, msg);
+  return Error{ErrorCode::kFailedPrecondition, msg};
+}
+
 awaitable<Result<void>> Binder::WriteClaims(std::int64_t job_id, std::vector<Assignment>& assign,
                                             const std::map<std::string, std::string>& slurm_name_of,
-                                            const DraInput& dra) {
+                                            const DraInput& dra, const Allocation* allocation) {
   std::vector<Assignment*> asking;
   for (Assignment& a : assign) {
     if (bridge::HasDraResources(*a.pod, dra.resource_names)) asking.push_back(&a);
   }
   if (asking.empty() || dra.profiles == nullptr) co_return Result<void>{};
-  // Said on the pod and returned: the group is tried again with the queue's backoff (a
-  // ResourceSlice published late, a driver restarted, an apiserver hiccup).
-  auto fail = [&](const Pod& pod, std::string reason, std::string message) -> Error {
-    const std::string msg = fmt::format("Slurm job {}: {}", job_id, message);
-    recorder_.Emit(kube::MakeObjectReference("v1", "Pod", pod.metadata), kube::EventType::kWarning,
-                   reason, msg);
-    spdlog::warn("{}/{}: {}", pod.metadata.namespace_, pod.metadata.name, msg);
-    return Error{ErrorCode::kFailedPrecondition, msg};
-  };
+  // A failure is said on the pod and returned: the group is tried again with the queue's backoff
+  // (a ResourceSlice published late, a driver restarted, an apiserver hiccup).
   // What each pod asks, before any co_await: the templates' objects belong to the scheduler's
   // cache, which a deleted pod leaves meanwhile.
-  std::vector<std::vector<bridge::DraRequest>> asked;
+  std::vector<bridge::ClaimPlanPod> pods;
   for (Assignment* a : asking) {
     const Pod& pod = *a->pod;
     const bridge::ObjectsByName* templates = nullptr;
@@ -291,119 +294,99 @@ awaitable<Result<void>> Binder::WriteClaims(std::int64_t job_id, std::vector<Ass
     Result<std::vector<bridge::DraRequest>> requests = bridge::PodDraRequests(
         pod, *dra.profiles, dra.device_classes, bridge::PodResourceClaimsOf(pod),
         templates != nullptr ? *templates : bridge::ObjectsByName{});
-    if (!requests) {
-      co_return tl::unexpected(fail(pod, "DeviceAllocationFailed", requests.error().message));
+    if (!requests) co_return tl::unexpected(ClaimFailed(job_id, pod, requests.error().message));
+    auto slurm_name = slurm_name_of.find(a->node);
+    pods.push_back({.pod = &pod,
+                    .node = a->node,
+                    .slurm_node = slurm_name == slurm_name_of.end() ? "" : slurm_name->second,
+                    .requests = std::move(*requests)});
+  }
+  Result<bridge::ClaimPlanInput> in = co_await ReadDraInputs(job_id, std::move(pods), allocation);
+  if (!in) co_return tl::unexpected(in.error());
+  const bridge::ClaimsPlan plan = bridge::PlanClaims(*in, *dra.profiles);
+  if (plan.failed_pod) {
+    co_return tl::unexpected(ClaimFailed(job_id, *asking[*plan.failed_pod]->pod, plan.problem));
+  }
+  co_return co_await WriteClaimObjects(job_id, plan, asking);
+}
+
+awaitable<Result<bridge::ClaimPlanInput>> Binder::ReadDraInputs(
+    std::int64_t job_id, std::vector<bridge::ClaimPlanPod> pods, const Allocation* known) {
+  bridge::ClaimPlanInput in{.pods = std::move(pods)};
+  if (known != nullptr && !known->layout.empty()) {
+    in.layout = known->layout;  // read by ReadAllocation in this bind
+  } else {
+    Result<std::vector<slurm::NodeAllocation>> layout = co_await slurm_.JobResources(job_id);
+    if (!layout) {
+      co_return tl::unexpected(ClaimFailed(job_id, *in.pods.front().pod,
+                                           "reading the job's resource layout (the GPU indices "
+                                           "and cores Slurm gave it) failed: " +
+                                               ErrorWords(layout.error())));
     }
-    asked.push_back(std::move(*requests));
+    in.layout = std::move(*layout);
   }
-  Result<std::vector<slurm::NodeAllocation>> layout = co_await slurm_.JobResources(job_id);
-  if (!layout) {
-    co_return tl::unexpected(fail(*asking.front()->pod, "DeviceAllocationFailed",
-                                  "reading the job's resource layout (the GPU indices and cores "
-                                  "Slurm gave it) failed: " +
-                                      ErrorWords(layout.error())));
+  for (const bridge::ClaimPlanPod& p : in.pods) {
+    if (in.slices.contains(p.node)) continue;
+    kube::ListOptions opts;
+    opts.field_selector = "spec.nodeName=" + p.node;
+    // (Named, not temporaries: gcc 12 destroys a temporary argument of a co_await twice.)
+    kube::ResourceRef slices_ref = kube::DraRef("resourceslices");
+    Result<kube::List<kube::GenericObject>> listed =
+        co_await kube::ListAllAs<kube::GenericObject>(kube_, slices_ref, opts);
+    if (!listed) {
+      co_return tl::unexpected(
+          ClaimFailed(job_id, *p.pod,
+                      fmt::format("listing the ResourceSlices of node {} failed: {}", p.node,
+                                  ErrorWords(listed.error()))));
+    }
+    std::vector<bridge::ResourceSliceInfo>& slices = in.slices[p.node];
+    for (const kube::GenericObject& o : listed->items) {
+      Result<bridge::ResourceSliceInfo> slice = bridge::ParseResourceSlice(o);
+      if (!slice) {
+        spdlog::warn("ResourceSlice {} left out: {}", o.metadata.name, slice.error().message);
+        continue;
+      }
+      slices.push_back(std::move(*slice));
+    }
   }
-  std::map<std::string, bridge::NodeInventory> inventories;  // by Kubernetes node
-  for (std::size_t i = 0; i < asking.size(); ++i) {
-    Assignment* a = asking[i];
+  co_return in;
+}
+
+awaitable<Result<void>> Binder::WriteClaimObjects(std::int64_t job_id,
+                                                  const bridge::ClaimsPlan& plan,
+                                                  const std::vector<Assignment*>& pods) {
+  for (std::size_t i = 0; i < plan.pods.size(); ++i) {
+    const bridge::PodClaimWrites& claims = plan.pods[i];
+    Assignment* a = pods[i];
     const Pod& pod = *a->pod;
     const kube::ObjectMeta& m = pod.metadata;
-    const std::vector<bridge::DraRequest>* requests = &asked[i];
-    auto slurm_name = slurm_name_of.find(a->node);
-    const slurm::NodeAllocation* on_node = nullptr;
-    for (const slurm::NodeAllocation& n : *layout) {
-      if (slurm_name != slurm_name_of.end() && n.node == slurm_name->second) on_node = &n;
-    }
-    if (on_node == nullptr) {
-      co_return tl::unexpected(
-          fail(pod, "DeviceAllocationFailed",
-               fmt::format("the job's resource layout has no entry for node {}", a->node)));
-    }
-    auto inv = inventories.find(a->node);
-    if (inv == inventories.end()) {
-      kube::ListOptions opts;
-      opts.field_selector = "spec.nodeName=" + a->node;
-      // (Named, not temporaries: gcc 12 destroys a temporary argument of a co_await twice.)
-      kube::ResourceRef slices_ref = kube::DraRef("resourceslices");
-      Result<kube::List<kube::GenericObject>> listed =
-          co_await kube::ListAllAs<kube::GenericObject>(kube_, slices_ref, opts);
-      if (!listed) {
-        co_return tl::unexpected(
-            fail(pod, "DeviceAllocationFailed",
-                 fmt::format("listing the ResourceSlices of node {} failed: {}", a->node,
-                             ErrorWords(listed.error()))));
-      }
-      std::vector<bridge::ResourceSliceInfo> slices;
-      for (const kube::GenericObject& o : listed->items) {
-        Result<bridge::ResourceSliceInfo> slice = bridge::ParseResourceSlice(o);
-        if (!slice) {
-          spdlog::warn("ResourceSlice {} left out: {}", o.metadata.name, slice.error().message);
-          continue;
-        }
-        slices.push_back(std::move(*slice));
-      }
-      Result<bridge::NodeInventory> built =
-          bridge::BuildNodeInventory(a->node, slices, *dra.profiles);
-      if (!built) {
-        co_return tl::unexpected(
-            fail(pod, "DeviceAllocationFailed",
-                 fmt::format("the ResourceSlices of node {}: {}", a->node, built.error().message)));
-      }
-      inv = inventories.emplace(a->node, std::move(*built)).first;
-    }
-    Result<std::vector<bridge::DeviceAssignment>> devices =
-        bridge::AssignDevices(*requests, inv->second, *on_node, *dra.profiles);
-    if (!devices) {
-      co_return tl::unexpected(fail(pod, "DeviceAllocationFailed", devices.error().message));
-    }
-    std::vector<std::string> named;
-    for (const bridge::DeviceAssignment& d : *devices) {
-      for (const bridge::InventoryDevice& dev : d.devices) {
-        named.push_back(dev.index >= 0 ? fmt::format("{} (GRES index {})", dev.device, dev.index)
-                                       : fmt::format("{} (CPU {})", dev.device, dev.cpu_id));
-      }
-    }
-    // The claims made from the pod's templates (by the resourceclaim controller): each one's
-    // status, with its own requests.
-    std::map<std::string, std::vector<bridge::DeviceAssignment>> by_pod_claim;
-    for (const bridge::DeviceAssignment& d : *devices) {
-      if (!d.request.pod_claim.empty()) by_pod_claim[d.request.pod_claim].push_back(d);
-    }
-    for (const auto& [pod_claim, mine] : by_pod_claim) {
-      auto made = pod.status.resource_claim_statuses.find(pod_claim);
-      if (made == pod.status.resource_claim_statuses.end()) {
-        co_return tl::unexpected(
-            fail(pod, "DeviceAllocationFailed",
-                 fmt::format("claim {} of the pod has not been made from its template yet (the "
-                             "resourceclaim controller of kube-controller-manager makes it)",
-                             pod_claim)));
-      }
-      kube::ResourceRef status_ref = kube::DraRef("resourceclaims", m.namespace_)
-                                         .WithName(made->second)
-                                         .WithSubresource("status");
-      std::string body = bridge::AllocationStatusJson(mine, pod, a->node);
-      Result<std::string> status =
-          co_await kube_.Patch(status_ref, kube::PatchType::kJsonMerge, std::move(body));
-      if (!status) {
-        co_return tl::unexpected(
-            fail(pod, "DeviceAllocationFailed",
-                 fmt::format("writing the allocation of ResourceClaim {} failed: {}", made->second,
-                             ErrorWords(status.error()))));
-      }
+    const auto allocated = [&](const std::string& claim) {
       ++stats_.claims_written;
       recorder_.Emit(kube::MakeObjectReference("v1", "Pod", m), kube::EventType::kNormal,
                      "DevicesAllocated",
                      fmt::format("ResourceClaim {} holds what Slurm job {} was given on {}: {}",
-                                 made->second, job_id, a->node, fmt::join(named, ", ")));
+                                 claim, job_id, a->node, fmt::join(claims.devices, ", ")));
+    };
+    for (const bridge::PodClaimWrites::StatusWrite& w : claims.template_claims) {
+      kube::ResourceRef status_ref =
+          kube::DraRef("resourceclaims", m.namespace_).WithName(w.claim).WithSubresource("status");
+      std::string body = w.body;
+      Result<std::string> status =
+          co_await kube_.Patch(status_ref, kube::PatchType::kJsonMerge, std::move(body));
+      if (!status) {
+        co_return tl::unexpected(
+            ClaimFailed(job_id, pod,
+                        fmt::format("writing the allocation of ResourceClaim {} failed: {}",
+                                    w.claim, ErrorWords(status.error()))));
+      }
+      allocated(w.claim);
     }
-    std::optional<bridge::PlannedClaim> planned =
-        bridge::PlanExtendedResourceClaim(pod, a->node, *devices);
-    if (!planned) continue;
-    const std::string name = bridge::ExtendedResourceClaimName(pod);
+    if (!claims.extended) continue;
+    const std::string& name = claims.extended_name;
     const kube::ResourceRef claim = kube::DraRef("resourceclaims", m.namespace_).WithName(name);
     const kube::ResourceRef claim_status = claim.WithSubresource("status");
-    const kube::ResourceRef claims = kube::DraRef("resourceclaims", m.namespace_);
-    Result<std::string> created = co_await kube_.Create(claims, planned->object_json);
+    const kube::ResourceRef collection = kube::DraRef("resourceclaims", m.namespace_);
+    Result<std::string> created = co_await kube_.Create(collection, claims.extended->object_json);
     if (!created && created.error().code == ErrorCode::kAlreadyExists) {
       // A retry: the claim made before, when it is this pod's.
       Result<kube::GenericObject> found = co_await kube::GetAs<kube::GenericObject>(kube_, claim);
@@ -413,15 +396,15 @@ awaitable<Result<void>> Binder::WriteClaims(std::int64_t job_id, std::vector<Ass
       if (mine) created = std::string();
     }
     if (!created) {
-      co_return tl::unexpected(fail(
-          pod, "DeviceAllocationFailed",
+      co_return tl::unexpected(ClaimFailed(
+          job_id, pod,
           fmt::format("creating ResourceClaim {} failed: {}", name, ErrorWords(created.error()))));
     }
-    Result<std::string> status =
-        co_await kube_.Patch(claim_status, kube::PatchType::kJsonMerge, planned->status_json);
+    Result<std::string> status = co_await kube_.Patch(claim_status, kube::PatchType::kJsonMerge,
+                                                      claims.extended->status_json);
     Result<Pod> told = Result<Pod>(tl::unexpected(Error{ErrorCode::kInternal, "not written"}));
     if (status) {
-      std::string patch = bridge::ExtendedResourceClaimStatusPatch(name, planned->mappings);
+      std::string patch = bridge::ExtendedResourceClaimStatusPatch(name, claims.extended->mappings);
       told = co_await kube::PatchPodStatus(kube_, m.namespace_, m.name, kube::PatchType::kJsonMerge,
                                            std::move(patch));
     }
@@ -438,16 +421,12 @@ awaitable<Result<void>> Binder::WriteClaims(std::int64_t job_id, std::vector<Ass
         continue;  // the pod is gone
       }
       co_return tl::unexpected(
-          fail(pod, "DeviceAllocationFailed",
-               fmt::format("writing the allocation of ResourceClaim {} failed: {}", name,
-                           ErrorWords(why))));
+          ClaimFailed(job_id, pod,
+                      fmt::format("writing the allocation of ResourceClaim {} failed: {}", name,
+                                  ErrorWords(why))));
     }
-    ++stats_.claims_written;
     a->annotations[std::string(bridge::kResourceClaimAnnotation)] = name;
-    recorder_.Emit(kube::MakeObjectReference("v1", "Pod", m), kube::EventType::kNormal,
-                   "DevicesAllocated",
-                   fmt::format("ResourceClaim {} holds what Slurm job {} was given on {}: {}", name,
-                               job_id, a->node, fmt::join(named, ", ")));
+    allocated(name);
   }
   co_return Result<void>{};
 }

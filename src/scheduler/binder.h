@@ -16,7 +16,9 @@
 //                      Slurm has now (read-modify-write); LabelPod: each pod carries the
 //                      finalizer and the managed-node toleration (set by the webhook at CREATE,
 //                      else patched), and the job id unless the Binding carries it; WriteClaims:
-//                      DRA claims.
+//                      DRA claims, itself read (ReadDraInputs: the job's layout unless step 1
+//                      read it, the nodes' ResourceSlices), plan (bridge/dra/claim_plan.h's
+//                      PlanClaims, pure) and write (WriteClaimObjects).
 //   5. BindPods        the Bindings, carrying the node and GPU annotations and the job-id labels
 //                      (LabelsRideBinding); a lost reply is checked with a GET; a Scheduled
 //                      event per pod.
@@ -40,7 +42,9 @@
 #include <boost/asio/awaitable.hpp>
 
 #include "bridge/config.h"
-#include "bridge/dra.h"
+#include "bridge/dra/claim_plan.h"
+#include "bridge/dra/profile.h"
+#include "bridge/dra/requests.h"
 #include "bridge/group.h"
 #include "common/error.h"
 #include "kube/client.h"
@@ -68,6 +72,9 @@ struct Allocation {
     bool operator==(const Component&) const = default;
   };
   std::vector<Component> components;
+  // The job's resource layout when it was read (GET /resources/{id}); empty when the job record
+  // was. WriteClaims maps it to devices instead of reading it again.
+  std::vector<slurm::NodeAllocation> layout;
 };
 
 // A pod and the Kubernetes node it is bound to, with the Binding's annotations.
@@ -115,15 +122,17 @@ class Binder {
   [[nodiscard]] boost::asio::awaitable<Result<void>> LabelPod(
       const kube::Pod& pod, std::int64_t job_id, std::map<std::string, std::string> annotations,
       int het_offset = -1);
-  // Step 4, DRA: for each assigned pod that asks for devices through DRA extended resources
-  // (bridge/dra.h), the claim naming the devices of its node's ResourceSlices that are the GRES
-  // indices and cores Slurm allocated to `job_id` there (GET /resources/{job_id}, once): created
-  // (found again on a retry: its name is fixed), its status written (allocation, reservedFor the
-  // pod), and the pod's status told which claim holds its extended resources. A pod whose devices
-  // cannot be named gets a Warning event saying why; a claim whose writes fail is deleted, so
-  // that no device is held twice. The claim's name goes into the Binding's annotations
-  // (kResourceClaimAnnotation): the pod controller releases it when the pod ends. `slurm_name_of`:
-  // Kubernetes node -> Slurm node.
+  // Step 4, DRA: for each assigned pod that asks for devices through DRA (extended resources or
+  // template claims; bridge/dra/requests.h), the claims naming the devices of its node's
+  // ResourceSlices that are the GRES indices and cores Slurm allocated to `job_id` there: a
+  // template claim's status written; the claim for its extended resources created (found again
+  // on a retry: its name is fixed), its status written (allocation, reservedFor the pod), and the
+  // pod's status told which claim holds them. The job's layout is `allocation`'s when step 1 read
+  // it (Allocation::layout), else read here (GET /resources/{job_id}, once). A pod whose devices
+  // cannot be named gets a Warning event saying why, and nothing is written; a claim whose writes
+  // fail is deleted, so that no device is held twice. The claim's name goes into the Binding's
+  // annotations (kResourceClaimAnnotation): the pod controller releases it when the pod ends.
+  // `slurm_name_of`: Kubernetes node -> Slurm node.
   struct DraInput {
     const std::vector<bridge::DeviceProfile>* profiles = nullptr;
     std::shared_ptr<const std::vector<kube::GenericObject>> classes;  // what device_classes names
@@ -134,7 +143,8 @@ class Binder {
   };
   [[nodiscard]] boost::asio::awaitable<Result<void>> WriteClaims(
       std::int64_t job_id, std::vector<Assignment>& assign,
-      const std::map<std::string, std::string>& slurm_name_of, const DraInput& dra);
+      const std::map<std::string, std::string>& slurm_name_of, const DraInput& dra,
+      const Allocation* allocation = nullptr);
   // Step 5, in order; stops at the first Binding that fails (and is not bound after all).
   struct Bound {
     std::vector<Assignment> bound;  // bound now (a pod deleted meanwhile is left out)
@@ -162,6 +172,17 @@ class Binder {
   // read back (see LabelsRideBinding).
   boost::asio::awaitable<void> AfterLabelledBinding(Unverified pod);
   boost::asio::awaitable<void> PatchLabels(const Unverified& pod);
+  // WriteClaims' read: the job's layout (`known`'s, else GET /resources/{job_id}) and the
+  // ResourceSlices of each node of `pods` (one LIST per node).
+  boost::asio::awaitable<Result<bridge::ClaimPlanInput>> ReadDraInputs(
+      std::int64_t job_id, std::vector<bridge::ClaimPlanPod> pods, const Allocation* known);
+  // WriteClaims' write: `plan` (bridge::PlanClaims), pod by pod; `pods[i]` is the plan's pod i.
+  boost::asio::awaitable<Result<void>> WriteClaimObjects(std::int64_t job_id,
+                                                         const bridge::ClaimsPlan& plan,
+                                                         const std::vector<Assignment*>& pods);
+  // A pod's devices cannot be named or written: a Warning event DeviceAllocationFailed on the
+  // pod, a log line, and the error that sends the group back to the queue (kFailedPrecondition).
+  Error ClaimFailed(std::int64_t job_id, const kube::Pod& pod, std::string message);
 
   kube::Client& kube_;
   slurm::Client& slurm_;

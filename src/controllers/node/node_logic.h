@@ -83,7 +83,8 @@
 #include <vector>
 
 #include "bridge/config.h"
-#include "bridge/dra.h"
+#include "bridge/dra/gres_agreement.h"
+#include "bridge/dra/inventory.h"
 #include "bridge/gres_condition.h"
 #include "kube/types.h"
 #include "slurm/types.h"

@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "bridge/dra.h"
+#include "bridge/dra/claims.h"
 #include "bridge/names.h"
 #include "bridge/pods.h"
 #include "bridge/translate.h"
