@@ -5,6 +5,7 @@
 #include "scheduler/scheduler.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -377,6 +378,7 @@ awaitable<Result<Next>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
   // 1. Where the job runs (known already when a job list carried its nodes; a heterogeneous
   // job's components are read from its records).
   const bool het = !job.parts.empty();
+  std::optional<Allocation> allocation;  // read here: the DRA step maps its layout too
   if (job.nodes.empty() || (het && job.components.size() != job.parts.size())) {
     const bool layout_first =
         !het && job.state.running() && job.submitted != async::Clock::TimePoint{};
@@ -385,6 +387,7 @@ awaitable<Result<Next>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
     if (!slurm_jobs_.ApplyAllocation(spec.key, job, *a)) {
       co_return Next::Now();  // gone or not running: planned again
     }
+    allocation = std::move(*a);
   }
   job.nodes_read = clock_.Now();
   if (het && job.components.size() != job.parts.size()) {
@@ -505,7 +508,8 @@ awaitable<Result<Next>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
     std::map<std::string, std::string> slurm_name_of;
     for (const auto& [slurm_name, kube_name] : in.kube_node_of)
       slurm_name_of[kube_name] = slurm_name;
-    Result<void> claims = co_await binder_.WriteClaims(job.id, assign, slurm_name_of, DraView());
+    Result<void> claims = co_await binder_.WriteClaims(job.id, assign, slurm_name_of, DraView(),
+                                                       allocation ? &*allocation : nullptr);
     if (!claims) co_return tl::unexpected(claims.error());
   }
   // 5. The Bindings (the apiserver adds their annotations to the pods').
