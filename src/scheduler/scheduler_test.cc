@@ -1872,6 +1872,17 @@ TEST_F(SchedulerDraTest, TheClaimNamesTheGpusSlurmGaveTheJobBeforeTheBinding) {
   EXPECT_TRUE(deleted_.empty());
 }
 
+// Step 1 read the job's layout (a job this process submitted, seen RUNNING): the claims are
+// written from it, not from a second GET /resources/{id}.
+TEST_F(SchedulerDraTest, OneLayoutReadServesTheNodesAndTheClaims) {
+  ASSERT_NO_FATAL_FAILURE(RunWithGpus12());
+  ASSERT_TRUE(RunUntil([&] { return bindings_.contains("p0"); }));
+  ASSERT_EQ(claim_status_.size(), 1u);
+  EXPECT_NE(claim_status_[0].find(R"("device":"gpu-1")"), std::string::npos) << claim_status_[0];
+  EXPECT_EQ(slurm_.calls("JobResources"), 1);
+  EXPECT_EQ(slurm_.calls("GetJob"), 0);
+}
+
 TEST_F(SchedulerDraTest, NoDevicesPublishedIsSaidOnThePodAndNothingIsBound) {
   publish_slices_ = false;
   ASSERT_NO_FATAL_FAILURE(RunWithGpus12());
