@@ -7,7 +7,7 @@
 #include <boost/json.hpp>
 
 #include "bridge/dra/assign.h"
-#include "bridge/dra/test_fixtures.h"
+#include "testing/dra_fixtures.h"
 
 namespace sb::bridge {
 namespace {

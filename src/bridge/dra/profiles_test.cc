@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "bridge/dra/test_fixtures.h"
+#include "testing/dra_fixtures.h"
 
 namespace sb::bridge {
 namespace {

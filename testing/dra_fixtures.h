@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// bridge/dra/test_fixtures.h
+// testing/dra_fixtures.h
 //
-// Test-only: the objects the DRA tests beside this file share (ResourceSlices, devices and pods
-// built in code or read from testing/testdata/kube/, the default profiles, and the inventory of
-// node n1 that the assign and claims tests map Slurm's layouts through). Included by the
-// *_test.cc files of bridge/dra/, never by the library.
+// Test-only: the objects the DRA tests (src/bridge/dra/*_test.cc) share: ResourceSlices, devices
+// and pods built in code or read from testing/testdata/kube/, the default profiles, and the
+// inventory of node n1 that the assign and claims tests map Slurm's layouts through. Never
+// included by a library.
 //
 // No DRA driver runs in the unit tests, so the objects under testing/testdata/kube/
 // (resourceslice_*, deviceclass_*, resourceclaimtemplate_*, pod_dra_claims.json, and the
