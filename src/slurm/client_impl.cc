@@ -526,6 +526,12 @@ Task<std::vector<Share>> Client::Shares(std::string /*accounts*/, std::string /*
   co_return MakeError(ErrorCode::kUnimplemented, "this Slurm client reads no shares");
 }
 
+Task<JobList> Client::ScanJobs(std::int64_t update_time, JobFilter keep) {
+  Result<JobList> list = co_await ListJobsSince(update_time);
+  if (list && keep) std::erase_if(list->jobs, [&](const JobInfo& j) { return !keep(j); });
+  co_return list;
+}
+
 Task<std::vector<JobInfo>> Client::GetJobRecords(std::int64_t job_id) {
   Result<JobInfo> job = co_await GetJob(job_id);
   if (!job) co_return tl::unexpected(job.error());
