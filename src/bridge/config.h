@@ -33,8 +33,9 @@
 //                            terminationGracePeriodSeconds to this (default 300, as upstream;
 //                            0: no cap)
 //   jobPollInterval          how often job states are read (default 500ms)
-//   jobListInterval          how often the scheduler asks for the job list (reasons, duplicates;
-//                            every job only when one changed) (default 30s)
+//   jobListInterval          how often the scheduler reads its pending jobs' reasons (8 per
+//                            interval), and Slurm's whole job list while it watches for
+//                            duplicates (after start-up, a lost submit reply) (default 30s)
 //   nodeListInterval         how often Slurm's node list is read (default 30s)
 //   jobSweepInterval         how often the controllers look for orphan jobs (default 30s)
 //   maxConcurrentSubmits     groups handled at once (default 16)

@@ -142,10 +142,11 @@ GroupPlan PlanGroup(const GroupInput& in, const PlannerOptions& options) {
   }
 
   if (!job) {
-    // A submit whose reply was lost may have made a job: look before submitting again.
+    // A submit whose reply was lost may have made a job whose id nobody knows: only Slurm's
+    // whole list can show it. Look before submitting again.
     if (in.submit_doubt_since &&
-        (!in.jobs_listed_at || *in.jobs_listed_at <= *in.submit_doubt_since)) {
-      plan.list_jobs = true;
+        (!in.jobs_scanned_at || *in.jobs_scanned_at <= *in.submit_doubt_since)) {
+      plan.scan_jobs = true;
       return plan;
     }
     // Slurm's last list is older than these pods and shows a live job of the group (bound

@@ -101,7 +101,12 @@ struct GroupInput {
   std::optional<JobView> tracked;
   // Other live jobs tagged for the group in Slurm's last job list (RUNNING ones with holders).
   std::vector<JobView> tagged;
-  std::optional<TimePoint> jobs_listed_at;  // when that list was read; nullopt: never
+  // When the tagged jobs were last made current (a refresh of the jobs this scheduler knows, or
+  // a read of Slurm's whole list); nullopt: never.
+  std::optional<TimePoint> jobs_listed_at;
+  // When Slurm's whole job list was last read (start-up, a lost submit reply): only that finds a
+  // job this process never knew of; nullopt: never.
+  std::optional<TimePoint> jobs_scanned_at;
   // Set while the outcome of the group's last submit is unknown (timeout, connection lost).
   std::optional<TimePoint> submit_doubt_since;
   bool slurm_nodes_known = true;
@@ -135,7 +140,8 @@ struct GroupPlan {
   std::vector<Cancel> cancel;             // first
   bool forget = false;                    // stop tracking the tracked job
   std::optional<JobView> adopt;           // track this job from now on
-  bool list_jobs = false;                 // read Slurm's jobs, then plan again; nothing else
+  bool list_jobs = false;                 // make the known jobs current, then plan again
+  bool scan_jobs = false;                 // read Slurm's whole job list, then plan again
   std::vector<const kube::Pod*> label;    // label with the tracked job (its UIDs only)
   std::vector<const kube::Pod*> submit;   // one job for these (cut to the group size)
   int submit_size = 0;                    // the group size that job is for; 0: the spec's

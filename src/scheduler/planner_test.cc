@@ -67,6 +67,7 @@ struct GroupRow {
   bool forget = false;
   std::optional<std::int64_t> adopt;
   bool list_jobs = false;
+  bool scan_jobs = false;
   std::vector<std::string> submit;
   std::vector<std::string> label;
   bool bind = false;
@@ -154,14 +155,24 @@ TEST(PlanGroupTest, Table) {
        .in = with([&](GroupInput& in) {
          in.pods = {&a, &b};
          in.submit_doubt_since = kT0 - 1s;
-         in.jobs_listed_at = kT0 - 2s;
+         in.jobs_scanned_at = kT0 - 2s;
        }),
-       .list_jobs = true},
+       .scan_jobs = true},
+      // Issue #46: a refresh of the known jobs cannot show the lost submit's job.
+      {.name = "submit outcome unknown, the known jobs refreshed since: still read the list",
+       .in = with([&](GroupInput& in) {
+         in.pods = {&a, &b};
+         in.submit_doubt_since = kT0 - 2s;
+         in.jobs_listed_at = kT0 - 1s;
+         in.jobs_scanned_at = kT0 - 3s;
+       }),
+       .scan_jobs = true},
       {.name = "submit outcome unknown, the job exists: adopt it, never submit",
        .in = with([&](GroupInput& in) {
          in.pods = {&a, &b};
          in.submit_doubt_since = kT0 - 2s;
          in.jobs_listed_at = kT0 - 1s;
+         in.jobs_scanned_at = kT0 - 1s;
          in.tagged = {Job(9, "PENDING", {"uid-a", "uid-b"})};
        }),
        .adopt = 9,
@@ -174,6 +185,7 @@ TEST(PlanGroupTest, Table) {
          in.pods = {&a, &b};
          in.submit_doubt_since = kT0 - 2s;
          in.jobs_listed_at = kT0 - 1s;
+         in.jobs_scanned_at = kT0 - 1s;
        }),
        .submit = {"a", "b"}},
       // Item 2 / 16 at start-up: one job kept, the other unbound ones cancelled.
@@ -326,6 +338,7 @@ TEST(PlanGroupTest, Table) {
     EXPECT_EQ(plan.forget, row.forget);
     EXPECT_EQ(plan.adopt ? std::optional<std::int64_t>(plan.adopt->id) : std::nullopt, row.adopt);
     EXPECT_EQ(plan.list_jobs, row.list_jobs);
+    EXPECT_EQ(plan.scan_jobs, row.scan_jobs);
     EXPECT_EQ(Names(plan.submit), row.submit);
     EXPECT_EQ(Names(plan.label), row.label);
     EXPECT_EQ(plan.bind, row.bind);

@@ -466,6 +466,7 @@ awaitable<Result<Next>> Scheduler::Reconcile(const std::string& group_key) {
   GroupInput in{.spec = spec,
                 .pods = live,
                 .jobs_listed_at = slurm_jobs_.listed_at(),
+                .jobs_scanned_at = slurm_jobs_.scanned_at(),
                 .slurm_nodes_known = slurm_jobs_.nodes_known(),
                 .labels_ride_binding = binder_.LabelsRideBinding(),
                 .now = now};
@@ -528,12 +529,18 @@ awaitable<Result<Next>> Scheduler::Reconcile(const std::string& group_key) {
     group->timeout_told.reset();
   }
   const std::optional<async::Clock::TimePoint> short_since = group->incomplete_since;
-  if (plan.list_jobs) {
-    // A lost submit reply, or a member that may belong to a running job: read Slurm first.
+  if (plan.list_jobs || plan.scan_jobs) {
+    // A lost submit reply (Slurm's whole list), or a member that may belong to a job this
+    // scheduler knows (those jobs made current): read Slurm first.
     if (slurm_jobs_.listing()) {  // another worker reads them: look again after it
       co_return Next::After(std::chrono::milliseconds(200));
     }
-    Result<void> listed = co_await slurm_jobs_.List();
+    Result<void> listed;
+    if (plan.scan_jobs) {
+      listed = co_await slurm_jobs_.Scan();
+    } else {
+      listed = co_await slurm_jobs_.List();
+    }
     if (!listed) co_return tl::unexpected(listed.error());  // with the queue's backoff
     co_return Next::Now();
   }

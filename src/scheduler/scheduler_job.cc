@@ -185,6 +185,7 @@ awaitable<Result<Next>> Scheduler::Submit(const GroupSpec& spec, std::vector<con
     if (SubmitOutcomeUnknown(e.code)) {
       // Slurm may have made the job: Slurm's jobs are read before the group is looked at again.
       if (GroupState* g = groups_.Find(spec.key)) g->submit_doubt = clock_.Now();
+      slurm_jobs_.Doubt();
       spdlog::warn("{}: submit outcome unknown ({}); Slurm's jobs are read before trying again",
                    spec.key, e.ToString());
     }
@@ -528,14 +529,14 @@ awaitable<Result<Next>> Scheduler::Bind(const GroupSpec& spec, std::vector<const
   if (bound.error) co_return tl::unexpected(*bound.error);
   TraceStages(spec.key, job, plan.assign.size());
   // From here on the controllers own the pods and the job. A member re-created later finds the
-  // job again in Slurm's job list; a second job of the group that shows up meanwhile is
-  // cancelled.
-  slurm_jobs_.Untrack(spec.key, job.id);
-  if (GroupState* g = groups_.Find(spec.key)) g->ran = true;
+  // job again among the scheduler's listed jobs; a second job of the group that a list shows
+  // meanwhile is cancelled.
   slurm_jobs_.Bound(
       spec.key, job.id, spec.namespace_,
       clock_.Now() + std::max<async::Clock::Duration>(
                          kDuplicateWatch, kDuplicateWatchLists * config_.job_list_interval));
+  slurm_jobs_.Untrack(spec.key, job.id);
+  if (GroupState* g = groups_.Find(spec.key)) g->ran = true;
   if (!bound.bound.empty()) {
     std::string message = fmt::format("Slurm job {} is RUNNING; {} pod(s) of the group bound",
                                       job.id, bound.bound.size());

@@ -42,6 +42,26 @@ std::int64_t ExpectedStart(const slurm::JobInfo& j) {
 constexpr auto kFreshWindow = slurm::JobWatchOptions{}.fresh_window;
 // The periodic job list waits at least this many times as long as the last one took.
 constexpr int kListSpacing = 20;
+// Slurm's whole list is read every jobListInterval for this long after a submit whose reply was
+// lost (the job it may have made can reach slurmctld late) ...
+constexpr auto kDuplicateWatch = std::chrono::minutes(5);
+// ... and for this long after start-up: an old leader's submit still in flight when this
+// process took over (its HTTP timeout, 30 s by default, bounds it). Two or three lists at the
+// default jobListInterval.
+constexpr auto kStartupWatch = std::chrono::seconds(90);
+// Pending tracked jobs whose reason, partition and expected start are read per jobListInterval
+// (GET /job/{id} each, those read longest ago first): 1,000 pending jobs are each read every
+// hour at the default 30 s, a handful every interval.
+constexpr std::size_t kDetailReads = 8;
+
+// Only this scheduler's jobs of Slurm's whole list are kept (memory follows them).
+slurm::JobFilter Ours(const bridge::Config& config) {
+  return
+      [cluster = config.cluster_name, scheduler = config.scheduler_name](const slurm::JobInfo& j) {
+        std::optional<bridge::JobTag> tag = bridge::ParseJobTag(j.admin_comment);
+        return tag && tag->BelongsTo(cluster, scheduler);
+      };
+}
 
 }  // namespace
 
@@ -65,7 +85,11 @@ SlurmJobs::SlurmJobs(asio::any_io_executor executor, slurm::Client& slurm, async
 
 SlurmJobs::~SlurmJobs() = default;
 
-awaitable<Result<void>> SlurmJobs::ReadAll() { co_return co_await ListJobs(/*startup=*/true); }
+awaitable<Result<void>> SlurmJobs::ReadAll() {
+  Result<void> r = co_await ScanJobs(/*startup=*/true);
+  if (r) scan_until_ = clock_.Now() + kStartupWatch;
+  co_return r;
+}
 
 void SlurmJobs::Start() {
   tasks_.Spawn(PollSlurm());
@@ -94,18 +118,99 @@ void SlurmJobs::Track(TrackedJob job, bool submitted) {
     last_submit_ = job.submitted;
     watch_->MarkFresh();
   }
+  ListTracked(job);
   jobs_[group] = std::move(job);
 }
+
+JobView* SlurmJobs::Listed(std::int64_t id) {
+  for (auto& [group, views] : listed_) {
+    for (JobView& v : views) {
+      if (v.id == id) return &v;
+    }
+  }
+  return nullptr;
+}
+
+void SlurmJobs::ListTracked(const TrackedJob& t) {
+  // What a whole list would show of it: it stays listed once untracked (bound), so a member
+  // re-created later finds it without a list.
+  if (t.id <= 0 || t.state.ended()) return;
+  JobView view = ViewOf(t);
+  view.submitted = {};
+  view.refill = false;
+  view.bind_tried = false;
+  if (JobView* v = Listed(t.id)) {
+    *v = std::move(view);
+  } else {
+    listed_[t.group].push_back(std::move(view));
+  }
+}
+
+void SlurmJobs::Doubt() { scan_until_ = std::max(scan_until_, clock_.Now() + kDuplicateWatch); }
 
 void SlurmJobs::Untrack(const std::string& group, std::int64_t id) {
   if (auto it = jobs_.find(group); it != jobs_.end() && it->second.id == id) jobs_.erase(it);
 }
 
-awaitable<Result<void>> SlurmJobs::List() { co_return co_await ListJobs(/*startup=*/false); }
+awaitable<Result<void>> SlurmJobs::Scan() { co_return co_await ScanJobs(/*startup=*/false); }
+
+awaitable<Result<void>> SlurmJobs::List() {
+  const async::Clock::TimePoint asked = clock_.Now();
+  std::vector<std::int64_t> ids;
+  for (const auto& [group, views] : listed_) {
+    for (const JobView& v : views) ids.push_back(v.id);
+  }
+  listing_ = true;
+  Result<std::vector<slurm::JobStateEntry>> states = std::vector<slurm::JobStateEntry>{};
+  if (!ids.empty()) states = co_await slurm_.JobStates(ids);
+  if (!states) {
+    listing_ = false;
+    co_return tl::unexpected(states.error());
+  }
+  ++stats_.job_refreshes;
+  std::unordered_map<std::int64_t, bridge::JobState> now;
+  for (const slurm::JobStateEntry& e : *states) {
+    if (!e.state.empty()) now.emplace(e.job_id, bridge::JobState(e.state.front()));
+  }
+  // A job whose state changed, or that the answer left out (gone, or lagging), is read in full.
+  std::vector<std::int64_t> changed;
+  for (std::int64_t id : ids) {
+    const JobView* v = Listed(id);
+    auto it = now.find(id);
+    if (v == nullptr) continue;
+    if (it == now.end() || it->second != v->state || (v->state.running() && v->nodes.empty())) {
+      changed.push_back(id);
+    }
+  }
+  for (std::int64_t id : changed) {
+    Result<slurm::JobInfo> j = co_await slurm_.GetJob(id);
+    ++stats_.job_detail_reads;
+    if (!j && j.error().code != ErrorCode::kNotFound) {
+      listing_ = false;
+      co_return tl::unexpected(j.error());
+    }
+    if (!j || bridge::JobEnded(j->BaseState())) {
+      Unlist(id);
+      continue;
+    }
+    JobView* v = Listed(id);  // (the awaits above may have changed listed_)
+    if (v == nullptr) continue;
+    v->state = std::string(j->BaseState());
+    v->reason = j->state_reason;
+    v->expected_start = ExpectedStart(*j);
+    v->partition = j->partition;
+    v->nodes = j->nodes;
+  }
+  listing_ = false;
+  listed_at_ = asked;
+  co_await CancelDuplicates();
+  co_return Result<void>{};
+}
 
 void SlurmJobs::Bound(const std::string& group, std::int64_t id, const std::string& ns,
                       async::Clock::TimePoint until) {
   recently_bound_[group] = {.id = id, .namespace_ = ns, .until = until};
+  if (const TrackedJob* t = Find(group, id)) ListTracked(*t);  // with its nodes
 }
 
 std::optional<async::Clock::TimePoint> SlurmJobs::UnmappedSince(std::int64_t id) const {
@@ -161,7 +266,7 @@ awaitable<Result<std::vector<JobView>>> SlurmJobs::Candidates(const std::string&
 
 awaitable<bool> SlurmJobs::RefreshJobs() {
   if (listing_) co_return false;
-  Result<void> r = co_await ListJobs(false);
+  Result<void> r = co_await ScanJobs(false);
   if (!r) spdlog::warn("reading Slurm's jobs failed: {}", r.error().ToString());
   co_return static_cast<bool>(r);
 }
@@ -202,7 +307,11 @@ void SlurmJobs::ApplyState(TrackedJob& job, const bridge::JobState& state) {
   if (!state.known() || state == job.state) return;
   job.state = state;
   if (state.running()) job.running_seen = clock_.Now();
-  if (state.ended()) Unlist(job.id);
+  if (state.ended()) {
+    Unlist(job.id);
+  } else if (JobView* v = Listed(job.id)) {
+    v->state = state;
+  }
   hooks_.changed(job.group);
 }
 
@@ -243,15 +352,17 @@ void SlurmJobs::ApplyTag(const std::string& group, std::int64_t id, const TagMem
   }
 }
 
-awaitable<Result<void>> SlurmJobs::ListJobs(bool startup) {
+awaitable<Result<void>> SlurmJobs::ScanJobs(bool startup) {
   const async::Clock::TimePoint asked = clock_.Now();
   listing_ = true;
   // After the first list, Slurm sends every job only when one changed since the last list
-  // (update_time); else a few hundred bytes, and the last list still holds.
-  Result<slurm::JobList> list = co_await slurm_.ListJobsSince(startup ? 0 : jobs_since_);
+  // (update_time); else a few hundred bytes, and the last list still holds. Only this
+  // scheduler's jobs are kept as the list is decoded.
+  Result<slurm::JobList> list = co_await slurm_.ScanJobs(startup ? 0 : jobs_since_, Ours(config_));
   listing_ = false;
   if (!list) co_return tl::unexpected(list.error());
   ++stats_.job_lists;
+  scanned_at_ = asked;
   if (list->unchanged) {
     ++stats_.job_lists_unchanged;
     listed_at_ = asked;
@@ -297,19 +408,12 @@ void SlurmJobs::ApplyJobList(const std::vector<slurm::JobInfo>& jobs, async::Clo
       if (t.submitted < asked) missing_.insert(t.id);
       continue;
     }
-    const slurm::JobInfo& j = *it->second;
-    if (j.state_reason != t.reason || j.partition != t.partition ||
-        ExpectedStart(j) != t.expected_start) {
-      t.reason = j.state_reason;
-      t.partition = j.partition;
-      t.expected_start = ExpectedStart(j);
-      hooks_.changed(group);
-    }
-    if (!j.nodes.empty() && j.BaseState() == "RUNNING") {
-      t.nodes = j.nodes;
-      t.gres_detail = j.gres_detail;
-    }
-    ApplyState(t, std::string(j.BaseState()));
+    ApplyDetails(t, *it->second);
+    // Submitted after the list was asked: still listed as this process knows it.
+    ListTracked(t);
+  }
+  for (auto& [group, t] : jobs_) {
+    if (!by_id.contains(t.id) && t.submitted >= asked) ListTracked(t);
   }
   // N-21: a job that ended for another reason while one of its nodes had no Kubernetes node
   // leaves its first-seen time behind; only the tracked jobs' are kept.
@@ -355,6 +459,42 @@ awaitable<void> SlurmJobs::CancelDuplicates() {
     bool tracked_now = false;
     for (const auto& [group, t] : jobs_) tracked_now = tracked_now || t.id == c.id;
     if (!tracked_now) co_await CancelJob(c);
+  }
+}
+
+void SlurmJobs::ApplyDetails(TrackedJob& t, const slurm::JobInfo& j) {
+  t.details_read = clock_.Now();
+  if (j.state_reason != t.reason || j.partition != t.partition ||
+      ExpectedStart(j) != t.expected_start) {
+    t.reason = j.state_reason;
+    t.partition = j.partition;
+    t.expected_start = ExpectedStart(j);
+    hooks_.changed(t.group);
+  }
+  if (!j.nodes.empty() && j.BaseState() == "RUNNING") {
+    t.nodes = j.nodes;
+    t.gres_detail = j.gres_detail;
+  }
+  ApplyState(t, std::string(j.BaseState()));
+}
+
+awaitable<void> SlurmJobs::ReadDetails() {
+  std::vector<std::pair<async::Clock::TimePoint, std::int64_t>> due;
+  for (const auto& [group, t] : jobs_) {
+    if (t.state.pending()) due.emplace_back(t.details_read, t.id);
+  }
+  std::ranges::sort(due);
+  if (due.size() > kDetailReads) due.resize(kDetailReads);
+  for (const auto& [read, id] : due) {
+    Result<slurm::JobInfo> j = co_await slurm_.GetJob(id);
+    ++stats_.job_detail_reads;
+    if (!j) {
+      if (j.error().code == ErrorCode::kNotFound) missing_.insert(id);  // ConfirmMissing says
+      continue;
+    }
+    for (auto& [group, t] : jobs_) {
+      if (t.id == id) ApplyDetails(t, *j);
+    }
   }
 }
 
@@ -421,7 +561,13 @@ awaitable<void> SlurmJobs::ConfirmMissing() {
 
 awaitable<void> SlurmJobs::PeriodicList() {
   const async::Clock::TimePoint started = clock_.Now();
-  (void)co_await RefreshJobs();
+  if (started < scan_until_) {
+    (void)co_await RefreshJobs();
+  } else {
+    listing_ = true;  // one at a time
+    co_await ReadDetails();
+    listing_ = false;
+  }
   // Every jobListInterval, and never for more than 1/kListSpacing of the time: a full list
   // grows with the cluster's jobs (seconds and hundreds of MB in slurmrestd for 10,000).
   const async::Clock::TimePoint now = clock_.Now();
@@ -444,9 +590,13 @@ awaitable<void> SlurmJobs::PollSlurm() {
     // The list runs beside the polls: a full list of thousands of jobs takes seconds, during
     // which the jobs that start must still be seen.
     std::erase_if(recently_bound_, [&](const auto& r) { return r.second.until < tick; });
-    if ((!jobs_.empty() || !recently_bound_.empty()) && tick >= next_list_ && !listing_) {
+    const bool scanning = tick < scan_until_ && (!jobs_.empty() || !recently_bound_.empty());
+    const bool pending =
+        std::ranges::any_of(jobs_, [](const auto& g) { return g.second.state.pending(); });
+    if ((scanning || pending) && tick >= next_list_ && !listing_) {
       next_list_ = async::Clock::TimePoint::max();  // set again when the list is done
-      asked_this_time = true;
+      // Only a whole list carries the states (or says that none changed).
+      asked_this_time = scanning;
       tasks_.Spawn(PeriodicList());
     }
     // Until a node list succeeded nothing is submitted: asked at every interval until then. A

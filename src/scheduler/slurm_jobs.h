@@ -5,9 +5,18 @@
 // The scheduler's view of Slurm, at a cost that follows the scheduler's own jobs:
 //   - the jobs it tracks, one per group (by group key), and their states from the process's job
 //     watch (slurm/job_watch.h: it is a subscriber; the fresh ones polled often after a submit);
-//   - Slurm's last job list (GET /jobs/?update_time=..., every jobListInterval while jobs are
-//     tracked or groups were bound lately): adoption after a restart, the state reasons, and
-//     a second live job of a tracked group, which is cancelled unless pods are bound to it;
+//   - the live jobs tagged by this scheduler, by group (`listed`): adoption after a restart, a
+//     member re-created after its gang was bound, and a second live job of a tracked group,
+//     which is cancelled unless pods are bound to it. Kept from this process's own submits and
+//     adoptions, and made current on demand (List: GET /jobs/state/?job_id=... for those jobs,
+//     and GET /job/{id} for the ones whose state changed);
+//   - Slurm's whole job list (Scan: GET /jobs/, decoded one job at a time and only this
+//     scheduler's jobs kept) only where nothing else can find a job: at start-up (adoption),
+//     jobListInterval after it (an old leader's submit still in flight), and after a submit whose
+//     reply was lost (for kDuplicateWatch: the job it may have made, or a late one). Never in
+//     steady state: on a busy HPC cluster that list is every user's jobs (issue #46);
+//   - the pending tracked jobs' state reasons, partitions and expected starts: every
+//     jobListInterval the kDetailReads of them read longest ago (GET /job/{id} each);
 //   - Slurm's node names (GET /nodes/ every nodeListInterval; the Kubernetes-side exclusions
 //     need them), and for nodeSharing coResident, the partitions' OverSubscribe;
 //   - cancels, tried again until Slurm confirms them.
@@ -68,6 +77,8 @@ struct TrackedJob {
   async::Clock::TimePoint nodes_read{};
   // Bind() ran for it in this process: from then on pods may carry its job-id label.
   bool bind_tried = false;
+  // When its reason, partition and expected start were last read (GET /job/{id}, or a list).
+  async::Clock::TimePoint details_read{};
   // The description Slurm has, as far as this process knows (unset for adopted jobs).
   std::optional<slurm::JobDescription> sent;
   // The group size it was submitted for when not the spec's (a PodGroup's remainder); 0: the
@@ -115,12 +126,20 @@ class SlurmJobs : private slurm::JobWatchSubscriber {
   // The group's job is no longer tracked, if it is job `id`.
   void Untrack(const std::string& group, std::int64_t id);
 
-  // Slurm's last job list: when it was asked; whether one is being read now.
+  // When the listed jobs were last made current (List or Scan asked); when Slurm's whole list
+  // was last read (Scan); whether either is being read now.
   [[nodiscard]] std::optional<async::Clock::TimePoint> listed_at() const { return listed_at_; }
+  [[nodiscard]] std::optional<async::Clock::TimePoint> scanned_at() const { return scanned_at_; }
   [[nodiscard]] bool listing() const { return listing_; }
-  // Reads Slurm's jobs now (then cancels duplicates).
+  // Makes the listed jobs current now: their states, and the changed ones read in full (then
+  // cancels duplicates). Costs what this scheduler's own live jobs cost.
   [[nodiscard]] boost::asio::awaitable<Result<void>> List();
-  // Live jobs of the last job list tagged for `group` (RUNNING ones with their holders).
+  // Reads Slurm's whole job list now (then cancels duplicates): only for a lost submit reply.
+  [[nodiscard]] boost::asio::awaitable<Result<void>> Scan();
+  // A submit's outcome is unknown: Slurm's whole list is read every jobListInterval for
+  // kDuplicateWatch (the job, if Slurm made it, may show up late).
+  void Doubt();
+  // Live listed jobs tagged for `group` (RUNNING ones with their holders).
   [[nodiscard]] boost::asio::awaitable<Result<std::vector<JobView>>> Candidates(
       const std::string& group, const std::string& ns);
   // A job that ended or was cancelled leaves the last job list.
@@ -147,12 +166,19 @@ class SlurmJobs : private slurm::JobWatchSubscriber {
   void ClearUnmapped(std::int64_t id) { unmapped_since_.erase(id); }
 
  private:
-  boost::asio::awaitable<Result<void>> ListJobs(bool startup);
-  // A full list read: listed_ anew, and (after start-up) the tracked jobs' states and reasons.
+  boost::asio::awaitable<Result<void>> ScanJobs(bool startup);
+  // A whole list read: listed_ anew, and (after start-up) the tracked jobs' states and reasons.
   void ApplyJobList(const std::vector<slurm::JobInfo>& jobs, async::Clock::TimePoint asked,
                     bool startup);
-  // Reads Slurm's jobs unless another worker is at it; false when it did not.
+  // A tracked job's reason, partition, expected start (and nodes once RUNNING) as Slurm says.
+  void ApplyDetails(TrackedJob& t, const slurm::JobInfo& j);
+  // The listed job `id`'s view (nullptr: not listed); the tracked job `t` as listed.
+  JobView* Listed(std::int64_t id);
+  void ListTracked(const TrackedJob& t);
+  // Scans Slurm's jobs unless another worker is at it; false when it did not.
   boost::asio::awaitable<bool> RefreshJobs();
+  // The kDetailReads pending tracked jobs read longest ago, read again (GET /job/{id}).
+  boost::asio::awaitable<void> ReadDetails();
   // Cancels a second live job of a tracked group (listed_), unless pods are bound to it.
   boost::asio::awaitable<void> CancelDuplicates();
   boost::asio::awaitable<void> RetryCancels();
@@ -161,7 +187,8 @@ class SlurmJobs : private slurm::JobWatchSubscriber {
   boost::asio::awaitable<void> CheckSharing();
   // Asks Slurm about tracked jobs a list left out (GET /job/{id}): gone, or just newer.
   boost::asio::awaitable<void> ConfirmMissing();
-  // The periodic full job list (adoption, a second job of a group), beside the polls.
+  // Every jobListInterval, beside the polls: Slurm's whole list while scan_until_ (after
+  // start-up, after a lost submit reply), else the pending jobs' details.
   boost::asio::awaitable<void> PeriodicList();
   // The lists beside the job watch's polls: the periodic job list, Slurm's nodes, and the
   // cancels Slurm has not confirmed.
@@ -190,12 +217,16 @@ class SlurmJobs : private slurm::JobWatchSubscriber {
   // A job list or node list since the last full poll: it stands in for that poll (issue #13's
   // idle cost of one request per jobPollInterval).
   bool polled_otherwise_ = false;
-  // Slurm's last job list: live jobs tagged by this scheduler, by group key; when it was asked.
+  // Live jobs tagged by this scheduler, by group key; when they were last made current, and
+  // when Slurm's whole list was last read.
   std::map<std::string, std::vector<JobView>> listed_;
   std::optional<async::Clock::TimePoint> listed_at_;
-  std::int64_t jobs_since_ = 0;  // Slurm's last_update of the last full list (update_time)
+  std::optional<async::Clock::TimePoint> scanned_at_;
+  std::int64_t jobs_since_ = 0;  // Slurm's last_update of the last whole list (update_time)
   bool listing_ = false;
   async::Clock::TimePoint next_list_{};  // of the periodic list
+  // Slurm's whole list is read every jobListInterval until then (start-up, Doubt).
+  async::Clock::TimePoint scan_until_{};
   // The last submit: jobs are polled every kFreshPollInterval for kFreshWindow after it, since
   // Slurm usually starts a fitting job within a second of its submit.
   std::optional<async::Clock::TimePoint> last_submit_;

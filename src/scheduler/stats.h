@@ -55,6 +55,10 @@ struct Stats {
   std::uint64_t state_polls = 0;
   std::uint64_t job_lists = 0;
   std::uint64_t job_lists_unchanged = 0;  // of job_lists: Slurm said no job changed
+  // The known jobs made current (GET /jobs/state/ of them), and single jobs read in full for
+  // their reason or a changed state (GET /job/{id}).
+  std::uint64_t job_refreshes = 0;
+  std::uint64_t job_detail_reads = 0;
 };
 
 }  // namespace sb::scheduler
