@@ -146,6 +146,10 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   chk->add_option("--max-wait", check_opts.max_wait,
                   "Also report a pod that has waited longer than this with no Slurm job (a "
                   "liveness check; default: off)");
+  chk->add_flag("--all-jobs", check_opts.all_jobs,
+                "Also scan Slurm's whole job list for the bridge's jobs that no pod names (an "
+                "orphan whose pods are gone, a duplicate): slow on a busy Slurm. Default: only "
+                "the jobs the bridge's pods name (job-id label, PodScheduled message)");
 
   // The operator's read-only commands (also `kubectl slurm ...` when called as kubectl-slurm).
   explain::ToolOptions tool_opts;
