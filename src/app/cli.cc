@@ -146,6 +146,10 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   chk->add_option("--max-wait", check_opts.max_wait,
                   "Also report a pod that has waited longer than this with no Slurm job (a "
                   "liveness check; default: off)");
+  chk->add_flag("--all-jobs", check_opts.all_jobs,
+                "Also scan Slurm's whole job list for the bridge's jobs that no pod names (an "
+                "orphan whose pods are gone, a duplicate): slow on a busy Slurm. Default: only "
+                "the jobs the bridge's pods name (job-id label, PodScheduled message)");
 
   // The operator's read-only commands (also `kubectl slurm ...` when called as kubectl-slurm).
   explain::ToolOptions tool_opts;
@@ -180,6 +184,9 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
       app.add_subcommand("jobs", "The bridge's live Slurm jobs and their pods (read-only)");
   add_tool_flags(jobs, true);
   jobs->add_flag("--all-namespaces,-A", tool_opts.all_namespaces, "Every namespace");
+  jobs->add_flag("--all-jobs", tool_opts.all_jobs,
+                 "Also the bridge's jobs no pod names (their pods all gone), from a scan of "
+                 "Slurm's whole job list: slow on a busy Slurm. Default: the jobs the pods name");
   CLI::App* nodes_cmd = app.add_subcommand(
       "nodes", "Each node's Kubernetes and Slurm state side by side (read-only)");
   add_tool_flags(nodes_cmd, false);

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "explain/explain.h"
 
+#include <algorithm>
 #include <chrono>
 #include <ostream>
 
@@ -13,6 +14,7 @@
 #include "bridge/tag.h"
 #include "explain/session.h"
 #include "kube/owners.h"
+#include "wiring/bridge_jobs.h"
 #include "wiring/group_inputs.h"
 
 namespace sb::explain {
@@ -33,6 +35,31 @@ struct Read {
   std::vector<kube::Node> nodes;
   bridge::ExplainInput in;
 };
+
+// The most job ids an unlabelled pod's explain reads: a group's pods name one job (two while a
+// duplicate is cancelled), so a few reads find it, and a group of thousands costs no more.
+constexpr std::size_t kMaxCandidateJobs = 8;
+
+// The jobs that may be an unlabelled pod's: the one the scheduler's message to the pod names,
+// then those its group's members name (a member bound in the job carries its label), at most
+// kMaxCandidateJobs, without duplicates.
+std::vector<std::int64_t> CandidateJobIds(const kube::Pod& pod,
+                                          const std::vector<const kube::Pod*>& members) {
+  std::vector<std::int64_t> ids;
+  auto add = [&](std::int64_t id) {
+    if (ids.size() < kMaxCandidateJobs && std::ranges::find(ids, id) == ids.end()) {
+      ids.push_back(id);
+    }
+  };
+  for (std::int64_t id : wiring::NamedJobIds(pod)) add(id);
+  for (const kube::Pod* m : members) {
+    if (std::optional<std::int64_t> id = wiring::LabelledJobId(*m)) add(*id);
+  }
+  for (const kube::Pod* m : members) {
+    for (std::int64_t id : wiring::NamedJobIds(*m)) add(id);
+  }
+  return ids;
+}
 
 // Fills `r.in` from both servers; an error only when the pod itself cannot be read.
 awaitable<Result<void>> ReadAll(Session& s, const std::string& name, Read& r) {
@@ -135,19 +162,23 @@ awaitable<Result<void>> ReadAll(Session& s, const std::string& name, Read& r) {
     }
   }
   if (!r.in.job && r.in.group && !labelled) {
-    Result<std::vector<slurm::JobInfo>> jobs = co_await slurm.ListJobs();
-    if (!jobs) {
-      r.in.job_error = Words(jobs.error());
-    } else {
-      for (slurm::JobInfo& j : *jobs) {
-        std::optional<bridge::JobTag> tag = bridge::ParseJobTag(j.admin_comment);
-        if (!tag || !tag->BelongsTo(s.config.cluster_name, scheduler)) continue;
-        if (tag->group != r.in.group->key || bridge::JobEnded(j.BaseState())) continue;
-        if (j.het_job_id != 0 && j.het_job_offset != 0) continue;
-        r.in.job = std::move(j);
-        r.in.job_source = "tag";
+    // No label: the live job tagged for the group, among the jobs the scheduler's message and
+    // the group's members name (wiring/bridge_jobs.h); never Slurm's whole list.
+    const std::vector<std::int64_t> candidates = CandidateJobIds(r.pod, r.in.members);
+    for (std::int64_t id : candidates) {
+      Result<slurm::JobInfo> j = co_await slurm.GetJob(id);
+      if (!j) {
+        if (j.error().code == ErrorCode::kNotFound) continue;
+        r.in.job_error = Words(j.error());
         break;
       }
+      std::optional<bridge::JobTag> tag = bridge::ParseJobTag(j->admin_comment);
+      if (!tag || !tag->BelongsTo(s.config.cluster_name, scheduler)) continue;
+      if (tag->group != r.in.group->key || bridge::JobEnded(j->BaseState())) continue;
+      if (j->het_job_id != 0 && j->het_job_offset != 0) continue;
+      r.in.job = std::move(*j);
+      r.in.job_source = "tag";
+      break;
     }
   }
   if (r.in.job) {
@@ -174,13 +205,17 @@ awaitable<Result<void>> ReadAll(Session& s, const std::string& name, Read& r) {
 
 int RunExplain(const ToolOptions& options, const std::string& pod, std::ostream& out,
                std::ostream& err) {
-  const std::string cmd = options.command + " explain";
   Result<std::unique_ptr<Session>> session = OpenSession(options);
   if (!session) {
-    err << cmd << ": " << session.error().message << "\n";
+    err << options.command << " explain: " << session.error().message << "\n";
     return 1;
   }
-  Session& s = **session;
+  return ExplainPod(**session, options, pod, out, err);
+}
+
+int ExplainPod(Session& s, const ToolOptions& options, const std::string& pod, std::ostream& out,
+               std::ostream& err) {
+  const std::string cmd = options.command + " explain";
   Read read;
   Result<Result<void>> ran = RunOnLoop(s, ReadAll(s, pod, read));
   if (!ran) {

@@ -14,6 +14,12 @@
 // $SLURM_JWT (the token itself, as Slurm's tools take it), else $SLURM_JWT_FILE. slurmrestd's
 // URL: --slurm-url, else the bridge config's slurmRestApi (--config). Without a URL or token the
 // Kubernetes half is still shown, and the Slurm half says why it is missing.
+// From Slurm they read only the jobs the pods name (wiring/bridge_jobs.h: the job-id label, a
+// waiting pod's PodScheduled message), never the whole job list, so that they answer in moments
+// however many jobs of other users Slurm holds: explain at most 8 job reads (the label's job, or
+// the candidates of an unlabelled pod's group), jobs one state request per about 2,000 ids and
+// the records of the live jobs, 8 at a time. A job no pod names (its pods all gone) is shown by
+// `jobs --all-jobs` only, which scans the whole list.
 #pragma once
 
 #include <iosfwd>
@@ -26,7 +32,8 @@ namespace sb::explain {
 // `explain POD`: 0 when explained, 1 when the pod or Kubernetes cannot be read.
 int RunExplain(const ToolOptions& options, const std::string& pod, std::ostream& out,
                std::ostream& err);
-// `jobs`: the bridge's live Slurm jobs (of the namespace, or all with -A) and their pods.
+// `jobs`: the bridge's live Slurm jobs (of the namespace, or all with -A) and their pods, by job
+// id: those the pods name (with options.all_jobs: every one tagged for the bridge).
 int RunJobs(const ToolOptions& options, std::ostream& out, std::ostream& err);
 // `nodes`: per node, Kubernetes' and Slurm's state.
 int RunNodes(const ToolOptions& options, std::ostream& out, std::ostream& err);

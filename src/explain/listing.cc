@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // `jobs` and `nodes`: the bridge's Slurm jobs with their pods, and each node as Kubernetes and
-// Slurm see it. Read-only, as explain.
+// Slurm see it. Read-only, as explain. `jobs` reads the jobs its pods name (as `check`), unless
+// --all-jobs asks for a scan of Slurm's whole list.
 #include <algorithm>
 #include <map>
 #include <ostream>
@@ -17,6 +18,7 @@
 #include "bridge/translate.h"
 #include "explain/explain.h"
 #include "explain/session.h"
+#include "wiring/bridge_jobs.h"
 
 namespace sb::explain {
 namespace {
@@ -46,19 +48,73 @@ int Fail(const ToolOptions& o, std::string_view cmd, const std::string& what, st
   return 1;
 }
 
-// What `jobs` reads: every Slurm job, and the pods of the bridge's scheduler.
+// What `jobs` reads: the pods of the bridge's scheduler, and the Slurm jobs they name (with
+// --all-jobs: every job tagged for this bridge), by id.
 struct JobsAndPods {
   Result<std::vector<slurm::JobInfo>> jobs = MakeError(ErrorCode::kInternal, "not read");
   Result<kube::List<kube::Pod>> pods = MakeError(ErrorCode::kInternal, "not read");
 };
 
+// Drops the fields `jobs` does not show, so that the records of many jobs take little memory.
+void KeepListedFields(slurm::JobInfo& j) {
+  slurm::JobInfo kept;
+  kept.job_id = j.job_id;
+  kept.job_state = std::move(j.job_state);
+  kept.state_reason = std::move(j.state_reason);
+  kept.partition = std::move(j.partition);
+  kept.admin_comment = std::move(j.admin_comment);
+  kept.start_time = j.start_time;
+  j = std::move(kept);
+}
+
+// The live jobs the pods name: their states (one /jobs/state/ request per about 2,000 ids), then
+// the records of those not ended (wiring::ReadJobRecords: 8 at a time). Never the whole list.
+awaitable<Result<std::vector<slurm::JobInfo>>> ReadNamedJobs(slurm::Client& slurm,
+                                                             const std::vector<kube::Pod>& pods) {
+  std::vector<std::int64_t> ids;
+  for (const kube::Pod& p : pods) {
+    for (std::int64_t id : wiring::NamedJobIds(p)) ids.push_back(id);
+  }
+  auto states = co_await wiring::ReadJobStates(slurm, std::move(ids));
+  if (!states) co_return tl::unexpected(states.error());
+  std::vector<std::int64_t> live;
+  for (const auto& [id, state] : *states) {
+    if (state.empty() || !bridge::JobEnded(state.front())) live.push_back(id);
+  }
+  wiring::RecordReadOptions slim;
+  slim.trim = KeepListedFields;
+  co_return co_await wiring::ReadJobRecords(slurm, std::move(live), std::move(slim));
+}
+
 // `s` and its clients outlive the coroutine (RunOnLoop).
-awaitable<JobsAndPods> ReadJobsAndPods(Session& s, bool all_namespaces) {
+awaitable<JobsAndPods> ReadJobsAndPods(Session& s, bool all_namespaces, bool all_jobs) {
   JobsAndPods r;
-  r.jobs = co_await s.slurm->ListJobs();
   kube::ResourceRef ref = kube::PodsRef(all_namespaces ? "" : s.namespace_);
   kube::ListOptions by_scheduler{.field_selector = "spec.schedulerName=" + s.config.scheduler_name};
   r.pods = co_await kube::ListAllAs<kube::Pod>(*s.kube, std::move(ref), std::move(by_scheduler));
+  if (!r.pods) co_return r;
+  if (all_jobs) {
+    // One scan of the whole list, keeping the jobs tagged for this bridge (also those whose pods
+    // are all gone, which no pod names).
+    slurm::JobFilter ours = [cluster = s.config.cluster_name,
+                             scheduler = s.config.scheduler_name](const slurm::JobInfo& j) {
+      std::optional<bridge::JobTag> tag = bridge::ParseJobTag(j.admin_comment);
+      return tag && tag->BelongsTo(cluster, scheduler);
+    };
+    Result<slurm::JobList> list = co_await s.slurm->ScanJobs(0, std::move(ours));
+    if (!list) {
+      r.jobs = tl::unexpected(list.error());
+    } else {
+      r.jobs = std::move(list->jobs);
+    }
+  } else {
+    r.jobs = co_await ReadNamedJobs(*s.slurm, r.pods->items);
+  }
+  if (r.jobs) {
+    std::ranges::stable_sort(*r.jobs, {}, &slurm::JobInfo::job_id);
+    auto dup = std::ranges::unique(*r.jobs, {}, &slurm::JobInfo::job_id);
+    r.jobs->erase(dup.begin(), dup.end());
+  }
   co_return r;
 }
 
@@ -83,14 +139,18 @@ awaitable<BothNodes> ReadBothNodes(Session& s) {
 int RunJobs(const ToolOptions& options, std::ostream& out, std::ostream& err) {
   Result<std::unique_ptr<Session>> session = OpenSession(options);
   if (!session) return Fail(options, "jobs", session.error().message, err);
-  Session& s = **session;
+  return ShowJobs(**session, options, out, err);
+}
+
+int ShowJobs(Session& s, const ToolOptions& options, std::ostream& out, std::ostream& err) {
   if (!s.slurm) return Fail(options, "jobs", s.slurm_missing, err);
-  Result<JobsAndPods> ran = RunOnLoop(s, ReadJobsAndPods(s, options.all_namespaces));
+  Result<JobsAndPods> ran =
+      RunOnLoop(s, ReadJobsAndPods(s, options.all_namespaces, options.all_jobs));
   if (!ran) return Fail(options, "jobs", ran.error().message, err);
   const Result<std::vector<slurm::JobInfo>>& jobs = ran->jobs;
   const Result<kube::List<kube::Pod>>& pods = ran->pods;
-  if (!jobs) return Fail(options, "jobs", "Slurm: " + jobs.error().ToString(), err);
   if (!pods) return Fail(options, "jobs", "Kubernetes: " + pods.error().ToString(), err);
+  if (!jobs) return Fail(options, "jobs", "Slurm: " + jobs.error().ToString(), err);
   std::map<std::string, const kube::Pod*> by_name;
   for (const kube::Pod& p : pods->items)
     by_name[p.metadata.namespace_ + "/" + p.metadata.name] = &p;

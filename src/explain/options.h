@@ -17,6 +17,9 @@ struct ToolOptions {
   std::string slurm_token_file;
   std::string namespace_;  // "" : the kubeconfig context's
   bool all_namespaces = false;
+  // `jobs`: also the jobs tagged for the bridge that no pod names (their pods all gone), from a
+  // scan of Slurm's whole job list; false: only the jobs the pods name (wiring/bridge_jobs.h).
+  bool all_jobs = false;
   std::string output = "text";           // text or json
   std::string command = "slurm-bridge";  // how the user called us, for messages
 };

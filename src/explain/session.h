@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <exception>
+#include <iosfwd>
 #include <memory>
 #include <optional>
 #include <string>
@@ -38,6 +39,12 @@ struct Session {
 
 // Makes the clients; an error names what could not be read (the config, the kubeconfig).
 [[nodiscard]] Result<std::unique_ptr<Session>> OpenSession(const ToolOptions& options);
+
+// The commands on an open session (RunExplain and RunJobs open one from the options; tests hand
+// in one with fakes). Same results and output as those.
+int ExplainPod(Session& s, const ToolOptions& options, const std::string& pod, std::ostream& out,
+               std::ostream& err);
+int ShowJobs(Session& s, const ToolOptions& options, std::ostream& out, std::ostream& err);
 
 // Now, in Unix seconds (the relative times the commands print).
 [[nodiscard]] std::int64_t NowUnix();
