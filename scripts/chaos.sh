@@ -497,7 +497,7 @@ sampler() {
   while [ ! -f "$run/samples/stop" ]; do
     t=$(now_ms)
     out=$(SLURM_JWT_FILE=$SLURM_JWT_FILE timeout 20 "$binary" check --config "$run/check.yaml" \
-      --kubeconfig "$KUBECONFIG" -n "$ns" --settle 0s 2>/dev/null) && rc=0 || rc=$?
+      --kubeconfig "$KUBECONFIG" -n "$ns" --settle 0s --all-jobs 2>/dev/null) && rc=0 || rc=$?
     i=$((i + 1))
     printf '%s %s\n%s\n' "$t" "$rc" "$out" >"$run/samples/$(printf %05d $i)"
     # Slurm's jobs as slurmctld has them (ended ones stay MinJobAge = 60 s): for the history
@@ -586,7 +586,7 @@ read -r _ n_samples n_readable <<<"$(grep '^samples ' <<<"$streaks")"
 read -r _ longest_s longest_key <<<"$(grep '^longest ' <<<"$streaks")"
 mapfile -t persistent < <(grep '^persistent ' <<<"$streaks" | cut -d' ' -f2-)
 check_out=$(SLURM_JWT_FILE=$SLURM_JWT_FILE "$binary" check --config "$run/check.yaml" \
-  --kubeconfig "$KUBECONFIG" -n "$ns" --settle 60s 2>"$run/logs/check.err") && check_rc=0 || check_rc=$?
+  --kubeconfig "$KUBECONFIG" -n "$ns" --settle 60s --all-jobs 2>"$run/logs/check.err") && check_rc=0 || check_rc=$?
 tick_now
 settle_ms=$((NOW - settle_start))
 echo "$check_out" >"$run/check.out"
