@@ -257,8 +257,10 @@ TEST_F(ControllersE2e, OnlyTheLeaderActs) {
   EXPECT_EQ(CountInLog("b", "leading ("), 0);
 }
 
-// `slurm-bridge check` as an operator runs it: a live job of ours whose pod never existed is an
-// orphan (no bridge runs here to sweep it); once it is gone, nothing is left to report.
+// `slurm-bridge check --all-jobs` as an operator runs it: a live job of ours whose pod never
+// existed is an orphan (no bridge runs here to sweep it); once it is gone, nothing is left to
+// report. No pod names that job: only the scan of Slurm's whole list (--all-jobs) finds it;
+// plain `check` reads only the jobs the pods name (issue #46) and does not see it.
 TEST_F(ControllersE2e, CheckCommandReportsViolations) {
   bridge::JobTag ours{.pods = {ns_ + "/nobody"},
                       .uids = {"22222222-0000-0000-0000-000000000000"},
@@ -268,11 +270,17 @@ TEST_F(ControllersE2e, CheckCommandReportsViolations) {
   const std::int64_t orphan = SubmitTagged(bridge::EncodeJobTag(ours));
   ASSERT_GT(orphan, 0);
   const std::string check =
+      fmt::format("SLURM_JWT_FILE={} KUBECONFIG={} {} check --config {} -n {} --settle 0{} 2>&1",
+                  env_.Get("SLURM_JWT_FILE"), env_.Get("KUBECONFIG"), sb::testing::BridgeBinary(),
+                  config_path_, ns_, " --all-jobs");
+  std::string out;
+  const std::string plain =
       fmt::format("SLURM_JWT_FILE={} KUBECONFIG={} {} check --config {} -n {} --settle 0 2>&1",
                   env_.Get("SLURM_JWT_FILE"), env_.Get("KUBECONFIG"), sb::testing::BridgeBinary(),
                   config_path_, ns_);
-  std::string out;
-  int rc = sb::testing::RunCommand(check, &out);
+  int rc = sb::testing::RunCommand(plain, &out);
+  EXPECT_EQ(rc, 0) << "plain check reads only the jobs pods name: " << out;
+  rc = sb::testing::RunCommand(check, &out);
   EXPECT_NE(rc, 0) << out;
   EXPECT_NE(out.find(fmt::format("orphan-job: Slurm job {} (group Pod/{}/nobody)", orphan, ns_)),
             std::string::npos)
