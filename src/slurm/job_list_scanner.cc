@@ -2,6 +2,7 @@
 #include "slurm/job_list_scanner.h"
 
 #include <algorithm>
+#include <array>
 #include <utility>
 
 namespace sb::slurm {
@@ -32,6 +33,18 @@ void JobListScanner::ValueEnd::Start(char c) {
   }
 }
 
+// What ValueEnd::Advance stops at: inside a string, '"' and '\\'; outside, '"' and brackets.
+// A table, not a chain of comparisons: this loop reads every byte of the list.
+struct Stops {
+  std::array<bool, 256> in_string{};
+  std::array<bool, 256> outside{};
+  constexpr Stops() {
+    in_string['"'] = in_string['\\'] = true;
+    outside['"'] = outside['{'] = outside['}'] = outside['['] = outside[']'] = true;
+  }
+};
+constexpr Stops kStops;
+
 const char* JobListScanner::ValueEnd::Advance(const char* p, const char* end) {
   if (scalar) {
     p = std::find_if(p, end, [](char c) { return IsSpace(c) || c == ',' || c == '}' || c == ']'; });
@@ -44,7 +57,7 @@ const char* JobListScanner::ValueEnd::Advance(const char* p, const char* end) {
         ++p;
         continue;
       }
-      p = std::find_if(p, end, [](char c) { return c == '"' || c == '\\'; });
+      while (p < end && !kStops.in_string[static_cast<unsigned char>(*p)]) ++p;
       if (p == end) return nullptr;
       if (*p++ == '\\') {
         escaped = true;
@@ -54,6 +67,8 @@ const char* JobListScanner::ValueEnd::Advance(const char* p, const char* end) {
       if (depth == 0) return p;  // a string value: its closing quote
       continue;
     }
+    while (p < end && !kStops.outside[static_cast<unsigned char>(*p)]) ++p;
+    if (p == end) return nullptr;
     switch (*p++) {
       case '"':
         in_string = true;
@@ -62,12 +77,9 @@ const char* JobListScanner::ValueEnd::Advance(const char* p, const char* end) {
       case '[':
         ++depth;
         break;
-      case '}':
-      case ']':
+      default:  // '}' or ']'
         // A '}' for a '[' is not caught here: the element's parse refuses it.
         if (depth > 0 && --depth == 0) return p;
-        break;
-      default:
         break;
     }
   }
