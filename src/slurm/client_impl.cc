@@ -435,9 +435,10 @@ class ClientImpl final : public Client {
   // http_->Send(req) for a reply decoded as it arrives: a 2xx body goes to `scanner` piece by
   // piece (the HttpResponse returned has none); another status's body is read into the
   // HttpResponse, up to kErrorBodyLimit, for the error's classification. As in Send, the
-  // request's timeout bounds the whole exchange with its retries, the request's body_limit is the
-  // scanner's, and a GET is retried after a transport failure other than a timeout and on
-  // 502/503/504, with backoff, up to http.max_attempts (HttpClient::Stream itself never retries).
+  // request's timeout bounds the whole exchange with its retries, and a GET is retried after a
+  // transport failure other than a timeout and on 502/503/504, with backoff, up to
+  // http.max_attempts (HttpClient::Stream itself never retries); a retry reads the body again
+  // from its start (scanner.Restart()). The body's limit is the scanner's (jobs_body_limit).
   // Each wait for a piece is bounded by what is left of the timeout at the attempt's start, so a
   // server that stalls can overrun it by at most that much; pieces that keep coming stop at it.
   Task<HttpResponse> StreamTo(HttpRequest req, JobListScanner& scanner) {
