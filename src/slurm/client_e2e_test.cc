@@ -4,6 +4,7 @@
 // environment (label e2e; SB_TESTENV names its env file).
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <map>
@@ -295,6 +296,45 @@ TEST_F(SlurmE2e, ListJobsSinceSaysNoChangeUntilAJobChanges) {
   bool seen = false;
   for (const JobInfo& j : changed->jobs) seen = seen || (j.job_id == id && j.comment == "changed");
   EXPECT_TRUE(seen) << "the change is in the full list";
+}
+
+// ScanJobs decodes the real daemon's list as it arrives: the job a filter keeps, as
+// ListJobsSince has it; "no change" as ListJobsSince says it.
+TEST_F(SlurmE2e, ScanJobsKeepsWhatTheFilterKeepsFromTheRealList) {
+  JobDescription held = ExternalJob("e2e-scan");
+  held.hold = true;
+  const std::int64_t id = Submit(*client_, held);
+  std::size_t offered = 0;
+  auto scanned = Run(client_->ScanJobs(0, [&](const JobInfo& j) {
+    ++offered;
+    return j.job_id == id;
+  }));
+  ASSERT_TRUE(scanned.has_value()) << scanned.error().ToString();
+  EXPECT_FALSE(scanned->unchanged);
+  EXPECT_GT(scanned->last_update, 0);
+  ASSERT_EQ(scanned->jobs.size(), 1u);
+  EXPECT_GE(offered, 1u);
+  auto listed = Run(client_->ListJobsSince(0));
+  ASSERT_TRUE(listed.has_value()) << listed.error().ToString();
+  auto it = std::find_if(listed->jobs.begin(), listed->jobs.end(),
+                         [&](const JobInfo& j) { return j.job_id == id; });
+  ASSERT_NE(it, listed->jobs.end());
+  EXPECT_EQ(scanned->jobs[0].name, it->name);
+  EXPECT_EQ(scanned->jobs[0].admin_comment, it->admin_comment);
+  EXPECT_EQ(scanned->jobs[0].job_state, it->job_state);
+  // Other tests may change jobs of this environment: ask until a quiet moment is seen.
+  std::int64_t since = listed->last_update;
+  bool quiet = false;
+  for (int i = 0; i < 50 && !quiet; ++i) {
+    auto again = Run(client_->ScanJobs(since, nullptr));
+    ASSERT_TRUE(again.has_value()) << again.error().ToString();
+    quiet = again->unchanged;
+    if (!quiet) {
+      since = again->last_update;
+      Sleep(std::chrono::milliseconds(100));
+    }
+  }
+  EXPECT_TRUE(quiet) << "ScanJobs never answered 'no change'";
 }
 
 TEST_F(SlurmE2e, CancelUnknownJobIsNotFound) {

@@ -1,15 +1,22 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <algorithm>
 #include <cctype>
+#include <chrono>
+#include <functional>
+#include <random>
 #include <string>
 #include <utility>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include "slurm/client.h"
 #include "slurm/codec.h"
+#include "slurm/job_list_scanner.h"
 
 namespace sb::slurm {
 namespace {
@@ -30,6 +37,21 @@ constexpr int kJobNotPending = 2073;
 constexpr int kJobNotRunning = 2085;
 
 bool IsOk(int status) { return status >= 200 && status < 300; }
+
+// The largest error reply read whole on the streamed path (ScanJobs): slurmrestd's are about
+// 1 KB; a longer one is cut, and classified by its HTTP status.
+constexpr std::size_t kErrorBodyLimit = std::size_t{1} << 20;
+
+// GET /jobs/, or /jobs/?update_time=T (ListJobsSince, ScanJobs).
+std::string JobsPath(std::int64_t update_time) {
+  return update_time > 0 ? "/jobs/?update_time=" + std::to_string(update_time) : "/jobs/";
+}
+
+// A full list was asked for (update_time <= 0): an empty one means no jobs, never "unchanged".
+Result<JobList> SinceRule(Result<JobList> list, std::int64_t update_time) {
+  if (list && update_time <= 0) list->unchanged = false;
+  return list;
+}
 
 // Slurm's answer for a node it does not know (GET /node/{name}): error number 0 ("No error"),
 // description "Failure to query node <name>"; or ESLURM_INVALID_NODE_NAME.
@@ -146,16 +168,25 @@ class ClientImpl final : public Client {
   }
 
   Task<JobList> ListJobsSince(std::int64_t update_time) override {
-    std::string path = "/jobs/";
-    if (update_time > 0) {
-      path += "?update_time=" + std::to_string(update_time);
+    co_return SinceRule(co_await Fetch("list jobs", Method::kGet, JobsPath(update_time), "",
+                                       DecodeJobList, ErrorCode::kInvalidArgument,
+                                       /*job_list=*/true),
+                        update_time);
+  }
+
+  // ListJobsSince's request, its reply decoded as it arrives (JobListScanner): the same
+  // headers, token refresh, version, limits and error mapping (Call), the body streamed.
+  Task<JobList> ScanJobs(std::int64_t update_time, JobFilter keep) override {
+    const std::string op = "list jobs";
+    JobListScanner scanner(std::move(keep), config_.jobs_body_limit);
+    auto r =
+        co_await Call(op, Method::kGet, JobsPath(update_time), "", /*job_list=*/true, &scanner);
+    if (!r) {
+      co_return tl::unexpected(r.error());
     }
-    auto list = co_await Fetch("list jobs", Method::kGet, std::move(path), "", DecodeJobList,
-                               ErrorCode::kInvalidArgument, /*job_list=*/true);
-    if (list && update_time <= 0) {
-      list->unchanged = false;  // a full list was asked for: empty means no jobs
-    }
-    co_return list;
+    // An error status's body was read whole (StreamTo): decoded as Fetch decodes it.
+    Result<Reply<JobList>> reply = IsOk(r->status) ? scanner.Finish() : DecodeJobList(r->body);
+    co_return SinceRule(Decoded(op, *r, std::move(reply)), update_time);
   }
 
   Task<std::vector<JobStateEntry>> JobStates(std::vector<std::int64_t> job_ids) override {
@@ -348,19 +379,20 @@ class ClientImpl final : public Client {
   }
 
   // Sends one request to /slurm/<version><path> with the token; on 401/511 re-reads the token
-  // and tries once more.
+  // and tries once more. With `stream` set, the reply is read by StreamTo.
   Task<HttpResponse> Call(std::string op, Method method, std::string path, std::string body,
-                          bool job_list = false) {
+                          bool job_list = false, JobListScanner* stream = nullptr) {
     Result<ApiVersion> version = co_await Version();
     if (!version) {
       co_return tl::unexpected(version.error());
     }
     std::string target = "/slurm/" + std::string(ApiVersionName(*version)) + path;
-    co_return co_await Send(std::move(op), method, std::move(target), std::move(body), job_list);
+    co_return co_await Send(std::move(op), method, std::move(target), std::move(body), job_list,
+                            stream);
   }
 
   Task<HttpResponse> Send(std::string op, Method method, std::string target, std::string body,
-                          bool job_list = false) {
+                          bool job_list = false, JobListScanner* stream = nullptr) {
     for (int attempt = 0;; ++attempt) {
       Result<std::string> token = tokens_->Token();
       if (!token) {
@@ -381,7 +413,12 @@ class ClientImpl final : public Client {
       if (!body.empty()) {
         req.headers.push_back({"Content-Type", "application/json"});
       }
-      Result<HttpResponse> res = co_await http_->Send(std::move(req));
+      Result<HttpResponse> res;
+      if (stream != nullptr) {
+        res = co_await StreamTo(std::move(req), *stream);
+      } else {
+        res = co_await http_->Send(std::move(req));
+      }
       if (!res) {
         Error e = res.error();
         e.message = op + ": " + e.message;
@@ -393,6 +430,76 @@ class ClientImpl final : public Client {
       }
       co_return res;
     }
+  }
+
+  // http_->Send(req) for a reply decoded as it arrives: a 2xx body goes to `scanner` piece by
+  // piece (the HttpResponse returned has none); another status's body is read into the
+  // HttpResponse, up to kErrorBodyLimit, for the error's classification. As in Send, the
+  // request's timeout bounds the whole exchange with its retries, and a GET is retried after a
+  // transport failure other than a timeout and on 502/503/504, with backoff, up to
+  // http.max_attempts (HttpClient::Stream itself never retries); a retry reads the body again
+  // from its start (scanner.Restart()). The body's limit is the scanner's (jobs_body_limit).
+  // Each wait for a piece is bounded by what is left of the timeout at the attempt's start, so a
+  // server that stalls can overrun it by at most that much; pieces that keep coming stop at it.
+  Task<HttpResponse> StreamTo(HttpRequest req, JobListScanner& scanner) {
+    using Clock = std::chrono::steady_clock;
+    const auto timeout = req.timeout.count() > 0 ? req.timeout : config_.http.timeout;
+    const Clock::time_point deadline = Clock::now() + timeout;
+    auto left = [&] {
+      return std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    };
+    for (int attempt = 0;; ++attempt) {
+      scanner.Restart();
+      HttpResponse res;
+      bool late = false;
+      std::function<bool(const HttpResponse&)> on_headers = [&res](const HttpResponse& head) {
+        res.status = head.status;
+        res.headers = head.headers;
+        return true;
+      };
+      std::function<bool(std::string_view)> on_data = [&](std::string_view piece) {
+        if (Clock::now() > deadline) {
+          late = true;
+          return false;
+        }
+        if (IsOk(res.status)) return scanner.Feed(piece);
+        res.body.append(piece.substr(0, kErrorBodyLimit - res.body.size()));
+        return res.body.size() < kErrorBodyLimit;
+      };
+      HttpRequest one = req;
+      one.timeout = std::max(left(), std::chrono::milliseconds(1));
+      one.body_limit = 0;  // the scanner counts (its error says how many jobs were read)
+      Result<int> status =
+          co_await http_->Stream(std::move(one), std::move(on_headers), std::move(on_data));
+      if (late) {
+        co_return MakeError(ErrorCode::kDeadlineExceeded,
+                            "read from " + http_->endpoint().ToString() + ": timed out after " +
+                                std::to_string(timeout.count()) + " ms (" +
+                                std::to_string(scanner.entries()) + " jobs read)");
+      }
+      const std::chrono::milliseconds wait = Backoff(attempt);
+      const bool retry_safe =
+          IsIdempotent(req.method) && attempt + 1 < config_.http.max_attempts && left() > wait;
+      if (status) {
+        if (!(retry_safe && (res.status == 502 || res.status == 503 || res.status == 504))) {
+          co_return res;
+        }
+      } else if (!(retry_safe && status.error().code == ErrorCode::kUnavailable)) {
+        co_return tl::unexpected(status.error());
+      }
+      boost::asio::steady_timer timer(co_await boost::asio::this_coro::executor, wait);
+      co_await timer.async_wait(boost::asio::as_tuple(boost::asio::use_awaitable));
+    }
+  }
+
+  // As net::HttpClient's: doubling from http.backoff_base up to http.backoff_max, jittered down
+  // to half.
+  std::chrono::milliseconds Backoff(int retry) {
+    const std::int64_t base = config_.http.backoff_base.count() << std::min(retry, 16);
+    const std::int64_t capped = std::min<std::int64_t>(base, config_.http.backoff_max.count());
+    std::uniform_int_distribution<std::int64_t> jitter(capped / 2,
+                                                       std::max<std::int64_t>(capped, 1));
+    return std::chrono::milliseconds(jitter(rng_));
   }
 
   // Newest version the server offers: from /openapi/v3 when it answers, else by probing ping.
@@ -445,6 +552,7 @@ class ClientImpl final : public Client {
   ClientConfig config_;
   TokenSourcePtr tokens_;
   std::optional<ApiVersion> version_;
+  std::minstd_rand rng_{std::random_device{}()};
 };
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <boost/asio/io_context.hpp>
 
@@ -445,6 +446,176 @@ TEST_F(SlurmClientTest, JobListsHaveTheirOwnDeadline) {
   ASSERT_FALSE(nodes.has_value());
   EXPECT_EQ(nodes.error().code, ErrorCode::kDeadlineExceeded) << nodes.error().ToString();
   EXPECT_EQ(ClientConfig{}.jobs_timeout, std::chrono::minutes(5));
+}
+
+// One chunk of a chunked HTTP body.
+std::string Chunk(const std::string& bytes) {
+  return fmt::format("{:x}\r\n{}\r\n", bytes.size(), bytes);
+}
+
+// ScanJobs reads the list as ListJobsSince does (same request, retries, errors), decoded as it
+// arrives. Each reply is served to both; their outcomes must match.
+TEST_F(SlurmClientTest, ScanJobsAnswersAsListJobsSinceDoes) {
+  std::string big;  // 300 copies of a recorded job: several pieces of 64 KiB
+  {
+    const std::string one = ReadTestData("slurm/job_running_v0.0.44.json");
+    const std::size_t open = one.find('[');
+    const std::size_t end = one.find("\n    }\n  ]") + 6;
+    const std::string job = one.substr(open + 1, end - open - 1);
+    std::string jobs;
+    for (int i = 1; i <= 300; ++i) {
+      std::string copy = job;
+      copy.replace(copy.find("\"job_id\": 1,"), 12, "\"job_id\": " + std::to_string(i) + ",");
+      jobs += (i > 1 ? "," : "") + copy;
+    }
+    big = one.substr(0, open + 1) + jobs + one.substr(end);
+  }
+  struct Case {
+    std::string name;
+    std::function<FakeReply()> reply;
+    std::int64_t update_time = 0;
+    bool malformed = false;  // the two decoders word the cause differently
+  };
+  const std::vector<Case> cases = {
+      {"recorded list", [] { return Recorded("jobs"); }},
+      {"300 jobs", [&] { return HttpReply(200, big); }},
+      {"unchanged", [] { return Recorded("jobs_unchanged"); }, 1796112104},
+      {"unchanged asked from 0", [] { return Recorded("jobs_unchanged"); }},
+      {"refused token (511)", [] { return Recorded("jobs_bad_token"); }},
+      {"404 with errors", [] { return Recorded("job_unknown"); }},
+      {"500 plain text", [] { return Recorded("jobs_state_csv"); }},
+      {"503", [] { return HttpReply(503, "busy", "text/plain"); }},
+      {"errors inside a 200",
+       [] {
+         return HttpReply(200, WithErrors("jobs", R"([{"error_number":1001,"error":"down",)"
+                                                  R"("description":"d","source":"s"}])"));
+       }},
+      {"cut JSON", [] { return HttpReply(200, R"({"jobs": [{"job_id": 1,)"); }, 0, true},
+      {"jobs not an array", [] { return HttpReply(200, R"({"jobs": {}})"); }, 0, true},
+      {"closed mid-body",
+       [] {
+         FakeReply r = Recorded("jobs");
+         r.bytes.resize(r.bytes.size() / 2);
+         r.close_after = true;
+         return r;
+       }},
+  };
+  const std::vector<JobFilter> filters = {nullptr,
+                                          [](const JobInfo& j) { return j.job_id % 100 == 2; }};
+  for (const Case& c : cases) {
+    for (const JobFilter& keep : filters) {
+      SCOPED_TRACE(c.name + (keep ? " (filtered)" : ""));
+      Serve([&](const FakeRequest&) { return c.reply(); });
+      auto listed = Run(Make({.version = ApiVersion::kV0044})->ListJobsSince(c.update_time));
+      const std::vector<std::string> list_requests = Targets();
+      const std::string list_url = server_->url();
+      Serve([&](const FakeRequest&) { return c.reply(); });
+      auto scanned = Run(Make({.version = ApiVersion::kV0044})->ScanJobs(c.update_time, keep));
+      EXPECT_EQ(Targets(), list_requests);
+      // Transport errors name the server: each had its own port.
+      auto same_url = [](std::string message, const std::string& url) {
+        for (std::size_t at; (at = message.find(url)) != std::string::npos;) {
+          message.replace(at, url.size(), "<server>");
+        }
+        return message;
+      };
+      ASSERT_EQ(scanned.has_value(), listed.has_value())
+          << (scanned ? listed.error().ToString() : scanned.error().ToString());
+      if (listed) {
+        if (keep) std::erase_if(listed->jobs, [&](const JobInfo& j) { return !keep(j); });
+        std::vector<std::int64_t> want;
+        std::vector<std::int64_t> got;
+        for (const JobInfo& j : listed->jobs) want.push_back(j.job_id);
+        for (const JobInfo& j : scanned->jobs) got.push_back(j.job_id);
+        EXPECT_EQ(got, want);
+        EXPECT_EQ(scanned->unchanged, listed->unchanged);
+        EXPECT_EQ(scanned->last_update, listed->last_update);
+        continue;
+      }
+      const Error& want = listed.error();
+      const Error& got = scanned.error();
+      EXPECT_EQ(got.code, want.code) << got.ToString() << " vs " << want.ToString();
+      EXPECT_EQ(got.http_status, want.http_status);
+      EXPECT_EQ(got.details.size(), want.details.size());
+      if (c.malformed) {
+        EXPECT_EQ(got.message.rfind("list jobs: malformed reply from slurmrestd", 0), 0u)
+            << got.message;
+      } else {
+        EXPECT_EQ(same_url(got.message, server_->url()), same_url(want.message, list_url));
+      }
+    }
+  }
+}
+
+// Jobs are decoded and filtered while the reply is still arriving: here the server sends the
+// second job only once the first has been seen (reading the whole body first would wait for ever).
+TEST_F(SlurmClientTest, ScanJobsDecodesEachJobAsItArrives) {
+  const std::string body = ReadTestData("slurm/jobs.json");
+  const std::size_t first_end = body.find("\n    },\n") + 7;
+  auto stream = std::make_shared<sb::testing::FakeStream>();
+  Serve([&](const FakeRequest&) {
+    stream->Push(Chunk(body.substr(0, first_end)));
+    return FakeReply{
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+        "Transfer-Encoding: chunked\r\n\r\n",
+        false,
+        {},
+        stream};
+  });
+  ClientConfig config{.version = ApiVersion::kV0044};
+  config.jobs_timeout = std::chrono::seconds(2);
+  auto client = Make(config);
+  std::vector<std::int64_t> seen;
+  auto scanned = Run(client->ScanJobs(0, [&](const JobInfo& j) {
+    seen.push_back(j.job_id);
+    if (seen.size() == 1) {
+      stream->Push(Chunk(body.substr(first_end)));
+      stream->End("0\r\n\r\n");
+    }
+    return j.job_id == 2;
+  }));
+  ASSERT_TRUE(scanned.has_value()) << scanned.error().ToString();
+  EXPECT_EQ(seen, (std::vector<std::int64_t>{1, 2}));
+  ASSERT_EQ(scanned->jobs.size(), 1u);
+  EXPECT_EQ(scanned->jobs[0].job_id, 2);
+  EXPECT_GT(scanned->last_update, 0);
+}
+
+// The streamed read keeps the list's limits: jobs_body_limit, and jobs_timeout for the whole
+// reply (a server that stalls mid-body, one that is slow to answer), without a retry.
+TEST_F(SlurmClientTest, ScanJobsKeepsTheListsLimits) {
+  auto stream = std::make_shared<sb::testing::FakeStream>();
+  Serve([&](const FakeRequest& r) {
+    if (r.target.find("update_time=1") != std::string::npos) {
+      stream->Push(Chunk(R"({"jobs":[{"job_id":1},{"job_id)"));
+      return FakeReply{"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", false, {}, stream};
+    }
+    if (r.target.find("update_time=2") != std::string::npos) {
+      FakeReply slow = Recorded("jobs");
+      slow.delay = std::chrono::milliseconds(500);
+      return slow;
+    }
+    return Recorded("jobs");
+  });
+  ClientConfig config{.version = ApiVersion::kV0044};
+  config.jobs_body_limit = 1000;
+  config.jobs_timeout = std::chrono::milliseconds(200);
+  auto client = Make(config);
+  auto big = Run(client->ScanJobs(0, nullptr));
+  ASSERT_FALSE(big.has_value());
+  EXPECT_EQ(big.error().code, ErrorCode::kInternal);
+  EXPECT_NE(big.error().message.find("over the size limit of 1000 bytes"), std::string::npos)
+      << big.error().message;
+  for (std::int64_t since : {1, 2}) {
+    SCOPED_TRACE(since);
+    const std::size_t before = server_->requests().size();
+    const auto start = std::chrono::steady_clock::now();
+    auto late = Run(client->ScanJobs(since, nullptr));
+    ASSERT_FALSE(late.has_value());
+    EXPECT_EQ(late.error().code, ErrorCode::kDeadlineExceeded) << late.error().ToString();
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+    EXPECT_EQ(server_->requests().size(), before + 1) << "a timeout is not retried";
+  }
 }
 
 TEST_F(SlurmClientTest, CancelWithSignalAndUpdateOfARunningJob) {

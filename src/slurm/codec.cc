@@ -362,18 +362,38 @@ Result<Reply<std::vector<JobInfo>>> DecodeJobs(std::string_view json) {
 }
 
 Result<Reply<JobList>> DecodeJobList(std::string_view json) {
+  return DecodeJobListRest(json, {}, 0);
+}
+
+Result<JobInfo> DecodeJobListEntry(std::string_view json) {
+  element root;
+  if (auto err = Parser().parse(json.data(), json.size()).get(root); err) {
+    return tl::unexpected(Malformed(json, simdjson::error_message(err)));
+  }
+  object o;
+  if (root.get_object().get(o) != simdjson::SUCCESS) {
+    return tl::unexpected(Malformed(json, "an entry of \"jobs\" is not an object"));
+  }
+  return DecodeJob(o);
+}
+
+Result<Reply<JobList>> DecodeJobListRest(std::string_view json, std::vector<JobInfo> jobs,
+                                         std::size_t entries) {
   Result<Reply<JobList>> r = DecodeWith<JobList>(json, [](const object& o, JobList& out) {
     out.last_update = NoVal(o, "last_update").Value().value_or(0);
     return EachObject(o, "jobs", out.jobs, DecodeJob);
   });
   if (!r) return r;
+  const bool no_entries = r->value.jobs.empty() && entries == 0;
+  std::move(jobs.begin(), jobs.end(), std::back_inserter(r->value.jobs));
   // "No change" is an empty list whose last_update is unset (0), with slurmctld's warning; a
-  // cluster without jobs answers a set last_update.
+  // cluster without jobs answers a set last_update. Decided on the list's entries, not on the
+  // jobs kept of them: a list whose every job was filtered out did change.
   bool no_change_warning = false;
   for (const std::string& w : r->warnings) {
     no_change_warning = no_change_warning || w.starts_with("No job changes since");
   }
-  r->value.unchanged = r->value.jobs.empty() && (r->value.last_update == 0 || no_change_warning);
+  r->value.unchanged = no_entries && (r->value.last_update == 0 || no_change_warning);
   if (r->value.unchanged) {
     r->value.last_update = 0;
     std::erase_if(r->warnings,

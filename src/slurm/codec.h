@@ -11,6 +11,7 @@
 // is an Error with code kInternal that quotes the start of the body.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -33,6 +34,17 @@ struct Reply {
 [[nodiscard]] Result<Reply<std::vector<JobInfo>>> DecodeJobs(std::string_view json);
 // GET /jobs/?update_time=T: the jobs, or `unchanged` (see JobList).
 [[nodiscard]] Result<Reply<JobList>> DecodeJobList(std::string_view json);
+// DecodeJobList in pieces, for a reply decoded as it arrives (slurm/job_list_scanner.h), with
+// the same field decoding and the same rules:
+// - one entry of the "jobs" array, alone (an entry that is not an object is malformed);
+[[nodiscard]] Result<JobInfo> DecodeJobListEntry(std::string_view json);
+// - the reply without its "jobs" array (`json`: the other members, errors[], warnings[],
+//   last_update, ...), given the `jobs` kept of the array and how many `entries` it had (the
+//   "unchanged" rule looks at the entries, not at the jobs kept). A "jobs" left in `json` is
+//   decoded as DecodeJobList does and comes before `jobs`.
+[[nodiscard]] Result<Reply<JobList>> DecodeJobListRest(std::string_view json,
+                                                       std::vector<JobInfo> jobs,
+                                                       std::size_t entries);
 [[nodiscard]] Result<Reply<std::vector<JobStateEntry>>> DecodeJobStates(std::string_view json);
 [[nodiscard]] Result<Reply<std::vector<NodeAllocation>>> DecodeResources(std::string_view json);
 [[nodiscard]] Result<Reply<std::vector<NodeInfo>>> DecodeNodes(std::string_view json);
