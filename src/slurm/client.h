@@ -31,8 +31,10 @@
 // logged and returned as warnings (the job exists, and a retry would make a second one).
 //
 // Memory and time: replies are read up to net::ClientOptions::body_limit (64 MiB by default) and
-// within its timeout; job lists (ListJobs, ListJobsSince, JobStates) up to
-// ClientConfig::jobs_body_limit and within jobs_timeout. A longer reply is kInternal.
+// within its timeout; job lists (ListJobs, ListJobsSince, ScanJobs, JobStates) up to
+// ClientConfig::jobs_body_limit and within jobs_timeout. A longer reply is kInternal. ScanJobs
+// alone decodes its reply one job at a time (slurm/job_list_scanner.h): its memory follows the
+// jobs it keeps; the others hold the whole reply and its decoded jobs.
 //
 // Traps of the real slurmrestd handled here: DELETE of an unknown job answers 200 with the error
 // inside status[]; GET of an unknown node answers 200 with an error of number 0 and the
