@@ -99,6 +99,18 @@ std::string RenderMetrics(const MetricsSnapshot& s) {
   m.Family("slurm_bridge_orphan_sweeps_skipped_total",
            "Orphan sweeps skipped because the pod watch was not healthy", "counter");
   m.Sample("slurm_bridge_orphan_sweeps_skipped_total", "", ps.sweeps_skipped);
+  m.Family("slurm_bridge_sweep_slurm_reads_total",
+           "What the controllers' sweep asked Slurm, by kind: the start-up job list (once) and "
+           "its failed tries, the state reads of this bridge's jobs, single job reads",
+           "counter");
+  m.Sample("slurm_bridge_sweep_slurm_reads_total", "kind=\"startup_list\"", ps.startup_lists);
+  m.Sample("slurm_bridge_sweep_slurm_reads_total", "kind=\"startup_list_failed\"",
+           ps.startup_list_failures);
+  m.Sample("slurm_bridge_sweep_slurm_reads_total", "kind=\"states\"", ps.sweep_state_reads);
+  m.Sample("slurm_bridge_sweep_slurm_reads_total", "kind=\"job\"", ps.sweep_job_reads);
+  m.Family("slurm_bridge_sweep_jobs", "Live jobs of this bridge the controllers' sweep knows",
+           "gauge");
+  m.Sample("slurm_bridge_sweep_jobs", "", ps.own_jobs);
   m.Family("slurm_bridge_foreign_looking_jobs",
            "Live jobs tagged for this cluster whose pods and namespaces are missing here "
            "(start-up check; another cluster with the same clusterName?)",

@@ -29,6 +29,11 @@ TEST(RenderMetricsTest, EachStatIsServedUnderItsName) {
   s.pods.sweeps_skipped = 7;
   s.pods.foreign_looking_jobs = 8;
   s.pods.orphans_cancelled = 9;
+  s.pods.startup_lists = 1;
+  s.pods.startup_list_failures = 24;
+  s.pods.sweep_state_reads = 25;
+  s.pods.sweep_job_reads = 26;
+  s.pods.own_jobs = 27;
   s.nodes.drains = 10;
   s.nodes.external_recreated = 22;
   s.tracked_jobs = 11;
@@ -52,6 +57,11 @@ TEST(RenderMetricsTest, EachStatIsServedUnderItsName) {
       {"slurm_bridge_orphan_sweeps_skipped_total 7", "counter"},
       {"slurm_bridge_foreign_looking_jobs 8", "gauge"},
       {R"(slurm_bridge_jobs_cancelled_total{reason="orphan"} 9)", "counter"},
+      {R"(slurm_bridge_sweep_slurm_reads_total{kind="startup_list"} 1)", "counter"},
+      {R"(slurm_bridge_sweep_slurm_reads_total{kind="startup_list_failed"} 24)", "counter"},
+      {R"(slurm_bridge_sweep_slurm_reads_total{kind="states"} 25)", "counter"},
+      {R"(slurm_bridge_sweep_slurm_reads_total{kind="job"} 26)", "counter"},
+      {"slurm_bridge_sweep_jobs 27", "gauge"},
       {R"(slurm_bridge_node_drains_total{op="drain"} 10)", "counter"},
       {R"(slurm_bridge_external_node_ops_total{op="recreate"} 22)", "counter"},
       {"slurm_bridge_tracked_jobs 11", "gauge"},

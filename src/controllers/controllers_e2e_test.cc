@@ -176,6 +176,11 @@ TEST_F(ControllersE2e, NodeDeletedUnderATerminatingPodReleasesTheJob) {
   EXPECT_TRUE(WaitFor([&] { return Released("stranded"); }, 30s));
 }
 
+// #46: the controllers read Slurm's whole job list once, at start-up, and sweep the jobs of this
+// bridge they know from it and from their reads since. The orphans are there before they start:
+// one whose pod never existed, and one whose pod exists until the test deletes it (a scheduler
+// that died between its submit and its label: no label names the job); foreign jobs with the
+// same pods in their tags are left alone.
 TEST_F(ControllersE2e, OrphanJobIsSweptForeignJobsAreLeftAlone) {
   bridge::JobTag ours{.pods = {ns_ + "/never-existed"},
                       .uids = {"00000000-0000-0000-0000-000000000000"},
@@ -192,12 +197,23 @@ TEST_F(ControllersE2e, OrphanJobIsSweptForeignJobsAreLeftAlone) {
     for (std::int64_t id : {foreign, upstream, plain})
       (void)RunSync(io_, slurm_->CancelJob(id, {}));
   }};
-  scheduler_ = StartBridge("controllers");
-  ASSERT_TRUE(WaitFor([&] { return CountInLog("scheduler", "pod controller started") > 0; }, 30s));
-  // The orphan comes when the controller already sweeps (every second): one that ignored the
-  // minimum age (5 s here) would cancel it within a sweep or two.
+  // No scheduler runs: the pod stays Pending, without a label.
+  CreatePod("late", R"({"limits":{"cpu":"1","memory":"64Mi"}})");
+  auto late = RunSync(io_, kube::GetPod(*kube_, ns_, "late"));
+  ASSERT_TRUE(late) << late.error().message;
+  bridge::JobTag late_tag{.pods = {ns_ + "/late"},
+                          .uids = {late->metadata.uid},
+                          .group = "Pod/" + ns_ + "/late",
+                          .cluster = "kubernetes",
+                          .scheduler = "slurm-bridge-scheduler"};
+  const std::int64_t second = SubmitTagged(bridge::EncodeJobTag(late_tag));
+  ASSERT_GT(second, 0);
+  // The orphan just before the controllers start: one that ignored the minimum age (5 s here)
+  // would cancel it within a sweep or two (every second) of the start-up list.
   const std::int64_t orphan = SubmitTagged(bridge::EncodeJobTag(ours));
   ASSERT_GT(orphan, 0);
+  scheduler_ = StartBridge("controllers");
+  ASSERT_TRUE(WaitFor([&] { return CountInLog("scheduler", "pod controller started") > 0; }, 30s));
   // One read per check: the job may go from PENDING to RUNNING between two reads.
   std::string orphan_state;
   ASSERT_TRUE(WaitFor(
@@ -212,11 +228,15 @@ TEST_F(ControllersE2e, OrphanJobIsSweptForeignJobsAreLeftAlone) {
   ASSERT_TRUE(o.submit_time.Value() && o.end_time.Value());
   EXPECT_GE(*o.end_time.Value() - *o.submit_time.Value(), 5) << "swept younger than 5 s";
   EXPECT_EQ(CountInLog("scheduler", fmt::format("cancelled orphan Slurm job {}:", orphan)), 1);
-  // A second orphan, cancelled by a later sweep: the sweep that cancelled the first one has
-  // gone through the whole job list, the foreign jobs (older than 5 s by then) included.
-  const std::int64_t second = SubmitTagged(bridge::EncodeJobTag(ours));
-  ASSERT_GT(second, 0);
+  // The second orphan, cancelled by a later sweep once its pod is gone: known from the start-up
+  // list, with no list read since.
+  const std::string second_state = JobState(second);
+  EXPECT_TRUE(second_state == "RUNNING" || second_state == "PENDING")
+      << "its pod exists: " << second_state;
+  auto d = RunSync(io_, kube::DeletePod(*kube_, ns_, "late", {.grace_period_seconds = 0}));
+  ASSERT_TRUE(d) << d.error().message;
   ASSERT_TRUE(WaitFor([&] { return JobState(second) == "CANCELLED"; }, 60s)) << JobState(second);
+  EXPECT_EQ(CountInLog("scheduler", fmt::format("cancelled orphan Slurm job {}:", second)), 1);
   AssertAlive(*scheduler_, "the controllers");
   for (std::int64_t id : {foreign, upstream, plain}) {
     const std::string s = JobState(id);
@@ -228,6 +248,19 @@ TEST_F(ControllersE2e, OnlyTheLeaderActs) {
   const std::string lease = "e2e-" + ns_;
   std::vector<std::string> le = {"--leader-elect", "--leader-election-namespace", ns_,
                                  "--leader-election-id", lease};
+  // An orphan for both to find, once its pod is gone (only the leader may cancel it): a job of
+  // this bridge for a pod no label names (its scheduler died before labelling it), there before
+  // the controllers start, so that their start-up list knows it (#46: none is read after).
+  CreatePod("gone", R"({"limits":{"cpu":"1","memory":"64Mi"}})");
+  auto pod = RunSync(io_, kube::GetPod(*kube_, ns_, "gone"));
+  ASSERT_TRUE(pod) << pod.error().message;
+  bridge::JobTag ours{.pods = {ns_ + "/gone"},
+                      .uids = {pod->metadata.uid},
+                      .group = "Pod/" + ns_ + "/gone",
+                      .cluster = "kubernetes",
+                      .scheduler = "slurm-bridge-scheduler"};
+  const std::int64_t orphan = SubmitTagged(bridge::EncodeJobTag(ours));
+  ASSERT_GT(orphan, 0);
   others_.push_back(StartBridge("controllers", le, "a"));
   ASSERT_TRUE(WaitFor(
       [&] {
@@ -239,14 +272,10 @@ TEST_F(ControllersE2e, OnlyTheLeaderActs) {
   others_.push_back(StartBridge("controllers", le, "b"));
   // b is a live standby: it has seen the Lease and who holds it.
   ASSERT_TRUE(WaitFor([&] { return CountInLog("b", "leader: ") >= 1; }, 30s));
-  // Orphans for both to find: only the leader may cancel them.
-  bridge::JobTag ours{.pods = {ns_ + "/gone"},
-                      .uids = {"11111111-0000-0000-0000-000000000000"},
-                      .group = "Pod/" + ns_ + "/gone",
-                      .cluster = "kubernetes",
-                      .scheduler = "slurm-bridge-scheduler"};
-  const std::int64_t orphan = SubmitTagged(bridge::EncodeJobTag(ours));
-  ASSERT_GT(orphan, 0);
+  const std::string before = JobState(orphan);
+  EXPECT_TRUE(before == "RUNNING" || before == "PENDING") << "its pod exists: " << before;
+  auto d = RunSync(io_, kube::DeletePod(*kube_, ns_, "gone", {.grace_period_seconds = 0}));
+  ASSERT_TRUE(d) << d.error().message;
   ASSERT_TRUE(WaitFor([&] { return JobState(orphan) == "CANCELLED"; }, 60s));
   AssertAlive(*others_[0], "replica a");
   AssertAlive(*others_[1], "replica b");

@@ -36,6 +36,11 @@ std::int64_t JobIdOf(const Pod& pod) {
 
 bool Alive(std::string_view state) { return !state.empty() && !bridge::JobEnded(state); }
 
+// The start-up list's filter: jobs with a bridge tag (of any cluster or scheduler).
+bool HasBridgeTag(const slurm::JobInfo& job) {
+  return bridge::ParseJobTag(job.admin_comment).has_value();
+}
+
 }  // namespace
 
 PodController::PodController(asio::any_io_executor executor, kube::Client& kube,
@@ -121,8 +126,8 @@ awaitable<void> PodController::Run() {
     for (int i = 0; i < 4; ++i) tasks_.Spawn(Worker());
     if (own_watch_) tasks_.Spawn(own_watch_->Run());
     watch_->Subscribe(this);
+    tasks_.Spawn(ReadAllJobsOnce());
     tasks_.Spawn(Sweep());
-    tasks_.Spawn(CheckClusterName());
   }
   co_await tasks_.Join();
   watch_->Unsubscribe(this);
@@ -152,12 +157,14 @@ awaitable<void> PodController::Worker() {
 awaitable<Result<void>> PodController::ReadJob(std::int64_t job_id, JobRecord& rec) {
   Result<slurm::JobInfo> j = co_await slurm_.GetJob(job_id);
   if (j) {
+    Learn(*j);
     rec.state = std::string(j->BaseState());
     rec.tag = bridge::ParseJobTag(j->admin_comment);
     rec.reason = j->state_reason;
     rec.description = j->state_description;
     rec.preempted = rec.state == "PREEMPTED" || j->preempt_time.Value().value_or(0) > 0;
   } else if (j.error().code == ErrorCode::kNotFound) {
+    Forget(job_id);
     rec.state = "GONE";
     rec.tag.reset();
     rec.reason.clear();
@@ -288,6 +295,7 @@ awaitable<Result<void>> PodController::Reconcile(std::int64_t job_id) {
     ++stats_.jobs_cancelled;
     rec.state = "CANCELLED";
     jobs_[job_id] = rec;
+    Forget(job_id);
     spdlog::info("cancelled Slurm job {}: {}", job_id, plan.cancel_reason);
     for (const Pod* pod : pods) {
       if (strays.contains(pod)) continue;
@@ -522,124 +530,232 @@ void PodController::OnJobStates(const slurm::JobPollAnswer& answer) {
   std::erase_if(first_seen_, [&](const auto& kv) { return !wanted.contains(kv.first); });
 }
 
+void PodController::Learn(const slurm::JobInfo& job) {
+  std::optional<bridge::JobTag> tag = bridge::ParseJobTag(job.admin_comment);
+  if (!tag || !tag->BelongsTo(owner_.cluster, owner_.scheduler) || !Alive(job.BaseState())) {
+    Forget(job.job_id);
+    return;
+  }
+  OwnJob& known = own_jobs_[job.job_id];
+  known.state = std::string(job.BaseState());
+  known.tag = std::move(*tag);
+  known.submit_time = job.submit_time.Value();
+  stats_.own_jobs = own_jobs_.size();
+}
+
+void PodController::Forget(std::int64_t job_id) {
+  own_jobs_.erase(job_id);
+  stats_.own_jobs = own_jobs_.size();
+}
+
+// Slurm's whole job list is read here, once; the sweeps read the states of the registered jobs
+// only (SweepOnce). That is enough because of where this bridge's live jobs come from. Every
+// job is submitted by the scheduler for pods it then labels with the job's id (before binding
+// them); a labelled job is read (GET /job/{id}) when this controller first sees the label, and
+// registered. A job of this bridge that no label names is one whose scheduler crashed between
+// its submit and its label patch (or an old leader's submit that reached slurmctld late): it
+// existed before the crash, so the start-up read of any process that starts after it (the
+// scheduler's, which adopts it for its group's pods; this one's, which registers it) finds it.
+// The gap: in split mode, a scheduler that crashes and restarts while these controllers keep
+// running, with the job's pods deleted in between: the scheduler adopts only jobs of groups
+// that still have pods, and this controller never lists again. Such a job runs until its time
+// limit (defaultTimeLimit) or the controllers' next start, and `slurm-bridge check` reports it.
 awaitable<void> PodController::Sweep() {
   while (co_await tasks_.Sleep(options_.sweep_interval)) {
+    // A failed start-up list is tried again once per sweep interval until one succeeds (not
+    // while one is being read: a list of 50,000 jobs takes a minute); the sweeps go on
+    // meanwhile with the jobs known from their reads.
+    if (!listed_ && !listing_) {
+      co_await ReadAllJobsOnce();
+      if (stopping_) break;
+    }
     // A stale pod cache would make live pods look gone: sweep only while the watch is healthy.
     if (!pods_.Healthy()) {
       ++stats_.sweeps_skipped;
       spdlog::info("sweep skipped: the pod watch is not healthy (its cache may be stale)");
       continue;
     }
-    // Every job only when one changed since the last sweep's list (update_time); else Slurm
-    // says "no change" in a few hundred bytes and the kept list still holds.
-    Result<slurm::JobList> list = co_await slurm_.ListJobsSince(sweep_since_);
-    if (!list) {
-      ++stats_.errors;
-      spdlog::warn("orphan sweep: reading Slurm's jobs failed: {}", list.error().ToString());
-      continue;
-    }
-    if (list->unchanged) {
-      ++stats_.sweep_lists_unchanged;
-    } else {
-      sweep_since_ = list->last_update;
-      // Only what the sweep reads is kept between sweeps.
-      swept_jobs_.clear();
-      swept_jobs_.reserve(list->jobs.size());
-      for (slurm::JobInfo& j : list->jobs) {
-        slurm::JobInfo slim;
-        slim.job_id = j.job_id;
-        slim.job_state = std::move(j.job_state);
-        slim.admin_comment = std::move(j.admin_comment);
-        slim.submit_time = j.submit_time;
-        swept_jobs_.push_back(std::move(slim));
-      }
-    }
-    if (!pods_.Healthy()) {
-      ++stats_.sweeps_skipped;
-      continue;
-    }
-    co_await SweepOrphans(swept_jobs_);
-    co_await SweepStrays(swept_jobs_);
-    ++stats_.sweeps;
-    // Reports of pods that are gone are forgotten.
+    co_await SweepOnce();
+    // Reports of pods that are gone are forgotten. (Here, not in SweepOnce: with no local of its
+    // own, gcc 12 laid this coroutine's frame out differently for its start and its body, which
+    // then read `this` from the wrong place.)
     std::set<std::string> uids;
     for (const auto& p : pods_.cache().List()) uids.insert(p->metadata.uid);
     std::erase_if(reported_, [&](const auto& r) { return !uids.contains(r.first); });
   }
 }
 
-awaitable<void> PodController::SweepOrphans(const std::vector<slurm::JobInfo>& jobs) {
+awaitable<void> PodController::SweepOnce() {
+  if (!own_jobs_.empty()) {
+    // One GET /jobs/state/?job_id=... of the registered jobs (batched by the client).
+    std::vector<std::int64_t> ids;
+    ids.reserve(own_jobs_.size());
+    for (const auto& [id, job] : own_jobs_) ids.push_back(id);
+    ++stats_.sweep_state_reads;
+    Result<std::vector<slurm::JobStateEntry>> states = co_await slurm_.JobStates(ids);
+    if (!states) {
+      ++stats_.errors;
+      spdlog::warn("sweep: reading the states of this bridge's {} jobs failed: {}", ids.size(),
+                   states.error().ToString());
+      co_return;
+    }
+    std::unordered_map<std::int64_t, std::string> answered;
+    for (const slurm::JobStateEntry& e : *states) {
+      if (!e.state.empty()) answered[e.job_id] = e.state.front();
+    }
+    for (std::int64_t id : ids) {
+      auto known = own_jobs_.find(id);
+      if (known == own_jobs_.end()) continue;  // forgotten by a read meanwhile
+      auto state = answered.find(id);
+      if (state == answered.end()) {
+        own_jobs_.erase(known);  // Slurm has forgotten it
+      } else {
+        known->second.state = state->second;
+      }
+    }
+  }
+  if (!pods_.Healthy()) {
+    ++stats_.sweeps_skipped;
+    co_return;
+  }
+  // A copy: the awaits below may change the register.
+  const Register jobs = own_jobs_;
+  co_await SweepOrphans(jobs);
+  co_await SweepStrays(jobs);
+  // Jobs that ended leave the register once swept.
+  std::erase_if(own_jobs_, [](const auto& kv) { return !Alive(kv.second.state); });
+  stats_.own_jobs = own_jobs_.size();
+  ++stats_.sweeps;
+}
+
+awaitable<void> PodController::SweepOrphans(const Register& jobs) {
   const WallTime now = clock_.WallNow();
   const auto now_s =
       std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
   std::erase_if(held_for_group_, [&](const auto& kv) { return kv.second <= now; });
-  for (const slurm::JobInfo& j : jobs) {
-    if (!Alive(j.BaseState())) continue;
+  // Whether a pod `tag` names is in the cache (same UID).
+  auto any_cached = [this](const bridge::JobTag& tag) {
+    for (std::size_t i = 0; i < tag.pods.size(); ++i) {
+      std::shared_ptr<const Pod> p = pods_.cache().Get(tag.pods[i]);
+      if (p && (i >= tag.uids.size() || p->metadata.uid == tag.uids[i])) return true;
+    }
+    return false;
+  };
+  for (const auto& [id, job] : jobs) {
+    if (stopping_) co_return;
+    if (!Alive(job.state)) continue;
     // A requeued group's job waits for the group's new pods (requeue_grace).
-    if (held_for_group_.contains(j.job_id) && j.BaseState() == "PENDING") continue;
-    std::optional<bridge::JobTag> tag = bridge::ParseJobTag(j.admin_comment);
-    // Only this cluster's scheduler's jobs; anything else is not ours to touch.
-    if (!tag || !tag->BelongsTo(config_.cluster_name, config_.scheduler_name)) continue;
-    if (std::optional<std::int64_t> submitted = j.submit_time.Value();
-        submitted && now_s - *submitted < options_.orphan_min_age.count()) {
+    if (held_for_group_.contains(id) && job.state == "PENDING") continue;
+    if (job.submit_time && now_s - *job.submit_time < options_.orphan_min_age.count()) continue;
+    if (any_cached(job.tag)) continue;
+    // The registered tag may be old (a requeued group's job adopted for the group's new pods
+    // is tagged anew): the job is read again before its pods are asked for.
+    const std::int64_t job_id = id;
+    ++stats_.sweep_job_reads;
+    Result<slurm::JobInfo> read = co_await slurm_.GetJob(job_id);
+    if (!read) {
+      if (read.error().code == ErrorCode::kNotFound) {
+        Forget(job_id);
+      } else {
+        ++stats_.errors;
+        spdlog::warn("orphan sweep: reading Slurm job {} failed: {}", job_id,
+                     read.error().ToString());
+      }
       continue;
     }
-    bool any = false;
-    for (std::size_t i = 0; i < tag->pods.size() && !any; ++i) {
-      std::shared_ptr<const Pod> p = pods_.cache().Get(tag->pods[i]);
-      any = p && (i >= tag->uids.size() || p->metadata.uid == tag->uids[i]);
-    }
-    if (any) continue;
+    Learn(*read);
+    auto fresh = own_jobs_.find(job_id);
+    if (fresh == own_jobs_.end()) continue;  // ended, or no longer this bridge's
+    const bridge::JobTag tag = fresh->second.tag;
+    if (held_for_group_.contains(job_id) && fresh->second.state == "PENDING") continue;
+    if (any_cached(tag)) continue;
     // The cache says none exists: the apiserver must agree, pod by pod.
     bool confirmed = true;
-    for (std::size_t i = 0; i < tag->pods.size() && confirmed; ++i) {
-      const std::string& key = tag->pods[i];
+    for (std::size_t i = 0; i < tag.pods.size() && confirmed; ++i) {
+      const std::string& key = tag.pods[i];
       const std::size_t slash = key.find('/');
       if (slash == std::string::npos) continue;
       Result<Pod> p = co_await kube::GetPod(kube_, key.substr(0, slash), key.substr(slash + 1));
       if (p) {
-        confirmed = i < tag->uids.size() && p->metadata.uid != tag->uids[i];
-        if (!confirmed) spdlog::info("orphan sweep: Slurm job {}: pod {} exists", j.job_id, key);
+        confirmed = i < tag.uids.size() && p->metadata.uid != tag.uids[i];
+        if (!confirmed) spdlog::info("orphan sweep: Slurm job {}: pod {} exists", job_id, key);
       } else if (p.error().code != ErrorCode::kNotFound) {
         confirmed = false;
-        spdlog::warn("orphan sweep: Slurm job {}: reading pod {} failed: {}", j.job_id, key,
+        spdlog::warn("orphan sweep: Slurm job {}: reading pod {} failed: {}", job_id, key,
                      p.error().ToString());
       }
     }
     if (!confirmed) continue;
     slurm::CancelOptions opts;
-    Result<bool> c = co_await slurm_.CancelJob(j.job_id, opts);
+    Result<bool> c = co_await slurm_.CancelJob(job_id, opts);
     if (c || c.error().code == ErrorCode::kNotFound) {
       ++stats_.orphans_cancelled;
-      spdlog::info("cancelled orphan Slurm job {}: none of its pods ({}) exists", j.job_id,
-                   fmt::join(tag->pods, ", "));
+      Forget(job_id);
+      spdlog::info("cancelled orphan Slurm job {}: none of its pods ({}) exists", job_id,
+                   fmt::join(tag.pods, ", "));
     } else {
       ++stats_.errors;
-      spdlog::warn("cancelling orphan Slurm job {} failed: {}", j.job_id, c.error().ToString());
+      spdlog::warn("cancelling orphan Slurm job {} failed: {}", job_id, c.error().ToString());
     }
   }
 }
 
-awaitable<void> PodController::SweepStrays(const std::vector<slurm::JobInfo>& jobs) {
+awaitable<void> PodController::SweepStrays(const Register& jobs) {
   // The pods this bridge's live jobs hold a place for.
   std::set<std::string> held;
-  std::unordered_map<std::int64_t, const slurm::JobInfo*> by_id;
-  for (const slurm::JobInfo& j : jobs) {
-    by_id[j.job_id] = &j;
-    if (!Alive(j.BaseState())) continue;
-    std::optional<bridge::JobTag> tag = bridge::ParseJobTag(j.admin_comment);
-    if (tag && tag->BelongsTo(owner_.cluster, owner_.scheduler)) {
-      held.insert(tag->uids.begin(), tag->uids.end());
+  for (const auto& [id, job] : jobs) {
+    if (Alive(job.state)) held.insert(job.tag.uids.begin(), job.tag.uids.end());
+  }
+  // A bound pod whose labelled job is neither registered nor read yet (its reconcile has not
+  // read it, or failed to): read once (GET /job/{id}), kept with the labelled jobs' records,
+  // polled from then on like them, and registered when it is a live job of this bridge.
+  std::set<std::int64_t> unread;
+  for (const auto& p : pods_.cache().List()) {
+    const std::int64_t id = JobIdOf(*p);
+    if (id <= 0 || !MayBeStray(*p, held) || jobs.contains(id) || own_jobs_.contains(id)) continue;
+    if (auto r = jobs_.find(id); r == jobs_.end() || !r->second.read) unread.insert(id);
+  }
+  for (std::int64_t id : unread) {
+    if (stopping_) co_return;
+    JobRecord rec;
+    ++stats_.sweep_job_reads;
+    Result<void> r = co_await ReadJob(id, rec);
+    if (!r) {
+      ++stats_.errors;
+      spdlog::warn("sweep: reading Slurm job {} failed: {}", id, r.error().ToString());
+      continue;
+    }
+    JobRecord& known = jobs_[id];
+    if (!known.read) {
+      known.state = rec.state;
+      known.read = true;
+      known.tag = rec.tag;
+      known.reason = rec.reason;
+      known.description = rec.description;
+      known.preempted = rec.preempted;
     }
   }
   const WallTime now = clock_.WallNow();
   std::set<std::string> seen;
   std::vector<std::shared_ptr<const Pod>> due;
   for (const auto& p : pods_.cache().List()) {
+    if (!MayBeStray(*p, held)) continue;
     const std::int64_t id = JobIdOf(*p);
-    auto j = by_id.find(id);
-    std::optional<std::string> why =
-        JudgeBoundPod(*p, held, j == by_id.end() ? nullptr : j->second, id, owner_);
+    std::optional<JobFacts> facts;
+    if (id > 0) {
+      if (auto own = own_jobs_.find(id); own != own_jobs_.end()) {
+        facts = JobFacts{.state = own->second.state, .tag = own->second.tag};
+      } else if (auto r = jobs_.find(id);
+                 r != jobs_.end() && r->second.read && !r->second.state.empty()) {
+        facts = JobFacts{.state = r->second.state, .tag = r->second.tag};
+      } else {
+        // Not known at the moment (a read failed, or a poll missed it and its reconcile reads
+        // it again): judged at the next sweep, its first report's time kept.
+        seen.insert(p->metadata.uid);
+        continue;
+      }
+    }
+    std::optional<std::string> why = JudgeBoundPod(*p, held, facts ? &*facts : nullptr, id, owner_);
     if (!why) continue;
     seen.insert(p->metadata.uid);
     auto [since, first] = stray_since_.try_emplace(p->metadata.uid, now);
@@ -651,18 +767,24 @@ awaitable<void> PodController::SweepStrays(const std::vector<slurm::JobInfo>& jo
   }
   std::erase_if(stray_since_, [&](const auto& kv) { return !seen.contains(kv.first); });
   for (const auto& cached : due) {
+    if (stopping_) co_return;
     // Confirm with the apiserver and, for a labelled pod, with Slurm.
     Result<Pod> pod =
         co_await kube::GetPod(kube_, cached->metadata.namespace_, cached->metadata.name);
     if (!pod || pod->metadata.uid != cached->metadata.uid) continue;
     const std::int64_t id = JobIdOf(*pod);
-    std::optional<slurm::JobInfo> job;
+    std::optional<JobFacts> job;
     if (id > 0) {
+      ++stats_.sweep_job_reads;
       Result<slurm::JobInfo> j = co_await slurm_.GetJob(id);
       if (j) {
-        job = std::move(*j);
+        Learn(*j);
+        job = JobFacts{.state = std::string(j->BaseState()),
+                       .tag = bridge::ParseJobTag(j->admin_comment)};
       } else if (j.error().code != ErrorCode::kNotFound) {
         continue;
+      } else {
+        Forget(id);
       }
     }
     std::optional<std::string> why = JudgeBoundPod(*pod, held, job ? &*job : nullptr, id, owner_);
@@ -690,19 +812,43 @@ awaitable<void> PodController::SweepStrays(const std::vector<slurm::JobInfo>& jo
   }
 }
 
-awaitable<void> PodController::CheckClusterName() {
-  Result<std::vector<slurm::JobInfo>> jobs = co_await slurm_.ListJobs();
-  if (!jobs) {
-    spdlog::warn("clusterName check: reading Slurm's jobs failed: {}", jobs.error().ToString());
+awaitable<void> PodController::ReadAllJobsOnce() {
+  listing_ = true;
+  // Only the jobs with a bridge tag are kept: the client decodes the list one job at a time, so
+  // memory follows the bridge's jobs (of any cluster), not the cluster's queue.
+  // (Named, not temporaries: gcc 12 destroys a temporary argument of a co_await twice.)
+  const std::int64_t since = 0;
+  slurm::JobFilter tagged = &HasBridgeTag;
+  Result<slurm::JobList> list = co_await slurm_.ScanJobs(since, tagged);
+  listing_ = false;
+  if (!list) {
+    ++stats_.startup_list_failures;
+    ++stats_.errors;
+    spdlog::warn("reading Slurm's jobs at start-up failed: {}; tried again in {} ms",
+                 list.error().ToString(), options_.sweep_interval.count());
     co_return;
   }
+  ++stats_.startup_lists;
+  listed_ = true;
+  // The live jobs of this bridge seed the register (the others of the list are not forgotten
+  // from it: a read since may be newer than the list).
+  for (const slurm::JobInfo& j : list->jobs) {
+    std::optional<bridge::JobTag> tag = bridge::ParseJobTag(j.admin_comment);
+    if (tag && tag->BelongsTo(owner_.cluster, owner_.scheduler) && Alive(j.BaseState())) Learn(j);
+  }
+  spdlog::info("Slurm's jobs read at start-up: {} with a bridge tag, {} live ones of this bridge",
+               list->jobs.size(), own_jobs_.size());
+  co_await CheckClusterName(list->jobs);
+}
+
+awaitable<void> PodController::CheckClusterName(const std::vector<slurm::JobInfo>& jobs) {
   auto pod_exists = [this](const std::string& key, const std::string& uid) {
     std::shared_ptr<const Pod> p = pods_.cache().Get(key);
     return p && (uid.empty() || p->metadata.uid == uid);
   };
   // First the namespaces worth asking about, then the answer with what the apiserver said.
   std::set<std::string> asked;
-  (void)ForeignLookingJobs(*jobs, owner_, pod_exists, [&](const std::string& ns) {
+  (void)ForeignLookingJobs(jobs, owner_, pod_exists, [&](const std::string& ns) {
     asked.insert(ns);
     return true;
   });
@@ -721,7 +867,7 @@ awaitable<void> PodController::CheckClusterName() {
     }
   }
   std::vector<std::int64_t> foreign = ForeignLookingJobs(
-      *jobs, owner_, pod_exists, [&](const std::string& ns) { return missing.contains(ns); });
+      jobs, owner_, pod_exists, [&](const std::string& ns) { return missing.contains(ns); });
   stats_.foreign_looking_jobs = foreign.size();
   ++stats_.cluster_name_checks;
   if (foreign.empty()) co_return;

@@ -13,9 +13,10 @@
 //     confirm_after is deleted (Warning `SlurmJobNotRunning`);
 //   - a job whose pods are all done (Succeeded/Failed, or deleted and past their grace period
 //     with their kubelet gone) is cancelled, and the pods' finalizer removed;
-//   - sweep, only while the pod watch is healthy: a job tagged by this cluster's scheduler whose
-//     pods (checked by UID, each confirmed by a GET of the pod) no longer exist is cancelled,
-//     unless it is a group's requeued job still waiting for the group's new pods;
+//   - sweep, only while the pod watch is healthy: a job tagged by this cluster's scheduler (one
+//     the sweep knows: see below) whose pods (checked by UID, each confirmed by a GET of the pod,
+//     the job's tag by a GET of the job) no longer exist is cancelled, unless it is a group's
+//     requeued job still waiting for the group's new pods;
 //     a bound pod of this scheduler that no live job of this bridge lists (no job label, or a
 //     label naming an ended, unknown or foreign job) is reported, and deleted (Warning
 //     `NoSlurmJob`) when a later sweep, confirm_after on, still finds it so and a GET agrees.
@@ -26,12 +27,29 @@
 //     `KubeletNudged`): a kubelet refused the claims tries again only at its next sync;
 //   - at start-up, live jobs tagged for this cluster whose pods and namespaces do not exist here
 //     are warned about: another cluster may share this Slurm with the same clusterName.
-// Slurm is read at a cost that follows the bridge's jobs: the labelled jobs' states through the
-// process's job watch (slurm/job_watch.h: one GET /jobs/state/?job_id=... per jobPollInterval
-// for every component, while pods with a job exist), one GET /jobs/?update_time=... per sweep
-// interval (every job only when a job changed since the last sweep; the last list is kept, reduced
-// to id, state, tag and submit time), and a GET /job/{id} when a job is first seen, its state is
-// unknown, or before acting on it.
+// Slurm is read at a cost that follows the bridge's jobs, never the size of Slurm's queue:
+//   - once, at start-up, Slurm's whole job list (slurm::Client::ScanJobs, keeping only the jobs
+//     with a bridge tag, so that memory follows the bridge's jobs): the clusterName check above,
+//     and the seed of the register of this bridge's live jobs (tag of this clusterName and
+//     schedulerName) that the sweep works on. A failed read is tried again every sweep interval;
+//     until one succeeds, the sweeps use what the reads below taught them. Never again after;
+//   - the labelled jobs' states through the process's job watch (slurm/job_watch.h: one
+//     GET /jobs/state/?job_id=... per jobPollInterval for every component, while pods with a
+//     job exist);
+//   - a GET /job/{id} when a labelled job is first seen, its state is unknown, or before acting
+//     on it; every such read of a live job of this bridge adds it to the register, and the
+//     sweep reads a bound pod's labelled job it knows nothing of the same way (once);
+//   - per sweep interval, one GET /jobs/state/?job_id=... of the registered jobs (none while
+//     there are none); those Slurm has forgotten or that ended leave the register.
+// Why the start-up read is enough: a job of this bridge that no pod's label names is one whose
+// scheduler crashed between the submit and the label (or an old leader's late submit); the
+// scheduler's own start-up read adopts it for the group's pods, which then get the label, and a
+// process that restarts (`all`, or the controllers) finds it in its own start-up read. Not
+// covered: in split mode, a scheduler that restarts while the controllers keep running, when
+// the job's pods were deleted while it was down: that scheduler adopts only jobs of groups that
+// still have pods, and these controllers never list again; the job runs until its time limit
+// (defaultTimeLimit) or the controllers' next start (`slurm-bridge check` reports it as an
+// orphan).
 //
 // The Nodes come from the process's shared Node informer when one is given (run by its owner),
 // else from one of its own.
@@ -41,6 +59,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -68,8 +87,10 @@
 namespace sb::controllers {
 
 struct PodControllerOptions {
-  std::chrono::milliseconds sweep_interval{30000};  // orphan sweep (GET /jobs/)
-  std::chrono::seconds orphan_min_age{30};          // younger jobs are not swept (informer lag)
+  // Orphan and stray sweep (one GET /jobs/state/ of the registered jobs), and how often a
+  // failed start-up job list is tried again.
+  std::chrono::milliseconds sweep_interval{30000};
+  std::chrono::seconds orphan_min_age{30};  // younger jobs are not swept (informer lag)
   // Bound pods of jobs Slurm no longer knows are kept while more than this many watched jobs
   // were missing from the last state poll (config jobGoneBrake); 0: no brake.
   int gone_brake = 10;
@@ -87,9 +108,18 @@ struct PodControllerStats {
   std::uint64_t kubelets_nudged = 0;
   std::uint64_t state_polls = 0;
   std::uint64_t sweeps = 0;
-  std::uint64_t sweeps_skipped = 0;         // the pod watch was not healthy
-  std::uint64_t sweep_lists_unchanged = 0;  // Slurm said no job changed: the kept list was used
-  std::uint64_t strays_deleted = 0;         // bound pods without a job of this bridge
+  std::uint64_t sweeps_skipped = 0;  // the pod watch was not healthy
+  std::uint64_t strays_deleted = 0;  // bound pods without a job of this bridge
+  // What the sweep costs Slurm: the start-up job list (1 once read; its failed tries), the
+  // state reads of the registered jobs (one per sweep while there are any), and the
+  // GET /job/{id} the sweep sends (a bound pod's labelled job it knew nothing of, an orphan or
+  // a stray's job before acting).
+  std::uint64_t startup_lists = 0;
+  std::uint64_t startup_list_failures = 0;
+  std::uint64_t sweep_state_reads = 0;
+  std::uint64_t sweep_job_reads = 0;
+  // This bridge's live jobs the sweep knows (the register), at the last change.
+  std::uint64_t own_jobs = 0;
   // Live jobs tagged for this cluster whose pods and namespaces are not here (start-up check);
   // cluster_name_checks counts the checks that finished.
   std::uint64_t foreign_looking_jobs = 0;
@@ -144,10 +174,27 @@ class PodController : private slurm::JobWatchSubscriber {
   std::vector<std::int64_t> JobsToPoll(const slurm::JobPollTick& tick) override;
   void OnJobStates(const slurm::JobPollAnswer& answer) override;
   void OnJobPollFailed(const Error& /*error*/) override { ++stats_.errors; }
+  // What the sweep knows of one live job of this bridge (the register).
+  struct OwnJob {
+    std::string state;  // base state, from the last read (JobStates or GET /job/{id})
+    bridge::JobTag tag;
+    std::optional<std::int64_t> submit_time;
+  };
+  using Register = std::map<std::int64_t, OwnJob>;
+
+  // What a read of job `job` says about the register: a live job of this bridge is added (or
+  // its entry refreshed), another job or an ended one is removed.
+  void Learn(const slurm::JobInfo& job);
+  void Forget(std::int64_t job_id);
   boost::asio::awaitable<void> Sweep();
-  boost::asio::awaitable<void> SweepOrphans(const std::vector<slurm::JobInfo>& jobs);
-  boost::asio::awaitable<void> SweepStrays(const std::vector<slurm::JobInfo>& jobs);
-  boost::asio::awaitable<void> CheckClusterName();
+  // One sweep: the registered jobs' states, then orphans and strays.
+  boost::asio::awaitable<void> SweepOnce();
+  boost::asio::awaitable<void> SweepOrphans(const Register& jobs);
+  boost::asio::awaitable<void> SweepStrays(const Register& jobs);
+  // The start-up job list: the register's seed and the clusterName check; listed_ once read
+  // (a failed read is tried again a sweep interval later).
+  boost::asio::awaitable<void> ReadAllJobsOnce();
+  boost::asio::awaitable<void> CheckClusterName(const std::vector<slurm::JobInfo>& jobs);
   boost::asio::awaitable<Result<void>> ReleaseFinalizer(const kube::Pod& pod);
   // The condition DisruptionTarget=True (`reason`, `message`) on `pod`, before it is deleted;
   // a failure is logged, not returned (the deletion goes ahead).
@@ -177,10 +224,12 @@ class PodController : private slurm::JobWatchSubscriber {
   kube::EventRecorder recorder_;
   kube::WorkQueue<std::int64_t> queue_;
   std::unordered_map<std::int64_t, JobRecord> jobs_;
-  // The sweep's last full job list (id, state, admin_comment, submit_time) and Slurm's time of
-  // it (the next list's update_time).
-  std::vector<slurm::JobInfo> swept_jobs_;
-  std::int64_t sweep_since_ = 0;
+  // This bridge's live jobs (tag of this clusterName and schedulerName), for the sweep: seeded
+  // by the start-up list, grown by every GET /job/{id}, kept to live jobs by the sweep's state
+  // reads.
+  Register own_jobs_;
+  bool listed_ = false;   // the start-up list was read
+  bool listing_ = false;  // it is being read
   std::unordered_map<std::int64_t, async::Clock::TimePoint> first_seen_;  // job id -> first label
   std::set<std::int64_t> holding_;  // jobs with a bound, running pod (at the last poll's asking)
   std::set<std::int64_t> settled_;  // ended jobs whose pods all finished and were released

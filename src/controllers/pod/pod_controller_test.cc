@@ -151,6 +151,12 @@ class PodControllerTest : public ::testing::Test {
         [&] { return controller_->stats().sweeps + controller_->stats().sweeps_skipped > before; });
   }
 
+  // Whole job lists read from Slurm (ScanJobs, ListJobs, ListJobsSince; the fake's ScanJobs is
+  // the client's default, a ListJobsSince filtered).
+  int WholeLists() const {
+    return slurm_.calls("ScanJobs") + slurm_.calls("ListJobs") + slurm_.calls("ListJobsSince");
+  }
+
   // Advances the fake clock one jobPollInterval and waits for that state poll.
   bool OnePoll() {
     const std::uint64_t before = controller_->stats().state_polls;
@@ -201,7 +207,7 @@ class PodControllerTest : public ::testing::Test {
 
 // Test audit #8 and review item 13: the state poll asks Slurm about the labelled jobs only, in
 // one request per jobPollInterval whether 10 or 1,000 pods have a job; no GET /job/{id} while
-// nothing changes; the sweep's job list is asked for changes only.
+// nothing changes; the sweep reads no job list (#46), only the states of the bridge's jobs.
 class PodControllerCostTest : public PodControllerTest,
                               public ::testing::WithParamInterface<int> {};
 
@@ -225,7 +231,8 @@ TEST_P(PodControllerCostTest, OneStateRequestPerPollForTheLabelledJobsOnly) {
       << " reads";
   const int gets = slurm_.calls("GetJob");
   const int polls = slurm_.calls("JobStates");
-  const int lists = slurm_.calls("ListJobsSince");
+  const int lists = WholeLists();
+  const std::uint64_t sweep_reads = controller_->stats().sweep_state_reads;
   const std::uint64_t requests = slurm_.requests();
   const std::size_t queries = slurm_.state_queries().size();
   constexpr int kPolls = 8;
@@ -234,16 +241,18 @@ TEST_P(PodControllerCostTest, OneStateRequestPerPollForTheLabelledJobsOnly) {
     clock_.Advance(500ms);
     ASSERT_TRUE(RunUntil([&] { return controller_->stats().state_polls > before; }));
   }
-  EXPECT_EQ(slurm_.calls("JobStates") - polls, kPolls);
+  // The sweeps (every second here) each read the registered jobs' states once.
+  const int sweeps = static_cast<int>(controller_->stats().sweep_state_reads - sweep_reads);
+  EXPECT_GE(sweeps, 1);
+  EXPECT_EQ(slurm_.calls("JobStates") - polls, kPolls + sweeps);
   EXPECT_EQ(slurm_.calls("GetJob"), gets) << "nothing changed";
+  EXPECT_EQ(WholeLists(), lists) << "no job list after the start-up one";
   EXPECT_TRUE(slurm_.cancels().empty());
-  // Only state polls and sweep lists (one request each: no batching at this size).
-  const int sweeps = slurm_.calls("ListJobsSince") - lists;
+  // Only state polls and sweep state reads (one request each: no batching at this size).
   EXPECT_EQ(slurm_.requests() - requests, static_cast<std::uint64_t>(kPolls + sweeps));
   for (std::size_t q = queries; q < slurm_.state_queries().size(); ++q) {
     EXPECT_EQ(slurm_.state_queries()[q], labelled) << "exactly the labelled jobs";
   }
-  EXPECT_GE(controller_->stats().sweep_lists_unchanged, 1u) << "nothing changed in Slurm";
 }
 
 INSTANTIATE_TEST_SUITE_P(LabelledPods, PodControllerCostTest, ::testing::Values(10, 1000));
@@ -294,9 +303,9 @@ TEST_F(PodControllerTest, NoLabelledPodNoStatePoll) {
   EXPECT_EQ(slurm_.calls("JobStates"), 0);
 }
 
-// Review item 13: when Slurm says no job changed since the last sweep, the kept list is swept
-// again: a tagged job whose (unlabelled) pod is deleted meanwhile is still found an orphan.
-TEST_F(PodControllerTest, SweepOfAnUnchangedListStillCancelsAnOrphan) {
+// Review item 13, #46: the sweep reads no job list after the start-up one; a tagged job of that
+// list whose (unlabelled) pod is deleted later is still found an orphan.
+TEST_F(PodControllerTest, SweepWithoutAListStillCancelsAnOrphanOfTheStartUpList) {
   const std::string uid = NextUid("p");
   api_.AddPod("ns", "p");  // the scheduler made the job, then died before labelling the pod
   const std::int64_t job = slurm_.AddJob("RUNNING", TagFor("p", uid));
@@ -304,8 +313,8 @@ TEST_F(PodControllerTest, SweepOfAnUnchangedListStillCancelsAnOrphan) {
   ASSERT_TRUE(OneSweep());
   ASSERT_TRUE(OneSweep());
   EXPECT_TRUE(slurm_.cancels().empty());
-  const std::uint64_t unchanged = controller_->stats().sweep_lists_unchanged;
-  EXPECT_GE(unchanged, 1u);
+  EXPECT_EQ(controller_->stats().startup_lists, 1u);
+  const int lists = WholeLists();
   // The pod watch is open (it may start after the first sweeps: the LIST made Ready()).
   ASSERT_TRUE(RunUntil([&] { return api_.open_watches() >= 1; }));
   const std::int64_t gone = api_.DeletePod("ns", "p");
@@ -323,7 +332,7 @@ TEST_F(PodControllerTest, SweepOfAnUnchangedListStillCancelsAnOrphan) {
       10s, [&] { clock_.Advance(20ms); }));
   ASSERT_TRUE(OneSweep());
   EXPECT_EQ(slurm_.cancels(), (std::vector<std::int64_t>{job}));
-  EXPECT_GT(controller_->stats().sweep_lists_unchanged, unchanged) << "from the kept list";
+  EXPECT_EQ(WholeLists(), lists) << "from the register, not a list";
 }
 
 // Review item 1: a user labels a pending bridge pod with another user's job (untagged) and
@@ -726,6 +735,166 @@ TEST_F(PodControllerTest, RequeuedGroupJobOutlivesItsPodForTheSweepToo) {
   clock_.Advance(LifecycleOptions{}.requeue_grace);
   ASSERT_TRUE(OneSweep());
   EXPECT_TRUE(RunUntil([&] { return !slurm_.cancels().empty(); }));
+}
+
+}  // namespace
+}  // namespace sb::controllers
+
+namespace sb::controllers {
+namespace {
+
+// #46: a busy Slurm holds tens of thousands of other users' jobs. After its one start-up list,
+// the sweep costs one GET /jobs/state/ of this bridge's live jobs per interval: no job list, no
+// GET /job/{id}, the same requests with 10,000 foreign jobs as with none.
+class PodControllerSweepCostTest : public PodControllerTest,
+                                   public ::testing::WithParamInterface<int> {};
+
+TEST_P(PodControllerSweepCostTest, OneStartUpListThenOneStateReadPerSweep) {
+  const int foreign = GetParam();
+  for (int i = 0; i < foreign; ++i) {
+    // Other users' jobs, and a few of another cluster's bridge (tagged: kept by the start-up
+    // list's filter, never registered).
+    const std::string name = "x" + std::to_string(i);
+    slurm_.AddJob(i % 2 == 0 ? "RUNNING" : "PENDING",
+                  i % 100 == 0 ? TagFor(name, "uid-" + name, "elsewhere") : "");
+  }
+  // This bridge's jobs, for pods the scheduler has not labelled yet: no state poll asks for them.
+  std::vector<std::int64_t> own;
+  for (int i = 0; i < 3; ++i) {
+    const std::string name = "own" + std::to_string(i);
+    const std::string uid = NextUid(name);
+    api_.AddPod("ns", name);
+    own.push_back(slurm_.AddJob("RUNNING", TagFor(name, uid)));
+  }
+  Start();
+  ASSERT_TRUE(RunUntil([&] { return controller_->stats().startup_lists == 1; }));
+  EXPECT_EQ(controller_->stats().own_jobs, own.size());
+  const int lists = WholeLists();
+  EXPECT_GE(lists, 1);
+  const int states = slurm_.calls("JobStates");
+  const std::uint64_t requests = slurm_.requests();
+  const std::size_t queries = slurm_.state_queries().size();
+  constexpr int kSweeps = 5;
+  for (int i = 0; i < kSweeps; ++i) ASSERT_TRUE(OneSweep());
+  EXPECT_EQ(controller_->stats().sweeps, static_cast<std::uint64_t>(kSweeps));
+  EXPECT_EQ(WholeLists(), lists) << "a job list in steady state";
+  EXPECT_EQ(slurm_.calls("JobStates") - states, kSweeps);
+  EXPECT_EQ(slurm_.requests() - requests, static_cast<std::uint64_t>(kSweeps));
+  EXPECT_EQ(slurm_.calls("GetJob"), 0);
+  for (std::size_t q = queries; q < slurm_.state_queries().size(); ++q) {
+    EXPECT_EQ(slurm_.state_queries()[q], own) << "exactly this bridge's jobs";
+  }
+  EXPECT_EQ(controller_->stats().sweep_state_reads, static_cast<std::uint64_t>(kSweeps));
+  EXPECT_EQ(controller_->stats().sweep_job_reads, 0u);
+  EXPECT_TRUE(slurm_.cancels().empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(ForeignJobs, PodControllerSweepCostTest, ::testing::Values(0, 10000));
+
+// #46: no job of this bridge, no state read at all.
+TEST_F(PodControllerTest, SweepWithoutJobsOfThisBridgeReadsNothing) {
+  for (int i = 0; i < 20; ++i) slurm_.AddJob("RUNNING", "");
+  Start();
+  const int lists = WholeLists();
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(OneSweep());
+  EXPECT_EQ(WholeLists(), lists);
+  EXPECT_EQ(slurm_.calls("JobStates"), 0);
+  EXPECT_EQ(controller_->stats().own_jobs, 0u);
+}
+
+// #46: an orphan of the start-up list (its pod never existed here) is cancelled by the sweep,
+// after a GET of the job (its tag may have changed since the list), with no list of its own.
+TEST_F(PodControllerTest, OrphanOfTheStartUpListIsCancelled) {
+  const std::int64_t orphan = slurm_.AddJob("RUNNING", TagFor("gone", "uid-gone"));
+  Start();
+  ASSERT_TRUE(RunUntil([&] { return controller_->stats().startup_lists == 1; }));
+  const int lists = WholeLists();
+  ASSERT_TRUE(OneSweep());
+  EXPECT_EQ(slurm_.cancels(), (std::vector<std::int64_t>{orphan}));
+  EXPECT_EQ(controller_->stats().orphans_cancelled, 1u);
+  EXPECT_EQ(controller_->stats().sweep_job_reads, 1u) << "the orphan's GET before its cancel";
+  EXPECT_EQ(controller_->stats().own_jobs, 0u) << "a cancelled job leaves the register";
+  ASSERT_TRUE(OneSweep());
+  EXPECT_EQ(slurm_.cancels().size(), 1u);
+  EXPECT_EQ(WholeLists(), lists);
+}
+
+// #46: a job the sweep learned from a pod's label (after the start-up list), whose pod is gone
+// without its reconcile hearing of it (the label was taken off first, so the pod's deletion
+// names no job), is cancelled by the sweep; no job list is read for it.
+TEST_F(PodControllerTest, JobLearnedFromALabelIsSweptOnceItsPodsAreGone) {
+  Start();
+  ASSERT_TRUE(RunUntil([&] { return controller_->stats().startup_lists == 1; }));
+  const int lists = WholeLists();
+  const std::string uid = NextUid("p");
+  const std::int64_t job = slurm_.AddJob("RUNNING", TagFor("p", uid));
+  api_.AddPod("ns", "p", {{std::string(bridge::kJobIdLabel), std::to_string(job)}});
+  ASSERT_TRUE(RunUntil([&] { return controller_->stats().own_jobs == 1; }))
+      << "registered by the reconcile's GET /job/" << job;
+  const std::uint64_t passes = controller_->stats().reconciles;
+  ASSERT_TRUE(api_.PatchPod("ns", "p", R"({"metadata":{"labels":null}})") > 0);
+  ASSERT_TRUE(RunUntil([&] { return controller_->stats().reconciles > passes; }));
+  ASSERT_TRUE(OneSweep());
+  EXPECT_TRUE(slurm_.cancels().empty()) << "its pod still exists";
+  api_.DeletePod("ns", "p");
+  for (int i = 0; i < 5 && slurm_.cancels().empty(); ++i) ASSERT_TRUE(OneSweep());
+  EXPECT_EQ(slurm_.cancels(), (std::vector<std::int64_t>{job}));
+  EXPECT_EQ(controller_->stats().orphans_cancelled, 1u) << "the sweep's doing";
+  EXPECT_EQ(controller_->stats().jobs_cancelled, 0u) << "not the job's reconcile";
+  EXPECT_EQ(WholeLists(), lists);
+}
+
+// #46: a bound pod labelled with a job the sweep does not know (submitted after the start-up
+// list; its reconcile's reads fail for a while) is not reported as without a job: while the job
+// cannot be read, the pod is not judged; then the job is read once (GET /job/{id}, by the
+// reconcile or the sweep), registered as this bridge's, and never read again.
+TEST_F(PodControllerTest, BoundPodOfAnUnknownJobIsReadOnceAndNotReported) {
+  Start();
+  ASSERT_TRUE(RunUntil([&] { return controller_->stats().startup_lists == 1; }));
+  const int lists = WholeLists();
+  const std::string uid = NextUid("b");
+  const std::int64_t job = slurm_.AddJob("RUNNING", TagFor("b", uid));
+  constexpr int kFailures = 6;
+  slurm_.FailNext("GetJob", Error{.code = ErrorCode::kUnavailable, .message = "slurmrestd away"},
+                  kFailures);
+  api_.AddPod("ns", "b", {{std::string(bridge::kJobIdLabel), std::to_string(job)}}, "n1");
+  for (int i = 0; i < 60 && controller_->stats().own_jobs == 0; ++i) ASSERT_TRUE(OneSweep());
+  ASSERT_EQ(controller_->stats().own_jobs, 1u);
+  EXPECT_GE(controller_->stats().sweep_job_reads, 1u) << "the sweep asked too while it failed";
+  // Past the confirmation period of a stray, with sweeps all along.
+  for (int i = 0; i < 12; ++i) ASSERT_TRUE(OneSweep());
+  EXPECT_EQ(slurm_.calls("GetJob"), kFailures + 1) << "read once it could be";
+  EXPECT_EQ(EventsWith("NoSlurmJob"), 0);
+  EXPECT_TRUE(deleted_.empty());
+  EXPECT_TRUE(slurm_.cancels().empty());
+  EXPECT_EQ(WholeLists(), lists);
+  ASSERT_FALSE(slurm_.state_queries().empty());
+  EXPECT_NE(std::ranges::find(slurm_.state_queries().back(), job),
+            slurm_.state_queries().back().end());
+}
+
+// #46: a start-up list that fails is tried again once per sweep interval until it succeeds;
+// the sweeps meanwhile know no job (nothing cancelled), the one after it finds the orphan, and
+// no list is read after that.
+TEST_F(PodControllerTest, FailedStartUpListIsTriedAgain) {
+  const std::int64_t orphan = slurm_.AddJob("RUNNING", TagFor("gone", "uid-gone"));
+  const Error away{.code = ErrorCode::kUnavailable, .message = "slurmrestd away"};
+  slurm_.FailNext("ScanJobs", away, 2);  // where the fake answers ScanJobs itself
+  slurm_.FailNext("ListJobsSince", away, 2);
+  Start();
+  ASSERT_TRUE(RunUntil([&] { return controller_->stats().startup_list_failures >= 1; }));
+  for (int i = 0; i < 10 && controller_->stats().startup_lists == 0; ++i) {
+    EXPECT_TRUE(slurm_.cancels().empty()) << "no job known before the list";
+    ASSERT_TRUE(OneSweep());
+  }
+  ASSERT_EQ(controller_->stats().startup_lists, 1u);
+  EXPECT_GE(controller_->stats().startup_list_failures, 2u);
+  EXPECT_EQ(controller_->stats().cluster_name_checks, 1u);
+  ASSERT_TRUE(RunUntil([&] { return !slurm_.cancels().empty(); }));
+  EXPECT_EQ(slurm_.cancels(), (std::vector<std::int64_t>{orphan}));
+  const int lists = WholeLists();
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(OneSweep());
+  EXPECT_EQ(WholeLists(), lists) << "no list once one succeeded";
 }
 
 }  // namespace

@@ -317,34 +317,38 @@ JobPlan PlanJob(std::int64_t job_id, const JobFacts& job, const Owner& owner,
   return plan;
 }
 
+bool MayBeStray(const kube::Pod& pod, const std::set<std::string>& held) {
+  if (pod.spec.node_name.empty() || !pod.metadata.deletion_timestamp.empty()) return false;
+  if (bridge::PodFinished(pod)) return false;
+  return pod.metadata.uid.empty() || !held.contains(pod.metadata.uid);
+}
+
 std::optional<std::string> JudgeBoundPod(const kube::Pod& pod, const std::set<std::string>& held,
-                                         const slurm::JobInfo* labelled_job,
-                                         std::int64_t labelled_id, const Owner& owner) {
-  if (pod.spec.node_name.empty() || !pod.metadata.deletion_timestamp.empty()) return std::nullopt;
-  if (bridge::PodFinished(pod)) return std::nullopt;
-  if (!pod.metadata.uid.empty() && held.contains(pod.metadata.uid)) return std::nullopt;
+                                         const JobFacts* labelled_job, std::int64_t labelled_id,
+                                         const Owner& owner) {
+  if (!MayBeStray(pod, held)) return std::nullopt;
   if (labelled_id <= 0) {
     return fmt::format("bound to {} without a Slurm job (no {} label)", pod.spec.node_name,
                        bridge::kJobIdLabel);
   }
-  if (labelled_job == nullptr) {
+  if (labelled_job == nullptr || labelled_job->state == "GONE") {
     return fmt::format("bound to {}, but Slurm does not know its job {}", pod.spec.node_name,
                        labelled_id);
   }
-  const std::string_view state = labelled_job->BaseState();
+  const std::string& state = labelled_job->state;
   if (bridge::JobEnded(state)) {
     return fmt::format("bound to {}, but its Slurm job {} ended ({})", pod.spec.node_name,
                        labelled_id, state);
   }
-  std::optional<bridge::JobTag> tag = bridge::ParseJobTag(labelled_job->admin_comment);
+  const std::optional<bridge::JobTag>& tag = labelled_job->tag;
   const std::string key = pod.metadata.namespace_ + "/" + pod.metadata.name;
   if (tag && !tag->ours && std::ranges::find(tag->pods, key) != tag->pods.end()) {
     return std::nullopt;  // upstream's job for this pod
   }
-  JobFacts facts{.state = std::string(state), .tag = std::move(tag)};
+  JobFacts facts{.state = state, .tag = tag};
   std::string why = WhyNotMember(labelled_id, facts, pod, owner);
   if (why.empty()) {
-    // Listed by a live job of ours that `held` missed (newer than the list): not a stray.
+    // Listed by a live job of ours that `held` missed (learned since): not a stray.
     return std::nullopt;
   }
   return fmt::format("bound to {}, but {}", pod.spec.node_name, why);

@@ -201,16 +201,20 @@ struct JobPlan {
 
 // Bound pods no job of this bridge holds a place for (upstream's syncKubernetes deleted them):
 // why `pod` (a pod of this scheduler) is such a pod, or nullopt when it is not. `held`: the UIDs
-// that this bridge's live jobs list in their tags (from one fresh job list); `labelled_job`: the
-// job the pod's label names, from the same list, or nullptr when the pod has no label or Slurm
-// did not list the job. Only a bound pod that is neither done nor being deleted can be one. A
-// pod whose label names a live job that is not this bridge's but whose tag lists the pod by name
+// that this bridge's live jobs list in their tags (the jobs the sweep knows, with their last
+// states); `labelled_job`: what is known of the job the pod's label names (its state and tag),
+// or nullptr when the pod has no label or Slurm does not know the job (a state "GONE" counts
+// the same). Only a bound pod that is neither done nor being deleted can be one. A pod whose
+// label names a live job that is not this bridge's but whose tag lists the pod by name
 // (upstream's tag: a job of the bridge this one replaced) is left alone.
 [[nodiscard]] std::optional<std::string> JudgeBoundPod(const kube::Pod& pod,
                                                        const std::set<std::string>& held,
-                                                       const slurm::JobInfo* labelled_job,
+                                                       const JobFacts* labelled_job,
                                                        std::int64_t labelled_id,
                                                        const Owner& owner);
+// Whether JudgeBoundPod may find `pod` a stray at all (bound, neither done nor being deleted,
+// its UID not in `held`): the sweep reads a labelled job only for such pods.
+[[nodiscard]] bool MayBeStray(const kube::Pod& pod, const std::set<std::string>& held);
 
 // Start-up check for a clusterName shared by two bridges: the live jobs tagged for `owner` none
 // of whose pods exists here (`pod_exists(ns/name, uid)`) and whose namespaces do not exist here

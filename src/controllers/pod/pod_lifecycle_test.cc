@@ -497,22 +497,20 @@ TEST(JudgeBoundPodTest, Matrix) {
   pod.metadata.labels[std::string(bridge::kJobIdLabel)] = "5";
   const std::set<std::string> none;
   const std::set<std::string> held = {"uid-p"};
-  auto job = [](std::string state, std::string comment) {
-    slurm::JobInfo j;
-    j.job_id = 5;
-    j.job_state = {std::move(state)};
-    j.admin_comment = std::move(comment);
-    return j;
+  // What a read of job 5 says (its tag parsed from the admin_comment).
+  auto job = [](std::string state, const std::string& comment) {
+    return JobFacts{.state = std::move(state), .tag = bridge::ParseJobTag(comment)};
   };
   bridge::JobTag tag = OurTag({&pod});
   bridge::JobTag foreign_tag = tag;
   foreign_tag.cluster = "elsewhere";
-  const slurm::JobInfo ours = job("RUNNING", bridge::EncodeJobTag(tag));
-  const slurm::JobInfo untagged = job("RUNNING", "");
-  const slurm::JobInfo foreign = job("RUNNING", bridge::EncodeJobTag(foreign_tag));
-  const slurm::JobInfo ended = job("COMPLETED", bridge::EncodeJobTag(tag));
-  const slurm::JobInfo upstream = job("RUNNING", R"({"pods":["ns/p"]})");
-  const slurm::JobInfo upstream_other = job("RUNNING", R"({"pods":["ns/q"]})");
+  const JobFacts ours = job("RUNNING", bridge::EncodeJobTag(tag));
+  const JobFacts untagged = job("RUNNING", "");
+  const JobFacts foreign = job("RUNNING", bridge::EncodeJobTag(foreign_tag));
+  const JobFacts ended = job("COMPLETED", bridge::EncodeJobTag(tag));
+  const JobFacts upstream = job("RUNNING", R"({"pods":["ns/p"]})");
+  const JobFacts upstream_other = job("RUNNING", R"({"pods":["ns/q"]})");
+  const JobFacts gone = job("GONE", "");
 
   // Held by a live job of ours: fine.
   EXPECT_FALSE(JudgeBoundPod(pod, held, &ours, 5, kOwner));
@@ -532,6 +530,7 @@ TEST(JudgeBoundPodTest, Matrix) {
   why = JudgeBoundPod(pod, none, nullptr, 5, kOwner);
   ASSERT_TRUE(why);
   EXPECT_NE(why->find("Slurm does not know its job 5"), std::string::npos) << *why;
+  EXPECT_EQ(JudgeBoundPod(pod, none, &gone, 5, kOwner), why) << "a read that found no job";
   kube::Pod unlabelled = MakePod("u", "Running");
   why = JudgeBoundPod(unlabelled, none, nullptr, 0, kOwner);
   ASSERT_TRUE(why);
@@ -543,6 +542,12 @@ TEST(JudgeBoundPodTest, Matrix) {
   kube::Pod deleting = MakePod("u", "Running");
   deleting.metadata.deletion_timestamp = "2026-11-30T12:00:30Z";
   EXPECT_FALSE(JudgeBoundPod(deleting, none, nullptr, 0, kOwner));
+  // MayBeStray says which pods JudgeBoundPod may find strays (the sweep reads no job for others).
+  EXPECT_TRUE(MayBeStray(pod, none));
+  EXPECT_FALSE(MayBeStray(pod, held));
+  EXPECT_FALSE(MayBeStray(MakePod("u", "Pending", ""), none));
+  EXPECT_FALSE(MayBeStray(MakePod("u", "Succeeded"), none));
+  EXPECT_FALSE(MayBeStray(deleting, none));
 }
 
 // Review item 9: jobs tagged for this cluster whose pods and namespaces do not exist here.
