@@ -216,11 +216,54 @@ awaitable<Result<void>> Scheduler::Run() {
     const int workers = std::max(kMinWorkers, 4 * config_.max_concurrent_submits);
     for (int i = 0; i < workers; ++i) tasks_.Spawn(Worker());
     slurm_jobs_.Start();
+    tasks_.Spawn(CancelStartupOrphans());
     if (!config_.device_profiles.empty()) tasks_.Spawn(ListDeviceClasses());
   }
   co_await tasks_.Join();
   slurm_jobs_.Stop();
   co_return Result<void>{};
+}
+
+awaitable<void> Scheduler::CancelStartupOrphans() {
+  // The pods found at start-up are grouped first (a group may adopt a job whose first pods are
+  // gone, issue #29); a minute at most.
+  const async::Clock::TimePoint give_up = clock_.Now() + std::chrono::minutes(1);
+  do {
+    if (!co_await tasks_.Sleep(std::chrono::seconds(1))) co_return;
+  } while ((queue_.Len() > 0 || queue_.NumProcessing() > 0) && clock_.Now() < give_up);
+  std::vector<std::pair<std::string, JobView>> candidates;
+  for (const auto& [group, views] : slurm_jobs_.listed()) {
+    if (groups_.Find(group) != nullptr || slurm_jobs_.Find(group) != nullptr) continue;
+    for (const JobView& v : views) {
+      if (!v.pods.empty()) candidates.emplace_back(group, v);
+    }
+  }
+  for (const auto& [group, v] : candidates) {
+    bool gone = true;
+    for (std::size_t i = 0; i < v.pods.size() && gone && !stopping_; ++i) {
+      const std::size_t slash = v.pods[i].find('/');
+      if (slash == std::string::npos) continue;
+      Result<Pod> p =
+          co_await kube::GetPod(kube_, v.pods[i].substr(0, slash), v.pods[i].substr(slash + 1));
+      if (p) {
+        gone = i < v.uids.size() && p->metadata.uid != v.uids[i];
+      } else if (p.error().code != ErrorCode::kNotFound) {
+        gone = false;  // unknown: left alone
+        spdlog::warn("{}: reading pod {} failed: {}", group, v.pods[i], p.error().ToString());
+      }
+    }
+    // (A group may have formed, or the job been adopted, during the reads.)
+    if (!gone || stopping_ || groups_.Find(group) != nullptr ||
+        slurm_jobs_.Find(group) != nullptr) {
+      continue;
+    }
+    if (!MayWrite()) co_return;
+    Cancel cancel{.id = v.id,
+                  .reason = fmt::format("none of its pods ({}) exists (found at start-up)",
+                                        fmt::join(v.pods, ", ")),
+                  .cause = CancelCause::kPodsGone};
+    co_await slurm_jobs_.CancelJob(std::move(cancel));
+  }
 }
 
 awaitable<void> Scheduler::ListDeviceClasses() {

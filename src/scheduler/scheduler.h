@@ -229,6 +229,12 @@ class Scheduler {
   // N-5: reads the pod's claims (and their PVs or StorageClasses) and judges them.
   boost::asio::awaitable<bridge::VolumePlan> PlanPodVolumes(const kube::Pod& pod);
 
+  // Once after start-up, when the first pods were looked at: the jobs of the start-up list
+  // that no group here holds and none of whose pods exists (each confirmed by a GET) are
+  // cancelled. A job submitted before a restart for pods deleted meanwhile: the controllers
+  // learn a job only from its bound pods' labels, so nobody else would (issue #46).
+  boost::asio::awaitable<void> CancelStartupOrphans();
+
   // DRA: the DeviceClasses (resource.k8s.io/v1), listed now and every 30 s while there are
   // device profiles; translate_ and the binder's claims resolve classes through them.
   boost::asio::awaitable<void> ListDeviceClasses();

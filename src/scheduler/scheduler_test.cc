@@ -1018,6 +1018,38 @@ TEST_F(SchedulerFlowTest, PendingReasonIsReadPerJob) {
   EXPECT_EQ(slurm_.calls("ListJobsSince"), lists) << "the reason came from Slurm's whole list";
 }
 
+// Issue #46: a job submitted before a restart whose pods were deleted while the scheduler was
+// down is cancelled once after start-up (the controllers learn jobs only from bound pods'
+// labels, and read Slurm's whole list only at their own start-up). A job whose pod exists, and
+// a job of another scheduler, are left alone.
+TEST_F(SchedulerFlowTest, JobOfPodsDeletedWhileDownIsCancelledAfterStartUp) {
+  bridge::JobTag gone{.pods = {"ns/gone"},
+                      .uids = {"uid-gone"},
+                      .group = "Pod/ns/gone",
+                      .cluster = config_.cluster_name,
+                      .scheduler = config_.scheduler_name};
+  const std::int64_t orphan = slurm_.AddJob("PENDING", bridge::EncodeJobTag(gone));
+  bridge::JobTag other = gone;
+  other.scheduler = "another-scheduler";
+  const std::int64_t foreign = slurm_.AddJob("PENDING", bridge::EncodeJobTag(other));
+  const std::string uid = NextUid("bound");
+  api_.AddPod("ns", "bound", {}, "n1");
+  bridge::JobTag held{.pods = {"ns/bound"},
+                      .uids = {uid},
+                      .group = "Pod/ns/bound",
+                      .cluster = config_.cluster_name,
+                      .scheduler = config_.scheduler_name};
+  const std::int64_t running = slurm_.AddJob("RUNNING", bridge::EncodeJobTag(held), "n1");
+  Start();
+  ASSERT_TRUE(AdvanceUntil([&] { return !slurm_.cancels().empty(); }, 500ms));
+  const async::Clock::TimePoint later = clock_.Now() + 5min;
+  ASSERT_TRUE(AdvanceUntil([&] { return clock_.Now() >= later; }, 1s));
+  EXPECT_EQ(slurm_.cancels(), (std::vector<std::int64_t>{orphan}));
+  EXPECT_EQ(slurm_.Job(foreign)->BaseState(), "PENDING");
+  EXPECT_EQ(slurm_.Job(running)->BaseState(), "RUNNING");
+  EXPECT_EQ(scheduler_->stats().jobs_cancelled, 1u);
+}
+
 // A pending job's pods carry Slurm's reason and the start its planner expects; a start that
 // only moves is written at most once a minute (Slurm re-plans every backfill cycle), a new
 // reason at once. The pods_waiting gauge counts them under Slurm's reason.

@@ -118,6 +118,10 @@ class SlurmJobs : private slurm::JobWatchSubscriber {
 
   // The tracked jobs, by group key.
   [[nodiscard]] const std::map<std::string, TrackedJob>& tracked() const { return jobs_; }
+  // The live jobs tagged by this scheduler that it knows, by group key (see the file comment).
+  [[nodiscard]] const std::map<std::string, std::vector<JobView>>& listed() const {
+    return listed_;
+  }
   [[nodiscard]] TrackedJob* Find(const std::string& group);
   // The group's tracked job if it is job `id`, else nullptr.
   [[nodiscard]] TrackedJob* Find(const std::string& group, std::int64_t id);
