@@ -30,6 +30,13 @@
 #            latency side by side (goal: rate ratio >= 0.9, p99 ratio <= 2.0). 3-6 minutes.
 #            Adds bf_min_age_reserve=86400 to SchedulerParameters: a job that cannot start then
 #            no longer stops Slurm's main scheduler from starting the jobs queued after it.
+#   --busy   a busy HPC cluster (bench/busy.py, issue #46 goal 1): --held (20,000) held native
+#            jobs of another user in Slurm's queue and one short native job every 2 s, then
+#            slurmctld + slurmrestd CPU in a --window (120 s) without the bridge, with
+#            `slurm-bridge all` running (4 pods bound on 4 external nodes) and without it again;
+#            the bridge's requests/min by kind and bytes/min read from slurmrestd (a counting
+#            proxy). Goal: CPU ratio <= 1.10. About 10 minutes; with --smoke 200 held jobs and
+#            20 s windows (ctest e2e.bench.busy).
 #
 # Slurm: up.sh's slurm.conf with SchedulerParameters replaced (scontrol reconfigure) by
 # `sched_min_interval=0,batch_sched_delay=0,default_queue_depth=2000`, the same for every phase.
@@ -39,11 +46,12 @@
 # jobs per pass); batch_sched_delay=0 halves the first (0.6 s, 1.1 s) and default_queue_depth=2000
 # makes the second 5 s. --sched-params LIST sets another list (`sched_min_interval=0` for up.sh's).
 #
-# Usage: scripts/bench.sh [--smoke|--scale|--bridge-only|--starvation] [--binary PATH] [--nodes N]
-#                         [--pods N] [--latency-pods N] [--sched-params LIST]
+# Usage: scripts/bench.sh [--smoke|--scale|--bridge-only|--starvation|--busy] [--binary PATH]
+#                         [--nodes N] [--pods N] [--latency-pods N] [--sched-params LIST]
 #                         [--max-concurrent-submits N] [--bridge-config 'KEY: VALUE'] [--keep]
 #                         [--churn-rate N] [--churn-seconds N] [--gangs N] (--starvation's)
 #                         [--wave N] [--waiting N] (--scale's) [--latency-runs N] [--no-webhook]
+#                         [--held N] [--window S] [--settle S] [--no-again] (--busy's)
 #   --binary P   slurm-bridge to run (default: $SB_BINARY, else build/slurm-bridge, built here)
 #   --max-concurrent-submits N   the bridge's maxConcurrentSubmits (default 16, its own default)
 #   --bridge-config L  a line added to the bridge's config.yaml (repeatable), e.g. 'jobListInterval: 10m'
@@ -52,7 +60,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 . "$root/testenv/lib.sh"
 mode=default nodes=100 pods=2000 latency=100 binary=${SB_BINARY:-} keep=0 submits=16
-wave=2000 waiting=1000
+wave=2000 waiting=1000 busy=0 nodes_set=0 held=20000
 sched_params=sched_min_interval=0,batch_sched_delay=0,default_queue_depth=2000
 extra=() bridge_cfg=""
 while [ $# -gt 0 ]; do
@@ -61,23 +69,34 @@ while [ $# -gt 0 ]; do
     --scale) mode=scale nodes=1000 pods=10000; shift ;;
     --bridge-only) mode=bridge; shift ;;
     --starvation) mode=starvation; shift ;;
+    --busy) busy=1; shift ;;
+    --held) held=$2; shift 2 ;;
+    --window | --settle) extra+=("$1" "$2"); shift 2 ;;
+    --no-again) extra+=("$1"); shift ;;
     --churn-rate | --churn-seconds | --gangs) extra+=("$1" "$2"); shift 2 ;;
     --latency-runs) extra+=("$1" "$2"); shift 2 ;;
     --wave) wave=$2; extra+=("$1" "$2"); shift 2 ;;
     --waiting) waiting=$2; extra+=("$1" "$2"); shift 2 ;;
     --no-webhook) extra+=("$1"); shift ;;
     --binary) binary=$2; shift 2 ;;
-    --nodes) nodes=$2; shift 2 ;;
+    --nodes) nodes=$2 nodes_set=1; shift 2 ;;
     --pods) pods=$2; shift 2 ;;
     --latency-pods) latency=$2; shift 2 ;;
     --sched-params) sched_params=$2; shift 2 ;;
     --max-concurrent-submits) submits=$2; shift 2 ;;
     --bridge-config) extra+=(--bridge-config "$2") bridge_cfg+="; $2"; shift 2 ;;
     --keep) keep=1; shift ;;
-    -h | --help) sed -n '3,50p' "$0"; exit 0 ;;
+    -h | --help) sed -n '3,58p' "$0"; exit 0 ;;
     *) die "unknown argument: $1 (see --help)" ;;
   esac
 done
+if [ $busy = 1 ]; then
+  # --smoke --busy: small enough for CI; it times nothing worth reading.
+  [ "$mode" = smoke ] && { held=200; extra+=(--window 20 --settle 5); }
+  [ $nodes_set = 1 ] || nodes=4
+  mode=busy
+fi
+[[ "$held" =~ ^[0-9]+$ ]] || die "--held takes a number"
 for v in "$nodes" "$pods" "$latency" "$submits"; do
   [[ "$v" =~ ^[1-9][0-9]*$ ]] || die "--nodes, --pods and --latency-pods take a positive number"
 done
@@ -115,12 +134,26 @@ max_nodes=$(sed -n 's/^MaxNodeCount=//p' "$run/env/slurm/etc/slurm.conf")
 if [ "$((nodes + 100))" -gt "${max_nodes:-0}" ]; then
   sed -i "s/^MaxNodeCount=.*/MaxNodeCount=$((nodes + 100))/" "$run/env/slurm/etc/slurm.conf"
 fi
+# Room for --busy's held jobs, the churn's and the bridge's (up.sh allows 100,000).
+max_jobs=$(sed -n 's/^MaxJobCount=//p' "$run/env/slurm/etc/slurm.conf")
+if [ "$mode" = busy ] && [ "$((held + 10000))" -gt "${max_jobs:-10000}" ]; then
+  if [ -n "$max_jobs" ]; then
+    sed -i "s/^MaxJobCount=.*/MaxJobCount=$((held + 10000))/" "$run/env/slurm/etc/slurm.conf"
+  else
+    echo "MaxJobCount=$((held + 10000))" >>"$run/env/slurm/etc/slurm.conf"
+  fi
+fi
 "$root/testenv/slurm/exec.sh" "$run/env" scontrol reconfigure
 sleep 2
 params=$(sed -n 's/^SchedulerParameters=//p' "$run/env/slurm/etc/slurm.conf")
 [ "$mode" = scale ] && extra+=(--mode scale)
 [ "$mode" = bridge ] && extra+=(--mode bridge)
-if [ "$mode" = starvation ]; then
+if [ "$mode" = busy ]; then
+  echo "slurm-bridge busy-cluster benchmark: $held held native jobs and a churn of one short" \
+    "native job every 2 s in Slurm's queue; slurm-bridge all with 4 pods on $nodes external" \
+    "nodes (64 CPUs) (bench/busy.py)"
+  extra+=(--held "$held")
+elif [ "$mode" = starvation ]; then
   echo "slurm-bridge scheduler benchmark (no starvation): $nodes external nodes (64 CPUs)," \
     "churn of single pods with nothing waiting, then with unfit gangs waiting (bench/starvation.py)"
 elif [ "$mode" = scale ]; then
@@ -134,6 +167,7 @@ echo "Slurm SchedulerParameters=$params; kube-scheduler --kube-api-qps 1000 --ku
   "bridge maxConcurrentSubmits $submits$bridge_cfg (no client QPS limit); load average $(cut -d' ' -f1-3 /proc/loadavg)"
 script=bench.py
 [ "$mode" = starvation ] && script=starvation.py
+[ "$mode" = busy ] && script=busy.py
 python3 "$root/bench/$script" --env "$run/env/env" --root "$root" --out "$run" \
   --binary "$binary" --kube-scheduler "$kube_scheduler" --nodes "$nodes" --pods "$pods" \
   --latency-pods "$latency" --max-concurrent-submits "$submits" --metrics-port "$(free_port)" "${extra[@]}"
