@@ -264,11 +264,12 @@ wait_for 30 proxy_up
 check "the proxy answers https with the private CA ($proxy_url)" proxy_up
 check "a client trusting only the system's CAs is refused" sh -c "! curl -s -o /dev/null '$proxy_url/'"
 accepted() { grep -c 'accepting connection' "$tls/socat.log"; }
-# The local binary through the proxy: the right CA works, another CA is a clear error.
+# The local binary through the proxy: the right CA works, another CA is a clear error. (With
+# --all-jobs: plain `jobs` asks Slurm only about the jobs pods name, and none does here.)
 local_jobs() { # CA_FILE
   printf 'slurmRestApi: %s\npartition: %s\nslurmCaFile: %s\n' "$proxy_url" "$SLURM_PARTITION" "$1" \
     >"$tls/local-config.yaml"
-  "$binary" jobs --config "$tls/local-config.yaml" >"$tls/local.out" 2>&1
+  "$binary" jobs --all-jobs --config "$tls/local-config.yaml" >"$tls/local.out" 2>&1
 }
 check "slurm-bridge jobs through the proxy with slurmCaFile: the private CA" local_jobs "$tls/ca.crt"
 fails_() { ! "$@"; }
