@@ -233,15 +233,20 @@ def cpu_ticks(pid):
         return 0
 
 
-def vm_hwm_mb(pid):
+def proc_status_mb(pid, field):
+    """A /proc/PID/status memory field (VmHWM, VmRSS) in MB; 0 when the process is gone."""
     try:
         with open(f"/proc/{pid}/status") as f:
             for line in f:
-                if line.startswith("VmHWM:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1]) / 1024
     except OSError:
         pass
     return 0.0
+
+
+def vm_hwm_mb(pid):
+    return proc_status_mb(pid, "VmHWM")
 
 
 HZ = os.sysconf("SC_CLK_TCK")

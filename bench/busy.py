@@ -55,14 +55,7 @@ GOAL = 1.10
 
 
 def vm_rss_mb(pid):
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
+    return bench.proc_status_mb(pid, "VmRSS")
 
 
 def kind_of(method, target):
