@@ -451,17 +451,20 @@ class Bench:
         return subprocess.Popen(cmd, stdout=open(f"{self.out}/kube-scheduler-{tag}.log", "w"),
                                 stderr=subprocess.STDOUT)
 
-    def start_bridge(self, tag, level="info"):
+    def start_bridge(self, tag, level="info", command="scheduler", slurm_url=None):
+        """`slurm-bridge COMMAND` (scheduler, or all) against slurmrestd, or `slurm_url` (a
+        proxy in front of it); its log in bridge-TAG.log."""
         cfg = f"{self.out}/bridge-config.yaml"
+        url = slurm_url or self.env["SLURM_REST_URL"]
         with open(cfg, "w") as f:
-            f.write(f"schedulerName: {BRIDGE}\nslurmRestApi: {self.env['SLURM_REST_URL']}\n"
+            f.write(f"schedulerName: {BRIDGE}\nslurmRestApi: {url}\n"
                     f"partition: ext\nmcsLabel: kubernetes\n"
                     f"maxConcurrentSubmits: {self.a.max_concurrent_submits}\n")
             for line in self.a.bridge_config:
                 f.write(line + "\n")
         env = dict(os.environ, SLURM_JWT_FILE=self.env["SLURM_JWT_FILE"],
                    KUBECONFIG=self.env["KUBECONFIG"])
-        cmd = [self.a.binary, "scheduler", "--config", cfg, "--log-level", level,
+        cmd = [self.a.binary, command, "--config", cfg, "--log-level", level,
                "--metrics-bind-address", f"127.0.0.1:{self.a.metrics_port}",
                "--health-probe-bind-address", "0"]
         return subprocess.Popen(cmd, env=env, stdout=open(f"{self.out}/bridge-{tag}.log", "w"),

@@ -337,22 +337,9 @@ class Busy(bench.Bench):
         return out
 
     def start_bridge_all(self):
-        """bench.py's start_bridge, but `slurm-bridge all` (scheduler and controllers), and
-        slurmRestApi pointed at the counting proxy."""
-        cfg = f"{self.out}/bridge-config.yaml"
-        with open(cfg, "w") as f:
-            f.write(f"schedulerName: {BRIDGE}\nslurmRestApi: http://127.0.0.1:{self.proxy.port}\n"
-                    f"partition: ext\nmcsLabel: kubernetes\n"
-                    f"maxConcurrentSubmits: {self.a.max_concurrent_submits}\n")
-            for line in self.a.bridge_config:
-                f.write(line + "\n")
-        env = dict(os.environ, SLURM_JWT_FILE=self.env["SLURM_JWT_FILE"],
-                   KUBECONFIG=self.env["KUBECONFIG"])
-        cmd = [self.a.binary, "all", "--config", cfg, "--log-level", "info",
-               "--metrics-bind-address", f"127.0.0.1:{self.a.metrics_port}",
-               "--health-probe-bind-address", "0"]
-        return subprocess.Popen(cmd, env=env, stdout=open(f"{self.out}/bridge-busy.log", "w"),
-                                stderr=subprocess.STDOUT)
+        """`slurm-bridge all` (scheduler and controllers) through the counting proxy."""
+        return self.start_bridge("busy", command="all",
+                                 slurm_url=f"http://127.0.0.1:{self.proxy.port}")
 
     def wait_metrics(self, br):
         deadline = now() + 60
