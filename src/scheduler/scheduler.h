@@ -111,6 +111,12 @@ class Scheduler {
   // Groups waiting in the queue.
   [[nodiscard]] std::size_t QueueDepth() { return queue_.Len(); }
   [[nodiscard]] std::size_t TrackedJobs() const { return slurm_jobs_.tracked().size(); }
+  // Live jobs of this scheduler it knows of (tracked, bound, adopted or listed at start-up).
+  [[nodiscard]] std::size_t ListedJobs() const {
+    std::size_t n = 0;
+    for (const auto& [group, views] : slurm_jobs_.listed()) n += views.size();
+    return n;
+  }
   [[nodiscard]] const kube::EventRecorder& events() const { return recorder_; }
   // The unbound pod `ns/name` as the scheduler's cache has it (for tests).
   [[nodiscard]] std::shared_ptr<const kube::Pod> CachedPod(const std::string& key) const {

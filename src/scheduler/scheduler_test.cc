@@ -606,6 +606,26 @@ TEST_F(SchedulerTest, GatedPodDeletedWithTheWebhooksFinalizerIsReleased) {
   EXPECT_EQ(slurm_.calls("SubmitJob"), 0);
 }
 
+// Issue #46: a bound job stays known (a member re-created later finds it) and is not polled;
+// once it ended it is forgotten within kListedRefresh (5 minutes), without a whole list.
+TEST_F(SchedulerTest, BoundJobThatEndedIsForgottenWithoutAWholeList) {
+  ASSERT_NO_FATAL_FAILURE(StartWithPendingPods(1));
+  const std::int64_t id = JobOf("p0");
+  Allocate(id);
+  ASSERT_TRUE(AdvanceUntil([&] { return bindings_.contains("p0"); }));
+  ASSERT_TRUE(AdvanceUntil([&] { return scheduler_->TrackedJobs() == 0; }));
+  EXPECT_EQ(scheduler_->ListedJobs(), 1u) << "the bound job is still known";
+  const async::Clock::TimePoint settled = clock_.Now() + 2min;  // past the start-up watch
+  ASSERT_TRUE(AdvanceUntil([&] { return clock_.Now() >= settled; }, 500ms));
+  const int lists = slurm_.calls("ListJobsSince");
+  slurm_.SetJobState(id, "COMPLETED");
+  const async::Clock::TimePoint until = clock_.Now() + 6min;
+  ASSERT_TRUE(AdvanceUntil([&] { return scheduler_->ListedJobs() == 0; }, 1s))
+      << "an ended bound job is kept";
+  EXPECT_LE(clock_.Now(), until);
+  EXPECT_EQ(slurm_.calls("ListJobsSince"), lists) << "forgotten by a whole list";
+}
+
 // Nothing tracked, nothing asked: no /jobs/state/ and no /jobs/ while no pod waits.
 TEST_F(SchedulerTest, NoTrackedJobNoSlurmJobRequests) {
   for (int i = 0; i < 20; ++i) slurm_.AddJob("RUNNING", "");

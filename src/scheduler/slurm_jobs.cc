@@ -53,6 +53,10 @@ constexpr auto kStartupWatch = std::chrono::seconds(90);
 // (GET /job/{id} each, those read longest ago first): 1,000 pending jobs are each read every
 // hour at the default 30 s, a handful every interval.
 constexpr std::size_t kDetailReads = 8;
+// The bound jobs stay listed (a member re-created later finds its gang's job) and are not
+// polled: those that ended leave at the next List, made at least this often while any listed
+// job is untracked (one GET /jobs/state/ per 2,000 of them).
+constexpr auto kListedRefresh = std::chrono::minutes(5);
 
 // Only this scheduler's jobs of Slurm's whole list are kept (memory follows them).
 slurm::JobFilter Ours(const bridge::Config& config) {
@@ -122,11 +126,11 @@ void SlurmJobs::Track(TrackedJob job, bool submitted) {
   jobs_[group] = std::move(job);
 }
 
-JobView* SlurmJobs::Listed(std::int64_t id) {
-  for (auto& [group, views] : listed_) {
-    for (JobView& v : views) {
-      if (v.id == id) return &v;
-    }
+JobView* SlurmJobs::Listed(const std::string& group, std::int64_t id) {
+  auto it = listed_.find(group);
+  if (it == listed_.end()) return nullptr;
+  for (JobView& v : it->second) {
+    if (v.id == id) return &v;
   }
   return nullptr;
 }
@@ -139,7 +143,7 @@ void SlurmJobs::ListTracked(const TrackedJob& t) {
   view.submitted = {};
   view.refill = false;
   view.bind_tried = false;
-  if (JobView* v = Listed(t.id)) {
+  if (JobView* v = Listed(t.group, t.id)) {
     *v = std::move(view);
   } else {
     listed_[t.group].push_back(std::move(view));
@@ -157,12 +161,16 @@ awaitable<Result<void>> SlurmJobs::Scan() { co_return co_await ScanJobs(/*startu
 awaitable<Result<void>> SlurmJobs::List() {
   const async::Clock::TimePoint asked = clock_.Now();
   std::vector<std::int64_t> ids;
+  std::vector<std::pair<std::string, std::int64_t>> listed;  // (group, id)
   for (const auto& [group, views] : listed_) {
-    for (const JobView& v : views) ids.push_back(v.id);
+    for (const JobView& v : views) {
+      ids.push_back(v.id);
+      listed.emplace_back(group, v.id);
+    }
   }
   listing_ = true;
   Result<std::vector<slurm::JobStateEntry>> states = std::vector<slurm::JobStateEntry>{};
-  if (!ids.empty()) states = co_await slurm_.JobStates(ids);
+  if (!ids.empty()) states = co_await slurm_.JobStates(std::move(ids));
   if (!states) {
     listing_ = false;
     co_return tl::unexpected(states.error());
@@ -172,17 +180,21 @@ awaitable<Result<void>> SlurmJobs::List() {
   for (const slurm::JobStateEntry& e : *states) {
     if (!e.state.empty()) now.emplace(e.job_id, bridge::JobState(e.state.front()));
   }
-  // A job whose state changed, or that the answer left out (gone, or lagging), is read in full.
-  std::vector<std::int64_t> changed;
-  for (std::int64_t id : ids) {
-    const JobView* v = Listed(id);
-    auto it = now.find(id);
+  // A job that ended leaves; one whose state changed, or that the answer left out (gone, or
+  // lagging), is read in full.
+  std::vector<std::pair<std::string, std::int64_t>> changed;
+  for (const auto& [group, id] : listed) {
+    const JobView* v = Listed(group, id);
     if (v == nullptr) continue;
-    if (it == now.end() || it->second != v->state || (v->state.running() && v->nodes.empty())) {
-      changed.push_back(id);
+    auto it = now.find(id);
+    if (it != now.end() && it->second.ended()) {
+      Unlist(id);
+    } else if (it == now.end() || it->second != v->state ||
+               (v->state.running() && v->nodes.empty())) {
+      changed.emplace_back(group, id);
     }
   }
-  for (std::int64_t id : changed) {
+  for (const auto& [group, id] : changed) {
     Result<slurm::JobInfo> j = co_await slurm_.GetJob(id);
     ++stats_.job_detail_reads;
     if (!j && j.error().code != ErrorCode::kNotFound) {
@@ -193,7 +205,7 @@ awaitable<Result<void>> SlurmJobs::List() {
       Unlist(id);
       continue;
     }
-    JobView* v = Listed(id);  // (the awaits above may have changed listed_)
+    JobView* v = Listed(group, id);  // (the awaits above may have changed listed_)
     if (v == nullptr) continue;
     v->state = std::string(j->BaseState());
     v->reason = j->state_reason;
@@ -309,7 +321,7 @@ void SlurmJobs::ApplyState(TrackedJob& job, const bridge::JobState& state) {
   if (state.running()) job.running_seen = clock_.Now();
   if (state.ended()) {
     Unlist(job.id);
-  } else if (JobView* v = Listed(job.id)) {
+  } else if (JobView* v = Listed(job.group, job.id)) {
     v->state = state;
   }
   hooks_.changed(job.group);
@@ -575,8 +587,14 @@ awaitable<void> SlurmJobs::PeriodicList() {
                                                       kListSpacing * (now - started));
 }
 
+awaitable<void> SlurmJobs::RefreshListed() {
+  Result<void> r = co_await List();
+  if (!r) spdlog::warn("reading the states of Slurm jobs failed: {}", r.error().ToString());
+}
+
 awaitable<void> SlurmJobs::PollSlurm() {
   next_list_ = clock_.Now() + config_.job_list_interval;
+  next_refresh_ = clock_.Now() + kListedRefresh;
   async::Clock::TimePoint next_nodes = clock_.Now() + config_.node_list_interval;
   async::Clock::TimePoint next_cancel = clock_.Now();
   while (co_await tasks_.Sleep(config_.job_poll_interval)) {
@@ -598,6 +616,12 @@ awaitable<void> SlurmJobs::PollSlurm() {
       // Only a whole list carries the states (or says that none changed).
       asked_this_time = scanning;
       tasks_.Spawn(PeriodicList());
+    }
+    std::size_t listed = 0;
+    for (const auto& [group, views] : listed_) listed += views.size();
+    if (listed > jobs_.size() && tick >= next_refresh_ && !listing_) {
+      next_refresh_ = tick + kListedRefresh;
+      tasks_.Spawn(RefreshListed());
     }
     // Until a node list succeeded nothing is submitted: asked at every interval until then. A
     // periodic one due in the same interval as the job list waits for the next interval.

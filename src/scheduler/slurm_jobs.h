@@ -9,12 +9,13 @@
 //     member re-created after its gang was bound, and a second live job of a tracked group,
 //     which is cancelled unless pods are bound to it. Kept from this process's own submits and
 //     adoptions, and made current on demand (List: GET /jobs/state/?job_id=... for those jobs,
-//     and GET /job/{id} for the ones whose state changed);
+//     and GET /job/{id} for the ones whose state changed; the bound ones every 5 minutes as
+//     well, so that those that ended leave);
 //   - Slurm's whole job list (Scan: GET /jobs/, decoded one job at a time and only this
 //     scheduler's jobs kept) only where nothing else can find a job: at start-up (adoption),
-//     jobListInterval after it (an old leader's submit still in flight), and after a submit whose
-//     reply was lost (for kDuplicateWatch: the job it may have made, or a late one). Never in
-//     steady state: on a busy HPC cluster that list is every user's jobs (issue #46);
+//     every jobListInterval for 90 s after it (an old leader's submit still in flight), and after a
+//     submit whose reply was lost (for kDuplicateWatch: the job it may have made, or a late one).
+//     Never in steady state: on a busy HPC cluster that list is every user's jobs (issue #46);
 //   - the pending tracked jobs' state reasons, partitions and expected starts: every
 //     jobListInterval the kDetailReads of them read longest ago (GET /job/{id} each);
 //   - Slurm's node names (GET /nodes/ every nodeListInterval; the Kubernetes-side exclusions
@@ -176,13 +177,17 @@ class SlurmJobs : private slurm::JobWatchSubscriber {
                     bool startup);
   // A tracked job's reason, partition, expected start (and nodes once RUNNING) as Slurm says.
   void ApplyDetails(TrackedJob& t, const slurm::JobInfo& j);
-  // The listed job `id`'s view (nullptr: not listed); the tracked job `t` as listed.
-  JobView* Listed(std::int64_t id);
+  // The view of job `id` listed for `group` (nullptr: not listed); the tracked job `t` as
+  // listed.
+  JobView* Listed(const std::string& group, std::int64_t id);
   void ListTracked(const TrackedJob& t);
   // Scans Slurm's jobs unless another worker is at it; false when it did not.
   boost::asio::awaitable<bool> RefreshJobs();
   // The kDetailReads pending tracked jobs read longest ago, read again (GET /job/{id}).
   boost::asio::awaitable<void> ReadDetails();
+  // List, every kListedRefresh while jobs are listed but not tracked (the bound ones): those
+  // that ended leave.
+  boost::asio::awaitable<void> RefreshListed();
   // Cancels a second live job of a tracked group (listed_), unless pods are bound to it.
   boost::asio::awaitable<void> CancelDuplicates();
   boost::asio::awaitable<void> RetryCancels();
@@ -231,6 +236,7 @@ class SlurmJobs : private slurm::JobWatchSubscriber {
   async::Clock::TimePoint next_list_{};  // of the periodic list
   // Slurm's whole list is read every jobListInterval until then (start-up, Doubt).
   async::Clock::TimePoint scan_until_{};
+  async::Clock::TimePoint next_refresh_{};  // of the listed jobs (RefreshListed)
   // The last submit: jobs are polled every kFreshPollInterval for kFreshWindow after it, since
   // Slurm usually starts a fitting job within a second of its submit.
   std::optional<async::Clock::TimePoint> last_submit_;
