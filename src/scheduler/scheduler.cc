@@ -26,6 +26,7 @@
 #include "kube/codec.h"
 #include "kube/owners.h"
 #include "wiring/group_inputs.h"
+#include "wiring/tag_pods.h"
 
 namespace sb::scheduler {
 namespace asio = boost::asio;
@@ -239,18 +240,10 @@ awaitable<void> Scheduler::CancelStartupOrphans() {
     }
   }
   for (const auto& [group, v] : candidates) {
-    bool gone = true;
-    for (std::size_t i = 0; i < v.pods.size() && gone && !stopping_; ++i) {
-      const std::size_t slash = v.pods[i].find('/');
-      if (slash == std::string::npos) continue;
-      Result<Pod> p =
-          co_await kube::GetPod(kube_, v.pods[i].substr(0, slash), v.pods[i].substr(slash + 1));
-      if (p) {
-        gone = i < v.uids.size() && p->metadata.uid != v.uids[i];
-      } else if (p.error().code != ErrorCode::kNotFound) {
-        gone = false;  // unknown: left alone
-        spdlog::warn("{}: reading pod {} failed: {}", group, v.pods[i], p.error().ToString());
-      }
+    const wiring::TagPodsAnswer pods = co_await wiring::ReadTagPods(kube_, v.pods, v.uids);
+    const bool gone = pods.gone;
+    if (pods.error) {  // unknown: left alone
+      spdlog::warn("{}: reading pod {} failed: {}", group, pods.failed, pods.error->ToString());
     }
     // (A group may have formed, or the job been adopted, during the reads.)
     if (!gone || stopping_ || groups_.Find(group) != nullptr ||

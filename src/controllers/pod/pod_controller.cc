@@ -16,6 +16,7 @@
 #include "common/time_format.h"
 #include "kube/codec.h"
 #include "wiring/clients.h"
+#include "wiring/tag_pods.h"
 
 namespace sb::controllers {
 namespace asio = boost::asio;
@@ -670,20 +671,13 @@ awaitable<void> PodController::SweepOrphans(const Register& jobs) {
     if (held_for_group_.contains(job_id) && fresh->second.state == "PENDING") continue;
     if (any_cached(tag)) continue;
     // The cache says none exists: the apiserver must agree, pod by pod.
-    bool confirmed = true;
-    for (std::size_t i = 0; i < tag.pods.size() && confirmed; ++i) {
-      const std::string& key = tag.pods[i];
-      const std::size_t slash = key.find('/');
-      if (slash == std::string::npos) continue;
-      Result<Pod> p = co_await kube::GetPod(kube_, key.substr(0, slash), key.substr(slash + 1));
-      if (p) {
-        confirmed = i < tag.uids.size() && p->metadata.uid != tag.uids[i];
-        if (!confirmed) spdlog::info("orphan sweep: Slurm job {}: pod {} exists", job_id, key);
-      } else if (p.error().code != ErrorCode::kNotFound) {
-        confirmed = false;
-        spdlog::warn("orphan sweep: Slurm job {}: reading pod {} failed: {}", job_id, key,
-                     p.error().ToString());
-      }
+    const wiring::TagPodsAnswer pods = co_await wiring::ReadTagPods(kube_, tag.pods, tag.uids);
+    const bool confirmed = pods.gone;
+    if (!pods.existing.empty()) {
+      spdlog::info("orphan sweep: Slurm job {}: pod {} exists", job_id, pods.existing);
+    } else if (pods.error) {
+      spdlog::warn("orphan sweep: Slurm job {}: reading pod {} failed: {}", job_id, pods.failed,
+                   pods.error->ToString());
     }
     if (!confirmed) continue;
     slurm::CancelOptions opts;
