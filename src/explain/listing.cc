@@ -112,8 +112,12 @@ awaitable<JobsAndPods> ReadJobsAndPods(Session& s, bool all_namespaces, bool all
   }
   if (r.jobs) {
     std::ranges::stable_sort(*r.jobs, {}, &slurm::JobInfo::job_id);
-    auto dup = std::ranges::unique(*r.jobs, {}, &slurm::JobInfo::job_id);
-    r.jobs->erase(dup.begin(), dup.end());
+    // std::unique, not std::ranges::unique: the subrange it returns does not compile with
+    // clang 14 on libstdc++ 12 (the sanitized build).
+    auto same = [](const slurm::JobInfo& a, const slurm::JobInfo& b) {
+      return a.job_id == b.job_id;
+    };
+    r.jobs->erase(std::unique(r.jobs->begin(), r.jobs->end(), same), r.jobs->end());
   }
   co_return r;
 }
