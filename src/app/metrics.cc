@@ -150,6 +150,11 @@ std::string RenderMetrics(const MetricsSnapshot& s) {
   m.Family("slurm_bridge_jobs_missing",
            "Watched jobs with bound pods that the last state poll did not find", "gauge");
   m.Sample("slurm_bridge_jobs_missing", "", ps.jobs_missing);
+  m.Family("slurm_bridge_jobs_steady",
+           "Running jobs whose pods are all bound and running: their states are read every "
+           "boundJobPollInterval, not every jobPollInterval",
+           "gauge");
+  m.Sample("slurm_bridge_jobs_steady", "", ps.jobs_steady);
   m.Family("slurm_bridge_gone_brake_engaged",
            "1 while more jobs are missing than jobGoneBrake: their pods are not deleted", "gauge");
   m.Sample("slurm_bridge_gone_brake_engaged", "", ps.gone_brake_engaged ? 1 : 0);

@@ -41,6 +41,7 @@ TEST(RenderMetricsTest, EachStatIsServedUnderItsName) {
   s.nodes_events = {.dropped = 16, .pending = 0};
   s.kube_http.connections_opened = 17;
   s.pods.jobs_missing = 21;
+  s.pods.jobs_steady = 28;
   s.pods.gone_brake_engaged = true;
   s.job_watch = {.polls = 20, .fresh_polls = 2, .poll_errors = 19, .ids_asked = 0};
   const std::string text = RenderMetrics(s);
@@ -56,6 +57,7 @@ TEST(RenderMetricsTest, EachStatIsServedUnderItsName) {
       {"slurm_bridge_stray_pods_deleted_total 6", "counter"},
       {"slurm_bridge_orphan_sweeps_skipped_total 7", "counter"},
       {"slurm_bridge_foreign_looking_jobs 8", "gauge"},
+      {"slurm_bridge_jobs_steady 28", "gauge"},
       {R"(slurm_bridge_jobs_cancelled_total{reason="orphan"} 9)", "counter"},
       {R"(slurm_bridge_sweep_slurm_reads_total{kind="startup_list"} 1)", "counter"},
       {R"(slurm_bridge_sweep_slurm_reads_total{kind="startup_list_failed"} 24)", "counter"},

@@ -33,6 +33,9 @@
 //                            terminationGracePeriodSeconds to this (default 300, as upstream;
 //                            0: no cap)
 //   jobPollInterval          how often job states are read (default 500ms)
+//   boundJobPollInterval     how often the controllers read the state of a running job whose
+//                            pods are all bound and running (its end deletes them): 5s by
+//                            default; at most as often as jobPollInterval
 //   jobListInterval          how often the scheduler reads its pending jobs' reasons (8 per
 //                            interval), and Slurm's whole job list while it watches for
 //                            duplicates (after start-up, a lost submit reply) (default 30s)
@@ -129,6 +132,7 @@ struct Config {
   // The webhook and the controllers read it through GraceCapSeconds, which applies the mode.
   std::int64_t max_termination_grace_seconds = 300;
   std::chrono::milliseconds job_poll_interval{500};
+  std::chrono::milliseconds bound_job_poll_interval{5000};
   std::chrono::milliseconds job_list_interval{30000};
   std::chrono::milliseconds node_list_interval{30000};
   std::chrono::milliseconds job_sweep_interval{30000};

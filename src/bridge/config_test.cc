@@ -15,6 +15,7 @@ TEST(ConfigTest, DefaultsWhenEmpty) {
   ASSERT_TRUE(c) << c.error().message;
   EXPECT_EQ(c->scheduler_name, "slurm-bridge-scheduler");
   EXPECT_EQ(c->job_poll_interval, std::chrono::milliseconds(500));
+  EXPECT_EQ(c->bound_job_poll_interval, std::chrono::seconds(5));
   EXPECT_EQ(c->job_mode, JobMode::kExternal);
   EXPECT_EQ(c->resource_tres.at("nvidia.com/gpu"), "gres/gpu");
   EXPECT_EQ(c->resource_tres.at("amd.com/gpu"), "gres/gpu");
@@ -51,6 +52,7 @@ TEST(ConfigTest, OurKeys) {
   Result<Config> c = ParseConfig(R"(
 clusterName: prod
 jobPollInterval: 250ms
+boundJobPollInterval: 2s
 jobListInterval: 2s
 nodeListInterval: 1m
 jobMode: batch
@@ -64,6 +66,7 @@ someFutureKey: 1
   ASSERT_TRUE(c) << c.error().message;
   EXPECT_EQ(c->cluster_name, "prod");
   EXPECT_EQ(c->job_poll_interval, std::chrono::milliseconds(250));
+  EXPECT_EQ(c->bound_job_poll_interval, std::chrono::seconds(2));
   EXPECT_EQ(c->job_list_interval, std::chrono::milliseconds(2000));
   EXPECT_EQ(c->node_list_interval, std::chrono::milliseconds(60000));
   EXPECT_EQ(c->job_mode, JobMode::kBatch);
@@ -162,6 +165,7 @@ TEST(ConfigTest, BadValuesNameTheKey) {
   } cases[] = {
       {"jobPollInterval: fast", "config key jobPollInterval: \"fast\" is not a duration"},
       {"jobPollInterval: 0s", "jobPollInterval: must be greater than zero"},
+      {"boundJobPollInterval: soon", "config key boundJobPollInterval: \"soon\" is not a duration"},
       {"slurmRestApi: slurm:6820", "config key slurmRestApi: \"slurm:6820\" is not"},
       {"jobMode: magic", "config key jobMode: \"magic\""},
       {"managedNamespaces: x", "config key managedNamespaces: must be a list"},

@@ -227,7 +227,12 @@ TEST_F(ControllersE2e, OrphanJobIsSweptForeignJobsAreLeftAlone) {
   slurm::JobInfo o = Job(orphan);
   ASSERT_TRUE(o.submit_time.Value() && o.end_time.Value());
   EXPECT_GE(*o.end_time.Value() - *o.submit_time.Value(), 5) << "swept younger than 5 s";
-  EXPECT_EQ(CountInLog("scheduler", fmt::format("cancelled orphan Slurm job {}:", orphan)), 1);
+  // The log line follows the cancel's reply: Slurm may show CANCELLED a moment before it.
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return CountInLog("scheduler", fmt::format("cancelled orphan Slurm job {}:", orphan)) == 1;
+      },
+      10s));
   // The second orphan, cancelled by a later sweep once its pod is gone: known from the start-up
   // list, with no list read since.
   const std::string second_state = JobState(second);
@@ -236,7 +241,11 @@ TEST_F(ControllersE2e, OrphanJobIsSweptForeignJobsAreLeftAlone) {
   auto d = RunSync(io_, kube::DeletePod(*kube_, ns_, "late", {.grace_period_seconds = 0}));
   ASSERT_TRUE(d) << d.error().message;
   ASSERT_TRUE(WaitFor([&] { return JobState(second) == "CANCELLED"; }, 60s)) << JobState(second);
-  EXPECT_EQ(CountInLog("scheduler", fmt::format("cancelled orphan Slurm job {}:", second)), 1);
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return CountInLog("scheduler", fmt::format("cancelled orphan Slurm job {}:", second)) == 1;
+      },
+      10s));
   AssertAlive(*scheduler_, "the controllers");
   for (std::int64_t id : {foreign, upstream, plain}) {
     const std::string s = JobState(id);

@@ -426,6 +426,7 @@ std::vector<std::int64_t> PodController::JobsToPoll(const slurm::JobPollTick& ti
   // The jobs the cached pods name; the cost follows the bridge's jobs, not every job of the
   // cluster.
   std::map<std::int64_t, bool> settled;  // id -> every pod naming it finished and released
+  std::map<std::int64_t, bool> steady;   // id -> every pod naming it bound, running, not deleted
   holding_.clear();
   for (const auto& p : pods_.cache().List()) {
     const std::int64_t id = JobIdOf(*p);
@@ -436,17 +437,27 @@ std::vector<std::int64_t> PodController::JobsToPoll(const slurm::JobPollTick& ti
     auto [it, fresh] = settled.emplace(id, released);
     if (!fresh) it->second = it->second && released;
     // A bound pod still running: its job's disappearance is what the jobGoneBrake counts.
-    if (!p->spec.node_name.empty() && !bridge::PodFinished(*p)) {
-      holding_.insert(id);
-    }
+    const bool holds = !p->spec.node_name.empty() && !bridge::PodFinished(*p);
+    if (holds) holding_.insert(id);
+    const bool quiet = holds && p->metadata.deletion_timestamp.empty();
+    auto [st, first] = steady.emplace(id, quiet);
+    if (!first) st->second = st->second && quiet;
   }
+  // Steady jobs (running, their pods all bound and running): only their end matters, so they
+  // are asked every bound_job_poll_interval; a job that is not yet known to run, or any of
+  // whose pods changed, is asked at every full poll.
+  const bool steady_due =
+      !steady_asked_ || tick.now - *steady_asked_ >= options_.bound_job_poll_interval;
+  std::uint64_t steady_jobs = 0;
+  bool steady_asked = false;
   // N-17: a job that ended (or is gone) and whose pods all finished and were released needs
   // nothing more: it is not asked about again while that holds (a Job's Succeeded pods can stay
   // for ever). A pod that names it and is not done brings it back.
   std::vector<std::int64_t> wanted;
+  watched_.clear();
   for (const auto& [id, done] : settled) {
+    auto known = jobs_.find(id);
     if (done) {
-      auto known = jobs_.find(id);
       if (settled_.contains(id) ||
           (known != jobs_.end() && bridge::JobEnded(known->second.state))) {
         settled_.insert(id);
@@ -455,10 +466,18 @@ std::vector<std::int64_t> PodController::JobsToPoll(const slurm::JobPollTick& ti
     } else {
       settled_.erase(id);
     }
+    watched_.insert(id);
+    if (steady[id] && known != jobs_.end() && bridge::JobState(known->second.state).running()) {
+      ++steady_jobs;
+      if (!steady_due) continue;
+      steady_asked = true;
+    }
     wanted.push_back(id);
   }
+  if (steady_asked) steady_asked_ = tick.now;
   std::erase_if(settled_, [&](std::int64_t id) { return !settled.contains(id); });
   stats_.jobs_settled = settled_.size();
+  stats_.jobs_steady = steady_jobs;
   return wanted;
 }
 
@@ -526,9 +545,9 @@ void PodController::OnJobStates(const slurm::JobPollAnswer& answer) {
       queue_.Add(id);
     }
   }
-  const std::set<std::int64_t> wanted(answer.ids.begin(), answer.ids.end());
-  std::erase_if(jobs_, [&](const auto& kv) { return !wanted.contains(kv.first); });
-  std::erase_if(first_seen_, [&](const auto& kv) { return !wanted.contains(kv.first); });
+  // The records of jobs no longer watched go (a steady job skipped by this poll stays).
+  std::erase_if(jobs_, [&](const auto& kv) { return !watched_.contains(kv.first); });
+  std::erase_if(first_seen_, [&](const auto& kv) { return !watched_.contains(kv.first); });
 }
 
 void PodController::Learn(const slurm::JobInfo& job) {

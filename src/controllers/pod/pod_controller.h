@@ -35,7 +35,10 @@
 //     until one succeeds, the sweeps use what the reads below taught them. Never again after;
 //   - the labelled jobs' states through the process's job watch (slurm/job_watch.h: one
 //     GET /jobs/state/?job_id=... per jobPollInterval for every component, while pods with a
-//     job exist);
+//     job exist); a running job whose pods are all bound and running and none being deleted
+//     ("steady": only its end matters, and it deletes the pods) is asked only every
+//     bound_job_poll_interval (config boundJobPollInterval, 5 s), so a handful of long-running
+//     pods costs slurmctld a request per 5 s, not two per second;
 //   - a GET /job/{id} when a labelled job is first seen, its state is unknown, or before acting
 //     on it; every such read of a live job of this bridge adds it to the register, and the
 //     sweep reads a bound pod's labelled job it knows nothing of the same way (once);
@@ -94,6 +97,9 @@ struct PodControllerOptions {
   // Bound pods of jobs Slurm no longer knows are kept while more than this many watched jobs
   // were missing from the last state poll (config jobGoneBrake); 0: no brake.
   int gone_brake = 10;
+  // How often a steady job (running; every pod naming it bound, running and not being deleted)
+  // is asked about; every other watched job at each of the job watch's full polls.
+  std::chrono::milliseconds bound_job_poll_interval{5000};
   LifecycleOptions lifecycle;
 };
 
@@ -131,6 +137,8 @@ struct PodControllerStats {
   std::uint64_t pods_held_by_brake = 0;  // deletions held back (counted per reconcile)
   // Ended jobs whose pods all finished and were released: no longer polled.
   std::uint64_t jobs_settled = 0;
+  // Running jobs whose pods are all bound and running: asked every bound_job_poll_interval.
+  std::uint64_t jobs_steady = 0;
 };
 
 // The labelled jobs' states come from a slurm::JobWatch: the process's shared one (`all` mode),
@@ -233,6 +241,10 @@ class PodController : private slurm::JobWatchSubscriber {
   std::unordered_map<std::int64_t, async::Clock::TimePoint> first_seen_;  // job id -> first label
   std::set<std::int64_t> holding_;  // jobs with a bound, running pod (at the last poll's asking)
   std::set<std::int64_t> settled_;  // ended jobs whose pods all finished and were released
+  // Every job the cached pods name and that is not settled, asked at the last poll or not (a
+  // steady one between its reads): the records of the others are dropped.
+  std::set<std::int64_t> watched_;
+  std::optional<async::Clock::TimePoint> steady_asked_;  // when the steady jobs were last asked
   // Requeued jobs of groups waiting for the groups' new pods, until when (JobPlan::hold_until):
   // the orphan sweep leaves them alone.
   std::unordered_map<std::int64_t, WallTime> held_for_group_;

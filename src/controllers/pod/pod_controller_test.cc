@@ -122,7 +122,15 @@ class PodControllerTest : public ::testing::Test {
   }
 
   void Start(PodControllerOptions options = {}) {
-    options.sweep_interval = 1000ms;
+    // The sweep every second unless a test sets its own.
+    if (options.sweep_interval == PodControllerOptions{}.sweep_interval) {
+      options.sweep_interval = 1000ms;
+    }
+    // Every watched job at every poll unless a test sets another cadence for steady jobs
+    // (SteadyJobsAreAskedEveryBoundJobPollInterval): the tests count polls of bound pods' jobs.
+    if (options.bound_job_poll_interval == PodControllerOptions{}.bound_job_poll_interval) {
+      options.bound_job_poll_interval = 500ms;
+    }
     options.orphan_min_age = 0s;
     controller_ = std::make_unique<PodController>(io_.get_executor(), *kube_, slurm_, clock_,
                                                   bridge::Config{}, options);
@@ -256,6 +264,56 @@ TEST_P(PodControllerCostTest, OneStateRequestPerPollForTheLabelledJobsOnly) {
 }
 
 INSTANTIATE_TEST_SUITE_P(LabelledPods, PodControllerCostTest, ::testing::Values(10, 1000));
+
+// #46: a running job whose pods are all bound and running is asked about every
+// bound_job_poll_interval, not at every poll; a job with a pod not bound yet, or one being
+// deleted, at every poll. The steady job's end still deletes its pod, at its next read.
+TEST_F(PodControllerTest, SteadyJobsAreAskedEveryBoundJobPollInterval) {
+  const std::int64_t steady = slurm_.AddJob("RUNNING", TagFor("steady", NextUid("steady")));
+  api_.AddPod("ns", "steady", {{std::string(bridge::kJobIdLabel), std::to_string(steady)}}, "n1");
+  const std::int64_t half = slurm_.AddJob("RUNNING", TagFor("half-a", NextUid("half-a")));
+  api_.AddPod("ns", "half-a", {{std::string(bridge::kJobIdLabel), std::to_string(half)}}, "n1");
+  api_.AddPod("ns", "half-b", {{std::string(bridge::kJobIdLabel), std::to_string(half)}});
+  PodControllerOptions o;
+  o.bound_job_poll_interval = 3s;
+  o.sweep_interval = 60s;  // its state reads would be counted with the polls'
+  Start(o);
+  ASSERT_TRUE(RunUntil([&] { return controller_->QueueDepth() == 0; }));
+  ASSERT_TRUE(OnePoll());
+  ASSERT_TRUE(RunUntil([&] { return controller_->QueueDepth() == 0; }));
+  const std::size_t from = slurm_.state_queries().size();
+  constexpr int kPolls = 12;  // 6 s: two bound_job_poll_intervals
+  for (int i = 0; i < kPolls; ++i) ASSERT_TRUE(OnePoll());
+  int steady_asked = 0;
+  int half_asked = 0;
+  for (std::size_t q = from; q < slurm_.state_queries().size(); ++q) {
+    const auto& ids = slurm_.state_queries()[q];
+    steady_asked += std::ranges::count(ids, steady) > 0 ? 1 : 0;
+    half_asked += std::ranges::count(ids, half) > 0 ? 1 : 0;
+  }
+  EXPECT_GE(half_asked, kPolls) << "a job with a pod not bound is asked at every poll";
+  EXPECT_GE(steady_asked, 1);
+  EXPECT_LE(steady_asked, 2) << "the steady job is asked every 3 s, not every 500 ms";
+  EXPECT_EQ(controller_->stats().jobs_steady, 1u);
+  // Its end deletes its pod, one bound_job_poll_interval later at most.
+  ASSERT_TRUE(slurm_.SetJobState(steady, "CANCELLED"));
+  for (int i = 0; i < 7; ++i) ASSERT_TRUE(OnePoll());  // 3.5 s
+  EXPECT_TRUE(RunUntil([&] { return std::ranges::count(deleted_, "steady") == 1; }))
+      << "the ended steady job's pod goes";
+  // Another steady job's pod starts to be deleted: its job is asked at the next poll.
+  const std::int64_t other = slurm_.AddJob("RUNNING", TagFor("other", NextUid("other")));
+  api_.AddPod("ns", "other", {{std::string(bridge::kJobIdLabel), std::to_string(other)}}, "n1");
+  ASSERT_TRUE(RunUntil([&] { return controller_->QueueDepth() == 0; }));
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(OnePoll());  // known to run, then steady
+  EXPECT_EQ(controller_->stats().jobs_steady, 1u);
+  const std::uint64_t passes = controller_->stats().reconciles;
+  api_.PatchPod("ns", "other", R"({"metadata":{"deletionTimestamp":"2026-12-07T00:00:00Z"}})");
+  ASSERT_TRUE(RunUntil([&] { return controller_->stats().reconciles > passes; }));
+  ASSERT_TRUE(OnePoll());
+  EXPECT_EQ(std::ranges::count(slurm_.state_queries().back(), other), 1)
+      << "a pod being deleted: its job is asked at the next poll";
+  EXPECT_EQ(controller_->stats().jobs_steady, 0u);
+}
 
 // N-17: a job that ended, whose pods all finished and were released (a Job keeps its Succeeded
 // pods), is asked about until its end is known, then no more; a running pod naming the same id
