@@ -10,6 +10,7 @@
 #include <boost/asio/co_spawn.hpp>
 
 #include "app/lease_thread.h"
+#include "bridge/tag.h"
 #include "controllers/node/node_controller.h"
 #include "controllers/pod/pod_controller.h"
 #include "net/http_server.h"
@@ -78,6 +79,8 @@ class SchedulerComponent final : public Component {
       : scheduler_(s.executor, s.kube, s.slurm, s.clock, s.config, &s.job_watch,
                    &s.informers.Nodes()) {
     scheduler_.SetWriteGate(s.leading);
+    s.startup_scan.AddUser();
+    scheduler_.ShareStartupScan(&s.startup_scan);
   }
   std::string_view name() const override { return "scheduler"; }
   awaitable<Result<void>> Run() override { return scheduler_.Run(); }
@@ -94,6 +97,12 @@ class SchedulerComponent final : public Component {
  private:
   scheduler::Scheduler scheduler_;
 };
+
+// The shared start-up read keeps the jobs with a bridge tag (of any cluster or scheduler): the
+// pod controller's start-up check needs them all; the scheduler keeps its own of them.
+bool HasBridgeTag(const slurm::JobInfo& job) {
+  return bridge::ParseJobTag(job.admin_comment).has_value();
+}
 
 controllers::PodControllerOptions PodOptions(const bridge::Config& config) {
   controllers::PodControllerOptions po;
@@ -113,7 +122,10 @@ class PodControllerComponent final : public Component {
   explicit PodControllerComponent(const Shared& s)
       : cluster_name_(s.config.cluster_name),
         pods_(s.executor, s.kube, s.slurm, s.clock, s.config, PodOptions(s.config), &s.job_watch,
-              &s.informers.Nodes()) {}
+              &s.informers.Nodes()) {
+    s.startup_scan.AddUser();
+    pods_.ShareStartupScan(&s.startup_scan);
+  }
   std::string_view name() const override { return "pod controller"; }
   awaitable<Result<void>> Run() override {
     // Two clusters sharing one Slurm must not share a clusterName: each would take the other's
@@ -200,6 +212,9 @@ struct Manager::Sources {
         node_watch(manager.io_.get_executor(), slurm, clock,
                    slurm::NodeWatchOptions{.list_interval = config.node_list_interval}),
         informers(kube),
+        // Users are the components that will read it (each adds itself); a read the second
+        // one comes to within a minute is shared.
+        startup_scan(slurm, clock, &HasBridgeTag, /*users=*/0, std::chrono::minutes(1)),
         shared{.executor = manager.io_.get_executor(),
                .kube = kube,
                .slurm = slurm,
@@ -207,12 +222,14 @@ struct Manager::Sources {
                .config = config,
                .job_watch = job_watch,
                .node_watch = node_watch,
+               .startup_scan = startup_scan,
                .informers = informers,
                .leading = [&manager] { return manager.Leading(); }} {}
 
   slurm::JobWatch job_watch;
   slurm::NodeWatch node_watch;
   SharedInformers informers;
+  slurm::SharedJobScan startup_scan;
   Shared shared;
 };
 

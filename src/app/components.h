@@ -40,6 +40,7 @@
 #include "slurm/client.h"
 #include "slurm/job_watch.h"
 #include "slurm/node_watch.h"
+#include "slurm/shared_job_scan.h"
 
 namespace sb::net {
 class HttpServer;
@@ -95,7 +96,10 @@ struct Shared {
   const bridge::Config& config;
   slurm::JobWatch& job_watch;    // one poll of Slurm's job states for every component
   slurm::NodeWatch& node_watch;  // one list of Slurm's nodes for every component
-  SharedInformers& informers;    // one Node informer for every component
+  // One start-up read of Slurm's whole job list (the jobs with a bridge tag) for the scheduler
+  // and the pod controller of one process (issue #46: two at once doubled slurmrestd's memory).
+  slurm::SharedJobScan& startup_scan;
+  SharedInformers& informers;  // one Node informer for every component
   // Whether this replica still leads (the lease thread's view, ahead of the main loop's); always
   // true without leader election. The scheduler asks it before each write (review R-10).
   std::function<bool()> leading;

@@ -278,6 +278,9 @@ TEST_F(ServeE2e, AllModePollsSlurmOncePerIntervalForEveryComponent) {
   // The rest: the scheduler's job list (1 s) and node list (2 s), the sweep's list (1 s).
   EXPECT_LE(sent, polls + window * 2.5 + 4) << "requests beyond the polls and the lists";
   EXPECT_EQ(Sample(after, "slurm_bridge_job_state_poll_errors_total"), 0);
+  // #46: one start-up read of Slurm's whole job list for the scheduler and the controllers.
+  EXPECT_EQ(CountInLog("all", "start-up job list: read,"), 1);
+  EXPECT_EQ(CountInLog("all", "start-up job list: shared,"), 1);
   AssertAlive(*bridge, "all");
   hold.reset();
 }

@@ -104,6 +104,9 @@ class Scheduler {
   // lease thread sees it) makes the scheduler write nothing more, even before Stop() reaches it
   // through the main loop (review R-10). None: always true.
   void SetWriteGate(std::function<bool()> gate) { write_gate_ = std::move(gate); }
+  // The start-up job list comes from `scan`, shared with the controllers of the process
+  // (`all`; slurm/shared_job_scan.h). Before Run().
+  void ShareStartupScan(slurm::SharedJobScan* scan) { slurm_jobs_.ShareStartupScan(scan); }
 
   // Started: caches synced and Slurm's jobs read.
   [[nodiscard]] bool Ready() const { return ready_; }

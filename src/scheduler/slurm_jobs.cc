@@ -370,7 +370,15 @@ awaitable<Result<void>> SlurmJobs::ScanJobs(bool startup) {
   // After the first list, Slurm sends every job only when one changed since the last list
   // (update_time); else a few hundred bytes, and the last list still holds. Only this
   // scheduler's jobs are kept as the list is decoded.
-  Result<slurm::JobList> list = co_await slurm_.ScanJobs(startup ? 0 : jobs_since_, Ours(config_));
+  // At start-up in `all`, the controllers' start-up read is shared (slurm/shared_job_scan.h).
+  slurm::JobFilter ours = Ours(config_);
+  const std::int64_t since = startup ? 0 : jobs_since_;
+  Result<slurm::JobList> list;
+  if (startup && startup_scan_ != nullptr) {
+    list = co_await startup_scan_->Scan(ours);
+  } else {
+    list = co_await slurm_.ScanJobs(since, ours);
+  }
   listing_ = false;
   if (!list) co_return tl::unexpected(list.error());
   ++stats_.job_lists;

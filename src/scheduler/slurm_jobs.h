@@ -52,6 +52,7 @@
 #include "scheduler/stats.h"
 #include "slurm/client.h"
 #include "slurm/job_watch.h"
+#include "slurm/shared_job_scan.h"
 
 namespace sb::scheduler {
 
@@ -113,6 +114,9 @@ class SlurmJobs : private slurm::JobWatchSubscriber {
 
   // Start-up: every job Slurm knows (adoption before the first submit).
   [[nodiscard]] boost::asio::awaitable<Result<void>> ReadAll();
+  // ReadAll's list comes from `scan` (shared with the other components of the process; before
+  // ReadAll).
+  void ShareStartupScan(slurm::SharedJobScan* scan) { startup_scan_ = scan; }
   // After start-up: the polls, the periodic lists and the cancels begin.
   void Start();
   void Stop();
@@ -231,6 +235,7 @@ class SlurmJobs : private slurm::JobWatchSubscriber {
   std::map<std::string, std::vector<JobView>> listed_;
   std::optional<async::Clock::TimePoint> listed_at_;
   std::optional<async::Clock::TimePoint> scanned_at_;
+  slurm::SharedJobScan* startup_scan_ = nullptr;  // ShareStartupScan
   std::int64_t jobs_since_ = 0;  // Slurm's last_update of the last whole list (update_time)
   bool listing_ = false;
   async::Clock::TimePoint next_list_{};  // of the periodic list

@@ -832,7 +832,12 @@ awaitable<void> PodController::ReadAllJobsOnce() {
   // (Named, not temporaries: gcc 12 destroys a temporary argument of a co_await twice.)
   const std::int64_t since = 0;
   slurm::JobFilter tagged = &HasBridgeTag;
-  Result<slurm::JobList> list = co_await slurm_.ScanJobs(since, tagged);
+  Result<slurm::JobList> list;
+  if (startup_scan_ != nullptr) {
+    list = co_await startup_scan_->Scan(tagged);  // shared with the scheduler (`all`)
+  } else {
+    list = co_await slurm_.ScanJobs(since, tagged);
+  }
   listing_ = false;
   if (!list) {
     ++stats_.startup_list_failures;

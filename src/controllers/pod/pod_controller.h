@@ -86,6 +86,7 @@
 #include "kube/runtime/work_queue.h"
 #include "slurm/client.h"
 #include "slurm/job_watch.h"
+#include "slurm/shared_job_scan.h"
 
 namespace sb::controllers {
 
@@ -154,6 +155,9 @@ class PodController : private slurm::JobWatchSubscriber {
 
   [[nodiscard]] boost::asio::awaitable<void> Run();
   void Stop();
+  // The start-up job list comes from `scan`, shared with the scheduler of the process (`all`;
+  // slurm/shared_job_scan.h); it must keep every job with a bridge tag. Before Run().
+  void ShareStartupScan(slurm::SharedJobScan* scan) { startup_scan_ = scan; }
   [[nodiscard]] bool Ready() const { return ready_; }
   [[nodiscard]] const PodControllerStats& stats() const { return stats_; }
   [[nodiscard]] std::size_t QueueDepth() { return queue_.Len(); }
@@ -236,8 +240,9 @@ class PodController : private slurm::JobWatchSubscriber {
   // by the start-up list, grown by every GET /job/{id}, kept to live jobs by the sweep's state
   // reads.
   Register own_jobs_;
-  bool listed_ = false;   // the start-up list was read
-  bool listing_ = false;  // it is being read
+  slurm::SharedJobScan* startup_scan_ = nullptr;  // ShareStartupScan
+  bool listed_ = false;                           // the start-up list was read
+  bool listing_ = false;                          // it is being read
   std::unordered_map<std::int64_t, async::Clock::TimePoint> first_seen_;  // job id -> first label
   std::set<std::int64_t> holding_;  // jobs with a bound, running pod (at the last poll's asking)
   std::set<std::int64_t> settled_;  // ended jobs whose pods all finished and were released
