@@ -19,7 +19,8 @@ SharedJobScan::SharedJobScan(Client& slurm, async::Clock& clock, JobFilter broad
 Task<JobList> SharedJobScan::Scan(JobFilter keep) {
   // One read at a time: a caller that comes while one is out waits for it and shares it.
   std::optional<async::Semaphore::Permit> permit = co_await one_at_a_time_.Acquire();
-  if (!permit) co_return tl::unexpected(Error(ErrorCode::kUnavailable, "shutting down"));
+  if (!permit)
+    co_return tl::unexpected(Error{.code = ErrorCode::kUnavailable, .message = "shutting down"});
   if (last_ && clock_.Now() - last_at_ > reuse_for_) last_.reset();
   std::shared_ptr<const JobList> list = last_;
   if (list) {
