@@ -303,15 +303,25 @@ TEST_F(PodControllerTest, SteadyJobsAreAskedEveryBoundJobPollInterval) {
   // Another steady job's pod starts to be deleted: its job is asked at the next poll.
   const std::int64_t other = slurm_.AddJob("RUNNING", TagFor("other", NextUid("other")));
   api_.AddPod("ns", "other", {{std::string(bridge::kJobIdLabel), std::to_string(other)}}, "n1");
-  ASSERT_TRUE(RunUntil([&] { return controller_->QueueDepth() == 0; }));
-  for (int i = 0; i < 8; ++i) ASSERT_TRUE(OnePoll());  // known to run, then steady
-  EXPECT_EQ(controller_->stats().jobs_steady, 1u);
+  // Polls until the pod's watch event has come and its job is known to run: then steady.
+  ASSERT_TRUE(RunUntil([&] {
+    if (controller_->stats().jobs_steady == 1) return true;
+    clock_.Advance(500ms);
+    return false;
+  }));
   const std::uint64_t passes = controller_->stats().reconciles;
   api_.PatchPod("ns", "other", R"({"metadata":{"deletionTimestamp":"2026-12-07T00:00:00Z"}})");
   ASSERT_TRUE(RunUntil([&] { return controller_->stats().reconciles > passes; }));
-  ASSERT_TRUE(OnePoll());
-  EXPECT_EQ(std::ranges::count(slurm_.state_queries().back(), other), 1)
-      << "a pod being deleted: its job is asked at the next poll";
+  // No longer steady: asked at a poll (the deletion's own reconcile may have changed it too).
+  const std::size_t asked = slurm_.state_queries().size();
+  ASSERT_TRUE(RunUntil([&] {
+    const auto& q = slurm_.state_queries();
+    for (std::size_t i = asked; i < q.size(); ++i) {
+      if (std::ranges::count(q[i], other) == 1) return true;
+    }
+    clock_.Advance(100ms);
+    return false;
+  })) << "a pod being deleted: its job is asked again";
   EXPECT_EQ(controller_->stats().jobs_steady, 0u);
 }
 
