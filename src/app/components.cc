@@ -10,7 +10,6 @@
 #include <boost/asio/co_spawn.hpp>
 
 #include "app/lease_thread.h"
-#include "bridge/tag.h"
 #include "controllers/node/node_controller.h"
 #include "controllers/pod/pod_controller.h"
 #include "net/http_server.h"
@@ -97,12 +96,6 @@ class SchedulerComponent final : public Component {
  private:
   scheduler::Scheduler scheduler_;
 };
-
-// The shared start-up read keeps the jobs with a bridge tag (of any cluster or scheduler): the
-// pod controller's start-up check needs them all; the scheduler keeps its own of them.
-bool HasBridgeTag(const slurm::JobInfo& job) {
-  return bridge::ParseJobTag(job.admin_comment).has_value();
-}
 
 controllers::PodControllerOptions PodOptions(const bridge::Config& config) {
   controllers::PodControllerOptions po;
@@ -213,8 +206,10 @@ struct Manager::Sources {
                    slurm::NodeWatchOptions{.list_interval = config.node_list_interval}),
         informers(kube),
         // Users are the components that will read it (each adds itself); a read the second
-        // one comes to within a minute is shared.
-        startup_scan(slurm, clock, &HasBridgeTag, /*users=*/0, std::chrono::minutes(1)),
+        // one comes to within a minute is shared. It keeps what the pod controller's start-up
+        // check needs (every bridge-tagged job); the scheduler keeps its own of them.
+        startup_scan(slurm, clock, &controllers::HasBridgeTag, /*users=*/0,
+                     std::chrono::minutes(1)),
         shared{.executor = manager.io_.get_executor(),
                .kube = kube,
                .slurm = slurm,

@@ -37,12 +37,11 @@ std::int64_t JobIdOf(const Pod& pod) {
 
 bool Alive(std::string_view state) { return !state.empty() && !bridge::JobEnded(state); }
 
-// The start-up list's filter: jobs with a bridge tag (of any cluster or scheduler).
+}  // namespace
+
 bool HasBridgeTag(const slurm::JobInfo& job) {
   return bridge::ParseJobTag(job.admin_comment).has_value();
 }
-
-}  // namespace
 
 PodController::PodController(asio::any_io_executor executor, kube::Client& kube,
                              slurm::Client& slurm, async::Clock& clock, bridge::Config config,

@@ -90,6 +90,10 @@
 
 namespace sb::controllers {
 
+// The start-up list's filter: jobs with a bridge tag (of any cluster or scheduler). A start-up
+// read shared with the controller (ShareStartupScan) keeps at least these.
+[[nodiscard]] bool HasBridgeTag(const slurm::JobInfo& job);
+
 struct PodControllerOptions {
   // Orphan and stray sweep (one GET /jobs/state/ of the registered jobs), and how often a
   // failed start-up job list is tried again.
