@@ -29,7 +29,7 @@ set(SB_TEST_COST_testenv-policy 10)
 set(SB_TESTENV_DIR ${CMAKE_BINARY_DIR}/testenv)
 set(SB_TESTENV_FILE ${SB_TESTENV_DIR}/env)
 
-add_test(NAME testenv.up COMMAND ${PROJECT_SOURCE_DIR}/testenv/up.sh --run-dir ${SB_TESTENV_DIR})
+add_test(NAME testenv.up COMMAND ${PROJECT_SOURCE_DIR}/testenv/up.sh --tries 2 --run-dir ${SB_TESTENV_DIR})
 set_tests_properties(testenv.up PROPERTIES FIXTURES_SETUP testenv LABELS e2e TIMEOUT 600
                                             RESOURCE_LOCK testenv-nodes COST ${SB_TEST_COST_testenv})
 add_test(NAME testenv.down COMMAND ${PROJECT_SOURCE_DIR}/testenv/down.sh ${SB_TESTENV_DIR})
@@ -42,7 +42,7 @@ set_tests_properties(testenv.down PROPERTIES FIXTURES_CLEANUP testenv LABELS e2e
 set(SB_TESTENV_KUBELETS_DIR ${CMAKE_BINARY_DIR}/testenv-kubelets)
 set(SB_TESTENV_KUBELETS_FILE ${SB_TESTENV_KUBELETS_DIR}/env)
 add_test(NAME testenv-kubelets.up
-         COMMAND ${PROJECT_SOURCE_DIR}/testenv/up.sh --kubelets --external-kubelet
+         COMMAND ${PROJECT_SOURCE_DIR}/testenv/up.sh --tries 2 --kubelets --external-kubelet
                  --run-dir ${SB_TESTENV_KUBELETS_DIR})
 # Its slurmd nodes run `slurm-bridge epilog` as their Epilog (SB_EPILOG_BINARY: this build's
 # binary, which must be built before the fixture starts).
@@ -62,7 +62,7 @@ set_tests_properties(testenv-kubelets.down PROPERTIES FIXTURES_CLEANUP testenv-k
 set(SB_TESTENV_POLICY_DIR ${CMAKE_BINARY_DIR}/testenv-policy)
 set(SB_TESTENV_POLICY_FILE ${SB_TESTENV_POLICY_DIR}/env)
 add_test(NAME testenv-policy.up
-         COMMAND ${PROJECT_SOURCE_DIR}/testenv/up.sh --kubelets --nodes 2 --accounting
+         COMMAND ${PROJECT_SOURCE_DIR}/testenv/up.sh --tries 2 --kubelets --nodes 2 --accounting
                  --run-dir ${SB_TESTENV_POLICY_DIR})
 # As testenv-kubelets: the Epilog (this build's binary) and, where built, the DRA driver
 # (CMakeLists.txt appends SB_DRA_DRIVER_BINARY to both).

@@ -36,6 +36,18 @@ t3=$SECONDS
 "$root/scripts/check-layers.sh"
 build=${BUILD_DIR:-$root/build}
 status=0
+# failed_tails BUILD_DIR: for each test that failed in BUILD_DIR's last ctest run, the last 60
+# lines of its output (from Testing/Temporary/LastTest.log).
+failed_tails() {
+  local t=$1/Testing/Temporary name
+  [ -s "$t/LastTestsFailed.log" ] || return 0
+  while IFS=: read -r _ name; do
+    echo "=== failed: $name (the last 60 lines of its output)"
+    awk -v n="$name" '$0 ~ "^[0-9]+/[0-9]+ Testing: " && $3 == n { on = 1; next }
+      on && index($0, "\"" n "\" end time:") == 1 { exit }
+      on { print }' "$t/LastTest.log" | tail -n 60
+  done <"$t/LastTestsFailed.log"
+}
 if [ $unit_only = 1 ]; then
   cd "$build"
   ctest -L unit --output-on-failure --timeout 900 --parallel "${SB_TEST_JOBS:-2}" "$@" || status=$?
@@ -57,6 +69,7 @@ cd "$build"
 # what runs side by side is a unit test, or the tests of different environments (SB_TEST_JOBS=1:
 # one at a time).
 ctest --output-on-failure --timeout 900 --parallel "${SB_TEST_JOBS:-2}" "$@" || status=$?
+failed_tails "$build" >"$build/failed-tests.txt"
 t4=$SECONDS
 # The unit tests again under ASan + UBSan (build-asan/, clang 14), then each fuzz target for
 # SB_FUZZ_SECONDS (default 10) from its corpus, two at a time. SB_SANITIZE=0 skips both.
@@ -90,6 +103,9 @@ if [ -n "$asan_pid" ]; then
   sanitized=", sanitized build after the tests $((t5 - t4)) s, sanitized unit and e2e tests $((t6 - t5)) s,"
   sanitized+=" fuzzing $((SECONDS - t6)) s"
 fi
+# What the failed tests of the main run printed last, once more at the very end: the output of a
+# long run is often kept only in part.
+[ ! -s "$build/failed-tests.txt" ] || cat "$build/failed-tests.txt"
 echo "test.sh: deps $((t1 - t0)) s, test environment artifacts $((t2 - t1)) s, build $((t3 - t2)) s," \
   "tests (sanitized build beside them) $((t4 - t3)) s$sanitized, total $((SECONDS - t0)) s"
 exit $status

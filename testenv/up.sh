@@ -48,15 +48,25 @@
 # (SB_CACHE_DIR/slurm-accounting-db, ~10 s) and copied at every start. Without --accounting
 # nothing of this runs and slurm.conf is what it was.
 #
+# A failed start prints the last lines of every log it wrote. With --tries N (the ctest fixtures
+# give 2) a failed start is stopped and made again from nothing, up to N starts in all: the
+# environment is the tests' ground, not what they test, and one start in some hundreds fails on
+# two loaded cores (the first failure's logs stay in the output).
+#
 # Usage: up.sh [--run-dir DIR] [--no-slurm] [--no-kube] [--no-kcm] [--nodes N] [--kubelets]
-#              [--external-kubelet] [--in-cluster] [--accounting]
+#              [--external-kubelet] [--in-cluster] [--accounting] [--tries N]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
 need_root
 
 run_dir="" with_slurm=1 with_kube=1 with_kcm=1 nodes=4 with_kubelets=0 in_cluster=0 with_ext=0
-accounting=0
+accounting=0 tries=1 args=()
+# --tries first (the starts it makes get every other argument as given).
+while [ $# -gt 0 ]; do
+  if [ "$1" = --tries ]; then tries=${2-}; shift $(($# > 1 ? 2 : 1)); else args+=("$1"); shift; fi
+done
+set -- ${args[@]+"${args[@]}"}
 while [ $# -gt 0 ]; do
   case "$1" in
     --run-dir) run_dir=$2; shift 2 ;;
@@ -68,11 +78,19 @@ while [ $# -gt 0 ]; do
     --external-kubelet) with_ext=1; shift ;;
     --in-cluster) in_cluster=1; shift ;;
     --accounting) accounting=1; shift ;;
-    -h|--help) sed -n '3,52p' "$0"; exit 0 ;;
+    -h|--help) sed -n '3,56p' "$0"; exit 0 ;;
     *) die "unknown argument: $1" ;;
   esac
 done
 [[ "$nodes" =~ ^[1-9][0-9]?$ ]] || die "--nodes wants 1..99, got '$nodes'"
+[[ "$tries" =~ ^[1-9]$ ]] || die "--tries wants 1..9, got '$tries'"
+if [ "$tries" -gt 1 ]; then
+  for ((try = 1; try <= tries; try++)); do
+    "$0" ${args[@]+"${args[@]}"} && exit 0
+    [ $try = "$tries" ] || log "start failed (try $try of $tries; its logs are above); starting again"
+  done
+  die "start failed $tries times"
+fi
 if [ $with_kubelets = 1 ]; then
   [ $with_slurm = 1 ] && [ $with_kube = 1 ] && [ $with_kcm = 1 ] || die "--kubelets needs Slurm, kube and the controller manager"
 fi
@@ -109,7 +127,18 @@ cleanup_on_failure() {
   if [ $rc != 0 ]; then
     log "start failed; stopping what was started (logs stay in $run_dir)"
     "$here/down.sh" --keep-logs "$run_dir" >&2 || true
+    dump_logs
   fi
+}
+# dump_logs: the last lines of every log this start wrote, on stderr, so that a failed start says
+# why where only its output is kept (ctest --output-on-failure, a CI excerpt).
+dump_logs() {
+  local f
+  while IFS= read -r f; do
+    [ -s "$f" ] || continue
+    printf -- '--- %s (last 12 lines)\n' "${f#"$run_dir"/}" >&2
+    tail -n 12 "$f" >&2 || true
+  done < <(find "$run_dir" -name '*.log' -o -name '*.stdout' -o -name failed 2>/dev/null | sort)
 }
 trap cleanup_on_failure EXIT
 env_file="$run_dir/env"
