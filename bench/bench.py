@@ -1115,7 +1115,8 @@ class Bench:
                 time.sleep(1)
             else:
                 self.notes.append("scale: not every waiting pod had its job after 600 s")
-            time.sleep(6)
+            # Past bridge::kLongPending (30 s): the jobs are asked every pendingJobPollInterval.
+            time.sleep(35)
             q0, c0, t0 = self.metrics_requests(), self.daemon_cpu(), now()
             b0 = cpu_ticks(br.pid)
             time.sleep(a.window)

@@ -102,6 +102,7 @@ controllers::PodControllerOptions PodOptions(const bridge::Config& config) {
   po.sweep_interval = config.job_sweep_interval;
   po.gone_brake = config.job_gone_brake;
   po.bound_job_poll_interval = config.bound_job_poll_interval;
+  po.pending_job_poll_interval = config.pending_job_poll_interval;
   po.lifecycle.max_termination_grace_seconds = bridge::GraceCapSeconds(config);
   // A job this young may belong to a pod the informer has not shown yet.
   po.orphan_min_age = std::max<std::chrono::seconds>(

@@ -437,14 +437,16 @@ Result<Config> ParseConfig(std::string_view yaml) {
       if (d->count() < 100) return tl::unexpected(KeyError(key, "must be at least 100ms"));
       c.slurm_request_timeout = *d;
     } else if (k == "jobpollinterval" || k == "joblistinterval" || k == "nodelistinterval" ||
-               k == "jobsweepinterval" || k == "boundjobpollinterval") {
+               k == "jobsweepinterval" || k == "boundjobpollinterval" ||
+               k == "pendingjobpollinterval") {
       Result<std::chrono::milliseconds> d = Duration(v, key);
       if (!d) return tl::unexpected(d.error());
-      (k == "jobpollinterval"        ? c.job_poll_interval
-       : k == "joblistinterval"      ? c.job_list_interval
-       : k == "jobsweepinterval"     ? c.job_sweep_interval
-       : k == "boundjobpollinterval" ? c.bound_job_poll_interval
-                                     : c.node_list_interval) = *d;
+      (k == "jobpollinterval"          ? c.job_poll_interval
+       : k == "joblistinterval"        ? c.job_list_interval
+       : k == "jobsweepinterval"       ? c.job_sweep_interval
+       : k == "boundjobpollinterval"   ? c.bound_job_poll_interval
+       : k == "pendingjobpollinterval" ? c.pending_job_poll_interval
+                                       : c.node_list_interval) = *d;
     } else if (k == "defaulttimelimit") {
       Result<std::string> s = Scalar(v, key);
       if (!s) return tl::unexpected(s.error());

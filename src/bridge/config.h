@@ -36,6 +36,9 @@
 //   boundJobPollInterval     how often the controllers read the state of a running job whose
 //                            pods are all bound and running (its end deletes them): 5s by
 //                            default; at most as often as jobPollInterval
+//   pendingJobPollInterval   how often the scheduler and the controllers read the state of a job
+//                            pending for more than 30 s (how soon its start is seen): 2s by
+//                            default; a job's first 30 s, every jobPollInterval
 //   jobListInterval          how often the scheduler reads its pending jobs' reasons (8 per
 //                            interval), and Slurm's whole job list while it watches for
 //                            duplicates (after start-up, a lost submit reply) (default 30s)
@@ -133,6 +136,7 @@ struct Config {
   std::int64_t max_termination_grace_seconds = 300;
   std::chrono::milliseconds job_poll_interval{500};
   std::chrono::milliseconds bound_job_poll_interval{5000};
+  std::chrono::milliseconds pending_job_poll_interval{2000};
   std::chrono::milliseconds job_list_interval{30000};
   std::chrono::milliseconds node_list_interval{30000};
   std::chrono::milliseconds job_sweep_interval{30000};

@@ -16,6 +16,7 @@ TEST(ConfigTest, DefaultsWhenEmpty) {
   EXPECT_EQ(c->scheduler_name, "slurm-bridge-scheduler");
   EXPECT_EQ(c->job_poll_interval, std::chrono::milliseconds(500));
   EXPECT_EQ(c->bound_job_poll_interval, std::chrono::seconds(5));
+  EXPECT_EQ(c->pending_job_poll_interval, std::chrono::seconds(2));
   EXPECT_EQ(c->job_mode, JobMode::kExternal);
   EXPECT_EQ(c->resource_tres.at("nvidia.com/gpu"), "gres/gpu");
   EXPECT_EQ(c->resource_tres.at("amd.com/gpu"), "gres/gpu");
@@ -53,6 +54,7 @@ TEST(ConfigTest, OurKeys) {
 clusterName: prod
 jobPollInterval: 250ms
 boundJobPollInterval: 2s
+pendingJobPollInterval: 3s
 jobListInterval: 2s
 nodeListInterval: 1m
 jobMode: batch
@@ -67,6 +69,7 @@ someFutureKey: 1
   EXPECT_EQ(c->cluster_name, "prod");
   EXPECT_EQ(c->job_poll_interval, std::chrono::milliseconds(250));
   EXPECT_EQ(c->bound_job_poll_interval, std::chrono::seconds(2));
+  EXPECT_EQ(c->pending_job_poll_interval, std::chrono::seconds(3));
   EXPECT_EQ(c->job_list_interval, std::chrono::milliseconds(2000));
   EXPECT_EQ(c->node_list_interval, std::chrono::milliseconds(60000));
   EXPECT_EQ(c->job_mode, JobMode::kBatch);
@@ -166,6 +169,8 @@ TEST(ConfigTest, BadValuesNameTheKey) {
       {"jobPollInterval: fast", "config key jobPollInterval: \"fast\" is not a duration"},
       {"jobPollInterval: 0s", "jobPollInterval: must be greater than zero"},
       {"boundJobPollInterval: soon", "config key boundJobPollInterval: \"soon\" is not a duration"},
+      {"pendingJobPollInterval: later",
+       "config key pendingJobPollInterval: \"later\" is not a duration"},
       {"slurmRestApi: slurm:6820", "config key slurmRestApi: \"slurm:6820\" is not"},
       {"jobMode: magic", "config key jobMode: \"magic\""},
       {"managedNamespaces: x", "config key managedNamespaces: must be a list"},

@@ -7,6 +7,7 @@
 // the bridge's finalizer, and the patch that takes it off.
 #pragma once
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -61,6 +62,12 @@ class JobState {
   std::string name_;
   JobPhase phase_ = JobPhase::kUnknown;
 };
+
+// A job of the bridge known for this long and still pending is "long pending": Slurm did not
+// start it at submit or in its next passes, so it waits on resources, limits or priority, and the
+// scheduler and the controllers read its state every pendingJobPollInterval, not every
+// jobPollInterval (the delay a start then sees is small beside its wait).
+inline constexpr std::chrono::seconds kLongPending{30};
 
 // Whether the pod's phase is terminal (Succeeded or Failed): its containers ran to the end.
 [[nodiscard]] bool PodFinished(const kube::Pod& pod);

@@ -654,9 +654,17 @@ awaitable<void> SlurmJobs::PollSlurm() {
 std::vector<std::int64_t> SlurmJobs::JobsToPoll(const slurm::JobPollTick& tick) {
   std::vector<std::int64_t> ids;
   if (tick.full && std::exchange(polled_otherwise_, false)) return ids;
-  // Every tracked job at a full poll; between them, the jobs submitted within kFreshWindow.
+  // Every tracked job at a full poll, but a job pending for more than bridge::kLongPending only
+  // every pendingJobPollInterval (the pod controller asks it at the same polls); between them,
+  // the jobs submitted within kFreshWindow.
+  const bool pending_due = tick.DueEvery(config_.pending_job_poll_interval);
   for (const auto& [group, t] : jobs_) {
-    if (tick.full || tick.now - t.submitted < kFreshWindow) ids.push_back(t.id);
+    const bool young = tick.now - t.submitted < kFreshWindow;
+    if (!tick.full && !young) continue;
+    if (!pending_due && t.state.pending() && tick.now - t.submitted >= bridge::kLongPending) {
+      continue;
+    }
+    ids.push_back(t.id);
   }
   return ids;
 }

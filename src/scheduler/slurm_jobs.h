@@ -4,7 +4,10 @@
 //
 // The scheduler's view of Slurm, at a cost that follows the scheduler's own jobs:
 //   - the jobs it tracks, one per group (by group key), and their states from the process's job
-//     watch (slurm/job_watch.h: it is a subscriber; the fresh ones polled often after a submit);
+//     watch (slurm/job_watch.h: it is a subscriber; the fresh ones polled often after a submit,
+//     the others every jobPollInterval, and those pending for more than bridge::kLongPending
+//     only every pendingJobPollInterval: thousands of waiting pods cost a request per 2,000
+//     jobs per 2 s, not per 500 ms);
 //   - the live jobs tagged by this scheduler, by group (`listed`): adoption after a restart, a
 //     member re-created after its gang was bound, and a second live job of a tracked group,
 //     which is cancelled unless pods are bound to it. Kept from this process's own submits and

@@ -59,7 +59,8 @@ async::Clock::Duration JobWatch::FreshSpacing() const {
 }
 
 awaitable<bool> JobWatch::Poll(bool full) {
-  const JobPollTick tick{.now = clock_.Now(), .full = full};
+  const JobPollTick tick{.now = clock_.Now(), .full = full, .previous_full = previous_full_};
+  if (full) previous_full_ = tick.now;
   // Each subscriber's ids, asked together.
   std::vector<std::pair<JobWatchSubscriber*, JobPollAnswer>> asks;
   std::set<std::int64_t> ids;
@@ -82,6 +83,7 @@ awaitable<bool> JobWatch::Poll(bool full) {
   if (!states) {
     ++stats_.poll_errors;
     spdlog::warn("reading Slurm job states failed: {}", states.error().ToString());
+    if (full) previous_full_.reset();  // the slow ids are due again at the next one
     for (auto& [s, answer] : asks) s->OnJobPollFailed(states.error());
     co_return true;
   }

@@ -64,6 +64,18 @@ struct JobWatchOptions {
 struct JobPollTick {
   async::Clock::TimePoint now;
   bool full = false;  // every id of interest is wanted; else only the fresh ones
+  // The last full poll that answered (none before the first, or after one that failed).
+  std::optional<async::Clock::TimePoint> previous_full;
+
+  // Whether ids a subscriber asks only every `interval` (jobs whose state changes rarely) are
+  // due now: at the first full poll in each `interval`-long period of the clock, or when the last
+  // full poll failed. Every subscriber of a watch gets the same answer at the same tick, so
+  // their slow ids go out in the same requests.
+  [[nodiscard]] bool DueEvery(async::Clock::Duration interval) const {
+    if (!full) return false;
+    if (!previous_full || interval <= async::Clock::Duration::zero()) return true;
+    return now.time_since_epoch() / interval != previous_full->time_since_epoch() / interval;
+  }
 };
 
 // The answer to one poll, for one subscriber.
@@ -123,6 +135,7 @@ class JobWatch {
   JobWatchOptions options_;
   std::vector<JobWatchSubscriber*> subscribers_;
   std::optional<async::Clock::TimePoint> last_fresh_;
+  std::optional<async::Clock::TimePoint> previous_full_;  // JobPollTick::previous_full
   async::Clock::Duration last_poll_took_{};
   std::size_t last_poll_ids_ = 0;
   JobWatchStats stats_;

@@ -23,6 +23,10 @@ class Recorder final : public JobWatchSubscriber {
  public:
   std::vector<std::int64_t> ids;
   std::vector<std::int64_t> fresh;
+  // Asked only when the tick says they are due every `slow_every` (jobs whose state rarely
+  // changes: long-pending, or running with every pod bound).
+  std::vector<std::int64_t> slow;
+  async::Clock::Duration slow_every{};
   bool skip_next_full = false;
   std::vector<JobPollAnswer> answers;
   int failures = 0;
@@ -33,7 +37,9 @@ class Recorder final : public JobWatchSubscriber {
       skip_next_full = false;
       return {};
     }
-    return ids;
+    std::vector<std::int64_t> out = ids;
+    if (!slow.empty() && tick.DueEvery(slow_every)) out.insert(out.end(), slow.begin(), slow.end());
+    return out;
   }
   void OnJobStates(const JobPollAnswer& answer) override { answers.push_back(answer); }
   void OnJobPollFailed(const Error&) override { ++failures; }
@@ -139,6 +145,49 @@ TEST_F(JobWatchTest, AFailedPollIsReportedToEachAskerAndTheNextAsksAgain) {
   EXPECT_EQ(r.failures, 1);
   EXPECT_EQ(r.answers.size(), 1u);
   EXPECT_EQ(watch_->stats().poll_errors, 1u);
+}
+
+// Issue #46: ids two subscribers ask only every 2 s (thousands of long-pending jobs) go out
+// together, at the first full poll of each 2 s period, never at the polls between; a failed poll
+// makes them due again at the next one.
+TEST_F(JobWatchTest, SlowIdsOfEverySubscriberAreDueAtTheSamePolls) {
+  const std::int64_t often = slurm_.AddJob("RUNNING");
+  const std::int64_t waiting = slurm_.AddJob("PENDING");
+  const std::int64_t waiting_too = slurm_.AddJob("PENDING");
+  Recorder sched;
+  Recorder pods;
+  sched.ids = {often};
+  sched.slow = {waiting};
+  sched.slow_every = 2s;
+  pods.slow = {waiting, waiting_too};
+  pods.slow_every = 2s;
+  clock_.Advance(250ms);  // polls at 0.75 s, 1.25 s, ...: never on a period's edge
+  Start();
+  watch_->Subscribe(&sched);
+  watch_->Subscribe(&pods);
+  RunFor(10s - 100ms);  // polls at 0.75 s, 1.25 s, ..., 9.75 s
+  const std::vector<std::vector<std::int64_t>>& q = slurm_.state_queries();
+  ASSERT_EQ(q.size(), 19u) << "one request per jobPollInterval: the often-asked job";
+  int with_slow = 0;
+  for (std::size_t i = 0; i < q.size(); ++i) {
+    const bool slow = q[i].size() == 3;
+    if (slow) {
+      ++with_slow;
+      EXPECT_EQ(q[i], (std::vector<std::int64_t>{often, waiting, waiting_too})) << i;
+    } else {
+      EXPECT_EQ(q[i], (std::vector<std::int64_t>{often})) << i;
+    }
+  }
+  // The first poll (no poll before it), then one per 2 s period: 0.75 s, 2.25, 4.25, 6.25, 8.25.
+  EXPECT_EQ(with_slow, 5);
+  EXPECT_EQ(pods.answers.size(), 5u) << "asked nothing at the other polls";
+
+  // 10.25 s: the first poll of its period fails; 10.75 s asks them again.
+  slurm_.FailNext("JobStates", Error{ErrorCode::kUnavailable, "slurmrestd down"});
+  RunFor(1s);
+  ASSERT_EQ(q.size(), 21u);
+  EXPECT_EQ(q[19].size(), 3u);
+  EXPECT_EQ(q[20].size(), 3u) << "due again after the failed poll";
 }
 
 // Issue #31: a burst's fresh polls ask hundreds of ids; they come once per fresh_interval per

@@ -388,7 +388,7 @@ def case_default_values():
         "schedulerName": "slurm-bridge-scheduler", "slurmRestApi": "http://slurm-restapi.slurm:6820",
         "managedNamespaces": ["slurm-bridge"], "mcsLabel": "kubernetes", "partition": "slurm-bridge",
         "clusterName": "kubernetes", "jobMode": "external", "jobPollInterval": "500ms",
-        "boundJobPollInterval": "5s",
+        "boundJobPollInterval": "5s", "pendingJobPollInterval": "2s",
         "jobListInterval": "30s", "nodeListInterval": "30s", "jobSweepInterval": "30s",
         "maxConcurrentSubmits": 16, "jobGoneBrake": 10, "slurmInsecureSkipVerify": False,
         "podSlurmEnv": True, "podNvidiaVisibleDevices": False, "nodeSharing": "exclusive",

@@ -420,6 +420,11 @@ awaitable<Result<void>> PodController::ReleaseFinalizer(const Pod& pod) {
   co_return Result<void>{};
 }
 
+bool PodController::LongPending(std::int64_t id, async::Clock::TimePoint now) const {
+  auto seen = first_seen_.find(id);
+  return seen != first_seen_.end() && now - seen->second >= bridge::kLongPending;
+}
+
 std::vector<std::int64_t> PodController::JobsToPoll(const slurm::JobPollTick& tick) {
   if (!tick.full) return {};
   // The jobs the cached pods name; the cost follows the bridge's jobs, not every job of the
@@ -443,12 +448,12 @@ std::vector<std::int64_t> PodController::JobsToPoll(const slurm::JobPollTick& ti
     if (!first) st->second = st->second && quiet;
   }
   // Steady jobs (running, their pods all bound and running): only their end matters, so they
-  // are asked every bound_job_poll_interval; a job that is not yet known to run, or any of
-  // whose pods changed, is asked at every full poll.
-  const bool steady_due =
-      !steady_asked_ || tick.now - *steady_asked_ >= options_.bound_job_poll_interval;
+  // are asked every bound_job_poll_interval. Jobs pending for more than kLongPending are asked
+  // every pending_job_poll_interval (the scheduler asks them as often, in the same requests).
+  // Any other job (new, starting, ending, or one whose pods changed) at every full poll.
+  const bool steady_due = tick.DueEvery(options_.bound_job_poll_interval);
+  const bool pending_due = tick.DueEvery(options_.pending_job_poll_interval);
   std::uint64_t steady_jobs = 0;
-  bool steady_asked = false;
   // N-17: a job that ended (or is gone) and whose pods all finished and were released needs
   // nothing more: it is not asked about again while that holds (a Job's Succeeded pods can stay
   // for ever). A pod that names it and is not done brings it back.
@@ -466,14 +471,17 @@ std::vector<std::int64_t> PodController::JobsToPoll(const slurm::JobPollTick& ti
       settled_.erase(id);
     }
     watched_.insert(id);
-    if (steady[id] && known != jobs_.end() && bridge::JobState(known->second.state).running()) {
-      ++steady_jobs;
-      if (!steady_due) continue;
-      steady_asked = true;
+    if (known != jobs_.end()) {
+      const bridge::JobState state(known->second.state);
+      if (steady[id] && state.running()) {
+        ++steady_jobs;
+        if (!steady_due) continue;
+      } else if (state.pending() && LongPending(id, tick.now) && !pending_due) {
+        continue;
+      }
     }
     wanted.push_back(id);
   }
-  if (steady_asked) steady_asked_ = tick.now;
   std::erase_if(settled_, [&](std::int64_t id) { return !settled.contains(id); });
   stats_.jobs_settled = settled_.size();
   stats_.jobs_steady = steady_jobs;

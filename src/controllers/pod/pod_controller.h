@@ -38,7 +38,10 @@
 //     job exist); a running job whose pods are all bound and running and none being deleted
 //     ("steady": only its end matters, and it deletes the pods) is asked only every
 //     bound_job_poll_interval (config boundJobPollInterval, 5 s), so a handful of long-running
-//     pods costs slurmctld a request per 5 s, not two per second;
+//     pods costs slurmctld a request per 5 s, not two per second; a job pending for more than
+//     bridge::kLongPending (30 s) only every pending_job_poll_interval (config
+//     pendingJobPollInterval, 2 s), at the same polls as the scheduler's (JobPollTick::DueEvery),
+//     so thousands of waiting pods cost about one request per 2,000 jobs per 2 s;
 //   - a GET /job/{id} when a labelled job is first seen, its state is unknown, or before acting
 //     on it; every such read of a live job of this bridge adds it to the register, and the
 //     sweep reads a bound pod's labelled job it knows nothing of the same way (once);
@@ -105,6 +108,8 @@ struct PodControllerOptions {
   // How often a steady job (running; every pod naming it bound, running and not being deleted)
   // is asked about; every other watched job at each of the job watch's full polls.
   std::chrono::milliseconds bound_job_poll_interval{5000};
+  // Jobs pending for more than bridge::kLongPending (config pendingJobPollInterval).
+  std::chrono::milliseconds pending_job_poll_interval{2000};
   LifecycleOptions lifecycle;
 };
 
@@ -188,6 +193,8 @@ class PodController : private slurm::JobWatchSubscriber {
   boost::asio::awaitable<Result<void>> ReadJob(std::int64_t job_id, JobRecord& rec);
   // slurm::JobWatchSubscriber: the jobs the cached pods name (at full polls), and their states.
   std::vector<std::int64_t> JobsToPoll(const slurm::JobPollTick& tick) override;
+  // The job's label was first seen more than bridge::kLongPending ago.
+  [[nodiscard]] bool LongPending(std::int64_t id, async::Clock::TimePoint now) const;
   void OnJobStates(const slurm::JobPollAnswer& answer) override;
   void OnJobPollFailed(const Error& /*error*/) override { ++stats_.errors; }
   // What the sweep knows of one live job of this bridge (the register).
@@ -253,7 +260,6 @@ class PodController : private slurm::JobWatchSubscriber {
   // Every job the cached pods name and that is not settled, asked at the last poll or not (a
   // steady one between its reads): the records of the others are dropped.
   std::set<std::int64_t> watched_;
-  std::optional<async::Clock::TimePoint> steady_asked_;  // when the steady jobs were last asked
   // Requeued jobs of groups waiting for the groups' new pods, until when (JobPlan::hold_until):
   // the orphan sweep leaves them alone.
   std::unordered_map<std::int64_t, WallTime> held_for_group_;

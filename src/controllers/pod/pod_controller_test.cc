@@ -17,6 +17,7 @@
 
 #include "async/clock.h"
 #include "bridge/names.h"
+#include "bridge/pods.h"
 #include "bridge/tag.h"
 #include "common/time_format.h"
 #include "net/http_client.h"
@@ -130,6 +131,9 @@ class PodControllerTest : public ::testing::Test {
     // (SteadyJobsAreAskedEveryBoundJobPollInterval): the tests count polls of bound pods' jobs.
     if (options.bound_job_poll_interval == PodControllerOptions{}.bound_job_poll_interval) {
       options.bound_job_poll_interval = 500ms;
+    }
+    if (options.pending_job_poll_interval == PodControllerOptions{}.pending_job_poll_interval) {
+      options.pending_job_poll_interval = 500ms;
     }
     options.orphan_min_age = 0s;
     controller_ = std::make_unique<PodController>(io_.get_executor(), *kube_, slurm_, clock_,
@@ -323,6 +327,51 @@ TEST_F(PodControllerTest, SteadyJobsAreAskedEveryBoundJobPollInterval) {
     return false;
   })) << "a pod being deleted: its job is asked again";
   EXPECT_EQ(controller_->stats().jobs_steady, 0u);
+}
+
+// #46: a job pending for more than bridge::kLongPending is asked every
+// pending_job_poll_interval, a younger one at every poll; its end is still seen.
+// (Fails with the old cadence: the long-pending job asked 12 times.)
+TEST_F(PodControllerTest, LongPendingJobsAreAskedEveryPendingJobPollInterval) {
+  const std::int64_t waiting = slurm_.AddJob("PENDING", TagFor("waiting", NextUid("waiting")));
+  api_.AddPod("ns", "waiting", {{std::string(bridge::kJobIdLabel), std::to_string(waiting)}});
+  // Asked at every poll (running, its pod not bound yet), so that every poll sends a request.
+  const std::int64_t anchor = slurm_.AddJob("RUNNING", TagFor("anchor", NextUid("anchor")));
+  api_.AddPod("ns", "anchor", {{std::string(bridge::kJobIdLabel), std::to_string(anchor)}});
+  PodControllerOptions o;
+  o.pending_job_poll_interval = 3s;  // (the fixture turns the default, 2 s, into 500 ms)
+  o.sweep_interval = 300s;           // its state reads would be counted with the polls'
+  Start(o);
+  // Both pods were seen (first_seen) by now: their jobs are long pending 30 s from here.
+  const async::Clock::TimePoint began = clock_.Now();
+  ASSERT_TRUE(RunUntil([&] { return controller_->QueueDepth() == 0; }));
+  auto asked = [&](std::int64_t id, std::size_t from) {
+    int n = 0;
+    for (std::size_t q = from; q < slurm_.state_queries().size(); ++q) {
+      n += std::ranges::count(slurm_.state_queries()[q], id) > 0 ? 1 : 0;
+    }
+    return n;
+  };
+  std::size_t from = 0;
+  while (clock_.Now() - began < bridge::kLongPending + 1s) ASSERT_TRUE(OnePoll());
+  const std::int64_t young = slurm_.AddJob("PENDING", TagFor("young", NextUid("young")));
+  api_.AddPod("ns", "young", {{std::string(bridge::kJobIdLabel), std::to_string(young)}});
+  from = slurm_.state_queries().size();
+  while (asked(young, from) == 0) ASSERT_TRUE(OnePoll());  // its pod's watch event has come
+  from = slurm_.state_queries().size();
+  for (int i = 0; i < 12; ++i) ASSERT_TRUE(OnePoll());  // 6 s: two periods of 3 s
+  EXPECT_EQ(asked(waiting, from), 2) << "asked every 3 s, not every 500 ms";
+  EXPECT_EQ(asked(young, from), 12) << "the young job: at every poll";
+  EXPECT_EQ(asked(anchor, from), 12);
+  // Its end (cancelled while it waited) is seen at the next period's poll; no longer pending,
+  // it is asked at every poll after that (its unbound pod is the scheduler's to submit again).
+  ASSERT_TRUE(slurm_.SetJobState(waiting, "CANCELLED"));
+  from = slurm_.state_queries().size();
+  for (int i = 0; i < 7; ++i) ASSERT_TRUE(OnePoll());  // 3.5 s: one period and a poll
+  EXPECT_GE(asked(waiting, from), 1);
+  from = slurm_.state_queries().size();
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(OnePoll());
+  EXPECT_EQ(asked(waiting, from), 4) << "its end was seen: no longer long pending";
 }
 
 // N-17: a job that ended, whose pods all finished and were released (a Job keeps its Succeeded
@@ -926,6 +975,9 @@ TEST_F(PodControllerTest, BoundPodOfAnUnknownJobIsReadOnceAndNotReported) {
   slurm_.FailNext("GetJob", Error{.code = ErrorCode::kUnavailable, .message = "slurmrestd away"},
                   kFailures);
   api_.AddPod("ns", "b", {{std::string(bridge::kJobIdLabel), std::to_string(job)}}, "n1");
+  // The pod's watch event has come (its job's first read, which fails): before that, sweeps
+  // know of no pod and are skipped at once (CI: 60 of them in 2 ms, then no job known).
+  ASSERT_TRUE(RunUntil([&] { return slurm_.calls("GetJob") >= 1; }));
   for (int i = 0; i < 60 && controller_->stats().own_jobs == 0; ++i) ASSERT_TRUE(OneSweep());
   ASSERT_EQ(controller_->stats().own_jobs, 1u);
   EXPECT_GE(controller_->stats().sweep_job_reads, 1u) << "the sweep asked too while it failed";
