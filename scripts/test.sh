@@ -68,8 +68,10 @@ cd "$build"
 # Two at a time: the tests of each environment hold its RESOURCE_LOCK (cmake/Testing.cmake), so
 # what runs side by side is a unit test, or the tests of different environments (SB_TEST_JOBS=1:
 # one at a time).
+# (ctest leaves an earlier run's LastTestsFailed.log in place when every test passes.)
+rm -f "$build/failed-tests.txt" "$build/Testing/Temporary/LastTestsFailed.log"
 ctest --output-on-failure --timeout 900 --parallel "${SB_TEST_JOBS:-2}" "$@" || status=$?
-failed_tails "$build" >"$build/failed-tests.txt"
+[ $status = 0 ] || failed_tails "$build" >"$build/failed-tests.txt"
 t4=$SECONDS
 # The unit tests again under ASan + UBSan (build-asan/, clang 14), then each fuzz target for
 # SB_FUZZ_SECONDS (default 10) from its corpus, two at a time. SB_SANITIZE=0 skips both.
